@@ -1,0 +1,44 @@
+"""Errors a user can hit. Each carries a message that says what to do, and an exit code."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_ERROR = 2
+
+
+class GuardError(Exception):
+    """Base of every error the guard reports as a message rather than a traceback."""
+
+    exit_code: int = EXIT_ERROR
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigError(GuardError):
+    """The configuration file is missing, unreadable or has a bad value."""
+
+
+class GitError(GuardError):
+    """A git command failed: a ref that does not exist, a path that is not a repository."""
+
+
+class BuildError(GuardError):
+    """Building one arm failed. Names the arm and carries the tail of its build log."""
+
+    def __init__(self, arm: str, message: str, log_tail: str = "", log_path: str | None = None) -> None:
+        super().__init__(f"build of arm '{arm}' failed: {message}")
+        self.arm = arm
+        self.log_tail = log_tail
+        self.log_path = log_path
+
+
+class HarnessError(GuardError):
+    """The workload failed while it ran inside an arm's environment."""
+
+    def __init__(self, arm: str, message: str, log_tail: str = "") -> None:
+        super().__init__(f"workload run of arm '{arm}' failed: {message}")
+        self.arm = arm
+        self.log_tail = log_tail

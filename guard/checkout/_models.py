@@ -1,0 +1,35 @@
+"""What the checkout stage hands on: the commits chosen for each arm, and each arm once built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# 40 hex for SHA-1 repositories, 64 for SHA-256 ones
+_SHA_PATTERN = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
+
+
+class ArmRef(BaseModel):
+    """One arm's commit: the ref the user asked for and the full sha git resolved it to."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    ref: str
+    sha: str = Field(pattern=_SHA_PATTERN)
+
+
+class BuiltArm(BaseModel):
+    """One arm checked out and built: where its code is and which interpreter runs it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    sha: str = Field(pattern=_SHA_PATTERN)
+    worktree: Path
+    python: Path
+    env: dict[str, str]
+    build_log: Path
+    reused: bool
+    build_s: float = Field(ge=0)

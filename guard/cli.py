@@ -1,0 +1,95 @@
+"""Command line: `guard run` and `guard demo`. Errors are one message and an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import guard
+from guard._errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, GuardError
+from guard.config import DEFAULT_CONFIG_NAME, load_config
+from guard.report import Report
+
+VERDICT_EXIT = {
+    "pass": EXIT_OK,
+    "improvement": EXIT_OK,
+    "inconclusive": EXIT_OK,
+    "regression": EXIT_REGRESSION,
+    "invalid": EXIT_ERROR,
+}
+
+
+def _progress(message: str) -> None:
+    print(f"[guard {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="guard", description="Guard a pull request against decode slowdowns."
+    )
+    parser.add_argument("--version", action="version", version=f"regression-guard {guard.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="build base and head, replay the workload on both, compare, report")
+    run.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
+    run.add_argument("--base", default=None, help="base ref (default: merge-base of head with the target branch)")
+    run.add_argument("--head", default="HEAD", help="head ref (default: HEAD)")
+    run.add_argument("--config", type=Path, default=None, help=f"config file (default: REPO/{DEFAULT_CONFIG_NAME})")
+    run.add_argument("--out", type=Path, default=Path("guard-out"), help="folder for report.json and comment.md")
+    run.add_argument("--cache-dir", type=Path, default=None, help="where arm builds are kept and reused")
+
+    demo = sub.add_parser("demo", help="run the whole pipeline on a throwaway repo holding the reference engine")
+    demo.add_argument("--out", type=Path, default=Path("guard-demo"), help="folder for report.json and comment.md")
+    demo.add_argument("--workdir", type=Path, default=None, help="where the throwaway repo is made (default: a temp dir)")
+    demo.add_argument("--steps", type=int, default=128, help="timed decode steps per batch size")
+    demo.add_argument("--warmup-steps", type=int, default=16)
+    demo.add_argument("--repeats", type=int, default=5)
+    demo.add_argument("--options", default="", help="workload options as TOML inline-table body, e.g. 'layers = 4'")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args)
+        return _demo(args)
+    except GuardError as exc:
+        print(f"guard: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("guard: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    from guard.pipeline import run_guard
+
+    config_path = args.config or args.repo / DEFAULT_CONFIG_NAME
+    config = load_config(config_path, required=args.config is not None)
+    report = run_guard(args.repo, args.base, args.head, config, args.out, args.cache_dir, _progress)
+    return _finish(report, args.out, print_comment=False)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from guard.demo import run_demo
+
+    report = run_demo(
+        out_dir=args.out,
+        workdir=args.workdir,
+        steps=args.steps,
+        warmup_steps=args.warmup_steps,
+        repeats=args.repeats,
+        options_toml=args.options,
+        progress=_progress,
+    )
+    return _finish(report, args.out, print_comment=True)
+
+
+def _finish(report: Report, out_dir: Path, print_comment: bool) -> int:
+    if print_comment:
+        print((out_dir / "comment.md").read_text())
+    _progress(f"verdict: {report.verdict}; wrote {out_dir / 'report.json'} and {out_dir / 'comment.md'}")
+    return VERDICT_EXIT[report.verdict]

@@ -1,0 +1,54 @@
+"""The comparison's result: one section per batch size and an overall verdict."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from guard.measure import Change, Spread
+
+Verdict = Literal["pass", "regression", "improvement", "inconclusive", "invalid"]
+
+# The overall verdict is the most serious of the batch sizes', in this order.
+VERDICT_SEVERITY: tuple[Verdict, ...] = ("invalid", "regression", "inconclusive", "improvement", "pass")
+
+
+class TokenMismatch(BaseModel):
+    """Where two token sequences first differ. `step` counts generated tokens from 1,
+    warmup steps included; `sequence` is the row of the batch."""
+
+    step: int
+    sequence: int
+    expected: int
+    found: int
+
+
+class ArmStats(BaseModel):
+    arm: str
+    repeats: int
+    gpu_ms_per_step: Spread
+    tok_per_s: Spread
+    timer: str
+    sha256: str  # the token hash of the first repeat; `deterministic` says if all agree
+    deterministic: bool
+
+
+class BatchComparison(BaseModel):
+    batch_size: int
+    verdict: Verdict
+    reasons: list[str] = []
+    arms: list[ArmStats]
+    gpu_ms_change: Change | None = None  # head vs base; positive is slower
+    tok_per_s_change: Change | None = None  # head vs base; negative is slower
+    hash_match: bool | None = None
+    mismatch: TokenMismatch | None = None
+
+
+class Comparison(BaseModel):
+    verdict: Verdict
+    reasons: list[str] = []
+    hash_match: bool | None
+    threshold_pct: float
+    confidence: float
+    batches: list[BatchComparison]

@@ -1,0 +1,142 @@
+"""The decision rule: tokens must match, then a change must be significant and large."""
+
+from __future__ import annotations
+
+from guard.compare._hashes import first_mismatch
+from guard.compare._models import VERDICT_SEVERITY, ArmStats, BatchComparison, Comparison, Verdict
+from guard.measure import ArmMeasurement, RepeatResult, relative_change, spread
+
+
+def compare(
+    measurements: dict[str, ArmMeasurement],
+    base: str,
+    head: str,
+    batch_sizes: list[int],
+    threshold_pct: float,
+    confidence: float,
+) -> Comparison:
+    reasons = [
+        f"arm '{name}' has no results: {m.error}" for name, m in measurements.items() if m.error and not m.repeats
+    ] + [
+        f"arm '{name}' failed after {len(m.repeats)} repeats: {m.error}"
+        for name, m in measurements.items()
+        if m.error and m.repeats
+    ]
+    batches = [
+        _compare_batch(measurements, base, head, bs, threshold_pct, confidence) for bs in batch_sizes
+    ]
+    hash_matches = [b.hash_match for b in batches if b.hash_match is not None]
+    verdict: Verdict = "invalid" if reasons else _most_severe([b.verdict for b in batches])
+    return Comparison(
+        verdict=verdict,
+        reasons=reasons + [r for b in batches for r in b.reasons],
+        hash_match=all(hash_matches) if hash_matches else None,
+        threshold_pct=threshold_pct,
+        confidence=confidence,
+        batches=batches,
+    )
+
+
+def _most_severe(verdicts: list[Verdict]) -> Verdict:
+    for verdict in VERDICT_SEVERITY:
+        if verdict in verdicts:
+            return verdict
+    return "invalid"
+
+
+def _arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmStats:
+    runs = [r.run_for(batch_size) for r in repeats]
+    return ArmStats(
+        arm=arm,
+        repeats=len(runs),
+        gpu_ms_per_step=spread([r.gpu_ms_per_step for r in runs]),
+        tok_per_s=spread([r.tok_per_s for r in runs]),
+        timer=runs[0].timer,
+        sha256=runs[0].sha256,
+        deterministic=len({r.sha256 for r in runs}) == 1,
+    )
+
+
+def _compare_batch(
+    measurements: dict[str, ArmMeasurement],
+    base: str,
+    head: str,
+    batch_size: int,
+    threshold_pct: float,
+    confidence: float,
+) -> BatchComparison:
+    usable = {name: m.repeats for name, m in measurements.items() if m.repeats}
+    arms = [_arm_stats(name, repeats, batch_size) for name, repeats in usable.items()]
+    reasons: list[str] = []
+    for name, repeats in usable.items():
+        reference = repeats[0].run_for(batch_size)
+        for other in repeats[1:]:
+            run = other.run_for(batch_size)
+            if run.sha256 != reference.sha256:
+                where = first_mismatch(reference.tokens, run.tokens)
+                at = f" (first at step {where.step}, sequence {where.sequence})" if where else ""
+                reasons.append(
+                    f"batch size {batch_size}: arm '{name}' is not deterministic: repeat {other.repeat + 1} "
+                    f"generated other tokens than repeat {repeats[0].repeat + 1}{at}; "
+                    "fix the workload's seeds or nondeterministic kernels before comparing"
+                )
+                break
+    if base not in usable or head not in usable:
+        return BatchComparison(batch_size=batch_size, verdict="invalid", reasons=reasons, arms=arms)
+
+    base_run = usable[base][0].run_for(batch_size)
+    head_run = usable[head][0].run_for(batch_size)
+    hash_match = base_run.sha256 == head_run.sha256
+    mismatch = None
+    if not hash_match:
+        mismatch = first_mismatch(base_run.tokens, head_run.tokens)
+        where = f" first at step {mismatch.step}, sequence {mismatch.sequence}" if mismatch else ""
+        reasons.append(
+            f"batch size {batch_size}: output tokens differ between {base} and {head}{where}; "
+            "the runs are not like for like, so their timings are not compared"
+        )
+    if reasons:
+        return BatchComparison(
+            batch_size=batch_size, verdict="invalid", reasons=reasons, arms=arms,
+            hash_match=hash_match, mismatch=mismatch,
+        )
+
+    by_name = {a.arm: a for a in arms}
+    gpu_change = relative_change(
+        by_name[base].gpu_ms_per_step.values, by_name[head].gpu_ms_per_step.values, confidence
+    )
+    tok_change = relative_change(by_name[base].tok_per_s.values, by_name[head].tok_per_s.values, confidence)
+    verdict = _decide(gpu_change.pct, gpu_change.ci_low_pct, gpu_change.ci_high_pct,
+                      -tok_change.pct, -tok_change.ci_high_pct, -tok_change.ci_low_pct, threshold_pct)
+    if verdict == "inconclusive":
+        reasons.append(
+            f"batch size {batch_size}: the {confidence:.0%} interval of the change "
+            f"(GPU ms per step {gpu_change.ci_low_pct:+.2f}% to {gpu_change.ci_high_pct:+.2f}%, "
+            f"tok/s {tok_change.ci_low_pct:+.2f}% to {tok_change.ci_high_pct:+.2f}%) is too wide to tell "
+            f"a {threshold_pct:g}% slowdown from none; raise measure.repeats or quiet the runner"
+        )
+    return BatchComparison(
+        batch_size=batch_size, verdict=verdict, reasons=reasons, arms=arms,
+        gpu_ms_change=gpu_change, tok_per_s_change=tok_change, hash_match=True,
+    )
+
+
+def _decide(
+    gpu_slow: float, gpu_lo: float, gpu_hi: float,
+    tok_slow: float, tok_lo: float, tok_hi: float,
+    threshold_pct: float,
+) -> Verdict:
+    """Each metric as a slowdown in percent (positive is slower) with its interval.
+
+    regression: a slowdown whose interval excludes zero and whose size passes the threshold;
+    improvement: the same, faster; inconclusive: the interval admits both no change and a
+    slowdown past the threshold; else pass.
+    """
+    metrics = ((gpu_slow, gpu_lo, gpu_hi), (tok_slow, tok_lo, tok_hi))
+    if any(lo > 0 and slow >= threshold_pct for slow, lo, _ in metrics):
+        return "regression"
+    if any(hi >= threshold_pct and lo <= 0 for _, lo, hi in metrics):
+        return "inconclusive"
+    if any(hi < 0 and -slow >= threshold_pct for slow, _, hi in metrics):
+        return "improvement"
+    return "pass"

@@ -1,0 +1,13 @@
+"""The guard's configuration: `guard.toml` at the target repository's root."""
+
+from guard.config._load import DEFAULT_CONFIG_NAME, load_config
+from guard.config._models import BuildConfig, GuardConfig, MeasureConfig, WorkloadConfig
+
+__all__ = [
+    "DEFAULT_CONFIG_NAME",
+    "BuildConfig",
+    "GuardConfig",
+    "MeasureConfig",
+    "WorkloadConfig",
+    "load_config",
+]

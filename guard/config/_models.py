@@ -1,0 +1,73 @@
+"""Pydantic models of `guard.toml`. Field names here are a public contract (see README)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# "pkg.module:function" or "path/to/file.py:function"
+_ENTRY_RE = re.compile(r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WorkloadConfig(_Section):
+    entry: str = Field(
+        default="bench/guard_workload.py:make",
+        description="Entry point returning a workload: 'pkg.module:make' or 'path/file.py:make'.",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments passed to the entry point."
+    )
+    batch_sizes: list[int] = Field(default=[1, 2], min_length=1)
+    steps: int = Field(default=256, ge=1, description="Timed decode steps per batch size.")
+    warmup_steps: int = Field(default=32, ge=0)
+
+    @field_validator("entry")
+    @classmethod
+    def _entry_shape(cls, value: str) -> str:
+        if not _ENTRY_RE.match(value):
+            raise ValueError("expected 'pkg.module:function' or 'path/file.py:function'")
+        return value
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _positive_unique(cls, value: list[int]) -> list[int]:
+        if any(b < 1 for b in value):
+            raise ValueError("every batch size must be 1 or more")
+        if len(set(value)) != len(value):
+            raise ValueError("batch sizes must not repeat")
+        return value
+
+
+class BuildConfig(_Section):
+    method: Literal["venv", "none"] = "venv"
+    install: str = Field(
+        default="pip install --no-deps .",
+        description="Shell command run in the arm's worktree with its venv active.",
+    )
+    python: str | None = Field(
+        default=None,
+        description="Interpreter the arm venvs are made from; default: the one running the guard.",
+    )
+    timeout_s: float = Field(default=1800, gt=0)
+
+
+class MeasureConfig(_Section):
+    repeats: int = Field(default=5, ge=2, description="Fresh processes per arm, interleaved.")
+    threshold_pct: float = Field(
+        default=1.0, gt=0, description="Smallest slowdown, in percent, reported as a regression."
+    )
+    confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    timeout_s: float = Field(default=1800, gt=0, description="Limit for one harness process.")
+
+
+class GuardConfig(_Section):
+    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    build: BuildConfig = Field(default_factory=BuildConfig)
+    measure: MeasureConfig = Field(default_factory=MeasureConfig)
+    target_branch: str = Field(default="main", description="Branch whose merge-base with head is the default base.")

@@ -1,0 +1,6 @@
+"""`guard demo`: the whole pipeline on a throwaway repository holding the reference engine."""
+
+from guard.demo._repo import make_demo_repo
+from guard.demo._run import run_demo
+
+__all__ = ["make_demo_repo", "run_demo"]

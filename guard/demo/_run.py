@@ -1,0 +1,31 @@
+"""Run the same pipeline as `guard run` on the demo repository."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from guard.config import DEFAULT_CONFIG_NAME, load_config
+from guard.demo._repo import make_demo_repo
+from guard.pipeline import run_guard
+from guard.report import Report
+
+
+def run_demo(
+    out_dir: Path,
+    workdir: Path | None = None,
+    steps: int = 128,
+    warmup_steps: int = 16,
+    repeats: int = 5,
+    options_toml: str = "",
+    progress: Callable[[str], None] = lambda _: None,
+) -> Report:
+    parent = Path(tempfile.mkdtemp(prefix="guard-demo-")) if workdir is None else workdir
+    repo = parent / "engine-repo"
+    if repo.exists():
+        raise FileExistsError(f"{repo} exists; pass an empty --workdir")
+    _, head = make_demo_repo(repo, steps, warmup_steps, repeats, options_toml)
+    progress(f"demo repository at {repo}: base is main, head is branch {head} (piecewise, padded capture)")
+    config = load_config(repo / DEFAULT_CONFIG_NAME, required=True)
+    return run_guard(repo, None, head, config, out_dir.resolve(), progress=progress)

@@ -1,0 +1,174 @@
+"""The reference engine: setup(batch_size) captures and prefills, step() decodes one token.
+
+How decode is captured is set by the two constants below; `guard demo` makes its head
+commit by changing them, which is the kind of change the guard exists to catch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .model import DecodeState, Decoder, ModelSpec, init_weights
+
+# "step": the whole decode step is one CUDA graph per batch size.
+# "layer": one graph per layer (piecewise capture), replayed one after another.
+CAPTURE_MODE = "step"
+# Batch sizes that get their own graph. A smaller batch pads up to the next captured
+# size; a larger one runs eagerly.
+CAPTURE_BATCH_SIZES = (1, 2)
+
+PROMPT_SEED = 1234
+MAX_PROMPT_ROWS = 64
+
+
+class RefEngine:
+    """Greedy decode over a static KV cache; implements the workload protocol."""
+
+    def __init__(
+        self,
+        device: str | None = None,
+        dtype: str = "float32",
+        capture: bool = True,
+        prompt_len: int = 32,
+        capture_mode: str | None = None,
+        capture_batch_sizes: tuple[int, ...] | list[int] | None = None,
+        **spec_fields: int,
+    ) -> None:
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if self.device.type == "cpu":
+            # One thread: small eager ops gain nothing from more, and spinning worker
+            # threads make CPU timings swing wildly when the machine is shared.
+            torch.set_num_threads(1)
+        self.dtype = getattr(torch, dtype)
+        self.spec = ModelSpec(**spec_fields)
+        self.prompt_len = prompt_len
+        self.capture_mode = capture_mode or CAPTURE_MODE
+        if self.capture_mode not in ("step", "layer"):
+            raise ValueError(f"capture_mode must be 'step' or 'layer', not {self.capture_mode!r}")
+        self.capture_batch_sizes = tuple(sorted(capture_batch_sizes or CAPTURE_BATCH_SIZES))
+        self.use_graphs = capture and self.device.type == "cuda"
+        if prompt_len < 1 or prompt_len >= self.spec.max_len:
+            raise ValueError(f"prompt_len must be between 1 and max_len-1 ({self.spec.max_len - 1})")
+
+        self.weights = init_weights(self.spec, self.device, self.dtype)
+        side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        self.decoder = Decoder(self.spec, self.weights, side)
+        gen = torch.Generator().manual_seed(PROMPT_SEED)
+        self.prompts = torch.randint(self.spec.vocab, (MAX_PROMPT_ROWS, prompt_len), generator=gen)
+
+        self.batch = 0
+        self.run_batch = 0
+        self.state: DecodeState | None = None
+        self.graphs: list[torch.cuda.CUDAGraph] = []
+        self.positions_used = 0
+
+    # -- protocol ---------------------------------------------------------------------
+
+    def setup(self, batch_size: int) -> None:
+        if batch_size < 1 or batch_size > MAX_PROMPT_ROWS:
+            raise ValueError(f"batch_size must be between 1 and {MAX_PROMPT_ROWS}")
+        self.teardown()
+        self.batch = batch_size
+        self.run_batch = self._padded(batch_size)
+        self.state = DecodeState.empty(self.spec, self.run_batch, self.device, self.dtype)
+        if self.use_graphs and self.run_batch in self.capture_batch_sizes:
+            self._capture()
+        self._prefill()
+
+    def step(self) -> torch.Tensor:
+        assert self.state is not None, "call setup(batch_size) first"
+        if self.positions_used >= self.spec.max_len:
+            raise RuntimeError(
+                f"decoded past max_len={self.spec.max_len}; pass a larger max_len in the workload options"
+            )
+        if self.graphs:
+            for graph in self.graphs:
+                graph.replay()
+        else:
+            self.decoder.step(self.state)
+        self.positions_used += 1
+        return self.state.token[: self.batch]
+
+    def teardown(self) -> None:
+        self.graphs = []
+        self.state = None
+        self.positions_used = 0
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.empty_cache()
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "engine": "reference",
+            "device": str(self.device),
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "layers": self.spec.layers,
+            "d_model": self.spec.d_model,
+            "vocab": self.spec.vocab,
+            "capture_mode": self.capture_mode if self.graphs else "eager",
+            "capture_batch_sizes": list(self.capture_batch_sizes),
+            "run_batch": self.run_batch,
+        }
+
+    # -- internals --------------------------------------------------------------------
+
+    def _padded(self, batch_size: int) -> int:
+        for size in self.capture_batch_sizes:
+            if size >= batch_size:
+                return size
+        return batch_size
+
+    def _prefill(self) -> None:
+        """Feed the fixed prompt one token at a time; leaves the first generated token."""
+        state = self.state
+        assert state is not None
+        state.reset()
+        prompt = self.prompts[: self.run_batch].to(self.device)
+        for t in range(self.prompt_len):
+            state.token.copy_(prompt[:, t])
+            self.decoder.step(state)
+        self.positions_used = self.prompt_len
+
+    def _capture(self) -> None:
+        state = self.state
+        assert state is not None
+        # Warm up on a side stream first, as torch requires before capture.
+        warm = torch.cuda.Stream(self.device)
+        warm.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(warm):
+            for _ in range(2):
+                self.decoder.step(state)
+        torch.cuda.current_stream().wait_stream(warm)
+        torch.cuda.synchronize(self.device)
+        state.reset()
+
+        if self.capture_mode == "step":
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                self.decoder.step(state)
+            self.graphs = [graph]
+            return
+
+        graphs: list[torch.cuda.CUDAGraph] = []
+        pool = None
+
+        def piece(fn):  # type: ignore[no-untyped-def]
+            nonlocal pool
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                out = fn()
+            pool = graph.pool()
+            graphs.append(graph)
+            return out
+
+        x, cos, sin, mask = piece(lambda: self.decoder.embed(state))
+        for i in range(self.spec.layers):
+            x = piece(lambda i=i, x=x: self.decoder.layer(i, x, cos, sin, mask, state))
+        piece(lambda: self.decoder.head(x, state))
+        self._piece_outputs = (cos, sin, mask)  # keep the graphs' static tensors alive
+        self.graphs = graphs
+
+
+def make(**options: object) -> RefEngine:
+    """Entry point of the workload protocol: `guard.engine:make`."""
+    return RefEngine(**options)  # type: ignore[arg-type]

@@ -1,0 +1,172 @@
+"""Weights and the decode step of the reference transformer, written as plain tensor ops.
+
+The step reads and writes only preallocated buffers (token, position, KV cache), so it
+can be captured into a CUDA graph and replayed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    layers: int = 20
+    d_model: int = 256
+    n_heads: int = 4
+    ffn: int = 768
+    shared_ffn: int = 256
+    vocab: int = 8192
+    max_len: int = 1024
+    seed: int = 0
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+@dataclass
+class Weights:
+    embed: torch.Tensor
+    layers: list[dict[str, torch.Tensor]]
+    norm_f: torch.Tensor
+    lm_head: torch.Tensor
+    rope_cos: torch.Tensor
+    rope_sin: torch.Tensor
+
+
+def init_weights(spec: ModelSpec, device: torch.device, dtype: torch.dtype) -> Weights:
+    """Seeded on the CPU, then moved, so every device and process gets the same numbers."""
+    gen = torch.Generator().manual_seed(spec.seed)
+
+    def rand(*shape: int, fan_in: int) -> torch.Tensor:
+        w = torch.randn(*shape, generator=gen, dtype=torch.float32) / math.sqrt(fan_in)
+        return w.to(device=device, dtype=dtype)
+
+    d, f, s = spec.d_model, spec.ffn, spec.shared_ffn
+    layers = []
+    for _ in range(spec.layers):
+        layers.append(
+            {
+                "ln1": torch.ones(d, device=device, dtype=dtype),
+                "wqkv": rand(d, 3 * d, fan_in=d),
+                "wo": rand(d, d, fan_in=d),
+                "ln2": torch.ones(d, device=device, dtype=dtype),
+                "w_gate": rand(d, f, fan_in=d),
+                "w_up": rand(d, f, fan_in=d),
+                "w_down": rand(f, d, fan_in=f),
+                "s_gate": rand(d, s, fan_in=d),
+                "s_up": rand(d, s, fan_in=d),
+                "s_down": rand(s, d, fan_in=s),
+            }
+        )
+    half = spec.head_dim // 2
+    inv_freq = 1.0 / (10000 ** (torch.arange(half, dtype=torch.float32) / half))
+    angles = torch.outer(torch.arange(spec.max_len, dtype=torch.float32), inv_freq)
+    return Weights(
+        embed=rand(spec.vocab, d, fan_in=1),
+        layers=layers,
+        norm_f=torch.ones(d, device=device, dtype=dtype),
+        lm_head=rand(d, spec.vocab, fan_in=d),
+        rope_cos=torch.cat([angles.cos(), angles.cos()], dim=-1).to(device=device, dtype=dtype),
+        rope_sin=torch.cat([angles.sin(), angles.sin()], dim=-1).to(device=device, dtype=dtype),
+    )
+
+
+@dataclass
+class DecodeState:
+    """Everything one decode step reads and writes, allocated once per batch size."""
+
+    token: torch.Tensor  # [B] int64: input of the next step, then its output
+    pos: torch.Tensor  # [1] int64: position the next token is written at
+    k_cache: list[torch.Tensor]  # per layer [B, H, T, hd]
+    v_cache: list[torch.Tensor]
+    positions: torch.Tensor  # [T] int64, for the causal mask
+
+    @classmethod
+    def empty(cls, spec: ModelSpec, batch: int, device: torch.device, dtype: torch.dtype) -> DecodeState:
+        shape = (batch, spec.n_heads, spec.max_len, spec.head_dim)
+        return cls(
+            token=torch.zeros(batch, dtype=torch.int64, device=device),
+            pos=torch.zeros(1, dtype=torch.int64, device=device),
+            k_cache=[torch.zeros(shape, device=device, dtype=dtype) for _ in range(spec.layers)],
+            v_cache=[torch.zeros(shape, device=device, dtype=dtype) for _ in range(spec.layers)],
+            positions=torch.arange(spec.max_len, device=device),
+        )
+
+    def reset(self) -> None:
+        self.token.zero_()
+        self.pos.zero_()
+        for cache in (*self.k_cache, *self.v_cache):
+            cache.zero_()
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+class Decoder:
+    """The decode step split into pieces (embed, one per layer, head) so that a caller
+    can capture the whole step as one graph or each piece as its own."""
+
+    def __init__(self, spec: ModelSpec, weights: Weights, side_stream: torch.cuda.Stream | None) -> None:
+        self.spec = spec
+        self.w = weights
+        # The shared-expert MLP runs on a second stream, as MoE engines do, so a captured
+        # graph holds kernels of more than one stream.
+        self.side_stream = side_stream
+
+    def embed(self, state: DecodeState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        x = self.w.embed.index_select(0, state.token)
+        cos = self.w.rope_cos.index_select(0, state.pos).view(1, 1, -1)
+        sin = self.w.rope_sin.index_select(0, state.pos).view(1, 1, -1)
+        mask = state.positions <= state.pos  # [T]
+        return x, cos, sin, mask
+
+    def layer(
+        self, i: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, state: DecodeState
+    ) -> torch.Tensor:
+        spec, lw = self.spec, self.w.layers[i]
+        batch = x.shape[0]
+        h = _rms_norm(x, lw["ln1"])
+        q, k, v = (h @ lw["wqkv"]).view(batch, 3, spec.n_heads, spec.head_dim).unbind(1)
+        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        state.k_cache[i].index_copy_(2, state.pos, k.unsqueeze(2))
+        state.v_cache[i].index_copy_(2, state.pos, v.unsqueeze(2))
+        scores = (q.unsqueeze(2) @ state.k_cache[i].transpose(-1, -2)) * (spec.head_dim**-0.5)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        attn = (scores.softmax(-1) @ state.v_cache[i]).reshape(batch, spec.d_model)
+        x = x + attn @ lw["wo"]
+        h = _rms_norm(x, lw["ln2"])
+        shared = self._shared_mlp(h, lw)
+        dense = (torch.nn.functional.silu(h @ lw["w_gate"]) * (h @ lw["w_up"])) @ lw["w_down"]
+        if self.side_stream is not None:
+            torch.cuda.current_stream().wait_stream(self.side_stream)
+        return x + dense + shared
+
+    def _shared_mlp(self, h: torch.Tensor, lw: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.side_stream is None:
+            return (torch.nn.functional.silu(h @ lw["s_gate"]) * (h @ lw["s_up"])) @ lw["s_down"]
+        self.side_stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.side_stream):
+            return (torch.nn.functional.silu(h @ lw["s_gate"]) * (h @ lw["s_up"])) @ lw["s_down"]
+
+    def head(self, x: torch.Tensor, state: DecodeState) -> None:
+        logits = _rms_norm(x, self.w.norm_f) @ self.w.lm_head
+        state.token.copy_(logits.argmax(-1))
+        state.pos.add_(1)
+
+    def step(self, state: DecodeState) -> None:
+        x, cos, sin, mask = self.embed(state)
+        for i in range(self.spec.layers):
+            x = self.layer(i, x, cos, sin, mask, state)
+        self.head(x, state)

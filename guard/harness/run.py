@@ -1,0 +1,224 @@
+"""Run a decode workload in this process and write its timings and tokens as JSON.
+
+Usage: python run.py SPEC.json RESULT.json
+
+SPEC: {"entry", "root", "options", "batch_sizes", "steps", "warmup_steps", "arm", "repeat"}
+Exit codes: 0 done, 3 the workload failed (RESULT.json then holds "error").
+Imports only the standard library and torch: this file runs in the arm's environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import platform
+import socket
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+PROTOCOL_VERSION = 1
+
+
+class WorkloadError(Exception):
+    """The workload broke the protocol; the message says how."""
+
+
+def log(message: str) -> None:
+    print(f"[harness] {message}", file=sys.stderr, flush=True)
+
+
+def load_entry(entry: str, root: Path) -> Callable[..., Any]:
+    target, _, func_name = entry.rpartition(":")
+    if target.endswith(".py") or "/" in target:
+        path = (root / target).resolve()
+        if not path.is_file():
+            raise WorkloadError(f"workload file {target} not found in {root}")
+        sys.path.insert(0, str(path.parent))
+        spec = importlib.util.spec_from_file_location(f"_guard_workload_{path.stem}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        sys.path.append(str(root))  # after installed packages, so an installed build wins
+        module = importlib.import_module(target)
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise WorkloadError(f"{entry}: {func_name} is not a callable in {target}")
+    return func
+
+
+def token_ids(output: Any, batch_size: int) -> list[int]:
+    """The step's output as a list of ints, one per sequence of the batch."""
+    values = output.tolist() if hasattr(output, "tolist") else output
+    if isinstance(values, int):
+        values = [values]
+    if not isinstance(values, (list, tuple)) or len(values) != batch_size:
+        raise WorkloadError(f"step() must return {batch_size} token ids (one per sequence), got {values!r:.80}")
+    if not all(isinstance(v, int) for v in values):
+        raise WorkloadError("step() must return integer token ids")
+    return list(values)
+
+
+def tokens_sha256(tokens: list[list[int]]) -> str:
+    digest = hashlib.sha256()
+    for row in tokens:
+        for token in row:
+            digest.update(int(token).to_bytes(8, "little", signed=True))
+    return digest.hexdigest()
+
+
+def uses_cuda(output: Any) -> bool:
+    device = getattr(output, "device", None)
+    return getattr(device, "type", None) == "cuda"
+
+
+def run_batch(workload: Any, torch: Any, batch_size: int, steps: int, warmup_steps: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    workload.setup(batch_size)
+    setup_s = time.perf_counter() - t0
+    describe = getattr(workload, "describe", None)
+    described = describe() if callable(describe) else {}
+    tokens: list[list[int]] = []
+
+    first = workload.step()
+    tokens.append(token_ids(first, batch_size))
+    on_cuda = uses_cuda(first) and torch is not None
+    for _ in range(max(warmup_steps - 1, 0)):
+        tokens.append(token_ids(workload.step(), batch_size))
+    if warmup_steps == 0:
+        tokens.clear()  # the step above was needed to learn the device; keep it out of the record
+
+    if on_cuda:
+        torch.cuda.synchronize()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+        wall0 = time.perf_counter()
+        for i in range(steps):
+            starts[i].record()
+            out = workload.step()
+            ends[i].record()
+            tokens.append(token_ids(out, batch_size))  # copies to the host: a real decode loop does too
+        torch.cuda.synchronize()
+        wall_s = time.perf_counter() - wall0
+        step_ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    else:
+        step_ms = []
+        wall0 = time.perf_counter()
+        for _ in range(steps):
+            s0 = time.perf_counter()
+            out = workload.step()
+            ids = token_ids(out, batch_size)
+            step_ms.append((time.perf_counter() - s0) * 1e3)
+            tokens.append(ids)
+        wall_s = time.perf_counter() - wall0
+
+    return {
+        "batch_size": batch_size,
+        "steps": steps,
+        "warmup_steps": warmup_steps,
+        "timer": "cuda_event" if on_cuda else "perf_counter",
+        "setup_s": setup_s,
+        "wall_s": wall_s,
+        "tok_per_s": batch_size * steps / wall_s,
+        "gpu_ms_per_step": statistics.median(step_ms),
+        "step_ms": step_ms,
+        "tokens": tokens,
+        "sha256": tokens_sha256(tokens),
+        "workload": described,
+    }
+
+
+def environment(torch: Any) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+        "cpu": platform.processor() or platform.machine(),
+        "torch": getattr(torch, "__version__", None),
+        "cuda": getattr(getattr(torch, "version", None), "cuda", None),
+        "gpu": None,
+        "gpu_capability": None,
+        "driver": None,
+    }
+    if torch is not None and torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name()
+        env["gpu_capability"] = "sm_%d%d" % torch.cuda.get_device_capability()
+        env["driver"] = _driver_version()
+    return env
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml  # nvidia-ml-py; optional in the arm's environment
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+            return version.decode() if isinstance(version, bytes) else version
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    spec = json.loads(Path(argv[0]).read_text())
+    out_path = Path(argv[1])
+    result: dict[str, Any] = {
+        "protocol": PROTOCOL_VERSION,
+        "arm": spec.get("arm"),
+        "repeat": spec.get("repeat"),
+        "pid": os.getpid(),
+        "started_at": time.time(),
+    }
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    result["environment"] = environment(torch)
+    stage = "load"
+    try:
+        root = Path(spec["root"])
+        factory = load_entry(spec["entry"], root)
+        stage = "make"
+        workload = factory(**spec.get("options", {}))
+        for name in ("setup", "step"):
+            if not callable(getattr(workload, name, None)):
+                raise WorkloadError(f"the object returned by {spec['entry']} has no {name}() method")
+        runs = []
+        for batch_size in spec["batch_sizes"]:
+            stage = f"batch size {batch_size}"
+            log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch size {batch_size}, "
+                f"{spec['warmup_steps']} warmup + {spec['steps']} timed steps")
+            runs.append(run_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"]))
+        result["runs"] = runs
+        teardown = getattr(workload, "teardown", None)
+        if callable(teardown):
+            teardown()
+    except Exception as exc:  # everything the workload raises is reported, not lost
+        result["error"] = {
+            "stage": stage,
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "traceback": traceback.format_exc(),
+        }
+        out_path.write_text(json.dumps(result))
+        log(f"failed at {stage}: {type(exc).__name__}: {exc}")
+        return 3
+    result["finished_at"] = time.time()
+    out_path.write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,52 @@
+"""What one harness process reports, as typed data (the JSON written by harness/run.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class BatchRun(BaseModel):
+    """One batch size in one process: warmup, then `steps` timed decode steps."""
+
+    model_config = ConfigDict(frozen=True)
+
+    batch_size: int
+    steps: int
+    warmup_steps: int
+    timer: str  # "cuda_event" or "perf_counter"
+    setup_s: float
+    wall_s: float
+    tok_per_s: float
+    gpu_ms_per_step: float  # median over the timed steps
+    step_ms: list[float]
+    tokens: list[list[int]]  # one row per step (warmup included), one id per sequence
+    sha256: str
+    workload: dict[str, Any] = {}
+
+
+class RepeatResult(BaseModel):
+    """One fresh process of one arm."""
+
+    model_config = ConfigDict(frozen=True)
+
+    arm: str
+    repeat: int
+    environment: dict[str, Any]
+    runs: list[BatchRun]
+
+    def run_for(self, batch_size: int) -> BatchRun:
+        for run in self.runs:
+            if run.batch_size == batch_size:
+                return run
+        raise KeyError(batch_size)
+
+
+class ArmMeasurement(BaseModel):
+    """Every repeat of one arm, in the order they ran; `error` when a process failed."""
+
+    arm: str
+    repeats: list[RepeatResult] = []
+    error: str | None = None
+    log_tail: str = ""

@@ -1,0 +1,122 @@
+"""Run the harness once per (arm, repeat), each in a fresh process of the arm's interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ValidationError
+
+from guard.harness import HARNESS_SCRIPT
+from guard.measure._models import ArmMeasurement, RepeatResult
+from guard.measure._schedule import interleave
+
+LOG_TAIL_LINES = 30
+
+
+class ArmTarget(BaseModel):
+    """Where and how an arm's harness runs."""
+
+    name: str
+    python: Path
+    worktree: Path
+    env: dict[str, str] = {}
+
+
+class HarnessSpec(BaseModel):
+    entry: str
+    options: dict[str, Any] = {}
+    batch_sizes: list[int]
+    steps: int
+    warmup_steps: int
+
+
+def run_interleaved(
+    targets: list[ArmTarget],
+    spec: HarnessSpec,
+    repeats: int,
+    run_dir: Path,
+    timeout_s: float,
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict[str, ArmMeasurement]:
+    """Run every arm `repeats` times, alternating arms. An arm that fails stops being
+    scheduled; the others go on, so their results are kept."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    by_name = {t.name: t for t in targets}
+    results = {t.name: ArmMeasurement(arm=t.name) for t in targets}
+    order = interleave([t.name for t in targets], repeats)
+    for index, (arm, repeat) in enumerate(order, start=1):
+        measurement = results[arm]
+        if measurement.error is not None:
+            continue
+        started = time.perf_counter()
+        try:
+            result = _run_one(by_name[arm], spec, repeat, run_dir, timeout_s)
+        except _RunFailed as failed:
+            measurement.error = failed.message
+            measurement.log_tail = failed.log_tail
+            progress(f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{repeats} FAILED: {failed.message}")
+            continue
+        measurement.repeats.append(result)
+        timings = ", ".join(f"bs {r.batch_size}: {r.gpu_ms_per_step:.3f} ms/step" for r in result.runs)
+        progress(
+            f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{repeats} "
+            f"({time.perf_counter() - started:.1f} s): {timings}"
+        )
+    return results
+
+
+class _RunFailed(Exception):
+    def __init__(self, message: str, log_tail: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.log_tail = log_tail
+
+
+def _run_one(target: ArmTarget, spec: HarnessSpec, repeat: int, run_dir: Path, timeout_s: float) -> RepeatResult:
+    stem = f"{target.name}-{repeat}"
+    spec_path = run_dir / f"{stem}.spec.json"
+    result_path = run_dir / f"{stem}.json"
+    log_path = run_dir / f"{stem}.log"
+    payload = spec.model_dump() | {"root": str(target.worktree), "arm": target.name, "repeat": repeat}
+    spec_path.write_text(json.dumps(payload, indent=2))
+    result_path.unlink(missing_ok=True)
+    env = os.environ | target.env | {"PYTHONUNBUFFERED": "1"}
+    cmd = [str(target.python), str(HARNESS_SCRIPT), str(spec_path), str(result_path)]
+    with log_path.open("w") as log:
+        try:
+            proc = subprocess.run(
+                cmd, cwd=target.worktree, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s
+            )
+        except subprocess.TimeoutExpired:
+            raise _RunFailed(f"timed out after {timeout_s:.0f} s (measure.timeout_s)", _tail(log_path)) from None
+        except OSError as exc:
+            raise _RunFailed(f"could not start {target.python}: {exc}", "") from None
+    data = _read_result(result_path)
+    if data is not None and "error" in data:
+        err = data["error"]
+        raise _RunFailed(f"{err['type']} at {err['stage']}: {err['message']}", _tail(log_path))
+    if proc.returncode != 0 or data is None:
+        raise _RunFailed(f"harness exited with code {proc.returncode} and no result", _tail(log_path))
+    try:
+        return RepeatResult.model_validate(data)
+    except ValidationError as exc:
+        raise _RunFailed(f"harness result {result_path} is malformed: {exc}", _tail(log_path)) from None
+
+
+def _read_result(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,67 @@
+"""Spread of one arm's repeats, and the relative change between two arms with its interval."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from pydantic import BaseModel
+from scipy import stats
+
+
+class Spread(BaseModel):
+    median: float
+    min: float
+    max: float
+    values: list[float]
+
+    @property
+    def spread_pct(self) -> float:
+        """(max - min) / median, in percent: how far apart the repeats landed."""
+        return (self.max - self.min) / self.median * 100 if self.median else 0.0
+
+
+def spread(values: list[float]) -> Spread:
+    return Spread(median=statistics.median(values), min=min(values), max=max(values), values=list(values))
+
+
+class Change(BaseModel):
+    """after / before - 1, in percent, with a confidence interval and a two-sided p-value.
+
+    Computed on the logarithms (a Welch t-test), so the change is a ratio of geometric
+    means and the interval is not symmetric around it.
+    """
+
+    pct: float
+    ci_low_pct: float
+    ci_high_pct: float
+    p_value: float
+    confidence: float
+
+
+def relative_change(before: list[float], after: list[float], confidence: float = 0.95) -> Change:
+    if len(before) < 2 or len(after) < 2:
+        raise ValueError("a relative change needs at least two values on each side")
+    if min(before) <= 0 or min(after) <= 0:
+        raise ValueError("values must be positive")
+    log_before = [math.log(v) for v in before]
+    log_after = [math.log(v) for v in after]
+    diff = statistics.fmean(log_after) - statistics.fmean(log_before)
+    var_b = statistics.variance(log_before) / len(before)
+    var_a = statistics.variance(log_after) / len(after)
+    se = math.sqrt(var_a + var_b)
+    if se == 0.0:
+        p_value = 1.0 if diff == 0 else 0.0
+        half = 0.0
+    else:
+        # Welch-Satterthwaite degrees of freedom
+        df = (var_a + var_b) ** 2 / (var_a**2 / (len(after) - 1) + var_b**2 / (len(before) - 1))
+        half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+        p_value = float(2 * stats.t.sf(abs(diff) / se, df))
+    return Change(
+        pct=math.expm1(diff) * 100,
+        ci_low_pct=math.expm1(diff - half) * 100,
+        ci_high_pct=math.expm1(diff + half) * 100,
+        p_value=p_value,
+        confidence=confidence,
+    )

@@ -1,0 +1,146 @@
+"""The pipeline `guard run` and `guard demo` share: resolve, build, measure, compare, report."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import guard
+from guard._errors import BuildError
+from guard.checkout import ArmRef, BuiltArm, build_arm, changed_files, commit_subject, resolve_arms
+from guard.compare import compare
+from guard.config import GuardConfig
+from guard.measure import ArmMeasurement, ArmTarget, HarnessSpec, run_interleaved
+from guard.report import ArmInfo, Environment, Report, WorkloadInfo, write_report
+
+Progress = Callable[[str], None]
+
+
+def default_cache_dir(repo: Path) -> Path:
+    """Arm builds live beside the repository's git data, so they go when it goes."""
+    common = subprocess.run(
+        ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+        cwd=repo, capture_output=True, text=True, check=False,
+    ).stdout.strip()
+    return Path(common) / "regression-guard" if common else repo / ".regression-guard"
+
+
+def run_guard(
+    repo: Path,
+    base: str | None,
+    head: str,
+    config: GuardConfig,
+    out_dir: Path,
+    cache_dir: Path | None = None,
+    progress: Progress = lambda _: None,
+) -> Report:
+    started = time.time()
+    repo = repo.resolve()
+    base_ref, head_ref = resolve_arms(repo, base, head, config.target_branch)
+    progress(f"base {base_ref.ref} = {base_ref.sha[:12]}, head {head_ref.ref} = {head_ref.sha[:12]}")
+    cache_dir = cache_dir or default_cache_dir(repo)
+
+    arms: list[ArmInfo] = []
+    built: list[BuiltArm] = []
+    measurements: dict[str, ArmMeasurement] = {}
+    for ref in (base_ref, head_ref):
+        info, arm = _build(repo, ref, config, cache_dir, progress)
+        arms.append(info)
+        if arm is not None:
+            built.append(arm)
+        else:
+            measurements[ref.name] = ArmMeasurement(arm=ref.name, error=info.error, log_tail=info.log_tail)
+
+    spec = HarnessSpec(
+        entry=config.workload.entry,
+        options=config.workload.options,
+        batch_sizes=config.workload.batch_sizes,
+        steps=config.workload.steps,
+        warmup_steps=config.workload.warmup_steps,
+    )
+    if built:
+        progress(
+            f"measuring {len(built)} arm(s) x {config.measure.repeats} repeats, interleaved; "
+            f"batch sizes {spec.batch_sizes}, {spec.warmup_steps} warmup + {spec.steps} timed steps"
+        )
+        targets = [ArmTarget(name=a.name, python=a.python, worktree=a.worktree, env=a.env) for a in built]
+        measurements |= run_interleaved(
+            targets, spec, config.measure.repeats, out_dir / "runs", config.measure.timeout_s, progress
+        )
+    for info in arms:
+        m = measurements[info.name]
+        info.repeats = len(m.repeats)
+        if m.error and info.status == "ok":
+            info.status, info.error, info.log_tail = "run_failed", m.error, m.log_tail
+
+    comparison = compare(
+        {a.name: measurements[a.name] for a in arms},
+        base_ref.name,
+        head_ref.name,
+        spec.batch_sizes,
+        config.measure.threshold_pct,
+        config.measure.confidence,
+    )
+    report = Report(
+        tool_version=guard.__version__,
+        verdict=comparison.verdict,
+        reasons=comparison.reasons,
+        hash_match=comparison.hash_match,
+        base=base_ref.name,
+        head=head_ref.name,
+        arms=arms,
+        batch_sizes=comparison.batches,
+        threshold_pct=comparison.threshold_pct,
+        confidence=comparison.confidence,
+        workload=WorkloadInfo(
+            entry=spec.entry,
+            options=spec.options,
+            batch_sizes=spec.batch_sizes,
+            steps=spec.steps,
+            warmup_steps=spec.warmup_steps,
+            repeats=config.measure.repeats,
+            described=_described(measurements, head_ref.name),
+        ),
+        environment=_environment(measurements, [base_ref.name, head_ref.name]),
+        changed_files=changed_files(repo, base_ref.sha, head_ref.sha),
+        repo=str(repo),
+        started_at=datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
+        duration_s=round(time.time() - started, 1),
+    )
+    write_report(report, out_dir)
+    return report
+
+
+def _build(
+    repo: Path, ref: ArmRef, config: GuardConfig, cache_dir: Path, progress: Progress
+) -> tuple[ArmInfo, BuiltArm | None]:
+    info = ArmInfo(
+        name=ref.name, ref=ref.ref, sha=ref.sha, subject=commit_subject(repo, ref.sha),
+        build_method=config.build.method,
+    )
+    try:
+        arm = build_arm(repo, ref, config.build, cache_dir, progress)
+    except BuildError as exc:
+        progress(f"{ref.name}: {exc.message}")
+        info.status, info.error, info.log_tail = "build_failed", exc.message, exc.log_tail
+        return info, None
+    info.build_reused, info.build_s = arm.reused, round(arm.build_s, 1)
+    return info, arm
+
+
+def _environment(measurements: dict[str, ArmMeasurement], order: list[str]) -> Environment:
+    for name in order:
+        m = measurements.get(name)
+        if m and m.repeats:
+            return Environment.model_validate(m.repeats[0].environment, strict=False)
+    return Environment()
+
+
+def _described(measurements: dict[str, ArmMeasurement], arm: str) -> dict[str, object]:
+    m = measurements.get(arm)
+    if not m or not m.repeats:
+        return {}
+    return {str(run.batch_size): run.workload for run in m.repeats[0].runs}

@@ -1,0 +1,21 @@
+"""Report: `report.json` (versioned schema) and `comment.md` (rendered from templates/)."""
+
+from guard.report._render import render_comment
+from guard.report._schema import (
+    SCHEMA_VERSION,
+    ArmInfo,
+    Environment,
+    Report,
+    WorkloadInfo,
+)
+from guard.report._write import write_report
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ArmInfo",
+    "Environment",
+    "Report",
+    "WorkloadInfo",
+    "render_comment",
+    "write_report",
+]

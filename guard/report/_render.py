@@ -1,0 +1,145 @@
+"""Render comment.md from the report with templates/comment.md.j2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+from guard.compare import BatchComparison
+from guard.measure import Change
+from guard.report._schema import ArmInfo, Report
+
+COMMENT_TEMPLATE = "comment.md.j2"
+# Hidden marker by which a later run finds its own earlier comment.
+COMMENT_MARKER = "<!-- regression-guard:comment -->"
+
+
+def _template_dir() -> Path:
+    source_tree = Path(__file__).resolve().parents[2] / "templates"
+    if (source_tree / COMMENT_TEMPLATE).is_file():
+        return source_tree
+    return Path(__file__).resolve().parents[1] / "_templates"  # installed copy (pyproject maps it)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_template_dir()),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["pct"] = _pct
+    env.filters["ci"] = _ci
+    env.filters["ms"] = lambda v: f"{v:.3f}"
+    env.filters["rate"] = lambda v: f"{v:.1f}" if v >= 100 else f"{v:.2f}"
+    env.filters["short"] = lambda sha: sha[:8]
+    return env
+
+
+def _pct(value: float) -> str:
+    return f"{value:+.2f}%"
+
+
+def _ci(change: Change) -> str:
+    return f"{change.ci_low_pct:+.2f}% to {change.ci_high_pct:+.2f}%"
+
+
+def render_comment(report: Report) -> str:
+    template = _environment().get_template(COMMENT_TEMPLATE)
+    gpu_timed = any(a.timer == "cuda_event" for b in report.batch_sizes for a in b.arms)
+    return template.render(
+        r=report,
+        marker=COMMENT_MARKER,
+        title=title(report),
+        base=report.arm(report.base),
+        head=report.arm(report.head),
+        label=lambda arm: _label(report, arm),
+        ref_text=_ref_text,
+        slower=[b for b in report.batch_sizes if b.verdict == "regression"],
+        environment_line=_environment_line(report),
+        failed=[a for a in report.arms if a.status != "ok"],
+        step_metric="GPU ms per decode step" if gpu_timed else "ms per decode step (CPU)",
+        timer_note=(
+            "GPU time per step from CUDA events around each step; tok/s from the wall clock."
+            if gpu_timed
+            else "No GPU: step times and tok/s are CPU wall clock."
+        ),
+    )
+
+
+def _ref_text(arm: ArmInfo) -> str:
+    """'piecewise-capture 86115432', or the sha alone when the ref was a sha."""
+    short = arm.sha[:8]
+    return short if arm.sha.startswith(arm.ref) else f"{arm.ref} {short}"
+
+
+def _label(report: Report, arm: ArmInfo) -> str:
+    role = {report.head: "head", report.base: "base"}.get(arm.name, arm.name)
+    return f"{role} ({_ref_text(arm)})"
+
+
+def _sizes(batches: list[BatchComparison]) -> str:
+    sizes = [str(b.batch_size) for b in batches]
+    return f"batch size {sizes[0]}" if len(sizes) == 1 else f"batch sizes {', '.join(sizes)}"
+
+
+def _why_invalid(report: Report) -> str:
+    """The first cause, in a few words; the Why section has the whole message."""
+    for arm in report.arms:
+        if arm.status == "build_failed":
+            return f"the {arm.name} arm failed to build"
+        if arm.status == "run_failed":
+            return f"the workload failed on the {arm.name} arm"
+    for batch in report.batch_sizes:
+        if batch.hash_match is False:
+            where = f", first at step {batch.mismatch.step}" if batch.mismatch else ""
+            return f"output tokens differ between base and head at batch size {batch.batch_size}{where}"
+    for batch in report.batch_sizes:
+        for arm in batch.arms:
+            if not arm.deterministic:
+                return f"the workload is not deterministic on the {arm.arm} arm (batch size {batch.batch_size})"
+    return "see the reasons below"
+
+
+def title(report: Report) -> str:
+    """One line: which change, what got slower, where, and by how much."""
+    head = report.arm(report.head)
+    change = f"{head.subject} ({head.sha[:8]})" if head.subject else head.sha[:8]
+    measured = [b for b in report.batch_sizes if b.gpu_ms_change is not None]
+    if report.verdict == "invalid":
+        return f"Decode comparison not valid for {change}: {_why_invalid(report)}"
+    if report.verdict == "regression":
+        slow = sorted(
+            (b for b in measured if b.verdict == "regression"),
+            key=lambda b: -b.gpu_ms_change.pct,  # type: ignore[union-attr]
+        )
+        parts = [f"{b.gpu_ms_change.pct:+.1f}% at batch size {b.batch_size}" for b in slow]  # type: ignore[union-attr]
+        parts[0] = parts[0].replace("% at", "% GPU time per step at", 1)
+        return f"{change} makes decode slower: " + ", ".join(parts)
+    if report.verdict == "improvement":
+        fast = [b for b in measured if b.verdict == "improvement"]
+        best = min(fast, key=lambda b: b.gpu_ms_change.pct)  # type: ignore[union-attr]
+        return f"{change} makes decode faster: {best.gpu_ms_change.pct:+.1f}% GPU time per step at batch size {best.batch_size}"  # type: ignore[union-attr]
+    if report.verdict == "inconclusive":
+        noisy = [b for b in measured if b.verdict == "inconclusive"]
+        return f"Decode speed with {change}: inconclusive at {_sizes(noisy)}, the measurement was too noisy to decide"
+    return f"No decode slowdown with {change} (threshold {report.threshold_pct:g}% per step)"
+
+
+def _environment_line(report: Report) -> str:
+    env = report.environment
+    parts = []
+    if env.gpu:
+        extras = ", ".join(x for x in (env.gpu_capability, f"driver {env.driver}" if env.driver else None) if x)
+        parts.append(f"{env.gpu} ({extras})" if extras else env.gpu)
+    else:
+        parts.append(f"CPU only ({env.cpu or 'unknown'}; times are wall clock, not GPU time)")
+    if env.torch:
+        parts.append(f"torch {env.torch}" + (f", CUDA {env.cuda}" if env.cuda else ""))
+    if env.python:
+        parts.append(f"Python {env.python}")
+    if env.hostname:
+        parts.append(f"host {env.hostname}")
+    return ", ".join(parts)

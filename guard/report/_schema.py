@@ -1,0 +1,72 @@
+"""The schema of report.json. Bump SCHEMA_VERSION on any change a reader would notice."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from guard.compare import BatchComparison, Verdict
+
+SCHEMA_VERSION = 1
+
+
+class ArmInfo(BaseModel):
+    name: str
+    ref: str
+    sha: str
+    subject: str = ""  # first line of the commit message
+    status: Literal["ok", "build_failed", "run_failed"] = "ok"
+    error: str | None = None
+    log_tail: str = ""
+    build_method: str
+    build_reused: bool = False
+    build_s: float = 0.0
+    repeats: int = 0
+
+
+class Environment(BaseModel):
+    """What the numbers were measured on: no number without its environment."""
+
+    gpu: str | None = None
+    gpu_capability: str | None = None
+    driver: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    python: str | None = None
+    platform: str | None = None
+    hostname: str | None = None
+    cpu: str | None = None
+
+
+class WorkloadInfo(BaseModel):
+    entry: str
+    options: dict[str, Any]
+    batch_sizes: list[int]
+    steps: int
+    warmup_steps: int
+    repeats: int
+    described: dict[str, Any] = {}  # what the workload says of itself (describe()), per batch size
+
+
+class Report(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str
+    verdict: Verdict
+    reasons: list[str] = []
+    hash_match: bool | None
+    base: str  # arm names
+    head: str
+    arms: list[ArmInfo]
+    batch_sizes: list[BatchComparison]
+    threshold_pct: float
+    confidence: float
+    workload: WorkloadInfo
+    environment: Environment
+    changed_files: list[str] = []
+    repo: str
+    started_at: str
+    duration_s: float
+
+    def arm(self, name: str) -> ArmInfo:
+        return next(a for a in self.arms if a.name == name)

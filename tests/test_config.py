@@ -1,0 +1,104 @@
+"""Config loading: defaults, a valid file, and one clear message per bad key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from guard._errors import ConfigError
+from guard.config import GuardConfig, load_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "guard.toml"
+    path.write_text(text)
+    return path
+
+
+def test_missing_optional_file_gives_defaults(tmp_path: Path) -> None:
+    config = load_config(tmp_path / "guard.toml")
+    assert config == GuardConfig()
+    assert config.workload.batch_sizes == [1, 2]
+    assert config.workload.steps == 256
+    assert config.workload.warmup_steps == 32
+    assert config.build.method == "venv"
+    assert config.build.install == "pip install --no-deps ."
+    assert config.measure.repeats == 5
+
+
+def test_valid_file_overrides(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+[workload]
+entry = "mypkg.bench:make"
+batch_sizes = [1, 4, 8]
+steps = 64
+options = { layers = 2 }
+[build]
+method = "none"
+[measure]
+repeats = 3
+""",
+    )
+    config = load_config(path)
+    assert config.workload.entry == "mypkg.bench:make"
+    assert config.workload.batch_sizes == [1, 4, 8]
+    assert config.workload.options == {"layers": 2}
+    assert config.build.method == "none"
+    assert config.measure.repeats == 3
+    assert config.workload.warmup_steps == 32  # untouched keys keep defaults
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "value", "expected"),
+    [
+        ("[workload]\nsteps = 'many'", "workload.steps", "'many'", "valid integer"),
+        ("[workload]\nbatch_sizes = [1, 0]", "workload.batch_sizes", "[1, 0]", "1 or more"),
+        ("[workload]\nbatch_sizes = [2, 2]", "workload.batch_sizes", "[2, 2]", "must not repeat"),
+        ("[build]\nmethod = 'conda'", "build.method", "'conda'", "'venv' or 'none'"),
+        ("[workload]\nentry = 'no-colon'", "workload.entry", "'no-colon'", "pkg.module:function"),
+        ("[measure]\nrepeats = 1", "measure.repeats", "1", "greater than or equal to 2"),
+    ],
+)
+def test_bad_value_names_key_value_and_expectation(
+    tmp_path: Path, text: str, key: str, value: str, expected: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text))
+    message = info.value.message
+    assert f"'{key}'" in message
+    assert value in message
+    assert expected in message
+    assert str(tmp_path / "guard.toml") in message
+
+
+def test_unknown_key_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown key 'measure.repats'"):
+        load_config(write(tmp_path, "[measure]\nrepats = 3"))
+
+
+def test_syntax_error_is_one_message(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path, "[workload\nsteps = 3"))
+
+
+def test_required_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.toml", required=True)
+
+
+def test_cli_bad_config_exits_2_without_traceback(tmp_path: Path) -> None:
+    path = write(tmp_path, "[workload]\nsteps = -4")
+    proc = subprocess.run(
+        [sys.executable, "-m", "guard", "run", "--repo", str(tmp_path), "--config", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "'workload.steps'" in proc.stderr and "-4" in proc.stderr
+    assert proc.stderr.count("\n") == 1  # one message, one line

@@ -1,0 +1,54 @@
+"""`guard demo` end to end on the CPU: throwaway repo, two venv builds, interleaved runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from guard.demo import make_demo_repo
+from tests.conftest import git
+
+
+def test_demo_repo_head_changes_only_capture(tmp_path: Path) -> None:
+    base_sha, head = make_demo_repo(tmp_path / "repo")
+    repo = tmp_path / "repo"
+    assert git(repo, "rev-parse", "main") == base_sha
+    diff = git(repo, "diff", f"main...{head}")
+    changed = git(repo, "diff", "--name-only", f"main...{head}").splitlines()
+    assert changed == ["refengine/engine.py"]
+    assert '-CAPTURE_MODE = "step"' in diff and '+CAPTURE_MODE = "layer"' in diff
+    assert "+CAPTURE_BATCH_SIZES = (4,)" in diff
+
+
+@pytest.mark.slow
+def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "guard", "demo", "--out", str(out), "--workdir", str(tmp_path / "work"),
+            "--steps", "10", "--warmup-steps", "2", "--repeats", "3", "--options", "layers = 2, max_len = 128",
+        ],
+        capture_output=True, text=True, timeout=900,
+    )
+    report = json.loads((out / "report.json").read_text())
+    comment = (out / "comment.md").read_text()
+    assert proc.stdout.strip() == comment.strip()  # the demo prints the comment it wrote
+    assert report["schema_version"] == 1
+    assert report["hash_match"] is True
+    assert [a["status"] for a in report["arms"]] == ["ok", "ok"]
+    assert [a["build_method"] for a in report["arms"]] == ["venv", "venv"]
+    # Head pads batch size 1 up to 4 on the CPU too: clearly more work per step.
+    bs1 = report["batch_sizes"][0]
+    assert bs1["batch_size"] == 1
+    assert bs1["gpu_ms_change"]["pct"] > 20, bs1["gpu_ms_change"]
+    assert report["verdict"] == "regression"
+    assert proc.returncode == 1, proc.stderr
+    described = report["workload"]["described"]["1"]
+    assert described["run_batch"] == 4 and described["device"] == "cpu"
+    assert "engine: capture decode piecewise" in comment
+    assert "CPU only" in comment
+    assert "[10/6]" not in proc.stderr and "[6/6]" in proc.stderr  # progress for each process

@@ -1,0 +1,165 @@
+"""The whole `guard run` pipeline on real git repositories, in real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import commit_all, git
+
+# A pure-Python workload: `WORK` sets how slow a step is, `TOKENS` what it generates.
+WORKLOAD = '''
+import os
+
+WORK = {work}
+SHIFT = {shift}
+
+
+class Workload:
+    def setup(self, batch_size):
+        self.batch_size = batch_size
+        self.t = 0
+
+    def step(self):
+        acc = 0
+        for i in range(WORK):
+            acc += i * i
+        self.t += 1
+        return [{token_expr} for row in range(self.batch_size)]
+
+
+def make(**options):
+    return Workload()
+'''
+
+CONFIG = """
+[workload]
+entry = "wl.py:make"
+batch_sizes = [1, 2]
+steps = 12
+warmup_steps = 2
+[build]
+method = "{method}"
+install = "{install}"
+[measure]
+repeats = {repeats}
+"""
+
+
+def write_workload(repo: Path, work: int, token_expr: str = "(self.t * 7 + row + SHIFT) % 101", shift: int = 0) -> None:
+    (repo / "wl.py").write_text(WORKLOAD.format(work=work, shift=shift, token_expr=token_expr))
+
+
+def make_repo(
+    tmp_path: Path, method: str = "none", install: str = "", repeats: int = 3, files: dict[str, str] | None = None
+) -> Path:
+    repo = tmp_path / "engine"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    (repo / "guard.toml").write_text(CONFIG.format(method=method, install=install, repeats=repeats))
+    write_workload(repo, work=3000)
+    for name, text in (files or {}).items():
+        (repo / name).write_text(text)
+    commit_all(repo, "base workload")
+    git(repo, "checkout", "--quiet", "-b", "feature")
+    return repo
+
+
+def guard_run(repo: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out", str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_slower_head_is_a_regression(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    write_workload(repo, work=30000)  # ten times the work per step
+    commit_all(repo, "make decode ten times slower")
+    out = tmp_path / "out"
+    proc = guard_run(repo, out)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "regression"
+    assert report["hash_match"] is True
+    for batch in report["batch_sizes"]:
+        assert batch["verdict"] == "regression"
+        assert batch["gpu_ms_change"]["pct"] > 100  # ten times the loop: far beyond +100%
+    comment = (out / "comment.md").read_text()
+    assert "make decode ten times slower" in comment
+    assert "makes decode slower" in comment
+    assert "The output hash is identical" in comment
+    # progress is shown for every process, in interleaved order
+    runs = [line for line in proc.stderr.splitlines() if " repeat " in line and "/6]" in line]
+    assert [("base" in r, "head" in r) for r in runs] == [(True, False), (False, True)] * 3
+
+
+@pytest.mark.slow
+def test_different_tokens_make_the_comparison_invalid(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    # Head generates another token from step 5 on (steps count warmup, from 1).
+    write_workload(repo, work=3000, token_expr="(self.t * 7 + row + (1 if self.t >= 5 else 0)) % 101")
+    commit_all(repo, "off by one from step 5")
+    out = tmp_path / "out"
+    proc = guard_run(repo, out)
+    assert proc.returncode == 2
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "invalid"
+    assert report["hash_match"] is False
+    mismatch = report["batch_sizes"][0]["mismatch"]
+    assert mismatch == {"step": 5, "sequence": 0, "expected": (5 * 7) % 101, "found": (5 * 7 + 1) % 101}
+    assert "first at step 5" in (out / "comment.md").read_text()
+
+
+@pytest.mark.slow
+def test_nondeterministic_workload_is_invalid(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    write_workload(repo, work=3000, token_expr="(os.getpid() + self.t + row) % 101")
+    commit_all(repo, "tokens depend on the process")
+    out = tmp_path / "out"
+    proc = guard_run(repo, out)
+    assert proc.returncode == 2
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "invalid"
+    assert any("'head' is not deterministic" in r for r in report["reasons"])
+    assert not any("'base' is not deterministic" in r for r in report["reasons"])
+
+
+@pytest.mark.slow
+def test_failed_build_keeps_the_other_arm(tmp_path: Path) -> None:
+    repo = make_repo(
+        tmp_path, method="venv", install="sh build.sh", repeats=2, files={"build.sh": "echo building fine\n"}
+    )
+    (repo / "build.sh").write_text("echo compiler exploded: marker-7731 >&2\nexit 4\n")
+    commit_all(repo, "break the build")
+    out = tmp_path / "out"
+    proc = guard_run(repo, out)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "invalid"
+    head = next(a for a in report["arms"] if a["name"] == "head")
+    base = next(a for a in report["arms"] if a["name"] == "base")
+    assert head["status"] == "build_failed"
+    assert "marker-7731" in head["log_tail"]
+    assert base["status"] == "ok" and base["repeats"] == 2
+    # the base arm's measurements are kept in the report
+    arms_measured = [a["arm"] for a in report["batch_sizes"][0]["arms"]]
+    assert arms_measured == ["base"]
+    comment = (out / "comment.md").read_text()
+    assert "build failed" in comment and "marker-7731" in comment
+
+
+def test_bad_ref_is_one_message(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    proc = guard_run(repo, tmp_path / "out", "--base", "no-such-branch")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "no-such-branch" in proc.stderr
