@@ -11,6 +11,15 @@ def first_mismatch(expected: list[list[int]], found: list[list[int]]) -> TokenMi
         for sequence, (tok_e, tok_f) in enumerate(zip(row_e, row_f)):
             if tok_e != tok_f:
                 return TokenMismatch(step=step, sequence=sequence, expected=tok_e, found=tok_f)
+        if len(row_e) != len(row_f):
+            # one side has more sequences; -1 marks the side with no token there
+            sequence = min(len(row_e), len(row_f))
+            return TokenMismatch(
+                step=step,
+                sequence=sequence,
+                expected=row_e[sequence] if sequence < len(row_e) else -1,
+                found=row_f[sequence] if sequence < len(row_f) else -1,
+            )
     if len(expected) != len(found):
         step = min(len(expected), len(found)) + 1
         return TokenMismatch(step=step, sequence=0, expected=-1, found=-1)

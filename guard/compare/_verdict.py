@@ -102,6 +102,13 @@ def _compare_batch(
         )
 
     by_name = {a.arm: a for a in arms}
+    too_few = [name for name in (base, head) if by_name[name].repeats < 2]
+    if too_few:
+        reasons.append(
+            f"batch size {batch_size}: arm '{too_few[0]}' finished fewer than 2 repeats, "
+            "too few to estimate a change"
+        )
+        return BatchComparison(batch_size=batch_size, verdict="invalid", reasons=reasons, arms=arms, hash_match=True)
     gpu_change = relative_change(
         by_name[base].gpu_ms_per_step.values, by_name[head].gpu_ms_per_step.values, confidence
     )

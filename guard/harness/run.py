@@ -44,6 +44,7 @@ def load_entry(entry: str, root: Path) -> Callable[..., Any]:
         spec = importlib.util.spec_from_file_location(f"_guard_workload_{path.stem}", path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses and pickling look the module up by name
         spec.loader.exec_module(module)
     else:
         sys.path.append(str(root))  # after installed packages, so an installed build wins
@@ -86,38 +87,33 @@ def run_batch(workload: Any, torch: Any, batch_size: int, steps: int, warmup_ste
     describe = getattr(workload, "describe", None)
     described = describe() if callable(describe) else {}
     tokens: list[list[int]] = []
-
-    first = workload.step()
-    tokens.append(token_ids(first, batch_size))
-    on_cuda = uses_cuda(first) and torch is not None
-    for _ in range(max(warmup_steps - 1, 0)):
+    for _ in range(warmup_steps):
         tokens.append(token_ids(workload.step(), batch_size))
-    if warmup_steps == 0:
-        tokens.clear()  # the step above was needed to learn the device; keep it out of the record
 
-    if on_cuda:
+    # Events are recorded whenever CUDA is present; they are used if the step's output
+    # lives on the GPU, else the host clock is.
+    cuda_ok = torch is not None and torch.cuda.is_available()
+    if cuda_ok:
         torch.cuda.synchronize()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
-        wall0 = time.perf_counter()
-        for i in range(steps):
+    host_ms: list[float] = []
+    on_cuda = False
+    wall0 = time.perf_counter()
+    for i in range(steps):
+        if cuda_ok:
             starts[i].record()
-            out = workload.step()
+        s0 = time.perf_counter()
+        out = workload.step()
+        if cuda_ok:
             ends[i].record()
-            tokens.append(token_ids(out, batch_size))  # copies to the host: a real decode loop does too
+        tokens.append(token_ids(out, batch_size))  # copies to the host: a real decode loop does too
+        host_ms.append((time.perf_counter() - s0) * 1e3)
+        on_cuda = on_cuda or uses_cuda(out)
+    if cuda_ok:
         torch.cuda.synchronize()
-        wall_s = time.perf_counter() - wall0
-        step_ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    else:
-        step_ms = []
-        wall0 = time.perf_counter()
-        for _ in range(steps):
-            s0 = time.perf_counter()
-            out = workload.step()
-            ids = token_ids(out, batch_size)
-            step_ms.append((time.perf_counter() - s0) * 1e3)
-            tokens.append(ids)
-        wall_s = time.perf_counter() - wall0
+    wall_s = time.perf_counter() - wall0
+    step_ms = [s.elapsed_time(e) for s, e in zip(starts, ends)] if on_cuda else host_ms
 
     return {
         "batch_size": batch_size,

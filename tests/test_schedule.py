@@ -1,0 +1,137 @@
+"""interleave() order, and run_interleaved() with real harness subprocesses."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+from guard.measure import ArmTarget, HarnessSpec, interleave, run_interleaved
+
+WORKLOAD = textwrap.dedent(
+    """
+    import os
+
+
+    class Workload:
+        def __init__(self, log):
+            self.log = log
+            self.batch = 0
+
+        def _note(self):
+            with open(self.log, "a") as f:
+                f.write(f"{os.environ['ARM']} {os.getpid()}\\n")
+
+        def setup(self, batch_size):
+            if os.environ.get("FAIL_SETUP"):
+                self._note()
+                raise RuntimeError(f"setup refused for arm {os.environ['ARM']}")
+            self.batch = batch_size
+
+        def step(self):
+            self._note()
+            return [7] * self.batch
+
+
+    def make(log):
+        return Workload(log)
+    """
+)
+
+
+def test_interleave_alternates_arms() -> None:
+    assert interleave(["base", "head"], 3) == [
+        ("base", 0), ("head", 0), ("base", 1), ("head", 1), ("base", 2), ("head", 2),
+    ]
+
+
+def test_interleave_edge_cases() -> None:
+    assert interleave(["a", "b", "c"], 2) == [("a", 0), ("b", 0), ("c", 0), ("a", 1), ("b", 1), ("c", 1)]
+    assert interleave(["base", "head"], 0) == []
+    assert interleave(["only"], 2) == [("only", 0), ("only", 1)]
+
+
+def _setup(tmp_path: Path, head_env: dict[str, str] | None = None) -> tuple[list[ArmTarget], HarnessSpec, Path]:
+    (tmp_path / "wl.py").write_text(WORKLOAD)
+    log = tmp_path / "steps.log"
+    targets = [
+        ArmTarget(name="base", python=Path(sys.executable), worktree=tmp_path, env={"ARM": "base"}),
+        ArmTarget(name="head", python=Path(sys.executable), worktree=tmp_path, env={"ARM": "head"} | (head_env or {})),
+    ]
+    spec = HarnessSpec(entry="wl.py:make", options={"log": str(log)}, batch_sizes=[1], steps=2, warmup_steps=1)
+    return targets, spec, log
+
+
+def _blocks(log: Path) -> list[tuple[str, int]]:
+    """The log's lines as (arm, pid) runs: consecutive equal lines collapsed."""
+    blocks: list[tuple[str, int]] = []
+    for line in log.read_text().splitlines():
+        name, pid = line.split()
+        entry = (name, int(pid))
+        if not blocks or blocks[-1] != entry:
+            blocks.append(entry)
+    return blocks
+
+
+def test_run_interleaved_alternates_fresh_processes(tmp_path: Path) -> None:
+    targets, spec, log = _setup(tmp_path)
+    messages: list[str] = []
+    results = run_interleaved(targets, spec, 3, tmp_path / "runs", timeout_s=120, progress=messages.append)
+
+    blocks = _blocks(log)
+    assert [name for name, _ in blocks] == ["base", "head", "base", "head", "base", "head"]
+    pids = [pid for _, pid in blocks]
+    assert len(set(pids)) == 6  # a fresh process per (arm, repeat), none reused
+    assert os.getpid() not in pids
+    # every process ran 1 warmup + 2 timed steps, all in one contiguous block
+    lines = log.read_text().splitlines()
+    assert len(lines) == 6 * 3
+    for pid in pids:
+        assert sum(line.endswith(f" {pid}") for line in lines) == 3
+
+    assert set(results) == {"base", "head"}
+    for name in ("base", "head"):
+        m = results[name]
+        assert m.error is None
+        assert m.arm == name
+        assert [r.repeat for r in m.repeats] == [0, 1, 2]
+        assert all(r.arm == name for r in m.repeats)
+        for r in m.repeats:
+            run = r.run_for(1)
+            assert run.tokens == [[7], [7], [7]]
+            assert run.timer == "perf_counter"
+            assert len(run.step_ms) == 2
+    assert len(messages) == 6
+
+
+def test_failing_arm_is_reported_and_other_arm_kept(tmp_path: Path) -> None:
+    targets, spec, log = _setup(tmp_path, head_env={"FAIL_SETUP": "1"})
+    results = run_interleaved(targets, spec, 3, tmp_path / "runs", timeout_s=120)
+
+    head = results["head"]
+    assert head.repeats == []
+    assert head.error is not None
+    assert "setup refused for arm head" in head.error
+    assert "RuntimeError" in head.error
+    assert head.log_tail.strip() != ""
+    assert "setup refused for arm head" in head.log_tail
+
+    base = results["base"]
+    assert base.error is None
+    assert [r.repeat for r in base.repeats] == [0, 1, 2]
+
+    blocks = _blocks(log)
+    # head ran once, then was no longer scheduled; base ran all three times
+    assert [name for name, _ in blocks] == ["base", "head", "base", "base"]
+    assert len({pid for _, pid in blocks}) == 4
+
+
+def test_missing_interpreter_is_an_arm_error(tmp_path: Path) -> None:
+    targets, spec, _ = _setup(tmp_path)
+    targets[1] = ArmTarget(name="head", python=tmp_path / "no-such-python", worktree=tmp_path, env={"ARM": "head"})
+    results = run_interleaved(targets, spec, 2, tmp_path / "runs", timeout_s=120)
+    assert results["head"].error is not None
+    assert "no-such-python" in results["head"].error
+    assert results["head"].repeats == []
+    assert len(results["base"].repeats) == 2

@@ -1,0 +1,170 @@
+"""spread() and relative_change(), checked against figures computed here with numpy/scipy."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from guard.measure import relative_change, spread
+
+
+def welch_expected(before: list[float], after: list[float], confidence: float) -> dict[str, float]:
+    """The Welch t interval of mean(log after) - mean(log before), as percent changes."""
+    lb, la = np.log(np.asarray(before)), np.log(np.asarray(after))
+    diff = la.mean() - lb.mean()
+    vb = lb.var(ddof=1) / lb.size
+    va = la.var(ddof=1) / la.size
+    df = (va + vb) ** 2 / (va**2 / (la.size - 1) + vb**2 / (lb.size - 1))
+    half = stats.t.ppf((1 + confidence) / 2, df) * math.sqrt(va + vb)
+    return {
+        "pct": (math.exp(diff) - 1) * 100,
+        "lo": (math.exp(diff - half) - 1) * 100,
+        "hi": (math.exp(diff + half) - 1) * 100,
+        "df": df,
+    }
+
+
+BEFORE = [10.2, 10.0, 10.5, 9.9, 10.1]
+AFTER = [10.9, 10.6, 10.8, 11.2, 10.7]
+
+
+# -- spread ------------------------------------------------------------------------------
+
+
+def test_spread_odd_count() -> None:
+    s = spread([4.0, 1.0, 3.0])
+    assert s.median == 3.0
+    assert s.min == 1.0
+    assert s.max == 4.0
+    assert s.values == [4.0, 1.0, 3.0]  # kept in the order given
+    assert s.spread_pct == pytest.approx((4 - 1) / 3 * 100)
+
+
+def test_spread_even_count_uses_middle_mean() -> None:
+    s = spread([3.0, 1.0, 2.0, 10.0])
+    assert s.median == 2.5
+    assert (s.min, s.max) == (1.0, 10.0)
+    assert s.spread_pct == pytest.approx(360.0)  # (10 - 1) / 2.5
+
+
+def test_spread_of_equal_values_is_zero() -> None:
+    s = spread([7.5, 7.5, 7.5])
+    assert (s.median, s.min, s.max) == (7.5, 7.5, 7.5)
+    assert s.spread_pct == 0.0
+
+
+def test_spread_copies_its_input() -> None:
+    values = [1.0, 2.0]
+    s = spread(values)
+    values.append(99.0)
+    assert s.values == [1.0, 2.0]
+
+
+# -- relative_change ---------------------------------------------------------------------
+
+
+def test_point_estimate_is_ratio_of_geometric_means() -> None:
+    change = relative_change(BEFORE, AFTER)
+    expected = (np.exp(np.mean(np.log(AFTER)) - np.mean(np.log(BEFORE))) - 1) * 100
+    assert change.pct == pytest.approx(expected, rel=1e-12)
+    # a ratio of geometric means is not the ratio of arithmetic means
+    assert change.pct != pytest.approx((np.mean(AFTER) / np.mean(BEFORE) - 1) * 100, rel=1e-6)
+
+
+@pytest.mark.parametrize("confidence", [0.95, 0.90, 0.99])
+def test_interval_is_welch_t_interval_on_logs(confidence: float) -> None:
+    change = relative_change(BEFORE, AFTER, confidence)
+    exp = welch_expected(BEFORE, AFTER, confidence)
+    assert change.confidence == confidence
+    assert change.ci_low_pct == pytest.approx(exp["lo"], rel=1e-9)
+    assert change.ci_high_pct == pytest.approx(exp["hi"], rel=1e-9)
+    # asymmetric around the point estimate (it is symmetric in log space)
+    assert change.ci_high_pct - change.pct > change.pct - change.ci_low_pct
+
+
+def test_interval_uses_welch_df_not_pooled_df() -> None:
+    # very different variances and sizes: Welch df is far from n_a + n_b - 2
+    before = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1]
+    after = [90.0, 130.0, 110.0]
+    exp = welch_expected(before, after, 0.95)
+    assert exp["df"] < 3  # well below the pooled 9
+    change = relative_change(before, after, 0.95)
+    assert change.ci_low_pct == pytest.approx(exp["lo"], rel=1e-9)
+    assert change.ci_high_pct == pytest.approx(exp["hi"], rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (BEFORE, AFTER),
+        ([5.0, 5.5, 4.8], [5.1, 5.2, 5.05, 4.9, 5.3, 5.0]),
+        ([100.0, 101.0, 99.0, 100.5], [90.0, 130.0, 110.0]),
+    ],
+)
+def test_p_value_matches_scipy_welch_ttest(before: list[float], after: list[float]) -> None:
+    change = relative_change(before, after)
+    expected = stats.ttest_ind(np.log(after), np.log(before), equal_var=False).pvalue
+    assert change.p_value == pytest.approx(float(expected), rel=1e-9)
+
+
+def test_identical_inputs_give_zero_change() -> None:
+    change = relative_change(BEFORE, list(BEFORE))
+    assert change.pct == 0.0
+    assert change.p_value == pytest.approx(1.0)
+    assert change.ci_low_pct < 0 < change.ci_high_pct
+    # symmetric in log space around zero
+    assert math.log1p(change.ci_low_pct / 100) == pytest.approx(-math.log1p(change.ci_high_pct / 100))
+
+
+def test_constant_sides_with_different_values() -> None:
+    change = relative_change([2.0, 2.0, 2.0], [3.0, 3.0, 3.0])
+    assert change.pct == pytest.approx(50.0)
+    assert change.ci_low_pct == pytest.approx(50.0)
+    assert change.ci_high_pct == pytest.approx(50.0)
+    assert change.p_value == 0.0
+    assert all(math.isfinite(v) for v in (change.pct, change.ci_low_pct, change.ci_high_pct, change.p_value))
+
+
+def test_constant_sides_with_equal_values() -> None:
+    change = relative_change([4.0, 4.0], [4.0, 4.0, 4.0])
+    assert change.pct == 0.0
+    assert (change.ci_low_pct, change.ci_high_pct) == (0.0, 0.0)
+    assert change.p_value == 1.0
+
+
+def test_one_constant_side_uses_the_other_sides_df() -> None:
+    before = [2.0, 2.0, 2.0, 2.0]
+    after = [2.2, 2.3, 2.1, 2.25]
+    change = relative_change(before, after)
+    la = np.log(after)
+    diff = la.mean() - math.log(2.0)
+    se = math.sqrt(la.var(ddof=1) / la.size)
+    half = stats.t.ppf(0.975, la.size - 1) * se  # Welch df collapses to n_after - 1
+    assert change.ci_low_pct == pytest.approx((math.exp(diff - half) - 1) * 100, rel=1e-9)
+    assert change.ci_high_pct == pytest.approx((math.exp(diff + half) - 1) * 100, rel=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # scipy notes the constant side
+        expected_p = float(stats.ttest_ind(la, np.log(before), equal_var=False).pvalue)
+    assert change.p_value == pytest.approx(expected_p, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [([1.0], [1.0, 2.0]), ([1.0, 2.0], [1.0]), ([], [1.0, 2.0]), ([1.0, 2.0], [])],
+)
+def test_fewer_than_two_values_is_an_error(before: list[float], after: list[float]) -> None:
+    with pytest.raises(ValueError, match="at least two"):
+        relative_change(before, after)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [([1.0, 0.0], [1.0, 2.0]), ([1.0, 2.0], [-1.0, 2.0]), ([0.0, 0.0], [0.0, 0.0])],
+)
+def test_non_positive_values_are_an_error(before: list[float], after: list[float]) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        relative_change(before, after)

@@ -1,0 +1,329 @@
+"""compare() on synthetic measurements, and first_mismatch()."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from guard.compare import compare, first_mismatch
+from guard.measure import ArmMeasurement, BatchRun, RepeatResult
+
+STEPS = 8
+WARMUP = 3
+THRESHOLD = 1.0
+CONFIDENCE = 0.95
+BASE_MS = 10.0
+# Tiny, deterministic jitter per repeat (relative): about 0.01 %.
+TINY = [1.0, 1.0001, 0.9999, 1.00005, 0.99995]
+
+Tokens = list[list[int]]
+
+
+def default_tokens(batch_size: int) -> Tokens:
+    return [[(7 * step + 3 * seq) % 97 for seq in range(batch_size)] for step in range(WARMUP + STEPS)]
+
+
+def sha(tokens: Tokens) -> str:
+    return hashlib.sha256(np.asarray(tokens, dtype="<i8").tobytes()).hexdigest()
+
+
+def batch_run(batch_size: int, ms: float, tokens: Tokens | None = None) -> BatchRun:
+    tokens = default_tokens(batch_size) if tokens is None else tokens
+    wall_s = ms * STEPS / 1e3
+    return BatchRun(
+        batch_size=batch_size,
+        steps=STEPS,
+        warmup_steps=WARMUP,
+        timer="perf_counter",
+        setup_s=0.01,
+        wall_s=wall_s,
+        tok_per_s=batch_size * STEPS / wall_s,
+        gpu_ms_per_step=ms,
+        step_ms=[ms] * STEPS,
+        tokens=tokens,
+        sha256=sha(tokens),
+    )
+
+
+def arm(
+    name: str,
+    ms: dict[int, list[float]],
+    tokens: Callable[[int, int], Tokens | None] = lambda repeat, bs: None,
+    error: str | None = None,
+) -> ArmMeasurement:
+    """ms: batch size -> one gpu_ms_per_step per repeat. tokens(repeat, bs) overrides tokens."""
+    n = len(next(iter(ms.values()))) if ms else 0
+    repeats = [
+        RepeatResult(
+            arm=name,
+            repeat=r,
+            environment={},
+            runs=[batch_run(bs, values[r], tokens(r, bs)) for bs, values in ms.items()],
+        )
+        for r in range(n)
+    ]
+    return ArmMeasurement(arm=name, repeats=repeats, error=error)
+
+
+def scaled(factor: float, jitter: list[float] = TINY, base: float = BASE_MS) -> list[float]:
+    return [base * factor * j for j in jitter]
+
+
+def run_compare(measurements: dict[str, ArmMeasurement], batch_sizes: list[int], threshold: float = THRESHOLD):
+    return compare(measurements, "base", "head", batch_sizes, threshold, CONFIDENCE)
+
+
+def geo_change_pct(before: list[float], after: list[float]) -> float:
+    return (np.exp(np.mean(np.log(after)) - np.mean(np.log(before))) - 1) * 100
+
+
+# -- timing verdicts ---------------------------------------------------------------------
+
+
+def test_clear_slowdown_is_a_regression() -> None:
+    base = arm("base", {1: scaled(1.0)})
+    head = arm("head", {1: scaled(1.05, TINY[::-1])})
+    result = run_compare({"base": base, "head": head}, [1])
+    assert result.verdict == "regression"
+    assert result.hash_match is True
+    (batch,) = result.batches
+    assert batch.batch_size == 1
+    assert batch.verdict == "regression"
+    assert batch.hash_match is True
+    assert batch.gpu_ms_change is not None and batch.tok_per_s_change is not None
+    assert batch.gpu_ms_change.pct == pytest.approx(geo_change_pct(scaled(1.0), scaled(1.05, TINY[::-1])))
+    assert batch.gpu_ms_change.pct == pytest.approx(5.0, abs=0.01)
+    assert batch.gpu_ms_change.ci_low_pct > 0
+    # tok/s is bs * 1000 / ms here, so it falls by 1 - 1/1.05
+    assert batch.tok_per_s_change.pct == pytest.approx((1 / 1.05 - 1) * 100, abs=0.01)
+    assert [a.arm for a in batch.arms] == ["base", "head"]
+    assert batch.arms[0].gpu_ms_per_step.values == scaled(1.0)
+    assert all(a.deterministic and a.repeats == 5 for a in batch.arms)
+
+
+def test_small_significant_change_below_threshold_passes() -> None:
+    base = arm("base", {1: scaled(1.0)})
+    head = arm("head", {1: scaled(1.002, TINY[::-1])})
+    result = run_compare({"base": base, "head": head}, [1])
+    (batch,) = result.batches
+    assert batch.gpu_ms_change is not None
+    # the change is real (interval excludes zero) but smaller than the threshold
+    assert batch.gpu_ms_change.ci_low_pct > 0
+    assert batch.gpu_ms_change.ci_high_pct < THRESHOLD
+    assert batch.gpu_ms_change.pct == pytest.approx(0.2, abs=0.01)
+    assert batch.verdict == "pass"
+    assert result.verdict == "pass"
+    assert result.reasons == []
+
+
+def test_clear_speedup_is_an_improvement() -> None:
+    base = arm("base", {1: scaled(1.0)})
+    head = arm("head", {1: scaled(0.95, TINY[::-1])})
+    result = run_compare({"base": base, "head": head}, [1])
+    (batch,) = result.batches
+    assert batch.verdict == "improvement"
+    assert result.verdict == "improvement"
+    assert batch.gpu_ms_change is not None and batch.gpu_ms_change.ci_high_pct < 0
+    assert batch.gpu_ms_change.pct == pytest.approx(-5.0, abs=0.01)
+
+
+def test_huge_noise_is_inconclusive() -> None:
+    noisy_base = [0.90, 1.10, 0.95, 1.05, 1.00]
+    noisy_head = [1.10, 0.90, 1.00, 0.95, 1.05]
+    base = arm("base", {2: scaled(1.0, noisy_base)})
+    head = arm("head", {2: scaled(1.015, noisy_head)})
+    result = run_compare({"base": base, "head": head}, [2])
+    (batch,) = result.batches
+    change = batch.gpu_ms_change
+    assert change is not None
+    assert change.pct == pytest.approx(geo_change_pct(scaled(1.0, noisy_base), scaled(1.015, noisy_head)))
+    assert change.pct == pytest.approx(1.5, abs=0.05)
+    # the scenario really is "could be nothing, could be past the threshold"
+    assert change.ci_low_pct < 0 < THRESHOLD < change.ci_high_pct
+    assert batch.verdict == "inconclusive"
+    assert result.verdict == "inconclusive"
+    assert len(batch.reasons) == 1
+    reason = batch.reasons[0]
+    assert "interval" in reason
+    assert "batch size 2" in reason
+    assert "95%" in reason
+    assert reason in result.reasons
+
+
+@pytest.mark.parametrize(
+    ("factors", "expected"),
+    [
+        ({1: 1.0, 2: 1.05, 4: 0.95}, "regression"),
+        ({1: 1.0, 2: 0.95}, "improvement"),
+        ({1: 0.95, 2: "noisy"}, "inconclusive"),
+        ({1: 1.05, 2: "noisy"}, "regression"),
+        ({1: 1.0, 2: 1.0}, "pass"),
+    ],
+)
+def test_overall_verdict_is_the_most_severe(factors: dict[int, float | str], expected: str) -> None:
+    noisy_base = [0.90, 1.10, 0.95, 1.05, 1.00]
+    noisy_head = [1.10, 0.90, 1.00, 0.95, 1.05]
+    base_ms, head_ms = {}, {}
+    for bs, f in factors.items():
+        if f == "noisy":
+            base_ms[bs], head_ms[bs] = scaled(1.0, noisy_base), scaled(1.015, noisy_head)
+        else:
+            base_ms[bs], head_ms[bs] = scaled(1.0), scaled(float(f), TINY[::-1])
+    result = run_compare({"base": arm("base", base_ms), "head": arm("head", head_ms)}, list(factors))
+    per_batch = {b.batch_size: b.verdict for b in result.batches}
+    # each batch on its own is what its factor says
+    for bs, f in factors.items():
+        want = {1.0: "pass", 1.05: "regression", 0.95: "improvement", "noisy": "inconclusive"}[f]
+        assert per_batch[bs] == want
+    assert result.verdict == expected
+
+
+# -- like-for-like checks ----------------------------------------------------------------
+
+
+def test_different_tokens_make_the_comparison_invalid() -> None:
+    def head_tokens(repeat: int, bs: int) -> Tokens | None:
+        if bs != 2:
+            return None
+        tokens = default_tokens(2)
+        tokens[4][1] += 1  # 5th generated token (2nd timed step after 3 warmup), sequence 1
+        tokens[6][0] += 1  # a later difference that must not be the one reported
+        return tokens
+
+    base = arm("base", {1: scaled(1.0), 2: scaled(1.0)})
+    head = arm("head", {1: scaled(1.05, TINY[::-1]), 2: scaled(1.0)}, tokens=head_tokens)
+    result = run_compare({"base": base, "head": head}, [1, 2])
+    assert result.verdict == "invalid"
+    assert result.hash_match is False
+    by_bs = {b.batch_size: b for b in result.batches}
+    assert by_bs[1].hash_match is True
+    assert by_bs[1].verdict == "regression"
+    bad = by_bs[2]
+    assert bad.verdict == "invalid"
+    assert bad.hash_match is False
+    assert bad.mismatch is not None
+    assert bad.mismatch.step == 5
+    assert bad.mismatch.sequence == 1
+    assert bad.mismatch.expected == default_tokens(2)[4][1]
+    assert bad.mismatch.found == default_tokens(2)[4][1] + 1
+    assert bad.gpu_ms_change is None  # timings of unlike runs are not compared
+    assert len(bad.reasons) == 1
+    assert "step 5" in bad.reasons[0]
+    assert "sequence 1" in bad.reasons[0]
+    assert "differ" in bad.reasons[0]
+    assert bad.reasons[0] in result.reasons
+
+
+def test_nondeterministic_arm_is_invalid() -> None:
+    def head_tokens(repeat: int, bs: int) -> Tokens | None:
+        if repeat != 1:
+            return None
+        tokens = default_tokens(bs)
+        tokens[9][0] += 2
+        return tokens
+
+    base = arm("base", {1: scaled(1.0, [1.0, 1.0001])})
+    head = arm("head", {1: scaled(1.0, [1.0, 1.0001])}, tokens=head_tokens)
+    result = run_compare({"base": base, "head": head}, [1])
+    assert result.verdict == "invalid"
+    (batch,) = result.batches
+    assert batch.verdict == "invalid"
+    # base and head agree on their first repeats, so the hashes across arms match
+    assert batch.hash_match is True
+    stats = {a.arm: a for a in batch.arms}
+    assert stats["head"].deterministic is False
+    assert stats["base"].deterministic is True
+    assert len(batch.reasons) == 1
+    reason = batch.reasons[0]
+    assert "'head'" in reason
+    assert "not deterministic" in reason
+    assert "repeat 2" in reason  # the second repeat (1-based) is the odd one
+    assert "step 10" in reason
+
+
+def test_arm_with_error_and_no_repeats_is_invalid_and_keeps_the_other_arm() -> None:
+    base_ms = {1: scaled(1.0), 2: scaled(2.0)}
+    base = arm("base", base_ms)
+    head = arm("head", {}, error="RuntimeError at load: kaboom")
+    result = run_compare({"base": base, "head": head}, [1, 2])
+    assert result.verdict == "invalid"
+    assert any("'head'" in r and "kaboom" in r for r in result.reasons)
+    assert result.hash_match is None
+    assert [b.batch_size for b in result.batches] == [1, 2]
+    for batch in result.batches:
+        assert batch.verdict == "invalid"
+        assert [a.arm for a in batch.arms] == ["base"]
+        kept = batch.arms[0]
+        assert kept.repeats == 5
+        assert kept.gpu_ms_per_step.values == base_ms[batch.batch_size]
+        assert kept.gpu_ms_per_step.median == pytest.approx(float(np.median(base_ms[batch.batch_size])))
+        assert kept.sha256 == sha(default_tokens(batch.batch_size))
+
+
+def test_arm_that_failed_after_one_repeat_is_invalid_not_a_crash() -> None:
+    base = arm("base", {1: scaled(1.0)})
+    head = arm("head", {1: scaled(1.0, [1.0])}, error="harness exited with code -9 and no result")
+    result = run_compare({"base": base, "head": head}, [1])
+    assert result.verdict == "invalid"
+    assert any("'head'" in r and "failed after 1 repeats" in r for r in result.reasons)
+    assert {a.arm for a in result.batches[0].arms} == {"base", "head"}
+
+
+def test_arm_that_failed_after_some_repeats_is_invalid_but_timed() -> None:
+    base = arm("base", {1: scaled(1.0)})
+    head = arm("head", {1: scaled(1.05, [1.0, 1.0001, 0.9999])}, error="timed out after 60 s")
+    result = run_compare({"base": base, "head": head}, [1])
+    assert result.verdict == "invalid"
+    assert any("'head'" in r and "timed out" in r for r in result.reasons)
+    (batch,) = result.batches
+    assert batch.verdict == "regression"  # what the repeats that ran say
+    assert {a.arm: a.repeats for a in batch.arms} == {"base": 5, "head": 3}
+
+
+# -- first_mismatch ----------------------------------------------------------------------
+
+
+def test_first_mismatch_none_when_equal() -> None:
+    assert first_mismatch([[1, 2], [3, 4]], [[1, 2], [3, 4]]) is None
+    assert first_mismatch([], []) is None
+
+
+def test_first_mismatch_reports_first_difference_one_based() -> None:
+    expected = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    found = [[1, 2, 3], [4, 5, 0], [0, 8, 9]]
+    m = first_mismatch(expected, found)
+    assert m is not None
+    assert (m.step, m.sequence, m.expected, m.found) == (2, 2, 6, 0)
+
+
+def test_first_mismatch_at_first_step_first_sequence() -> None:
+    m = first_mismatch([[5]], [[6]])
+    assert m is not None
+    assert (m.step, m.sequence, m.expected, m.found) == (1, 0, 5, 6)
+
+
+@pytest.mark.parametrize(
+    ("expected", "found"),
+    [([[1, 2], [3, 4], [5, 6]], [[1, 2], [3, 4]]), ([[1, 2], [3, 4]], [[1, 2], [3, 4], [5, 6]])],
+)
+def test_first_mismatch_different_lengths(expected: Tokens, found: Tokens) -> None:
+    m = first_mismatch(expected, found)
+    assert m is not None
+    assert m.step == 3  # the first step one record has and the other lacks
+    assert m.sequence == 0
+    assert (m.expected, m.found) == (-1, -1)
+
+
+def test_first_mismatch_difference_before_length_difference_wins() -> None:
+    m = first_mismatch([[1], [2], [3]], [[1], [9]])
+    assert m is not None
+    assert (m.step, m.sequence, m.expected, m.found) == (2, 0, 2, 9)
+
+
+def test_first_mismatch_different_row_widths() -> None:
+    m = first_mismatch([[1, 2], [3, 4]], [[1, 2], [3]])
+    assert m is not None
+    assert m.step == 2
