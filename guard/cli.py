@@ -90,6 +90,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _finish(report: Report, out_dir: Path, print_comment: bool) -> int:
     if print_comment:
-        print((out_dir / "comment.md").read_text())
+        sys.stdout.write((out_dir / "comment.md").read_text())
     _progress(f"verdict: {report.verdict}; wrote {out_dir / 'report.json'} and {out_dir / 'comment.md'}")
     return VERDICT_EXIT[report.verdict]
