@@ -42,3 +42,7 @@ class HarnessError(GuardError):
         super().__init__(f"workload run of arm '{arm}' failed: {message}")
         self.arm = arm
         self.log_tail = log_tail
+
+
+class TraceError(GuardError):
+    """A profiler trace could not be read or holds nothing to analyse."""
