@@ -60,6 +60,7 @@ def run_guard(
         batch_sizes=config.workload.batch_sizes,
         steps=config.workload.steps,
         warmup_steps=config.workload.warmup_steps,
+        profile_steps=config.workload.profile_steps,
     )
     if built:
         progress(

@@ -26,6 +26,9 @@ class WorkloadConfig(_Section):
     batch_sizes: list[int] = Field(default=[1, 2], min_length=1)
     steps: int = Field(default=256, ge=1, description="Timed decode steps per batch size.")
     warmup_steps: int = Field(default=32, ge=0)
+    profile_steps: int = Field(
+        default=64, ge=0, description="Steps of the separate profiled pass on a GPU (0: no profiling)."
+    )
 
     @field_validator("entry")
     @classmethod

@@ -2,14 +2,18 @@
 
 Usage: python run.py SPEC.json RESULT.json
 
-SPEC: {"entry", "root", "options", "batch_sizes", "steps", "warmup_steps", "arm", "repeat"}
+SPEC: {"entry", "root", "options", "batch_sizes", "steps", "warmup_steps", "arm", "repeat",
+       "profile_steps" (optional, 0 = none), "trace_dir" (optional)}
 Exit codes: 0 done, 3 the workload failed (RESULT.json then holds "error").
 Imports only the standard library and torch: this file runs in the arm's environment.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import shutil
+import tempfile
 import importlib
 import importlib.util
 import json
@@ -131,6 +135,25 @@ def run_batch(workload: Any, torch: Any, batch_size: int, steps: int, warmup_ste
     }
 
 
+def profile_batch(workload: Any, torch: Any, batch_size: int, steps: int, trace_path: Path) -> dict[str, Any]:
+    """A separate pass under the profiler, after the timed one: it says where the time went.
+    Its timings are inflated by the profiler and never used as figures."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            with record_function("guard.step"):  # the analysis splits the trace into steps by this range
+                token_ids(workload.step(), batch_size)
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(raw))
+        trace_path.parent.mkdir(parents=True, exist_ok=True)
+        with raw.open("rb") as src, gzip.open(trace_path, "wb", compresslevel=3) as dst:
+            shutil.copyfileobj(src, dst)
+    return {"trace": str(trace_path), "profile_steps": steps}
+
+
 def environment(torch: Any) -> dict[str, Any]:
     env: dict[str, Any] = {
         "python": platform.python_version(),
@@ -196,7 +219,15 @@ def main(argv: list[str]) -> int:
             stage = f"batch size {batch_size}"
             log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch size {batch_size}, "
                 f"{spec['warmup_steps']} warmup + {spec['steps']} timed steps")
-            runs.append(run_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"]))
+            run = run_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"])
+            profile_steps = spec.get("profile_steps", 0)
+            if profile_steps and run["timer"] == "cuda_event" and spec.get("trace_dir"):
+                stage = f"profiled pass, batch size {batch_size}"
+                log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch size {batch_size}, "
+                    f"{profile_steps} profiled steps")
+                name = f"{spec.get('arm')}-{spec.get('repeat')}-bs{batch_size}.trace.json.gz"
+                run |= profile_batch(workload, torch, batch_size, profile_steps, Path(spec["trace_dir"]) / name)
+            runs.append(run)
         result["runs"] = runs
         teardown = getattr(workload, "teardown", None)
         if callable(teardown):

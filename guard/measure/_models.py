@@ -24,6 +24,8 @@ class BatchRun(BaseModel):
     tokens: list[list[int]]  # one row per step (warmup included), one id per sequence
     sha256: str
     workload: dict[str, Any] = {}
+    trace: str | None = None  # gzipped profiler trace of the profiled pass, on a GPU
+    profile_steps: int = 0
 
 
 class RepeatResult(BaseModel):

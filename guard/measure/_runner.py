@@ -33,6 +33,7 @@ class HarnessSpec(BaseModel):
     batch_sizes: list[int]
     steps: int
     warmup_steps: int
+    profile_steps: int = 0
 
 
 def run_interleaved(
@@ -82,7 +83,12 @@ def _run_one(target: ArmTarget, spec: HarnessSpec, repeat: int, run_dir: Path, t
     spec_path = run_dir / f"{stem}.spec.json"
     result_path = run_dir / f"{stem}.json"
     log_path = run_dir / f"{stem}.log"
-    payload = spec.model_dump() | {"root": str(target.worktree), "arm": target.name, "repeat": repeat}
+    payload = spec.model_dump() | {
+        "root": str(target.worktree),
+        "arm": target.name,
+        "repeat": repeat,
+        "trace_dir": str(run_dir / "traces"),
+    }
     spec_path.write_text(json.dumps(payload, indent=2))
     result_path.unlink(missing_ok=True)
     env = os.environ | target.env | {"PYTHONUNBUFFERED": "1"}

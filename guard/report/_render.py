@@ -121,7 +121,8 @@ def title(report: Report) -> str:
     if report.verdict == "improvement":
         fast = [b for b in measured if b.verdict == "improvement"]
         best = min(fast, key=lambda b: b.gpu_ms_change.pct)  # type: ignore[union-attr]
-        return f"{change} makes decode faster: {best.gpu_ms_change.pct:+.1f}% GPU time per step at batch size {best.batch_size}"  # type: ignore[union-attr]
+        pct = best.gpu_ms_change.pct  # type: ignore[union-attr]
+        return f"{change} makes decode faster: {pct:+.1f}% GPU time per step at batch size {best.batch_size}"
     if report.verdict == "inconclusive":
         noisy = [b for b in measured if b.verdict == "inconclusive"]
         return f"Decode speed with {change}: inconclusive at {_sizes(noisy)}, the measurement was too noisy to decide"

@@ -1,0 +1,39 @@
+"""The harness's profiled pass, on a GPU: a gzipped trace with one range per step."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+HARNESS = REPO_ROOT / "guard" / "harness" / "run.py"
+
+
+@pytest.mark.gpu
+def test_profiled_pass_writes_a_trace_per_batch_size(tmp_path: Path) -> None:
+    spec = {
+        "entry": "guard.engine:make", "root": str(REPO_ROOT), "options": {"layers": 2},
+        "batch_sizes": [1, 3], "steps": 8, "warmup_steps": 2, "arm": "base", "repeat": 0,
+        "profile_steps": 5, "trace_dir": str(tmp_path / "traces"),
+    }
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    proc = subprocess.run(
+        [sys.executable, str(HARNESS), str(tmp_path / "spec.json"), str(tmp_path / "out.json")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "out.json").read_text())
+    for run in result["runs"]:
+        assert run["timer"] == "cuda_event"
+        assert len(run["tokens"]) == 2 + 8  # the profiled steps are not part of the token record
+        trace = Path(run["trace"])
+        assert trace.name == f"base-0-bs{run['batch_size']}.trace.json.gz"
+        events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+        steps = [e for e in events if e.get("name") == "guard.step" and e.get("cat") == "user_annotation"]
+        assert len(steps) == 5
+        assert any(e.get("cat") == "kernel" for e in events)
