@@ -1,4 +1,5 @@
-"""Command line: `guard run` and `guard demo`. Errors are one message and an exit code."""
+"""Command line: `guard run`, `guard demo`, and `guard analyze` / `guard diff` of profiler
+traces. Errors are one message and an exit code."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import guard
 from guard._errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, GuardError
 from guard.config import DEFAULT_CONFIG_NAME, load_config
-from guard.report import Report
+
+if TYPE_CHECKING:  # the report stage pulls in scipy; `guard analyze` needs none of it
+    from guard.report import Report
 
 VERDICT_EXIT = {
     "pass": EXIT_OK,
@@ -42,11 +46,25 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the whole pipeline on a throwaway repo holding the reference engine")
     demo.add_argument("--out", type=Path, default=Path("guard-demo"), help="folder for report.json and comment.md")
-    demo.add_argument("--workdir", type=Path, default=None, help="where the throwaway repo is made (default: a temp dir)")
+    demo.add_argument(
+        "--workdir", type=Path, default=None, help="where the throwaway repo is made (default: a temp dir)"
+    )
     demo.add_argument("--steps", type=int, default=128, help="timed decode steps per batch size")
     demo.add_argument("--warmup-steps", type=int, default=16)
     demo.add_argument("--repeats", type=int, default=5)
     demo.add_argument("--options", default="", help="workload options as TOML inline-table body, e.g. 'layers = 4'")
+
+    steps_help = "decode steps in the trace; needed when it has no step ranges and no graph launches"
+    analyze = sub.add_parser("analyze", help="kernel, idle and gap figures per decode step of one profiler trace")
+    analyze.add_argument("trace", type=Path, help="Kineto JSON (.json, .json.gz) or Nsight Systems SQLite trace")
+    analyze.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    analyze.add_argument("--steps", type=int, default=None, help=steps_help)
+
+    diff = sub.add_parser("diff", help="what changed per decode step between a base and a head trace")
+    diff.add_argument("base_trace", type=Path)
+    diff.add_argument("head_trace", type=Path)
+    diff.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
+    diff.add_argument("--steps", type=int, default=None, help=steps_help + " (applies to both)")
     return parser
 
 
@@ -55,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        if args.command == "analyze":
+            return _analyze(args)
+        if args.command == "diff":
+            return _diff(args)
         return _demo(args)
     except GuardError as exc:
         print(f"guard: error: {exc.message}", file=sys.stderr)
@@ -93,3 +115,21 @@ def _finish(report: Report, out_dir: Path, print_comment: bool) -> int:
         sys.stdout.write((out_dir / "comment.md").read_text())
     _progress(f"verdict: {report.verdict}; wrote {out_dir / 'report.json'} and {out_dir / 'comment.md'}")
     return VERDICT_EXIT[report.verdict]
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from guard.trace import analyze, figures_text, read_trace
+
+    figures = analyze(read_trace(args.trace), steps=args.steps)
+    sys.stdout.write(figures.model_dump_json(indent=2) + "\n" if args.json else figures_text(figures))
+    return EXIT_OK
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from guard.trace import analyze, diff, diff_text, read_trace
+
+    base = analyze(read_trace(args.base_trace), steps=args.steps)
+    head = analyze(read_trace(args.head_trace), steps=args.steps)
+    result = diff(base, head)
+    sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else diff_text(result))
+    return EXIT_OK

@@ -14,7 +14,7 @@ from guard.checkout import ArmRef, BuiltArm, build_arm, changed_files, commit_su
 from guard.compare import compare
 from guard.config import GuardConfig
 from guard.measure import ArmMeasurement, ArmTarget, HarnessSpec, run_interleaved
-from guard.report import ArmInfo, Environment, Report, WorkloadInfo, write_report
+from guard.report import ArmInfo, Environment, Report, WorkloadInfo, trace_sections, write_report
 
 Progress = Callable[[str], None]
 
@@ -85,6 +85,9 @@ def run_guard(
         config.measure.threshold_pct,
         config.measure.confidence,
     )
+    traces = _trace_paths(measurements)
+    if traces:
+        progress(f"analysing {sum(len(v) for by in traces.values() for v in by.values())} profiler traces")
     report = Report(
         tool_version=guard.__version__,
         verdict=comparison.verdict,
@@ -106,6 +109,9 @@ def run_guard(
             described=_described(measurements, head_ref.name),
         ),
         environment=_environment(measurements, [base_ref.name, head_ref.name]),
+        traces=trace_sections(
+            traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir
+        ),
         changed_files=changed_files(repo, base_ref.sha, head_ref.sha),
         repo=str(repo),
         started_at=datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
@@ -138,6 +144,17 @@ def _environment(measurements: dict[str, ArmMeasurement], order: list[str]) -> E
         if m and m.repeats:
             return Environment.model_validate(m.repeats[0].environment, strict=False)
     return Environment()
+
+
+def _trace_paths(measurements: dict[str, ArmMeasurement]) -> dict[str, dict[int, list[tuple[int, Path]]]]:
+    """arm -> batch size -> (repeat, trace) for every profiled pass that left a trace."""
+    found: dict[str, dict[int, list[tuple[int, Path]]]] = {}
+    for arm, m in measurements.items():
+        for result in m.repeats:
+            for run in result.runs:
+                if run.trace:
+                    found.setdefault(arm, {}).setdefault(run.batch_size, []).append((result.repeat, Path(run.trace)))
+    return found
 
 
 def _described(measurements: dict[str, ArmMeasurement], arm: str) -> dict[str, object]:

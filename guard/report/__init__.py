@@ -8,14 +8,18 @@ from guard.report._schema import (
     Report,
     WorkloadInfo,
 )
+from guard.report._traces import ArmTraces, TraceSection, trace_sections
 from guard.report._write import write_report
 
 __all__ = [
     "SCHEMA_VERSION",
     "ArmInfo",
+    "ArmTraces",
+    "TraceSection",
     "Environment",
     "Report",
     "WorkloadInfo",
     "render_comment",
+    "trace_sections",
     "write_report",
 ]

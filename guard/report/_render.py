@@ -9,6 +9,8 @@ import jinja2
 from guard.compare import BatchComparison
 from guard.measure import Change
 from guard.report._schema import ArmInfo, Report
+from guard.report._trace_text import trace_bullets
+from guard.report._traces import TraceSection
 
 COMMENT_TEMPLATE = "comment.md.j2"
 # Hidden marker by which a later run finds its own earlier comment.
@@ -60,6 +62,8 @@ def render_comment(report: Report) -> str:
         slower=[b for b in report.batch_sizes if b.verdict == "regression"],
         environment_line=_environment_line(report),
         failed=[a for a in report.arms if a.status != "ok"],
+        trace_sections=_sections_to_show(report),
+        trace_bullets=trace_bullets,
         step_metric="GPU ms per decode step" if gpu_timed else "ms per decode step (CPU)",
         timer_note=(
             "GPU time per step from CUDA events around each step; tok/s from the wall clock."
@@ -67,6 +71,12 @@ def render_comment(report: Report) -> str:
             else "No GPU: step times and tok/s are CPU wall clock."
         ),
     )
+
+
+def _sections_to_show(report: Report) -> list[TraceSection]:
+    """The trace paragraph is for the batch sizes that got slower."""
+    slower = {b.batch_size for b in report.batch_sizes if b.verdict == "regression"}
+    return [s for s in report.traces if s.batch_size in slower]
 
 
 def _ref_text(arm: ArmInfo) -> str:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from guard.compare import BatchComparison, Verdict
+from guard.report._traces import TraceSection
 
 SCHEMA_VERSION = 1
 
@@ -63,6 +64,7 @@ class Report(BaseModel):
     confidence: float
     workload: WorkloadInfo
     environment: Environment
+    traces: list[TraceSection] = []  # from the profiled pass, on a GPU
     changed_files: list[str] = []
     repo: str
     started_at: str

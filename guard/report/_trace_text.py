@@ -1,0 +1,82 @@
+"""Sentences about a trace diff, in the manner of a performance engineer's issue."""
+
+from __future__ import annotations
+
+from guard.report._traces import TraceSection
+from guard.trace import BeforeAfter, TraceDiff
+
+API_NAMES_SHOWN = 4
+
+
+def _signed(value: float) -> str:
+    text = f"{value:+.3f}"
+    return "0.000" if text in ("+0.000", "-0.000") else text
+
+
+def _ms(change: BeforeAfter) -> str:
+    if change.before is None or change.after is None or change.delta is None:
+        return "n/a"
+    return f"{change.before:.3f} -> {change.after:.3f} ms per step ({_signed(change.delta)})"
+
+
+def _count(value: float) -> str:
+    return f"{value:.0f}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
+
+
+def trace_bullets(section: TraceSection) -> list[str]:
+    """The bullet points under 'Profiler over N decode steps'."""
+    change = section.diff
+    if change is None:
+        missing = [a.arm for a in section.arms if a.figures is None]
+        errors = [f"{a.arm}: {a.error}" for a in section.arms if a.error]
+        return [f"No trace to compare ({', '.join(missing) or 'an arm'} has none). " + "; ".join(errors)]
+    return [
+        _counts(change),
+        _busy(change),
+        _idle(change),
+        *([change.gap_statement] if change.gap_statement else []),
+    ]
+
+
+def _counts(change: TraceDiff) -> str:
+    if change.kernel_counts_identical and change.api_calls_identical:
+        return "Kernel counts and API calls are identical."
+    parts = []
+    k = change.kernels_per_step
+    if not change.kernel_counts_identical and k.before is not None and k.after is not None:
+        if _count(k.before) == _count(k.after):
+            renamed = len(change.kernels_added) + len(change.kernels_removed)
+            parts.append(f"Kernels per step: {_count(k.after)} in both, but {renamed} kernel names come or go")
+        else:
+            parts.append(f"Kernels per step: {_count(k.before)} -> {_count(k.after)}")
+    else:
+        parts.append("Kernel counts are identical")
+    if change.api_calls_changed:
+        items = sorted(change.api_calls_changed.items(), key=lambda kv: -abs(kv[1].delta or 0.0))
+        shown = ", ".join(
+            f"`{name}` {_count(c.before or 0.0)} -> {_count(c.after or 0.0)}" for name, c in items[:API_NAMES_SHOWN]
+        )
+        more = f" and {len(items) - API_NAMES_SHOWN} more" if len(items) > API_NAMES_SHOWN else ""
+        parts.append(f"API calls per step: {shown}{more}")
+    else:
+        parts.append("API calls are identical")
+    return "; ".join(parts) + "."
+
+
+def _busy(change: TraceDiff) -> str:
+    busy = change.busy_ms_per_step
+    sentence = f"Kernel busy time: {_ms(busy)}"
+    if busy.delta is not None and abs(busy.delta) > 1e-9:
+        sentence += (
+            f"; {_signed(change.busy_ms_per_step_from_counts)} ms from kernels added or removed, "
+            f"{_signed(change.busy_ms_per_step_from_durations)} ms from kernel durations"
+        )
+    return sentence + "."
+
+
+def _idle(change: TraceDiff) -> str:
+    tail = change.gaps.largest_1pct_gaps_ms_per_step
+    sentence = f"Idle time between kernels: {_ms(change.idle_ms_per_step)}"
+    if tail.before is not None and tail.after is not None:
+        sentence += f"; the largest 1% of gaps add up to {tail.before:.3f} -> {tail.after:.3f} ms per step"
+    return sentence + "."

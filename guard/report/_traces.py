@@ -1,0 +1,88 @@
+"""The trace part of the report: per batch size, each arm's profiled figures and the diff."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from guard._errors import TraceError
+from guard.trace import TraceDiff, TraceFigures, analyze, diff, read_trace
+
+
+class ArmTraces(BaseModel):
+    arm: str
+    traces: list[str]  # every repeat's trace, relative to the report's folder
+    shown_repeat: int | None = None  # the repeat whose figures are shown: median idle time
+    shown_trace: str | None = None
+    figures: TraceFigures | None = None
+    idle_ms_per_step_by_repeat: list[float] = []
+    error: str | None = None
+
+
+class TraceSection(BaseModel):
+    batch_size: int
+    profile_steps: int
+    arms: list[ArmTraces]
+    diff: TraceDiff | None = None  # base -> head, from each arm's shown repeat
+
+
+def trace_sections(
+    traces: dict[str, dict[int, list[tuple[int, Path]]]],
+    base: str,
+    head: str,
+    batch_sizes: list[int],
+    profile_steps: int,
+    out_dir: Path,
+) -> list[TraceSection]:
+    """`traces[arm][batch_size]` lists (repeat, trace path). Analyses every trace and shows,
+    for each arm, the repeat with the median idle time, so one odd process does not speak
+    for the arm."""
+    sections = []
+    for batch_size in batch_sizes:
+        arms = [
+            _arm_traces(arm, by_size.get(batch_size, []), out_dir)
+            for arm, by_size in traces.items()
+            if by_size.get(batch_size)
+        ]
+        if not arms:
+            continue
+        by_name = {a.arm: a for a in arms}
+        change = None
+        if by_name.get(base) and by_name.get(head) and by_name[base].figures and by_name[head].figures:
+            change = diff(by_name[base].figures, by_name[head].figures)  # type: ignore[arg-type]
+        sections.append(TraceSection(batch_size=batch_size, profile_steps=profile_steps, arms=arms, diff=change))
+    return sections
+
+
+def _arm_traces(arm: str, repeats: list[tuple[int, Path]], out_dir: Path) -> ArmTraces:
+    analysed: list[tuple[int, TraceFigures]] = []
+    errors = []
+    for repeat, path in repeats:
+        try:
+            analysed.append((repeat, analyze(read_trace(path))))
+        except TraceError as exc:
+            errors.append(f"repeat {repeat + 1}: {exc.message}")
+    rel = [_relative(path, out_dir) for _, path in repeats]
+    if not analysed:
+        return ArmTraces(arm=arm, traces=rel, error="; ".join(errors) or "no trace")
+    idle = [figures.idle_ms_per_step for _, figures in analysed]
+    median = statistics.median_low(idle)
+    repeat, figures = next((r, f) for r, f in analysed if f.idle_ms_per_step == median)
+    return ArmTraces(
+        arm=arm,
+        traces=rel,
+        shown_repeat=repeat,
+        shown_trace=rel[[r for r, _ in repeats].index(repeat)],
+        figures=figures,
+        idle_ms_per_step_by_repeat=idle,
+        error="; ".join(errors) or None,
+    )
+
+
+def _relative(path: Path, out_dir: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(out_dir.resolve()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,269 @@
+"""Compare the figures of a base and a head trace: like for like first (kernel counts and
+API calls), then where the time per step went (idle between kernels, kernel durations,
+kernels added or removed)."""
+
+from __future__ import annotations
+
+from itertools import zip_longest
+
+import numpy as np
+from pydantic import BaseModel
+
+from guard.trace._figures import KernelFigures, StreamFigures, TraceFigures
+
+SLOWER_RATIO = 1.05  # a kernel is slower when its mean duration grew by more than 5% ...
+SLOWER_MIN_US = 0.1  # ... and by more than 0.1 us: below that it is the timer's grain
+COUNT_TOLERANCE = 1e-9  # counts per step are ratios of integers; equal ones compare equal
+STREAM_PAIRING = (
+    "Streams are paired by rank (kernels per step, then first appearance): "
+    "stream ids differ between two processes' traces of the same graph."
+)
+
+
+class BeforeAfter(BaseModel):
+    before: float | None
+    after: float | None
+    delta: float | None  # after - before
+
+
+class StreamChange(BaseModel):
+    rank: int  # 0 is the stream with the most kernels per step
+    base_stream: int | None
+    head_stream: int | None
+    kernels_per_step: BeforeAfter
+    median_gap_us: BeforeAfter
+    p90_gap_us: BeforeAfter
+    mean_gap_us: BeforeAfter
+
+
+class GapChange(BaseModel):
+    """The gaps of all streams pooled."""
+
+    median_gap_us: BeforeAfter
+    p90_gap_us: BeforeAfter
+    mean_gap_us: BeforeAfter
+    max_gap_us: BeforeAfter
+    gap_ms_per_step: BeforeAfter
+    largest_1pct_gaps_ms_per_step: BeforeAfter
+
+
+class KernelChange(BaseModel):
+    name: str
+    kernels_per_step: BeforeAfter
+    mean_duration_us: BeforeAfter
+    busy_ms_per_step: BeforeAfter
+
+
+class TraceDiff(BaseModel):
+    base_source: str
+    head_source: str
+    steps: BeforeAfter
+    kernel_counts_identical: bool  # the same kernels per step, name by name
+    api_calls_identical: bool  # the same API calls per step, name by name
+    kernels_per_step: BeforeAfter
+    api_calls_changed: dict[str, BeforeAfter]
+    busy_ms_per_step: BeforeAfter
+    union_ms_per_step: BeforeAfter
+    span_ms_per_step: BeforeAfter
+    idle_ms_per_step: BeforeAfter
+    gaps: GapChange
+    streams: list[StreamChange]
+    streams_note: str
+    kernels_added: list[KernelChange]
+    kernels_removed: list[KernelChange]
+    kernels_slower: list[KernelChange]
+    kernels_faster: list[KernelChange]
+    # Busy time per step split by cause; the two sum to the change of mean busy time.
+    busy_ms_per_step_from_counts: float
+    busy_ms_per_step_from_durations: float
+    gap_statement: str | None  # the median gap's change, stream by stream
+    gap_arithmetic: str | None  # issue-775's sum: gap change times kernels per step; only when gaps widened
+    where_time_went: str
+    warnings: list[str]
+
+
+def diff(base: TraceFigures, head: TraceFigures) -> TraceDiff:
+    """What changed from `base` to `head`, two traces of the same workload."""
+    warnings = [f"base: {w}" for w in base.warnings] + [f"head: {w}" for w in head.warnings]
+    if base.steps_rule != head.steps_rule:
+        warnings.append(f"steps were found by different rules: base {base.steps_rule}, head {head.steps_rule}")
+
+    kernel_changes = _kernel_changes(base.kernels, head.kernels)
+    added = [k for k in kernel_changes if _grew(k.kernels_per_step)]
+    removed = [k for k in kernel_changes if _grew(k.kernels_per_step, sign=-1)]
+    slower = [k for k in kernel_changes if _slower(k.mean_duration_us.before, k.mean_duration_us.after)]
+    faster = [k for k in kernel_changes if _slower(k.mean_duration_us.after, k.mean_duration_us.before)]
+    from_counts_ms, from_durations_ms = _busy_by_cause(kernel_changes)
+
+    api_names = sorted(base.api_calls_per_step.keys() | head.api_calls_per_step.keys())
+    api_changed = {
+        name: _pair(base.api_calls_per_step.get(name, 0.0), head.api_calls_per_step.get(name, 0.0))
+        for name in api_names
+        if not _same(base.api_calls_per_step.get(name, 0.0), head.api_calls_per_step.get(name, 0.0))
+    }
+    streams = _pair_streams(base.streams, head.streams)
+    streams_note = STREAM_PAIRING
+    if len(base.streams) != len(head.streams):
+        streams_note += f" Base has {len(base.streams)} streams, head {len(head.streams)}."
+
+    gaps = GapChange(
+        median_gap_us=_pair(base.gaps.median_gap_us, head.gaps.median_gap_us),
+        p90_gap_us=_pair(base.gaps.p90_gap_us, head.gaps.p90_gap_us),
+        mean_gap_us=_pair(base.gaps.mean_gap_us, head.gaps.mean_gap_us),
+        max_gap_us=_pair(base.gaps.max_gap_us, head.gaps.max_gap_us),
+        gap_ms_per_step=_pair(base.gaps.gap_ms_per_step, head.gaps.gap_ms_per_step),
+        largest_1pct_gaps_ms_per_step=_pair(
+            base.gaps.largest_1pct_gaps_ms_per_step, head.gaps.largest_1pct_gaps_ms_per_step
+        ),
+    )
+    idle = _pair(base.idle_ms_per_step, head.idle_ms_per_step)
+    span = _pair(base.span_ms_per_step, head.span_ms_per_step)
+    return TraceDiff(
+        base_source=base.source,
+        head_source=head.source,
+        steps=_pair(base.steps, head.steps),
+        kernel_counts_identical=not added and not removed,
+        api_calls_identical=not api_changed,
+        kernels_per_step=_pair(base.kernels_per_step, head.kernels_per_step),
+        api_calls_changed=api_changed,
+        busy_ms_per_step=_pair(base.busy_ms_per_step, head.busy_ms_per_step),
+        union_ms_per_step=_pair(base.union_ms_per_step, head.union_ms_per_step),
+        span_ms_per_step=span,
+        idle_ms_per_step=idle,
+        gaps=gaps,
+        streams=streams,
+        streams_note=streams_note,
+        kernels_added=added,
+        kernels_removed=removed,
+        kernels_slower=slower,
+        kernels_faster=faster,
+        busy_ms_per_step_from_counts=from_counts_ms,
+        busy_ms_per_step_from_durations=from_durations_ms,
+        gap_statement=_gap_statement(gaps.median_gap_us, streams),
+        gap_arithmetic=_gap_arithmetic(gaps, head.kernels_per_step),
+        where_time_went=_where_time_went(span, idle, from_counts_ms, from_durations_ms),
+        warnings=warnings,
+    )
+
+
+def _pair(before: float | None, after: float | None) -> BeforeAfter:
+    delta = after - before if before is not None and after is not None else None
+    return BeforeAfter(before=before, after=after, delta=delta)
+
+
+def _same(before: float, after: float) -> bool:
+    return abs(after - before) <= COUNT_TOLERANCE * max(1.0, abs(before))
+
+
+def _grew(change: BeforeAfter, sign: int = 1) -> bool:
+    before, after = change.before or 0.0, change.after or 0.0
+    return not _same(before, after) and (after - before) * sign > 0
+
+
+def _slower(before_us: float | None, after_us: float | None) -> bool:
+    if before_us is None or after_us is None:
+        return False
+    return after_us > before_us * SLOWER_RATIO and after_us - before_us > SLOWER_MIN_US
+
+
+def _kernel_changes(base: list[KernelFigures], head: list[KernelFigures]) -> list[KernelChange]:
+    """One entry per kernel name of either trace, largest change of busy time first."""
+    before = {k.name: k for k in base}
+    after = {k.name: k for k in head}
+    changes = []
+    for name in before.keys() | after.keys():
+        b, a = before.get(name), after.get(name)
+        changes.append(
+            KernelChange(
+                name=name,
+                kernels_per_step=_pair(b.kernels_per_step if b else 0.0, a.kernels_per_step if a else 0.0),
+                mean_duration_us=_pair(b.mean_duration_us if b else None, a.mean_duration_us if a else None),
+                busy_ms_per_step=_pair(b.busy_ms_per_step if b else 0.0, a.busy_ms_per_step if a else 0.0),
+            )
+        )
+    return sorted(changes, key=lambda k: (-abs(k.busy_ms_per_step.delta or 0.0), k.name))
+
+
+def _busy_by_cause(changes: list[KernelChange]) -> tuple[float, float]:
+    """Split the change of busy ms per step into kernels added or removed (count change at
+    the old duration, or the whole of a new or vanished name) and duration changes (the
+    new count at the duration change)."""
+    from_counts_us = 0.0
+    from_durations_us = 0.0
+    for k in changes:  # one pass per kernel name
+        count_before, count_after = k.kernels_per_step.before or 0.0, k.kernels_per_step.after or 0.0
+        duration_before, duration_after = k.mean_duration_us.before, k.mean_duration_us.after
+        if duration_before is None:
+            from_counts_us += count_after * (duration_after or 0.0)
+        elif duration_after is None:
+            from_counts_us -= count_before * duration_before
+        else:
+            from_counts_us += (count_after - count_before) * duration_before
+            from_durations_us += count_after * (duration_after - duration_before)
+    return from_counts_us / 1000, from_durations_us / 1000
+
+
+def _pair_streams(base: list[StreamFigures], head: list[StreamFigures]) -> list[StreamChange]:
+    pairs = []
+    for rank, (b, a) in enumerate(zip_longest(base, head)):
+        pairs.append(
+            StreamChange(
+                rank=rank,
+                base_stream=b.stream if b else None,
+                head_stream=a.stream if a else None,
+                kernels_per_step=_pair(b.kernels_per_step if b else 0.0, a.kernels_per_step if a else 0.0),
+                median_gap_us=_pair(b.median_gap_us if b else None, a.median_gap_us if a else None),
+                p90_gap_us=_pair(b.p90_gap_us if b else None, a.p90_gap_us if a else None),
+                mean_gap_us=_pair(b.mean_gap_us if b else None, a.mean_gap_us if a else None),
+            )
+        )
+    return pairs
+
+
+def _digits(value: float, significant: int) -> str:
+    """A figure at `significant` digits, never in exponent form."""
+    return np.format_float_positional(value, precision=significant, fractional=False, trim="-")
+
+
+def _gap_statement(median_gap_us: BeforeAfter, streams: list[StreamChange]) -> str | None:
+    if median_gap_us.delta is None or median_gap_us.delta == 0:
+        return None
+    with_gaps = [s for s in streams if s.median_gap_us.delta is not None]
+    same_way = [s for s in with_gaps if s.median_gap_us.delta * median_gap_us.delta > 0]
+    where = f"on {len(same_way)} of the {len(with_gaps)} streams with gaps in both"
+    if len(with_gaps) == 1 and same_way:
+        where = "on the one stream with gaps in both"
+    elif with_gaps and len(same_way) == len(with_gaps):
+        where = f"on all {len(with_gaps)} streams with gaps in both"
+    return (
+        f"The median gap between consecutive kernels of a stream goes from "
+        f"{_digits(median_gap_us.before, 3)} us to {_digits(median_gap_us.after, 3)} us; "
+        f"it moves the same way {where}."
+    )
+
+
+def _gap_arithmetic(gaps: GapChange, kernels_per_step: float) -> str | None:
+    median_delta_us, mean_delta_us = gaps.median_gap_us.delta, gaps.mean_gap_us.delta
+    if median_delta_us is None or mean_delta_us is None:
+        return None
+    if median_delta_us < 0 or mean_delta_us < 0 or (median_delta_us == 0 and mean_delta_us == 0):
+        return None
+    low_ms, high_ms = sorted((median_delta_us * kernels_per_step / 1000, mean_delta_us * kernels_per_step / 1000))
+    return (
+        f"At about {round(kernels_per_step)} kernels per step, that adds "
+        f"{_digits(low_ms, 2)}-{_digits(high_ms, 2)} ms per step."
+    )
+
+
+def _where_time_went(span: BeforeAfter, idle: BeforeAfter, from_counts_ms: float, from_durations_ms: float) -> str:
+    causes = {
+        "idle time between kernels": idle.delta or 0.0,
+        "kernel durations": from_durations_ms,
+        "kernels added or removed": from_counts_ms,
+    }
+    span_text = f"Span per step {span.before:.4f} -> {span.after:.4f} ms ({span.delta:+.4f})"
+    if all(abs(value) < 1e-9 for value in causes.values()):
+        return f"{span_text}; idle time, kernel durations and kernel counts are unchanged."
+    largest = max(causes, key=lambda cause: abs(causes[cause]))
+    parts = ", ".join(f"{cause} {value:+.4f} ms" for cause, value in causes.items())
+    return f"{span_text}; most of the change is {largest}: {parts}."

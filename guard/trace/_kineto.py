@@ -1,0 +1,365 @@
+"""Kineto (PyTorch profiler) Chrome-trace JSON -> the columnar Trace, in exact integer ns.
+
+Kineto writes times as decimal microseconds ("ts": 1712195495519689.047). A float64 holds
+only about 16 significant digits, so an absolute timestamp would lose its nanoseconds;
+the timestamps are therefore taken as raw number text and converted digit by digit.
+
+Memory stays near the size of the file: the event list is cut into slices of about 2 MB
+at the gaps between events, and each slice is decoded into structs holding only the
+fields used here and folded into numpy columns before the next is decoded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from guard._errors import TraceError
+from guard.trace._model import KERNEL, MEMCPY, MEMSET, ApiTable, GpuTable, RangeTable, Trace
+
+# Category spellings of current (lower case) and older Kineto versions
+_GPU_KIND = {
+    "kernel": KERNEL,
+    "Kernel": KERNEL,
+    "gpu_memcpy": MEMCPY,
+    "Memcpy": MEMCPY,
+    "gpu_memset": MEMSET,
+    "Memset": MEMSET,
+}
+_API_CATS = frozenset({"cuda_runtime", "Runtime", "cuda_driver", "Driver"})
+_STEP_PREFIX = "ProfilerStep#"
+_STEP_CATS = frozenset({"cpu_op", "user_annotation"})
+
+# Bytes of event text decoded at a time: large enough to amortise a decode call, small
+# enough that a chunk's structs stay a few MB
+_CHUNK_BYTES = 2 << 20
+# The gap between two events: `}`, a comma, `{` opening an object with a key. Never inside
+# a string (a quote there is escaped), but also found in nested lists of objects: a cut
+# there leaves invalid JSON, which the decoder reports, and the next gap is tried
+_EVENT_GAP = re.compile(rb'\}\s*,\s*\{(?=\s*")')
+_MAX_WRONG_CUTS = 64  # per chunk; past these, the rest of the list is decoded in one piece
+
+_MAX_POWER = 18
+_POW10 = 10 ** np.arange(_MAX_POWER + 1, dtype=np.int64)
+_NS_DECIMALS = 3  # microsecond text with 3 decimals is whole nanoseconds
+
+
+class _Args(msgspec.Struct, gc=False):
+    stream: int = -1
+    device: int = -1
+    correlation: int = -1
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = -1
+    tid: int | str = -1
+    ts: msgspec.Raw = None  # type: ignore[assignment]  # number text, converted exactly
+    dur: msgspec.Raw = None  # type: ignore[assignment]
+    args: _Args | None = None
+
+
+class _LooseEvent(msgspec.Struct, gc=False):
+    """Any type accepted: for chunks where some event (of a kind not read here, mostly)
+    carries one of these keys with another type than Kineto's own events do."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = None  # type: ignore[assignment]
+    dur: msgspec.Raw = None  # type: ignore[assignment]
+    args: Any = None
+
+
+class _File(msgspec.Struct):
+    traceEvents: msgspec.Raw  # noqa: N815  # the key Kineto writes; its text, validated as JSON
+
+
+_NO_ARGS = _Args()
+_FILE_DECODER = msgspec.json.Decoder(_File)
+_CHUNK_DECODER = msgspec.json.Decoder(list[_Event])
+_LOOSE_CHUNK_DECODER = msgspec.json.Decoder(list[_LooseEvent])
+
+
+class _WrongCut(Exception):
+    """A chunk was cut inside an event rather than between two."""
+
+
+def _chunks(events_text: msgspec.Raw, source: str) -> Iterator[list[_Event]]:
+    """The events of the traceEvents array, a chunk of about _CHUNK_BYTES at a time."""
+    text = memoryview(events_text)  # a view into the file's buffer: no copy
+    if text[:1] != b"[":
+        raise TraceError(f"{source}: traceEvents is not a list; the file is not a Kineto trace")
+    at, end = 1, len(text) - 1  # inside the brackets
+    while at < end:
+        search_from = at + _CHUNK_BYTES
+        wrong_cuts = 0
+        while True:
+            gap = _EVENT_GAP.search(text, search_from, end) if search_from < end else None
+            cut = gap.start() + 1 if gap else end
+            chunk = bytearray(cut - at + 2)
+            chunk[0], chunk[-1] = 0x5B, 0x5D  # [ ]
+            chunk[1:-1] = text[at:cut]
+            try:
+                events = _decode_chunk(chunk, at, source)
+            except _WrongCut:
+                if gap is None:  # the whole rest failed: cannot be, the file was validated
+                    raise TraceError(f"{source}: traceEvents could not be decoded; the file is damaged") from None
+                wrong_cuts += 1
+                search_from = gap.end() if wrong_cuts < _MAX_WRONG_CUTS else end
+                continue
+            break
+        del chunk
+        yield events
+        at = gap.end() - 1 if gap else end
+
+
+def _decode_chunk(chunk: bytearray, at: int, source: str) -> list[_Event]:
+    # ValidationError (a wrong type) is a subclass of DecodeError (invalid JSON): caught first
+    try:
+        return _CHUNK_DECODER.decode(chunk)
+    except msgspec.ValidationError:
+        pass
+    except msgspec.DecodeError:
+        raise _WrongCut from None
+    try:
+        loose = _LOOSE_CHUNK_DECODER.decode(chunk)
+    except msgspec.ValidationError as exc:
+        raise TraceError(
+            f"{source}: an entry of traceEvents {at:,} bytes into the list is not an event object "
+            f"({exc}); the file is not a Kineto trace"
+        ) from None
+    except msgspec.DecodeError:
+        raise _WrongCut from None
+    return [_tidied(e) for e in loose]
+
+
+def _tidied(e: _LooseEvent) -> _Event:
+    """A loose event with every field of an unexpected type replaced by its default."""
+    args = e.args if isinstance(e.args, dict) else {}
+    return _Event(
+        ph=_of(e.ph, str, ""),
+        cat=_of(e.cat, str, ""),
+        name=_of(e.name, str, ""),
+        pid=_of(e.pid, (int, str), -1),
+        tid=_of(e.tid, (int, str), -1),
+        ts=e.ts,
+        dur=e.dur,
+        args=_Args(
+            stream=_of(args.get("stream"), int, -1),
+            device=_of(args.get("device"), int, -1),
+            correlation=_of(args.get("correlation"), int, -1),
+        ),
+    )
+
+
+def _of(value: Any, kind: type | tuple[type, ...], default: Any) -> Any:
+    return value if isinstance(value, kind) and not isinstance(value, bool) else default
+
+
+def _ints(values: list[int | str]) -> np.ndarray:
+    """pid and tid are ints in GPU and API events, but strings ("Spans") elsewhere."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError):
+        return np.array([v if type(v) is int else -1 for v in values], dtype=np.int64)
+
+
+class _Table:
+    """One table's columns, gathered chunk by chunk as numpy arrays."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[np.ndarray]] = {}
+        self.name_ids: dict[str, int] = {}
+
+    def add(self, events: list[_Event], source: str, **columns: np.ndarray) -> None:
+        if not events:
+            return
+        start = microseconds_text_to_ns([e.ts for e in events], source)
+        ids = self.name_ids
+        columns["start_ns"] = start
+        columns["end_ns"] = start + microseconds_text_to_ns([e.dur for e in events], source)
+        columns["name_id"] = np.array([ids.setdefault(e.name, len(ids)) for e in events], dtype=np.int32)
+        for key, values in columns.items():
+            self.parts.setdefault(key, []).append(values)
+
+    def column(self, key: str, dtype: type = np.int64) -> np.ndarray:
+        parts = self.parts.get(key)
+        return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.name_ids)
+
+
+def read_kineto(data: bytes | memoryview, source: str) -> Trace:
+    """Parse a Kineto trace held in `data` (uncompressed JSON). Tables come back in file
+    order and unfiltered; read_trace sorts them and drops corrupt records."""
+    try:
+        events_text = _FILE_DECODER.decode(data).traceEvents
+    except msgspec.ValidationError as exc:
+        raise TraceError(
+            f"{source} is JSON but not a profiler trace ({exc}): expected an object with a "
+            "'traceEvents' list, as torch.profiler's export_chrome_trace writes"
+        ) from None
+    except msgspec.DecodeError as exc:
+        raise TraceError(
+            f"{source} is not valid JSON ({exc}); the file may be truncated: export the trace again"
+        ) from None
+
+    gpu, api, ranges = _Table(), _Table(), _Table()
+    untimed = 0
+    for events in _chunks(events_text, source):
+        # Comprehensions, not one loop with branches: each is a tight loop, several times faster
+        complete = [e for e in events if e.ph == "X"]
+        del events
+        on_gpu = [e for e in complete if e.cat in _GPU_KIND]
+        calls = [e for e in complete if e.cat in _API_CATS]
+        marks = [
+            e
+            for e in complete
+            if e.cat == "user_annotation" or (e.cat in _STEP_CATS and e.name.startswith(_STEP_PREFIX))
+        ]
+        kept = len(on_gpu) + len(calls) + len(marks)
+        on_gpu, calls, marks = (
+            [e for e in group if e.ts is not None and e.dur is not None] for group in (on_gpu, calls, marks)
+        )
+        untimed += kept - len(on_gpu) - len(calls) - len(marks)
+
+        gpu_args = [e.args or _NO_ARGS for e in on_gpu]
+        stream = np.array([a.stream for a in gpu_args], dtype=np.int64)
+        device = np.array([a.device for a in gpu_args], dtype=np.int64)
+        # Kineto puts a GPU event's device in pid and its stream in tid, should args lack them
+        stream = np.where(stream < 0, _ints([e.tid for e in on_gpu]), stream)
+        device = np.where(device < 0, _ints([e.pid for e in on_gpu]), device)
+        gpu.add(
+            on_gpu,
+            source,
+            stream=stream,
+            device=device,
+            correlation=np.array([a.correlation for a in gpu_args], dtype=np.int64),
+            kind=np.array([_GPU_KIND[e.cat] for e in on_gpu], dtype=np.int8),
+        )
+        api.add(
+            calls,
+            source,
+            tid=_ints([e.tid for e in calls]),
+            correlation=np.array([(e.args or _NO_ARGS).correlation for e in calls], dtype=np.int64),
+        )
+        ranges.add(marks, source, tid=_ints([e.tid for e in marks]))
+
+    warnings = []
+    if untimed:
+        warnings.append(f"{untimed} complete events without 'ts' or 'dur' skipped")
+    return Trace(
+        gpu=GpuTable(
+            start_ns=gpu.column("start_ns"),
+            end_ns=gpu.column("end_ns"),
+            stream=gpu.column("stream"),
+            device=gpu.column("device"),
+            correlation=gpu.column("correlation"),
+            kind=gpu.column("kind", np.int8),
+            name_id=gpu.column("name_id", np.int32),
+            names=gpu.names,
+        ),
+        api=ApiTable(
+            start_ns=api.column("start_ns"),
+            end_ns=api.column("end_ns"),
+            tid=api.column("tid"),
+            correlation=api.column("correlation"),
+            name_id=api.column("name_id", np.int32),
+            names=api.names,
+        ),
+        ranges=RangeTable(
+            start_ns=ranges.column("start_ns"),
+            end_ns=ranges.column("end_ns"),
+            tid=ranges.column("tid"),
+            name_id=ranges.column("name_id", np.int32),
+            names=ranges.names,
+        ),
+        source=source,
+        format="kineto",
+        warnings=warnings,
+    )
+
+
+def microseconds_text_to_ns(numbers: list[msgspec.Raw], source: str) -> np.ndarray:
+    """Decimal microsecond texts (JSON numbers) -> int64 nanoseconds, exactly.
+
+    Vectorised over the numbers: for each power of ten of a nanosecond, the digit holding
+    it is found at a fixed offset from each number's decimal point, and added in int64.
+    """
+    if not numbers:
+        return np.empty(0, dtype=np.int64)
+    text = b" ".join(numbers) + b" "
+    c = np.frombuffer(text, dtype=np.uint8)
+    is_space = c == 0x20
+    is_dot = c == 0x2E
+    if not np.all((c - 0x30 < 10) | is_dot | is_space | (c == 0x2D)):
+        # exponents ("1e-05"), strings or nulls: rare, so taken one by one
+        return np.array([_ns_one(n, source) for n in numbers], dtype=np.int64)
+    ends = np.flatnonzero(is_space)  # one past each number
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    negative = c[starts] == 0x2D
+    first_digit = starts + negative
+    dots = np.flatnonzero(is_dot)
+    if len(dots) == len(ends):
+        point = dots  # JSON allows one point per number, so here each has exactly one
+    else:
+        point = ends.copy()  # a number without a decimal point has it at its end
+        point[np.searchsorted(ends, dots)] = dots
+    decimals = np.maximum(ends - point - 1, 0)
+    if decimals.max() > _NS_DECIMALS:
+        # finer than a nanosecond: rounded one by one
+        return np.array([_ns_one(n, source) for n in numbers], dtype=np.int64)
+    top_power = int((point - first_digit).max()) - 1 + _NS_DECIMALS
+    if top_power > _MAX_POWER:
+        raise TraceError(
+            f"{source}: a timestamp is too large to be microseconds ({_first_large(numbers)}); the trace is corrupt"
+        )
+    ns = np.zeros(len(ends), dtype=np.int64)
+    for power in range(top_power + 1):
+        if power < _NS_DECIMALS:
+            at = point + (_NS_DECIMALS - power)
+            present = at < ends
+        else:
+            at = point - (power - _NS_DECIMALS + 1)
+            present = at >= first_digit
+        digit = np.where(present, c[np.where(present, at, 0)].astype(np.int64) - 0x30, 0)
+        if power == _MAX_POWER and digit.max() > 8:
+            # int64 ns end near 9.2e18
+            raise TraceError(
+                f"{source}: a timestamp is too large to be microseconds ({_first_large(numbers)}); the trace is corrupt"
+            )
+        ns += digit * _POW10[power]
+    ns[negative] = -ns[negative]
+    return ns
+
+
+def _ns_one(number: msgspec.Raw, source: str) -> int:
+    text = bytes(number).decode("utf-8", "replace")
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        value = Decimal("NaN")
+    if not value.is_finite():
+        raise TraceError(f"{source}: a timestamp or duration is not a number ({text[:40]}); the trace is corrupt")
+    ns = int((value * 1000).to_integral_value(ROUND_HALF_EVEN))
+    if abs(ns) >= 9 * 10**_MAX_POWER:
+        raise TraceError(f"{source}: a timestamp is too large to be microseconds ({text[:40]}); the trace is corrupt")
+    return ns
+
+
+def _first_large(numbers: list[msgspec.Raw]) -> str:
+    return max((bytes(n) for n in numbers), key=len).decode("utf-8", "replace")[:40]

@@ -1,0 +1,76 @@
+"""The report's trace part and the comment's trace paragraph, from real H200 traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+from guard.report import Report, render_comment, trace_sections
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "traces"
+EXAMPLE = REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json"
+
+
+def _kernels_per_step(path: Path, steps: int) -> float:
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    return sum(1 for e in events if e.get("cat") == "kernel") / steps
+
+
+def test_regression_comment_gains_the_trace_paragraph(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / "runs" / "traces").mkdir(parents=True)
+    base_trace = out / "runs" / "traces" / "base-0-bs1.trace.json.gz"
+    head_trace = out / "runs" / "traces" / "head-0-bs1.trace.json.gz"
+    shutil.copy(FIXTURES / "h200-refengine-step-graph-bs1.json.gz", base_trace)
+    shutil.copy(FIXTURES / "h200-refengine-layer-graphs-bs1.json.gz", head_trace)
+    report = Report.model_validate_json(EXAMPLE.read_text())
+    # The fixtures have no step ranges; the step-graph one splits by its 16 graph launches.
+    # The layer-graphs one has 22 launches per step, so give it as base too for a fair pair.
+    sections = trace_sections(
+        {"base": {1: [(0, base_trace)]}, "head": {1: [(0, base_trace)]}},
+        "base", "head", [1, 2], 16, out,
+    )
+    assert [s.batch_size for s in sections] == [1]
+    section = sections[0]
+    assert section.arms[0].shown_trace == "runs/traces/base-0-bs1.trace.json.gz"
+    assert section.arms[0].figures is not None
+    assert section.arms[0].figures.kernels_per_step == _kernels_per_step(base_trace, 16)
+    assert section.diff is not None and section.diff.kernel_counts_identical
+
+    report = report.model_copy(update={"traces": sections})
+    comment = render_comment(report)
+    assert "Profiler over 16 decode steps at batch size 1" in comment
+    assert "Kernel counts and API calls are identical." in comment
+    assert "`runs/traces/base-0-bs1.trace.json.gz`" in comment
+    # batch size 2 regressed too but has no trace section: no paragraph for it
+    assert "at batch size 2, in a separate pass" not in comment
+
+
+def test_trace_that_cannot_be_read_is_reported_not_fatal(tmp_path: Path) -> None:
+    bad = tmp_path / "base-0-bs1.trace.json.gz"
+    bad.write_bytes(b"")
+    good = tmp_path / "head-0-bs1.trace.json.gz"
+    shutil.copy(FIXTURES / "h200-refengine-step-graph-bs1.json.gz", good)
+    sections = trace_sections({"base": {1: [(0, bad)]}, "head": {1: [(0, good)]}}, "base", "head", [1], 16, tmp_path)
+    base, head = sections[0].arms
+    assert base.figures is None and base.error and "empty" in base.error.lower()
+    assert head.figures is not None
+    assert sections[0].diff is None
+
+
+def test_piecewise_head_paragraph_names_counts_and_launches(tmp_path: Path) -> None:
+    base_trace = FIXTURES / "h200-harness-guard-step-one-graph.json.gz"
+    head_trace = FIXTURES / "h200-harness-guard-step-piecewise.json.gz"
+    sections = trace_sections(
+        {"base": {1: [(0, base_trace)]}, "head": {1: [(0, head_trace)]}}, "base", "head", [1], 8, tmp_path
+    )
+    report = Report.model_validate_json(EXAMPLE.read_text()).model_copy(update={"traces": sections})
+    comment = render_comment(report)
+    before, after = _kernels_per_step(base_trace, 8), _kernels_per_step(head_trace, 8)
+    assert after == before  # an eager kernel stands where a graph's kernel stood
+    assert f"Kernels per step: {after:.0f} in both, but" in comment
+    assert "`cudaGraphLaunch` 1 -> 4" in comment
+    assert "Idle time between kernels:" in comment
