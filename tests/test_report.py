@@ -74,3 +74,16 @@ def test_piecewise_head_paragraph_names_counts_and_launches(tmp_path: Path) -> N
     assert f"Kernels per step: {after:.0f} in both, but" in comment
     assert "`cudaGraphLaunch` 1 -> 4" in comment
     assert "Idle time between kernels:" in comment
+
+
+def test_steady_median_gap_points_at_the_tail() -> None:
+    """The H200 demo at batch size 2: same kernels, same median gap, more idle time."""
+    report = Report.model_validate_json(EXAMPLE.read_text())
+    section = next(s for s in report.traces if s.batch_size == 2)
+    assert section.diff is not None
+    gaps, idle = section.diff.gaps, section.diff.idle_ms_per_step
+    assert gaps.median_gap_us.delta == 0 and idle.delta and idle.delta > 0
+    comment = render_comment(report)
+    tail = gaps.largest_1pct_gaps_ms_per_step.delta
+    expected = f"stays at {gaps.median_gap_us.before:.3f} us; the largest 1% of gaps carry {tail:.3f} of the"
+    assert f"{expected} {idle.delta:.3f} ms" in comment

@@ -30,12 +30,20 @@ def trace_bullets(section: TraceSection) -> list[str]:
         missing = [a.arm for a in section.arms if a.figures is None]
         errors = [f"{a.arm}: {a.error}" for a in section.arms if a.error]
         return [f"No trace to compare ({', '.join(missing) or 'an arm'} has none). " + "; ".join(errors)]
-    return [
-        _counts(change),
-        _busy(change),
-        _idle(change),
-        *([change.gap_statement] if change.gap_statement else []),
-    ]
+    gaps = change.gap_statement or _steady_median(change)
+    return [_counts(change), _busy(change), _idle(change)] + ([gaps] if gaps else [])
+
+
+def _steady_median(change: TraceDiff) -> str | None:
+    """When idle grew but the median gap did not, the time is in the tail of the gaps."""
+    median, idle = change.gaps.median_gap_us, change.idle_ms_per_step
+    tail = change.gaps.largest_1pct_gaps_ms_per_step
+    if median.before is None or median.delta != 0 or not idle.delta or idle.delta <= 0 or tail.delta is None:
+        return None
+    return (
+        f"The median gap between consecutive kernels stays at {median.before:.3f} us; "
+        f"the largest 1% of gaps carry {tail.delta:.3f} of the {idle.delta:.3f} ms of extra idle time per step."
+    )
 
 
 def _counts(change: TraceDiff) -> str:
