@@ -100,13 +100,7 @@ def run_guard(
         threshold_pct=comparison.threshold_pct,
         confidence=comparison.confidence,
         workload=WorkloadInfo(
-            entry=spec.entry,
-            options=spec.options,
-            batch_sizes=spec.batch_sizes,
-            steps=spec.steps,
-            warmup_steps=spec.warmup_steps,
-            repeats=config.measure.repeats,
-            described=_described(measurements, head_ref.name),
+            **spec.model_dump(), repeats=config.measure.repeats, described=_described(measurements, head_ref.name)
         ),
         environment=_environment(measurements, [base_ref.name, head_ref.name]),
         traces=trace_sections(

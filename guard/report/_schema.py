@@ -46,6 +46,7 @@ class WorkloadInfo(BaseModel):
     batch_sizes: list[int]
     steps: int
     warmup_steps: int
+    profile_steps: int = 0
     repeats: int
     described: dict[str, Any] = {}  # what the workload says of itself (describe()), per batch size
 
