@@ -65,12 +65,55 @@ class MeasureConfig(_Section):
     threshold_pct: float = Field(
         default=1.0, gt=0, description="Smallest slowdown, in percent, reported as a regression."
     )
+    alpha: float = Field(
+        default=0.01, gt=0, lt=0.5, description="Significance level: a change counts only if p < alpha."
+    )
+    confirm: bool = Field(
+        default=True, description="Near the threshold, run one more round of repeats before deciding."
+    )
+    thresholds_file: str | None = Field(
+        default=None,
+        description="TOML written by `guard calibrate`; its thresholds replace threshold_pct per metric.",
+    )
     confidence: float = Field(default=0.95, gt=0.5, lt=1)
     timeout_s: float = Field(default=1800, gt=0, description="Limit for one harness process.")
+
+
+class CaptureConfig(_Section):
+    globs: list[str] = Field(
+        default_factory=list,
+        description="Files that hold graph capture code, besides those found by CUDA graph API names.",
+    )
+
+
+class ArmConfig(_Section):
+    """An ablation arm: base or head built again, run with environment overrides."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    source: Literal["base", "head"] = Field(alias="from")
+    env: dict[str, str] = Field(default_factory=dict)
+    label: str = Field(default="", description="What the arm is, for the comment's table.")
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in ("base", "head"):
+            raise ValueError("'base' and 'head' are the built-in arms; pick another name")
+        return value
 
 
 class GuardConfig(_Section):
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     build: BuildConfig = Field(default_factory=BuildConfig)
     measure: MeasureConfig = Field(default_factory=MeasureConfig)
+    capture: CaptureConfig = Field(default_factory=CaptureConfig)
+    arms: list[ArmConfig] = Field(default_factory=list)
     target_branch: str = Field(default="main", description="Branch whose merge-base with head is the default base.")
+
+    @field_validator("arms")
+    @classmethod
+    def _unique_arms(cls, value: list[ArmConfig]) -> list[ArmConfig]:
+        names = [a.name for a in value]
+        if len(set(names)) != len(names):
+            raise ValueError("arm names must not repeat")
+        return value
