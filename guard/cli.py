@@ -44,6 +44,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, default=Path("guard-out"), help="folder for report.json and comment.md")
     run.add_argument("--cache-dir", type=Path, default=None, help="where arm builds are kept and reused")
 
+    cal = sub.add_parser("calibrate", help="A/A runs of one commit: this runner's noise and suggested thresholds")
+    cal.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
+    cal.add_argument("--ref", default="HEAD", help="the commit to run against itself (default: HEAD)")
+    cal.add_argument("--config", type=Path, default=None, help=f"config file (default: REPO/{DEFAULT_CONFIG_NAME})")
+    cal.add_argument(
+        "--out", type=Path, default=Path("guard-thresholds.toml"),
+        help="thresholds file to write; point measure.thresholds_file at it",
+    )
+
     demo = sub.add_parser("demo", help="run the whole pipeline on a throwaway repo holding the reference engine")
     demo.add_argument("--out", type=Path, default=Path("guard-demo"), help="folder for report.json and comment.md")
     demo.add_argument(
@@ -77,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
             return _analyze(args)
         if args.command == "diff":
             return _diff(args)
+        if args.command == "calibrate":
+            return _calibrate(args)
         return _demo(args)
     except GuardError as exc:
         print(f"guard: error: {exc.message}", file=sys.stderr)
@@ -91,8 +102,24 @@ def _run(args: argparse.Namespace) -> int:
 
     config_path = args.config or args.repo / DEFAULT_CONFIG_NAME
     config = load_config(config_path, required=args.config is not None)
-    report = run_guard(args.repo, args.base, args.head, config, args.out, args.cache_dir, _progress)
+    report = run_guard(
+        args.repo, args.base, args.head, config, args.out, args.cache_dir, _progress, config_dir=config_path.parent
+    )
     return _finish(report, args.out, print_comment=False)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from guard.calibrate import calibrate
+
+    config_path = args.config or args.repo / DEFAULT_CONFIG_NAME
+    config = load_config(config_path, required=args.config is not None)
+    result = calibrate(args.repo, args.ref, config, args.out, _progress)
+    print(args.out.read_text(), end="")
+    _progress(
+        f"suggested thresholds: GPU ms per step {result.suggested.gpu_ms_pct:g}%, "
+        f"tok/s {result.suggested.tok_per_s_pct:g}%; wrote {args.out}"
+    )
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:

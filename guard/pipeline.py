@@ -11,8 +11,8 @@ from typing import Callable
 import guard
 from guard._errors import BuildError
 from guard.checkout import ArmRef, BuiltArm, build_arm, changed_files, commit_subject, resolve_arms
-from guard.compare import compare
-from guard.config import GuardConfig
+from guard.compare import Comparison, compare
+from guard.config import GuardConfig, load_thresholds
 from guard.measure import ArmMeasurement, ArmTarget, HarnessSpec, run_interleaved
 from guard.report import ArmInfo, Environment, Report, WorkloadInfo, trace_sections, write_report
 
@@ -36,23 +36,26 @@ def run_guard(
     out_dir: Path,
     cache_dir: Path | None = None,
     progress: Progress = lambda _: None,
+    config_dir: Path | None = None,
 ) -> Report:
     started = time.time()
     repo = repo.resolve()
     base_ref, head_ref = resolve_arms(repo, base, head, config.target_branch)
     progress(f"base {base_ref.ref} = {base_ref.sha[:12]}, head {head_ref.ref} = {head_ref.sha[:12]}")
+    gpu_pct, tok_pct = _thresholds(config, config_dir or repo)
     cache_dir = cache_dir or default_cache_dir(repo)
 
     arms: list[ArmInfo] = []
-    built: list[BuiltArm] = []
+    targets: list[ArmTarget] = []
     measurements: dict[str, ArmMeasurement] = {}
     for ref in (base_ref, head_ref):
         info, arm = _build(repo, ref, config, cache_dir, progress)
         arms.append(info)
         if arm is not None:
-            built.append(arm)
+            targets.append(ArmTarget(name=arm.name, python=arm.python, worktree=arm.worktree, env=arm.env))
         else:
             measurements[ref.name] = ArmMeasurement(arm=ref.name, error=info.error, log_tail=info.log_tail)
+    _add_ablation_arms(config, arms, targets, measurements)
 
     spec = HarnessSpec(
         entry=config.workload.entry,
@@ -62,29 +65,43 @@ def run_guard(
         warmup_steps=config.workload.warmup_steps,
         profile_steps=config.workload.profile_steps,
     )
-    if built:
+    repeats = config.measure.repeats
+    if targets:
         progress(
-            f"measuring {len(built)} arm(s) x {config.measure.repeats} repeats, interleaved; "
+            f"measuring {len(targets)} arm(s) x {repeats} repeats, interleaved; "
             f"batch sizes {spec.batch_sizes}, {spec.warmup_steps} warmup + {spec.steps} timed steps"
         )
-        targets = [ArmTarget(name=a.name, python=a.python, worktree=a.worktree, env=a.env) for a in built]
-        measurements |= run_interleaved(
-            targets, spec, config.measure.repeats, out_dir / "runs", config.measure.timeout_s, progress
+        measurements |= run_interleaved(targets, spec, repeats, out_dir / "runs", config.measure.timeout_s, progress)
+
+    def decide() -> Comparison:
+        return compare(
+            {a.name: measurements[a.name] for a in arms},
+            base_ref.name, head_ref.name, spec.batch_sizes,
+            gpu_pct, config.measure.confidence, config.measure.alpha, tok_pct,
         )
+
+    comparison = decide()
+    rounds = 1
+    if config.measure.confirm and comparison.near_threshold:
+        near = [b.batch_size for b in comparison.batches if b.near_threshold]
+        progress(f"batch size(s) {near} near the threshold: one confirmation round of {repeats} repeats per arm")
+        healthy = [t for t in targets if measurements[t.name].error is None]
+        more = run_interleaved(
+            healthy, spec, repeats, out_dir / "runs", config.measure.timeout_s, progress, first_repeat=repeats
+        )
+        for name, extra in more.items():
+            merged = measurements[name]
+            merged.repeats.extend(extra.repeats)
+            merged.error, merged.log_tail = merged.error or extra.error, merged.log_tail or extra.log_tail
+        comparison = decide()
+        rounds = 2
+
     for info in arms:
         m = measurements[info.name]
         info.repeats = len(m.repeats)
         if m.error and info.status == "ok":
             info.status, info.error, info.log_tail = "run_failed", m.error, m.log_tail
 
-    comparison = compare(
-        {a.name: measurements[a.name] for a in arms},
-        base_ref.name,
-        head_ref.name,
-        spec.batch_sizes,
-        config.measure.threshold_pct,
-        config.measure.confidence,
-    )
     traces = _trace_paths(measurements)
     if traces:
         progress(f"analysing {sum(len(v) for by in traces.values() for v in by.values())} profiler traces")
@@ -98,14 +115,15 @@ def run_guard(
         arms=arms,
         batch_sizes=comparison.batches,
         threshold_pct=comparison.threshold_pct,
+        tok_threshold_pct=comparison.tok_threshold_pct,
+        alpha=comparison.alpha,
         confidence=comparison.confidence,
+        rounds=rounds,
         workload=WorkloadInfo(
-            **spec.model_dump(), repeats=config.measure.repeats, described=_described(measurements, head_ref.name)
+            **spec.model_dump(), repeats=repeats, described=_described(measurements, head_ref.name)
         ),
         environment=_environment(measurements, [base_ref.name, head_ref.name]),
-        traces=trace_sections(
-            traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir
-        ),
+        traces=trace_sections(traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir),
         changed_files=changed_files(repo, base_ref.sha, head_ref.sha),
         repo=str(repo),
         started_at=datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
@@ -113,6 +131,35 @@ def run_guard(
     )
     write_report(report, out_dir)
     return report
+
+
+def _thresholds(config: GuardConfig, config_dir: Path) -> tuple[float, float]:
+    """GPU ms and tok/s thresholds in percent: calibrated ones when a file is named."""
+    if config.measure.thresholds_file is None:
+        return config.measure.threshold_pct, config.measure.threshold_pct
+    calibrated = load_thresholds(config_dir / config.measure.thresholds_file)
+    return calibrated.gpu_ms_pct, calibrated.tok_per_s_pct
+
+
+def _add_ablation_arms(
+    config: GuardConfig, arms: list[ArmInfo], targets: list[ArmTarget], measurements: dict[str, ArmMeasurement]
+) -> None:
+    """Each [[arms]] entry reuses the build of base or head and runs with its env overrides."""
+    by_name = {t.name: t for t in targets}
+    infos = {a.name: a for a in arms}
+    for extra in config.arms:
+        source = infos[extra.source]
+        info = source.model_copy(
+            update={"name": extra.name, "label": extra.label or extra.name, "source": extra.source, "env": extra.env}
+        )
+        arms.append(info)
+        if extra.source in by_name:
+            built = by_name[extra.source]
+            targets.append(built.model_copy(update={"name": extra.name, "env": built.env | extra.env}))
+        else:
+            measurements[extra.name] = ArmMeasurement(
+                arm=extra.name, error=f"its source arm '{extra.source}' did not build", log_tail=""
+            )
 
 
 def _build(

@@ -30,7 +30,7 @@ def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
     proc = subprocess.run(
         [
             sys.executable, "-m", "guard", "demo", "--out", str(out), "--workdir", str(tmp_path / "work"),
-            "--steps", "10", "--warmup-steps", "2", "--repeats", "3", "--options", "layers = 2, max_len = 128",
+            "--steps", "10", "--warmup-steps", "2", "--repeats", "4", "--options", "layers = 2, max_len = 128",
         ],
         capture_output=True, text=True, timeout=900,
     )
@@ -39,8 +39,8 @@ def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
     assert proc.stdout.strip() == comment.strip()  # the demo prints the comment it wrote
     assert report["schema_version"] == 1
     assert report["hash_match"] is True
-    assert [a["status"] for a in report["arms"]] == ["ok", "ok"]
-    assert [a["build_method"] for a in report["arms"]] == ["venv", "venv"]
+    assert [a["status"] for a in report["arms"]] == ["ok", "ok", "ok"]
+    assert [a["build_method"] for a in report["arms"]] == ["venv", "venv", "venv"]
     # Head pads batch size 1 up to 4 on the CPU too: clearly more work per step.
     bs1 = report["batch_sizes"][0]
     assert bs1["batch_size"] == 1
@@ -51,4 +51,12 @@ def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
     assert described["run_batch"] == 4 and described["device"] == "cpu"
     assert "engine: capture decode piecewise" in comment
     assert "CPU only" in comment
-    assert "[10/6]" not in proc.stderr and "[6/6]" in proc.stderr  # progress for each process
+    assert "[12/12]" in proc.stderr  # progress for each process: base, head, the ablation arm
+    ablation = next(a for a in report["arms"] if a["name"] == "head-unpadded")
+    assert ablation["source"] == "head" and ablation["sha"] == report["arms"][1]["sha"]
+    assert ablation["env"] == {"REFENGINE_CAPTURE_BATCH_SIZES": "1,2"}
+    assert "same build, graphs at batch sizes 1 and 2 (no padding)" in comment
+    unpadded = next(a for a in bs1["arms"] if a["arm"] == "head-unpadded")
+    head_arm = next(a for a in bs1["arms"] if a["arm"] == "head")
+    # without padding the head build runs batch size 1 as base does: clearly faster than head
+    assert unpadded["gpu_ms_per_step"]["median"] < head_arm["gpu_ms_per_step"]["median"]

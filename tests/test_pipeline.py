@@ -163,3 +163,67 @@ def test_bad_ref_is_one_message(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "no-such-branch" in proc.stderr
+
+
+JITTER_WORKLOAD = '''
+import os, random, time
+
+class Workload:
+    def setup(self, batch_size):
+        self.batch_size = batch_size
+        self.t = 0
+        self.delay_s = random.uniform(0.0005, 0.004)  # each process draws its own speed
+
+    def step(self):
+        time.sleep(self.delay_s * float(os.environ.get("SLOWER", "1")))
+        self.t += 1
+        return [self.t % 7 + row for row in range(self.batch_size)]
+
+def make(**options):
+    return Workload()
+'''
+
+
+@pytest.mark.slow
+def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, files={"wl.py": JITTER_WORKLOAD})
+    (repo / "guard.toml").write_text(CONFIG.format(method="none", install="", repeats=3).replace("[1, 2]", "[1]"))
+    commit_all(repo, "noisy workload")
+    git(repo, "checkout", "--quiet", "main")
+    git(repo, "merge", "--quiet", "feature")
+    git(repo, "checkout", "--quiet", "-b", "same")
+    (repo / "note.txt").write_text("no code change\n")
+    commit_all(repo, "a change that cannot matter")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "same", "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    report = json.loads((out / "report.json").read_text())
+    assert "one confirmation round" in proc.stderr
+    assert report["rounds"] == 2
+    assert [a["repeats"] for a in report["arms"]] == [6, 6]
+    assert report["verdict"] == "inconclusive" and proc.returncode == 0
+    assert "raise measure.repeats" in report["reasons"][0]
+    assert "second round" in (out / "comment.md").read_text()
+
+
+@pytest.mark.slow
+def test_ablation_arm_reuses_a_build_with_its_env(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, files={"wl.py": JITTER_WORKLOAD.replace("random.uniform(0.0005, 0.004)", "0.001")})
+    config = CONFIG.format(method="none", install="", repeats=2).replace("[1, 2]", "[1]")
+    config += '[[arms]]\nname = "slow"\nfrom = "head"\nenv = { SLOWER = "4" }\nlabel = "head, four times the delay"\n'
+    (repo / "guard.toml").write_text(config.replace("repeats = 2", "repeats = 2\nconfirm = false"))
+    commit_all(repo, "fixed delay workload with an ablation arm")
+    out = tmp_path / "out"
+    proc = guard_run(repo, out)
+    report = json.loads((out / "report.json").read_text())
+    names = [a["name"] for a in report["arms"]]
+    assert names == ["base", "head", "slow"], proc.stderr
+    slow = report["arms"][2]
+    assert slow["source"] == "head" and slow["sha"] == report["arms"][1]["sha"] and slow["repeats"] == 2
+    stats = {a["arm"]: a["gpu_ms_per_step"]["median"] for a in report["batch_sizes"][0]["arms"]}
+    assert stats["slow"] > 3 * stats["head"]  # four times the sleep, measured
+    assert "head, four times the delay (head build" in (out / "comment.md").read_text()
+    runs = [line for line in proc.stderr.splitlines() if "/6]" in line]
+    assert [line.split("] ")[2].split(" ")[0] for line in runs] == ["base", "head", "slow"] * 2

@@ -43,12 +43,19 @@ class BatchComparison(BaseModel):
     tok_per_s_change: Change | None = None  # head vs base; negative is slower
     hash_match: bool | None = None
     mismatch: TokenMismatch | None = None
+    near_threshold: bool = False  # inconclusive, or a regression whose interval reaches under the threshold
 
 
 class Comparison(BaseModel):
     verdict: Verdict
     reasons: list[str] = []
     hash_match: bool | None
-    threshold_pct: float
+    threshold_pct: float  # GPU ms per step
+    tok_threshold_pct: float
+    alpha: float
     confidence: float
     batches: list[BatchComparison]
+
+    @property
+    def near_threshold(self) -> bool:
+        return self.verdict != "invalid" and any(b.near_threshold for b in self.batches)

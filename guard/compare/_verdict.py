@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from guard.compare._hashes import first_mismatch
 from guard.compare._models import VERDICT_SEVERITY, ArmStats, BatchComparison, Comparison, Verdict
 from guard.measure import ArmMeasurement, RepeatResult, relative_change, spread
@@ -14,7 +16,10 @@ def compare(
     batch_sizes: list[int],
     threshold_pct: float,
     confidence: float,
+    alpha: float = 0.01,
+    tok_threshold_pct: float | None = None,
 ) -> Comparison:
+    """`threshold_pct` applies to GPU ms per step, `tok_threshold_pct` (default the same) to tok/s."""
     reasons = [
         f"arm '{name}' has no results: {m.error}" for name, m in measurements.items() if m.error and not m.repeats
     ] + [
@@ -22,9 +27,8 @@ def compare(
         for name, m in measurements.items()
         if m.error and m.repeats
     ]
-    batches = [
-        _compare_batch(measurements, base, head, bs, threshold_pct, confidence) for bs in batch_sizes
-    ]
+    rule = _Rule(threshold_pct, tok_threshold_pct or threshold_pct, alpha, confidence)
+    batches = [_compare_batch(measurements, base, head, bs, rule) for bs in batch_sizes]
     hash_matches = [b.hash_match for b in batches if b.hash_match is not None]
     verdict: Verdict = "invalid" if reasons else _most_severe([b.verdict for b in batches])
     return Comparison(
@@ -32,6 +36,8 @@ def compare(
         reasons=reasons + [r for b in batches for r in b.reasons],
         hash_match=all(hash_matches) if hash_matches else None,
         threshold_pct=threshold_pct,
+        tok_threshold_pct=rule.tok_pct,
+        alpha=alpha,
         confidence=confidence,
         batches=batches,
     )
@@ -57,13 +63,16 @@ def _arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmSta
     )
 
 
+@dataclass(frozen=True)
+class _Rule:
+    gpu_pct: float
+    tok_pct: float
+    alpha: float
+    confidence: float
+
+
 def _compare_batch(
-    measurements: dict[str, ArmMeasurement],
-    base: str,
-    head: str,
-    batch_size: int,
-    threshold_pct: float,
-    confidence: float,
+    measurements: dict[str, ArmMeasurement], base: str, head: str, batch_size: int, rule: _Rule
 ) -> BatchComparison:
     usable = {name: m.repeats for name, m in measurements.items() if m.repeats}
     arms = [_arm_stats(name, repeats, batch_size) for name, repeats in usable.items()]
@@ -109,41 +118,54 @@ def _compare_batch(
             "too few to estimate a change"
         )
         return BatchComparison(batch_size=batch_size, verdict="invalid", reasons=reasons, arms=arms, hash_match=True)
+    confidence = rule.confidence
     gpu_change = relative_change(
         by_name[base].gpu_ms_per_step.values, by_name[head].gpu_ms_per_step.values, confidence
     )
     tok_change = relative_change(by_name[base].tok_per_s.values, by_name[head].tok_per_s.values, confidence)
-    verdict = _decide(gpu_change.pct, gpu_change.ci_low_pct, gpu_change.ci_high_pct,
-                      -tok_change.pct, -tok_change.ci_high_pct, -tok_change.ci_low_pct, threshold_pct)
+    gpu = _Slowdown(gpu_change.pct, gpu_change.ci_low_pct, gpu_change.ci_high_pct, gpu_change.p_value)
+    tok = _Slowdown(-tok_change.pct, -tok_change.ci_high_pct, -tok_change.ci_low_pct, tok_change.p_value)
+    verdicts = (gpu.verdict(rule.gpu_pct, rule.alpha), tok.verdict(rule.tok_pct, rule.alpha))
+    verdict = _most_severe(list(verdicts))
     if verdict == "inconclusive":
-        reasons.append(
-            f"batch size {batch_size}: the {confidence:.0%} interval of the change "
-            f"(GPU ms per step {gpu_change.ci_low_pct:+.2f}% to {gpu_change.ci_high_pct:+.2f}%, "
-            f"tok/s {tok_change.ci_low_pct:+.2f}% to {tok_change.ci_high_pct:+.2f}%) is too wide to tell "
-            f"a {threshold_pct:g}% slowdown from none; raise measure.repeats or quiet the runner"
+        noise = ", ".join(
+            f"{a.arm} {a.gpu_ms_per_step.spread_pct:.2f}%" for a in (by_name[base], by_name[head])
         )
+        reasons.append(
+            f"batch size {batch_size}: undecided. GPU ms per step changed {gpu_change.pct:+.2f}% "
+            f"({confidence:.0%} interval {gpu_change.ci_low_pct:+.2f}% to {gpu_change.ci_high_pct:+.2f}%, "
+            f"p = {gpu_change.p_value:.3g}) and tok/s {tok_change.pct:+.2f}% "
+            f"({tok_change.ci_low_pct:+.2f}% to {tok_change.ci_high_pct:+.2f}%, p = {tok_change.p_value:.3g}): "
+            f"a slowdown past the threshold is possible but not significant at p < {rule.alpha:g}. "
+            f"The repeats of GPU ms per step spread {noise} (max - min over median); "
+            "raise measure.repeats or quiet the runner"
+        )
+    thresholds = (rule.gpu_pct, rule.tok_pct)
+    marginal = any(v == "regression" and m.low < t for v, m, t in zip(verdicts, (gpu, tok), thresholds))
     return BatchComparison(
         batch_size=batch_size, verdict=verdict, reasons=reasons, arms=arms,
         gpu_ms_change=gpu_change, tok_per_s_change=tok_change, hash_match=True,
+        near_threshold=verdict == "inconclusive" or marginal,
     )
 
 
-def _decide(
-    gpu_slow: float, gpu_lo: float, gpu_hi: float,
-    tok_slow: float, tok_lo: float, tok_hi: float,
-    threshold_pct: float,
-) -> Verdict:
-    """Each metric as a slowdown in percent (positive is slower) with its interval.
+@dataclass(frozen=True)
+class _Slowdown:
+    """A metric's change as a slowdown in percent (positive is slower), with its interval."""
 
-    regression: a slowdown whose interval excludes zero and whose size passes the threshold;
-    improvement: the same, faster; inconclusive: the interval admits both no change and a
-    slowdown past the threshold; else pass.
-    """
-    metrics = ((gpu_slow, gpu_lo, gpu_hi), (tok_slow, tok_lo, tok_hi))
-    if any(lo > 0 and slow >= threshold_pct for slow, lo, _ in metrics):
-        return "regression"
-    if any(hi >= threshold_pct and lo <= 0 for _, lo, hi in metrics):
-        return "inconclusive"
-    if any(hi < 0 and -slow >= threshold_pct for slow, _, hi in metrics):
-        return "improvement"
-    return "pass"
+    pct: float
+    low: float
+    high: float
+    p_value: float
+
+    def verdict(self, threshold_pct: float, alpha: float) -> Verdict:
+        """Significance before magnitude: a change counts when p < alpha AND it is at least
+        the threshold; a change that could be past the threshold but is not shown is
+        inconclusive."""
+        if self.p_value < alpha and self.pct >= threshold_pct:
+            return "regression"
+        if self.p_value < alpha and -self.pct >= threshold_pct:
+            return "improvement"
+        if self.high >= threshold_pct:
+            return "inconclusive"
+        return "pass"

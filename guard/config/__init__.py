@@ -1,6 +1,7 @@
 """The guard's configuration: `guard.toml` at the target repository's root."""
 
 from guard.config._load import DEFAULT_CONFIG_NAME, load_config
+from guard.config._thresholds import Thresholds, load_thresholds, write_thresholds
 from guard.config._models import (
     ArmConfig,
     BuildConfig,
@@ -17,6 +18,9 @@ __all__ = [
     "CaptureConfig",
     "GuardConfig",
     "MeasureConfig",
+    "Thresholds",
     "WorkloadConfig",
     "load_config",
+    "load_thresholds",
+    "write_thresholds",
 ]

@@ -60,6 +60,14 @@ install = "pip install --no-deps --no-build-isolation --no-index ."
 
 [measure]
 repeats = {repeats}
+
+# An ablation arm: the head build again, with graphs at batch sizes 1 and 2 as on base,
+# so the table separates what padding costs from what the per-layer graphs cost.
+[[arms]]
+name = "head-unpadded"
+from = "head"
+env = {{ REFENGINE_CAPTURE_BATCH_SIZES = "1,2" }}
+label = "same build, graphs at batch sizes 1 and 2 (no padding)"
 """
 
 

@@ -6,6 +6,8 @@ commit by changing them, which is the kind of change the guard exists to catch.
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from .model import DecodeState, Decoder, ModelSpec, init_weights
@@ -16,6 +18,10 @@ CAPTURE_MODE = "step"
 # Batch sizes that get their own graph. A smaller batch pads up to the next captured
 # size; a larger one runs eagerly.
 CAPTURE_BATCH_SIZES = (1, 2)
+
+# Environment overrides, for ablation arms that run one build with another capture.
+MODE_ENV = "REFENGINE_CAPTURE_MODE"
+SIZES_ENV = "REFENGINE_CAPTURE_BATCH_SIZES"  # e.g. "1,2"
 
 PROMPT_SEED = 1234
 MAX_PROMPT_ROWS = 64
@@ -42,10 +48,12 @@ class RefEngine:
         self.dtype = getattr(torch, dtype)
         self.spec = ModelSpec(**spec_fields)
         self.prompt_len = prompt_len
-        self.capture_mode = capture_mode or CAPTURE_MODE
+        self.capture_mode = capture_mode or os.environ.get(MODE_ENV) or CAPTURE_MODE
         if self.capture_mode not in ("step", "layer"):
             raise ValueError(f"capture_mode must be 'step' or 'layer', not {self.capture_mode!r}")
-        self.capture_batch_sizes = tuple(sorted(capture_batch_sizes or CAPTURE_BATCH_SIZES))
+        sizes_env = os.environ.get(SIZES_ENV)
+        env_sizes = tuple(int(s) for s in sizes_env.split(",")) if sizes_env else None
+        self.capture_batch_sizes = tuple(sorted(capture_batch_sizes or env_sizes or CAPTURE_BATCH_SIZES))
         self.use_graphs = capture and self.device.type == "cuda"
         if prompt_len < 1 or prompt_len >= self.spec.max_len:
             raise ValueError(f"prompt_len must be between 1 and max_len-1 ({self.spec.max_len - 1})")

@@ -192,6 +192,25 @@ def _driver_version() -> str | None:
         return None
 
 
+# --- GPU fingerprint (guard/harness/_fingerprint.py) -------------------------------------
+def _fingerprint(torch: Any) -> dict[str, Any]:
+    """The GPU's state now; loaded by path so it works however this file is started
+    (as a script, with -I or -P, or imported), and never fails the run."""
+    try:
+        path = Path(__file__).with_name("_fingerprint.py")
+        module = sys.modules.get("_guard_fingerprint")
+        if module is None:
+            spec = importlib.util.spec_from_file_location("_guard_fingerprint", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[spec.name] = module
+        return module.gpu_fingerprint(torch)
+    except Exception as exc:
+        return {"available": False, "reason": f"fingerprint not collected ({type(exc).__name__}: {exc})"}
+# --- end GPU fingerprint -------------------------------------------------------------------
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -209,6 +228,7 @@ def main(argv: list[str]) -> int:
         import torch
     except ImportError:
         torch = None
+    result["fingerprint"] = {"before": _fingerprint(torch)}  # GPU fingerprint
     result["environment"] = environment(torch)
     stage = "load"
     try:
@@ -250,10 +270,12 @@ def main(argv: list[str]) -> int:
             "message": str(exc),
             "traceback": traceback.format_exc(),
         }
+        result["fingerprint"]["after"] = _fingerprint(torch)  # GPU fingerprint
         out_path.write_text(json.dumps(result))
         log(f"failed at {stage}: {type(exc).__name__}: {exc}")
         return 3
     result["finished_at"] = time.time()
+    result["fingerprint"]["after"] = _fingerprint(torch)  # GPU fingerprint
     out_path.write_text(json.dumps(result))
     return 0
 

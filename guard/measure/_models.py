@@ -37,6 +37,7 @@ class RepeatResult(BaseModel):
     repeat: int
     environment: dict[str, Any]
     runs: list[BatchRun]
+    fingerprint: dict[str, Any] = {}  # {"before": {...}, "after": {...}} from harness/_fingerprint.py
 
     def run_for(self, batch_size: int) -> BatchRun:
         for run in self.runs:

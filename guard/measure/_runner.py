@@ -43,13 +43,16 @@ def run_interleaved(
     run_dir: Path,
     timeout_s: float,
     progress: Callable[[str], None] = lambda _: None,
+    first_repeat: int = 0,
 ) -> dict[str, ArmMeasurement]:
     """Run every arm `repeats` times, alternating arms. An arm that fails stops being
-    scheduled; the others go on, so their results are kept."""
+    scheduled; the others go on, so their results are kept. Repeat indices start at
+    `first_repeat`, so a confirmation round does not overwrite the first round's files."""
     run_dir.mkdir(parents=True, exist_ok=True)
     by_name = {t.name: t for t in targets}
     results = {t.name: ArmMeasurement(arm=t.name) for t in targets}
-    order = interleave([t.name for t in targets], repeats)
+    order = [(arm, first_repeat + r) for arm, r in interleave([t.name for t in targets], repeats)]
+    last = first_repeat + repeats
     for index, (arm, repeat) in enumerate(order, start=1):
         measurement = results[arm]
         if measurement.error is not None:
@@ -60,12 +63,12 @@ def run_interleaved(
         except _RunFailed as failed:
             measurement.error = failed.message
             measurement.log_tail = failed.log_tail
-            progress(f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{repeats} FAILED: {failed.message}")
+            progress(f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{last} FAILED: {failed.message}")
             continue
         measurement.repeats.append(result)
         timings = ", ".join(f"bs {r.batch_size}: {r.gpu_ms_per_step:.3f} ms/step" for r in result.runs)
         progress(
-            f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{repeats} "
+            f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{last} "
             f"({time.perf_counter() - started:.1f} s): {timings}"
         )
     return results

@@ -86,6 +86,8 @@ def _ref_text(arm: ArmInfo) -> str:
 
 
 def _label(report: Report, arm: ArmInfo) -> str:
+    if arm.source is not None:  # an ablation arm
+        return f"{arm.label or arm.name} ({arm.source} build {arm.sha[:8]})"
     role = {report.head: "head", report.base: "base"}.get(arm.name, arm.name)
     return f"{role} ({_ref_text(arm)})"
 

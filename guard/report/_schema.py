@@ -17,6 +17,9 @@ class ArmInfo(BaseModel):
     ref: str
     sha: str
     subject: str = ""  # first line of the commit message
+    label: str = ""  # ablation arms: what the arm is, for the table
+    source: str | None = None  # ablation arms: the arm whose build it reuses
+    env: dict[str, str] = {}  # ablation arms: environment overrides
     status: Literal["ok", "build_failed", "run_failed"] = "ok"
     error: str | None = None
     log_tail: str = ""
@@ -61,8 +64,11 @@ class Report(BaseModel):
     head: str
     arms: list[ArmInfo]
     batch_sizes: list[BatchComparison]
-    threshold_pct: float
+    threshold_pct: float  # GPU ms per step
+    tok_threshold_pct: float | None = None
+    alpha: float = 0.01
     confidence: float
+    rounds: int = 1  # 2 when a confirmation round ran
     workload: WorkloadInfo
     environment: Environment
     traces: list[TraceSection] = []  # from the profiled pass, on a GPU

@@ -1,0 +1,96 @@
+"""`guard calibrate`: A/A runs of one commit against itself, to learn this runner's noise
+and suggest thresholds a regression must pass."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from guard._errors import HarnessError
+from guard.checkout import ArmRef, build_arm, resolve_arms
+from guard.compare import compare
+from guard.config import GuardConfig, Thresholds, write_thresholds
+from guard.measure import ArmTarget, HarnessSpec, run_interleaved
+from guard.pipeline import Progress, default_cache_dir
+
+# A suggested threshold is this many times the widest A/A interval bound seen, so an
+# unchanged commit passes with room to spare; and never under the floor.
+SAFETY_FACTOR = 2.0
+FLOOR_PCT = 0.25
+
+
+class NoiseFloor(BaseModel):
+    batch_size: int
+    gpu_ms_per_step: float
+    gpu_ms_spread_pct: float  # (max - min) / median over all repeats of both arms
+    tok_per_s_spread_pct: float
+    gpu_ms_aa_ci_pct: tuple[float, float]  # the A/A change's interval; ideally around 0
+    tok_per_s_aa_ci_pct: tuple[float, float]
+
+
+class Calibration(BaseModel):
+    sha: str
+    repeats: int
+    noise: list[NoiseFloor]
+    suggested: Thresholds
+
+
+def calibrate(
+    repo: Path, ref: str, config: GuardConfig, out: Path, progress: Progress = lambda _: None,
+    cache_dir: Path | None = None,
+) -> Calibration:
+    repo = repo.resolve()
+    _, arm_ref = resolve_arms(repo, ref, ref, config.target_branch)
+    built = build_arm(repo, ArmRef(name="aa", ref=ref, sha=arm_ref.sha), config.build,
+                      cache_dir or default_cache_dir(repo), progress)
+    targets = [ArmTarget(name=name, python=built.python, worktree=built.worktree, env=built.env) for name in "ab"]
+    spec = HarnessSpec(
+        entry=config.workload.entry, options=config.workload.options, batch_sizes=config.workload.batch_sizes,
+        steps=config.workload.steps, warmup_steps=config.workload.warmup_steps, profile_steps=0,
+    )
+    progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
+    measurements = run_interleaved(
+        targets, spec, config.measure.repeats, out.parent / f"{out.stem}-runs", config.measure.timeout_s, progress
+    )
+    failed = [m.error for m in measurements.values() if m.error]
+    if failed:
+        raise HarnessError("aa", failed[0])
+    comparison = compare(measurements, "a", "b", spec.batch_sizes, config.measure.threshold_pct,
+                         config.measure.confidence, config.measure.alpha)
+    noise = []
+    for batch in comparison.batches:
+        if batch.gpu_ms_change is None or batch.tok_per_s_change is None:
+            raise HarnessError("aa", f"batch size {batch.batch_size}: {'; '.join(batch.reasons)}")
+        gpu = [v for a in batch.arms for v in a.gpu_ms_per_step.values]
+        tok = [v for a in batch.arms for v in a.tok_per_s.values]
+        noise.append(NoiseFloor(
+            batch_size=batch.batch_size,
+            gpu_ms_per_step=sorted(gpu)[len(gpu) // 2],
+            gpu_ms_spread_pct=(max(gpu) - min(gpu)) / sorted(gpu)[len(gpu) // 2] * 100,
+            tok_per_s_spread_pct=(max(tok) - min(tok)) / sorted(tok)[len(tok) // 2] * 100,
+            gpu_ms_aa_ci_pct=(batch.gpu_ms_change.ci_low_pct, batch.gpu_ms_change.ci_high_pct),
+            tok_per_s_aa_ci_pct=(batch.tok_per_s_change.ci_low_pct, batch.tok_per_s_change.ci_high_pct),
+        ))
+    suggested = Thresholds(
+        gpu_ms_pct=_suggest(max(abs(b) for n in noise for b in n.gpu_ms_aa_ci_pct)),
+        tok_per_s_pct=_suggest(max(abs(b) for n in noise for b in n.tok_per_s_aa_ci_pct)),
+    )
+    result = Calibration(sha=arm_ref.sha, repeats=config.measure.repeats, noise=noise, suggested=suggested)
+    lines = [f"Written by `guard calibrate` for {arm_ref.sha[:12]}: A/A, {result.repeats} repeats per side."]
+    for n in noise:
+        lines.append(
+            f"bs {n.batch_size}: GPU ms/step {n.gpu_ms_per_step:.4f}, spread {n.gpu_ms_spread_pct:.2f}% "
+            f"(A/A {n.gpu_ms_aa_ci_pct[0]:+.2f}% to {n.gpu_ms_aa_ci_pct[1]:+.2f}%); "
+            f"tok/s spread {n.tok_per_s_spread_pct:.2f}% "
+            f"(A/A {n.tok_per_s_aa_ci_pct[0]:+.2f}% to {n.tok_per_s_aa_ci_pct[1]:+.2f}%)"
+        )
+    lines.append(f"Thresholds: {SAFETY_FACTOR:g} x the widest A/A interval bound, at least {FLOOR_PCT}%.")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_thresholds(out, suggested, "\n".join(lines))
+    return result
+
+
+def _suggest(widest_pct: float) -> float:
+    return max(FLOOR_PCT, math.ceil(widest_pct * SAFETY_FACTOR * 10) / 10)

@@ -1,0 +1,108 @@
+"""What capture-change detection hands on: the changed places that touch CUDA graph capture."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+MatchedBy = Literal["api", "glob", "capture-setting"]
+FileStatus = Literal["added", "modified", "deleted", "renamed", "copied"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class LineRange(_Frozen):
+    """Lines start..end of the head version of a file.
+
+    A change that only removes lines has no head lines of its own: then `deletion` is
+    true and start == end == the head line the removed lines followed (0: the top of the file).
+    """
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    deletion: bool = False
+
+    def as_tuple(self) -> tuple[int, int]:
+        return (self.start, self.end)
+
+
+class CaptureSetting(_Frozen):
+    """A module-level name the change assigns, and the capture code that reads it."""
+
+    name: str
+    reader: str = Field(description="Qualified name of the def that reads it, or 'module level'.")
+    gates: str | None = Field(
+        default=None,
+        description="The capture call whose condition reads it, e.g. '_capture()'; None: a capture def reads it.",
+    )
+    via: str | None = Field(default=None, description="The self attribute it is read through, if any.")
+
+
+class CaptureHunk(_Frozen):
+    """One block of consecutive changed lines that touches capture."""
+
+    range: LineRange
+    base_start: int = Field(ge=0, description="First removed line in the merge-base version (or the line it follows).")
+    base_lines: int = Field(ge=0, description="How many lines were removed.")
+    matched_by: list[MatchedBy]
+    added_apis: list[str] = Field(default_factory=list, description="Graph APIs named by added lines.")
+    removed_apis: list[str] = Field(default_factory=list, description="Graph APIs named by removed lines.")
+    scope_apis: list[str] = Field(
+        default_factory=list, description="Graph APIs the enclosing def calls, or its def/class names say."
+    )
+    settings: list[CaptureSetting] = Field(default_factory=list)
+    function: str | None = Field(default=None, description="Qualified name of the enclosing def or class.")
+    excerpt: list[str] = Field(default_factory=list, description="The first changed lines, '+'/'-' prefixed.")
+
+
+class CaptureChange(_Frozen):
+    """One changed file whose changes touch capture."""
+
+    path: str = Field(description="Repository-relative path in head (for a deleted file, in base).")
+    old_path: str | None = Field(default=None, description="The path before a rename or copy.")
+    status: FileStatus = "modified"
+    binary: bool = False
+    glob: str | None = Field(default=None, description="The [capture] glob that matched the file, if any.")
+    hunks: list[CaptureHunk] = Field(default_factory=list, description="Empty for a binary or rename-only change.")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ranges(self) -> list[tuple[int, int]]:
+        return [h.range.as_tuple() for h in self.hunks]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def apis(self) -> list[str]:
+        """Every graph API the changed lines or their enclosing defs name, in order, once each."""
+        return list(dict.fromkeys(a for h in self.hunks for a in (*h.added_apis, *h.removed_apis, *h.scope_apis)))
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def matched_by(self) -> list[MatchedBy]:
+        found = {m for h in self.hunks for m in h.matched_by}
+        if self.glob is not None:
+            found.add("glob")  # also when there are no text hunks: a binary change, a pure rename
+        return [m for m in ("api", "glob", "capture-setting") if m in found]  # type: ignore[misc]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def functions(self) -> list[str]:
+        return list(dict.fromkeys(h.function for h in self.hunks if h.function))
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def excerpts(self) -> list[str]:
+        return [line for h in self.hunks for line in h.excerpt]
+
+
+class CaptureChanges(_Frozen):
+    """Capture-touching changes of `git diff base...head`."""
+
+    base_sha: str
+    head_sha: str
+    merge_base: str = Field(description="The commit the diff starts from: where head left base.")
+    files: list[CaptureChange] = Field(default_factory=list)
+    changed_files: list[str] = Field(default_factory=list, description="Every file the diff touches.")

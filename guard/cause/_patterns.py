@@ -1,0 +1,127 @@
+"""The table of CUDA graph API names that mark a line as capture code, and the matcher over it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+
+@dataclass(frozen=True)
+class ApiPattern:
+    """One row: what to look for, how a match is named, and why it marks capture code."""
+
+    regex: re.Pattern[str]
+    name: str | None  # None: report the matched text itself (e.g. the exact cudaGraph* function)
+    is_call: bool  # True when the name reads naturally as "a `name` call" in prose
+    reason: str
+
+
+def _row(pattern: str, name: str | None, is_call: bool, reason: str, flags: int = 0) -> ApiPattern:
+    return ApiPattern(re.compile(pattern, flags), name, is_call, reason)
+
+
+# Order matters: a match inside the span of an earlier row's match is not reported again,
+# so the specific rows come before the broad "cuda_graph"/"cudagraph" name row.
+API_PATTERNS: tuple[ApiPattern, ...] = (
+    _row(r"\btorch\.cuda\.graph\b(?!s)", "torch.cuda.graph", True,
+         "the context manager that captures the work inside it into a CUDA graph"),
+    _row(r"\bCUDAGraph\b", "CUDAGraph", False,
+         "torch.cuda.CUDAGraph, the graph object capture fills and replay launches"),
+    _row(r"\bcapture_(?:begin|end)\b", None, True,
+         "the low-level CUDAGraph calls that open and close a capture"),
+    _row(r"\b\w*graph\w*(?:\[[^\]\n]*\])?\.replay\s*\(", "graph.replay", True,
+         "replaying a captured graph (the receiver's name must say graph)", re.IGNORECASE),
+    _row(r"\bcudaGraph\w*", None, True,
+         "CUDA runtime graph API: instantiate, upload, launch, update a graph"),
+    _row(r"\bcuGraph[A-Z]\w*", None, True,
+         "CUDA driver graph API (cuGraphUpload, cuGraphLaunch...); lowercase 'cugraph' is RAPIDS, not this"),
+    _row(r"\bhipGraph[A-Z]\w*", None, True, "ROCm's graph API, the same thing on AMD GPUs"),
+    _row(r"\b(?:cu|cuda|hip)Stream(?:Begin|End)Capture\w*", None, True,
+         "stream capture, the mechanism every CUDA graph capture runs on"),
+    _row(r"\b(?:cuda|hip)StreamIsCapturing\b|\bis_current_stream_capturing\b", None, True,
+         "code that behaves differently while a capture is under way"),
+    _row(r"\bmake_graphed_callables\b", "make_graphed_callables", True,
+         "torch's helper that captures modules or functions into graphs"),
+    _row(r"\bgraph_pool_handle\b", "graph_pool_handle", True,
+         "the memory pool graphs share; changing it changes what captured graphs can reuse"),
+    _row(r"""\bmode\s*=\s*(["'])(?:reduce-overhead|max-autotune(?:-no-cudagraphs)?)\1""", None, False,
+         "torch.compile modes that capture CUDA graphs (or, -no-cudagraphs, turn them off)"),
+    _row(r"\w*cuda[_-]?graph\w*", None, False,
+         "names such as CUDAGraphRunner, cuda_graph_max_bs, enable_cudagraph", re.IGNORECASE),
+)
+
+# Files whose changes are prose, not code: an API named in a README does not change capture.
+_DOC_SUFFIXES = frozenset({".md", ".markdown", ".rst", ".txt", ".adoc", ".html", ".htm", ".ipynb"})
+_HASH_COMMENT_SUFFIXES = frozenset({".py", ".pyi", ".pyx", ".pxd", ".sh", ".toml", ".yaml", ".yml", ".cfg", ".ini"})
+_SLASH_COMMENT_SUFFIXES = frozenset(
+    {".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".inl", ".rs", ".go", ".js", ".ts"}
+)
+PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
+
+
+@dataclass(frozen=True)
+class ApiMatch:
+    name: str
+    is_call: bool
+
+
+def find_apis(text: str) -> list[ApiMatch]:
+    """Graph API names in `text`, first occurrence order, each once."""
+    taken: list[tuple[int, int]] = []
+    found: list[tuple[int, ApiMatch]] = []
+    for row in API_PATTERNS:
+        for match in row.regex.finditer(text):
+            start, end = match.span()
+            if any(s <= start and end <= e for s, e in taken):
+                continue
+            taken.append((start, end))
+            found.append((start, ApiMatch(_display(row, match.group(0)), row.is_call)))
+    seen: set[str] = set()
+    ordered: list[ApiMatch] = []
+    for _, api in sorted(found, key=lambda item: item[0]):
+        if api.name not in seen:
+            seen.add(api.name)
+            ordered.append(api)
+    return ordered
+
+
+def _display(row: ApiPattern, matched: str) -> str:
+    if row.name is not None:
+        return row.name
+    if matched.startswith("mode"):
+        # normalise spacing and quotes so the same mode reads the same everywhere
+        mode = matched.split("=", 1)[1].strip().strip("\"'")
+        return f'torch.compile(mode="{mode}")'
+    return matched
+
+
+def is_doc_path(path: str) -> bool:
+    return PurePosixPath(path).suffix.lower() in _DOC_SUFFIXES
+
+
+def is_python_path(path: str) -> bool:
+    return PurePosixPath(path).suffix.lower() in PYTHON_SUFFIXES
+
+
+def is_comment_line(line: str, path: str) -> bool:
+    """A whole-line comment: changing it changes no behaviour, so its words do not count."""
+    suffix = PurePosixPath(path).suffix.lower()
+    stripped = line.strip()
+    if suffix in _HASH_COMMENT_SUFFIXES:
+        return stripped.startswith("#")
+    if suffix in _SLASH_COMMENT_SUFFIXES:
+        # a leading '#' here is the preprocessor, which is code
+        return stripped.startswith(("//", "/*", "*"))
+    return False
+
+
+def code_text(lines: list[str], path: str) -> str:
+    """The lines joined, whole-line comments left out."""
+    return "\n".join(line for line in lines if not is_comment_line(line, path))
+
+
+def reads_as_call(name: str) -> bool:
+    """Whether a reported API name reads as "a `name` call" (cuGraphUpload) or not (CUDAGraph)."""
+    matches = find_apis(name)
+    return bool(matches) and matches[0].is_call

@@ -1,0 +1,150 @@
+"""One factual sentence for the comment's Cause section: where capture changed and how.
+
+It reports what the diff does (APIs added or removed, settings changed) and never says
+that the change caused the slowdown: that is for the measurements to show.
+"""
+
+from __future__ import annotations
+
+from guard.cause._location import DEFAULT_SERVER, format_place
+from guard.cause._models import CaptureChange, CaptureChanges, CaptureHunk, CaptureSetting
+from guard.cause._patterns import reads_as_call
+
+MAX_FILES = 3
+MAX_PLACES = 3
+
+
+def capture_summary(
+    changes: CaptureChanges,
+    *,
+    github_repo: str | None = None,
+    sha: str | None = None,
+    server_url: str = DEFAULT_SERVER,
+) -> str | None:
+    """E.g. "`engine/graph.py:118-128` (`_upload_graph`) changes CUDA graph capture: it adds a
+    `cuGraphUpload` call." None when nothing touches capture."""
+    if not changes.files:
+        return None
+    link = {"github_repo": github_repo, "sha": sha or changes.head_sha, "server_url": server_url}
+    if github_repo is None:
+        link["sha"] = None
+    shown = changes.files[:MAX_FILES]
+    if len(changes.files) == 1:
+        change = shown[0]
+        return f"{_places(change, link)} {_predicate(change, plural=_place_count(change) > 1)}."
+    parts = [f"{_places(c, link)} {_what(c, plural=_place_count(c) > 1)}" for c in shown]
+    rest = len(changes.files) - len(shown)
+    if rest:
+        parts.append(f"{rest} more file{'s' if rest > 1 else ''} also touch{'' if rest > 1 else 'es'} it")
+    return f"CUDA graph capture changes in {len(changes.files)} files: " + "; ".join(parts) + "."
+
+
+def _predicate(change: CaptureChange, plural: bool) -> str:
+    """ "changes CUDA graph capture: it adds ..." for one file alone."""
+    verb = _verb("changes", plural)
+    if _api_hunks(change) or not (_settings(change) or change.glob):
+        return f"{verb} CUDA graph capture: {'they' if plural else 'it'} {_what(change, plural)}"
+    if _settings(change):
+        return f"{verb} settings that CUDA graph capture reads: {_settings_phrase(_settings(change))}"
+    return f"{verb} a file listed in the capture globs (`{change.glob}`)"
+
+
+def _what(change: CaptureChange, plural: bool) -> str:
+    """What the file's changes do to capture, as a verb phrase: "adds a `cuGraphUpload` call"."""
+    hunks = change.hunks
+    added = _unique(a for h in hunks for a in h.added_apis)
+    removed = _unique(a for h in hunks for a in h.removed_apis)
+    # an API on both sides is a changed line (new arguments, say), not one added and one removed
+    changed = [a for a in added if a in removed]
+    clauses: list[str] = []
+    for verb, names in (
+        ("adds", [a for a in added if a not in changed]),
+        ("changes", changed),
+        ("removes", [a for a in removed if a not in changed]),
+    ):
+        if names:
+            clauses.append(f"{_verb(verb, plural)} {_apis_phrase(names)}")
+    if not clauses:
+        scoped = [h for h in hunks if h.scope_apis]
+        if scoped:
+            clauses.append(_scope_phrase(scoped, plural))
+    if _settings(change):
+        clauses.append(f"{_verb('changes', plural)} {_settings_phrase(_settings(change))}")
+    if not clauses:
+        what = "a binary file" if change.binary else "a file"
+        clauses.append(f"{_verb('changes', plural)} {what} listed in the capture globs (`{change.glob}`)")
+    return _join(clauses)
+
+
+def _places(change: CaptureChange, link: dict[str, str | None]) -> str:
+    if not change.hunks:
+        return format_place(change, None, **link)  # type: ignore[arg-type]
+    places = []
+    named: str | None = None
+    for number, hunk in enumerate(change.hunks[:MAX_PLACES]):
+        # a function is named once for a run of places inside it
+        function = hunk.function if hunk.function != named else None
+        named = hunk.function
+        places.append(format_place(change, hunk.range, short=number > 0, function=function, **link))  # type: ignore[arg-type]
+    more = len(change.hunks) - MAX_PLACES
+    if more > 0:
+        places.append(f"{more} more place{'s' if more > 1 else ''}")
+    return _join(places)
+
+
+def _place_count(change: CaptureChange) -> int:
+    return max(len(change.hunks), 1)
+
+
+def _api_hunks(change: CaptureChange) -> list[CaptureHunk]:
+    return [h for h in change.hunks if "api" in h.matched_by]
+
+
+def _settings(change: CaptureChange) -> list[CaptureSetting]:
+    return [s for h in change.hunks for s in h.settings]
+
+
+def _apis_phrase(names: list[str]) -> str:
+    quoted = [f"`{n}`" for n in names]
+    if all(reads_as_call(n) for n in names):
+        return f"a {quoted[0]} call" if len(names) == 1 else f"calls to {_join(quoted)}"
+    return _join(quoted)
+
+
+def _scope_phrase(hunks: list[CaptureHunk], plural: bool) -> str:
+    apis = _join([f"`{a}`" for a in _unique(a for h in hunks for a in h.scope_apis)])
+    functions = _unique(h.function for h in hunks if h.function)
+    edits = _verb("edits", plural)
+    if not functions:
+        return f"{edits} code that uses {apis}"
+    return f"{edits} {_join([f'`{f}`' for f in functions])}, which use{'s' if len(functions) == 1 else ''} {apis}"
+
+
+def _settings_phrase(settings: list[CaptureSetting]) -> str:
+    by_name: dict[str, list[CaptureSetting]] = {}
+    for setting in settings:
+        by_name.setdefault(setting.name, []).append(setting)
+    parts = []
+    for name, uses in by_name.items():
+        use = uses[0]  # the first reader is enough to say why it counts
+        via = f" through `{use.via}`" if use.via else ""
+        if use.gates:
+            parts.append(f"`{name}` (decides the `{use.gates}` call in `{use.reader}`{via})")
+        else:
+            parts.append(f"`{name}` (read by `{use.reader}`{via})")
+    return _join(parts)
+
+
+def _verb(third_person: str, plural: bool) -> str:
+    """ "adds" for one place, "add" for several."""
+    return third_person[:-1] if plural else third_person
+
+
+def _unique(items: object) -> list[str]:
+    return list(dict.fromkeys(items))  # type: ignore[call-overload]
+
+
+def _join(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
