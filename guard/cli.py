@@ -4,6 +4,7 @@ traces. Errors are one message and an exit code."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=Path, default=None, help=f"config file (default: REPO/{DEFAULT_CONFIG_NAME})")
     run.add_argument("--out", type=Path, default=Path("guard-out"), help="folder for report.json and comment.md")
     run.add_argument("--cache-dir", type=Path, default=None, help="where arm builds are kept and reused")
+    run.add_argument(
+        "--github-repo", default=os.environ.get("GITHUB_REPOSITORY"),
+        help="OWNER/NAME, to link the comment's file locations (default: $GITHUB_REPOSITORY)",
+    )
 
     cal = sub.add_parser("calibrate", help="A/A runs of one commit: this runner's noise and suggested thresholds")
     cal.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
@@ -103,7 +108,9 @@ def _run(args: argparse.Namespace) -> int:
     config_path = args.config or args.repo / DEFAULT_CONFIG_NAME
     config = load_config(config_path, required=args.config is not None)
     report = run_guard(
-        args.repo, args.base, args.head, config, args.out, args.cache_dir, _progress, config_dir=config_path.parent
+        args.repo, args.base, args.head, config, args.out, args.cache_dir, _progress,
+        config_dir=config_path.parent, github_repo=args.github_repo,
+        server_url=os.environ.get("GITHUB_SERVER_URL", "https://github.com"),
     )
     return _finish(report, args.out, print_comment=False)
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Callable
 
 import guard
-from guard._errors import BuildError
+from guard._errors import BuildError, GuardError
+from guard.cause import CaptureChanges, find_capture_changes
 from guard.checkout import ArmRef, BuiltArm, build_arm, changed_files, commit_subject, resolve_arms
 from guard.compare import Comparison, compare
 from guard.config import GuardConfig, load_thresholds
@@ -37,6 +38,8 @@ def run_guard(
     cache_dir: Path | None = None,
     progress: Progress = lambda _: None,
     config_dir: Path | None = None,
+    github_repo: str | None = None,
+    server_url: str = "https://github.com",
 ) -> Report:
     started = time.time()
     repo = repo.resolve()
@@ -109,6 +112,7 @@ def run_guard(
         tool_version=guard.__version__,
         verdict=comparison.verdict,
         reasons=comparison.reasons,
+        warnings=comparison.warnings,
         hash_match=comparison.hash_match,
         base=base_ref.name,
         head=head_ref.name,
@@ -122,15 +126,33 @@ def run_guard(
         workload=WorkloadInfo(
             **spec.model_dump(), repeats=repeats, described=_described(measurements, head_ref.name)
         ),
-        environment=_environment(measurements, [base_ref.name, head_ref.name]),
+        environment=_environment(measurements, [base_ref.name, head_ref.name]).model_copy(
+            update={"gpu_state": comparison.gpu_fingerprint}
+        ),
         traces=trace_sections(traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir),
         changed_files=changed_files(repo, base_ref.sha, head_ref.sha),
+        capture=_capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress),
+        github_repo=github_repo,
+        server_url=server_url,
         repo=str(repo),
         started_at=datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
         duration_s=round(time.time() - started, 1),
     )
     write_report(report, out_dir)
     return report
+
+
+def _capture_changes(
+    repo: Path, base_sha: str, head_sha: str, globs: list[str], progress: Progress
+) -> CaptureChanges | None:
+    try:
+        found = find_capture_changes(repo, base_sha, head_sha, globs)
+    except GuardError as exc:  # the comparison stands without it; say why it is missing
+        progress(f"capture-change detection skipped: {exc.message}")
+        return None
+    if found.files:
+        progress(f"changes to CUDA graph capture: {', '.join(f.path for f in found.files)}")
+    return found
 
 
 def _thresholds(config: GuardConfig, config_dir: Path) -> tuple[float, float]:

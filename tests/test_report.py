@@ -87,3 +87,18 @@ def test_steady_median_gap_points_at_the_tail() -> None:
     tail = gaps.largest_1pct_gaps_ms_per_step.delta
     expected = f"stays at {gaps.median_gap_us.before:.3f} us; the largest 1% of gaps carry {tail:.3f} of the"
     assert f"{expected} {idle.delta:.3f} ms" in comment
+
+
+def test_environment_names_the_gpu_state_and_warnings() -> None:
+    report = Report.model_validate_json(EXAMPLE.read_text())
+    state = {"available": True, "power_limit_w": 700.0, "max_sm_clock_mhz": 1980, "persistence_mode": True}
+    report = report.model_copy(
+        update={
+            "environment": report.environment.model_copy(update={"gpu_state": state}),
+            "warnings": ["arm 'head' repeat 2: clocks held down by sw_thermal_slowdown at the end"],
+        }
+    )
+    comment = render_comment(report)
+    environment = comment[comment.index("### Environment"):]
+    assert "power limit 700 W; max SM clock 1980 MHz; persistence mode on" in environment
+    assert "- arm 'head' repeat 2: clocks held down by sw_thermal_slowdown at the end" in environment

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -55,6 +55,8 @@ class Comparison(BaseModel):
     alpha: float
     confidence: float
     batches: list[BatchComparison]
+    warnings: list[str] = []  # e.g. throttling or other processes during a repeat
+    gpu_fingerprint: dict[str, Any] = {}  # what every repeat's GPU state shares
 
     @property
     def near_threshold(self) -> bool:

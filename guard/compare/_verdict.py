@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from guard.compare._fingerprint import check_measurements
 from guard.compare._hashes import first_mismatch
 from guard.compare._models import VERDICT_SEVERITY, ArmStats, BatchComparison, Comparison, Verdict
 from guard.measure import ArmMeasurement, RepeatResult, relative_change, spread
@@ -27,6 +28,8 @@ def compare(
         for name, m in measurements.items()
         if m.error and m.repeats
     ]
+    fingerprints = check_measurements(measurements)
+    reasons += fingerprints.invalid_reasons
     rule = _Rule(threshold_pct, tok_threshold_pct or threshold_pct, alpha, confidence)
     batches = [_compare_batch(measurements, base, head, bs, rule) for bs in batch_sizes]
     hash_matches = [b.hash_match for b in batches if b.hash_match is not None]
@@ -40,6 +43,8 @@ def compare(
         alpha=alpha,
         confidence=confidence,
         batches=batches,
+        warnings=fingerprints.warnings,
+        gpu_fingerprint=fingerprints.summary,
     )
 
 

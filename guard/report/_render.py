@@ -8,6 +8,8 @@ import jinja2
 
 from guard.compare import BatchComparison
 from guard.measure import Change
+from guard.cause import capture_summary, location
+from guard.report._attribution import attribution, gap_dominated
 from guard.report._schema import ArmInfo, Report
 from guard.report._trace_text import trace_bullets
 from guard.report._traces import TraceSection
@@ -64,6 +66,9 @@ def render_comment(report: Report) -> str:
         failed=[a for a in report.arms if a.status != "ok"],
         trace_sections=_sections_to_show(report),
         trace_bullets=trace_bullets,
+        capture_sentence=_capture_sentence(report),
+        capture_places=_capture_places(report),
+        attribution=lambda b: attribution(b, next((t for t in report.traces if t.batch_size == b.batch_size), None)),
         step_metric="GPU ms per decode step" if gpu_timed else "ms per decode step (CPU)",
         timer_note=(
             "GPU time per step from CUDA events around each step; tok/s from the wall clock."
@@ -71,6 +76,31 @@ def render_comment(report: Report) -> str:
             else "No GPU: step times and tok/s are CPU wall clock."
         ),
     )
+
+
+def _capture_sentence(report: Report) -> str | None:
+    if report.capture is None or not report.capture.files:
+        return None
+    return capture_summary(
+        report.capture, github_repo=report.github_repo, sha=report.arm(report.head).sha, server_url=report.server_url
+    )
+
+
+def _capture_places(report: Report) -> list[str]:
+    """One line per changed hunk of capture code: where, in which function, what changed."""
+    if report.capture is None:
+        return []
+    head_sha = report.arm(report.head).sha
+    lines = []
+    for change in report.capture.files:
+        for hunk in change.hunks:
+            where = location(
+                change, hunk.range, github_repo=report.github_repo, sha=head_sha, server_url=report.server_url
+            )
+            scope = f" in `{hunk.function}`" if hunk.function else ""
+            diff = "; ".join(f"`{line}`" for line in hunk.excerpt[:2])
+            lines.append(f"{where}{scope}: {diff}" if diff else f"{where}{scope}")
+    return lines
 
 
 def _sections_to_show(report: Report) -> list[TraceSection]:
@@ -129,6 +159,11 @@ def title(report: Report) -> str:
         )
         parts = [f"{b.gpu_ms_change.pct:+.1f}% at batch size {b.batch_size}" for b in slow]  # type: ignore[union-attr]
         parts[0] = parts[0].replace("% at", "% GPU time per step at", 1)
+        sections = {t.batch_size: t for t in report.traces}
+        if report.capture and report.capture.files:
+            gaps = any(gap_dominated(sections.get(b.batch_size)) for b in slow)
+            what = "adds idle time between kernels" if gaps else "makes decode slower"
+            return f"{change} changes CUDA graph capture and {what}: " + ", ".join(parts)
         return f"{change} makes decode slower: " + ", ".join(parts)
     if report.verdict == "improvement":
         fast = [b for b in measured if b.verdict == "improvement"]
@@ -149,6 +184,15 @@ def _environment_line(report: Report) -> str:
         parts.append(f"{env.gpu} ({extras})" if extras else env.gpu)
     else:
         parts.append(f"CPU only ({env.cpu or 'unknown'}; times are wall clock, not GPU time)")
+    state = env.gpu_state
+    if state.get("available"):
+        clocks = [
+            f"power limit {state['power_limit_w']:g} W" if state.get("power_limit_w") else None,
+            f"max SM clock {state['max_sm_clock_mhz']} MHz" if state.get("max_sm_clock_mhz") else None,
+            "MIG enabled" if state.get("mig_mode_current") is True else None,
+            "persistence mode on" if state.get("persistence_mode") is True else None,
+        ]
+        parts.append("; ".join(c for c in clocks if c) or "GPU state recorded")
     if env.torch:
         parts.append(f"torch {env.torch}" + (f", CUDA {env.cuda}" if env.cuda else ""))
     if env.python:

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from guard.cause import CaptureChanges
 from guard.compare import BatchComparison, Verdict
 from guard.report._traces import TraceSection
 
@@ -41,6 +42,7 @@ class Environment(BaseModel):
     platform: str | None = None
     hostname: str | None = None
     cpu: str | None = None
+    gpu_state: dict[str, Any] = {}  # NVML fingerprint fields shared by every repeat
 
 
 class WorkloadInfo(BaseModel):
@@ -59,6 +61,7 @@ class Report(BaseModel):
     tool_version: str
     verdict: Verdict
     reasons: list[str] = []
+    warnings: list[str] = []  # about the runs: throttling, other processes, missing fingerprints
     hash_match: bool | None
     base: str  # arm names
     head: str
@@ -73,6 +76,9 @@ class Report(BaseModel):
     environment: Environment
     traces: list[TraceSection] = []  # from the profiled pass, on a GPU
     changed_files: list[str] = []
+    capture: CaptureChanges | None = None  # hunks of the change that touch CUDA graph capture
+    github_repo: str | None = None  # OWNER/NAME, for links
+    server_url: str = "https://github.com"
     repo: str
     started_at: str
     duration_s: float
