@@ -24,6 +24,22 @@ def gap_dominated(section: TraceSection | None) -> bool:
     return total > 0 and idle / total >= DOMINANT_SHARE
 
 
+def cause_tag(batch: BatchComparison, section: TraceSection | None) -> str | None:
+    """A few words for the title: the dominant cause, or None when none dominates."""
+    sentence = attribution(batch, section) or ""
+    for opening, tag in (
+        ("The extra time is idle", "idle time between kernels"),
+        ("Most of the extra time is idle", "idle time between kernels"),
+        ("Most of the extra time is in kernels added", "kernels added"),
+        ("The kernels themselves are slower", "slower kernels"),
+        ("GPU time per step changed", "host time"),
+        ("At batch size", "no CUDA graph"),
+    ):
+        if sentence.startswith(opening):
+            return tag
+    return None
+
+
 def attribution(batch: BatchComparison, section: TraceSection | None) -> str | None:
     gpu, tok = batch.gpu_ms_change, batch.tok_per_s_change
     if gpu is None or tok is None:

@@ -9,7 +9,7 @@ import jinja2
 from guard.compare import BatchComparison
 from guard.measure import Change
 from guard.cause import capture_summary, location
-from guard.report._attribution import attribution, gap_dominated
+from guard.report._attribution import attribution, cause_tag
 from guard.report._schema import ArmInfo, Report
 from guard.report._trace_text import trace_bullets
 from guard.report._traces import TraceSection
@@ -157,13 +157,14 @@ def title(report: Report) -> str:
             (b for b in measured if b.verdict == "regression"),
             key=lambda b: -b.gpu_ms_change.pct,  # type: ignore[union-attr]
         )
-        parts = [f"{b.gpu_ms_change.pct:+.1f}% at batch size {b.batch_size}" for b in slow]  # type: ignore[union-attr]
-        parts[0] = parts[0].replace("% at", "% GPU time per step at", 1)
         sections = {t.batch_size: t for t in report.traces}
+        parts = []
+        for b in slow:
+            tag = cause_tag(b, sections.get(b.batch_size))
+            parts.append(f"{b.gpu_ms_change.pct:+.1f}% at batch size {b.batch_size}" + (f" ({tag})" if tag else ""))  # type: ignore[union-attr]
+        parts[0] = parts[0].replace("% at", "% GPU time per step at", 1)
         if report.capture and report.capture.files:
-            gaps = any(gap_dominated(sections.get(b.batch_size)) for b in slow)
-            what = "adds idle time between kernels" if gaps else "makes decode slower"
-            return f"{change} changes CUDA graph capture and {what}: " + ", ".join(parts)
+            return f"{change} changes CUDA graph capture and makes decode slower: " + ", ".join(parts)
         return f"{change} makes decode slower: " + ", ".join(parts)
     if report.verdict == "improvement":
         fast = [b for b in measured if b.verdict == "improvement"]
