@@ -102,3 +102,31 @@ def test_cli_bad_config_exits_2_without_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     assert "'workload.steps'" in proc.stderr and "-4" in proc.stderr
     assert proc.stderr.count("\n") == 1  # one message, one line
+
+
+def test_example_config_lists_the_defaults() -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "guard.toml"
+    assert load_config(example) == GuardConfig()
+
+
+def test_ablation_arms_and_their_errors(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, '[[arms]]\nname = "no-pad"\nfrom = "head"\nenv = { X = "1" }\n'))
+    assert [(a.name, a.source, a.env) for a in config.arms] == [("no-pad", "head", {"X": "1"})]
+    with pytest.raises(ConfigError, match="'base' and 'head' are the built-in arms"):
+        load_config(write(tmp_path, '[[arms]]\nname = "head"\nfrom = "head"\n'))
+    with pytest.raises(ConfigError, match="'arms.0.from'"):
+        load_config(write(tmp_path, '[[arms]]\nname = "x"\nfrom = "main"\n'))
+
+
+def test_thresholds_file_round_trip_and_errors(tmp_path: Path) -> None:
+    from guard.config import Thresholds, load_thresholds, write_thresholds
+
+    path = tmp_path / "thr.toml"
+    write_thresholds(path, Thresholds(gpu_ms_pct=0.4, tok_per_s_pct=1.7), "A/A on runner x\nsecond line")
+    assert path.read_text().startswith("# A/A on runner x\n# second line\n")
+    assert load_thresholds(path) == Thresholds(gpu_ms_pct=0.4, tok_per_s_pct=1.7)
+    with pytest.raises(ConfigError, match="thresholds file not found; run `guard calibrate`"):
+        load_thresholds(tmp_path / "missing.toml")
+    (tmp_path / "bad.toml").write_text("[thresholds]\ngpu_ms_pct = -1\ntok_per_s_pct = 1\n")
+    with pytest.raises(ConfigError, match="thresholds.gpu_ms_pct"):
+        load_thresholds(tmp_path / "bad.toml")

@@ -227,3 +227,31 @@ def test_ablation_arm_reuses_a_build_with_its_env(tmp_path: Path) -> None:
     assert "head, four times the delay (head build" in (out / "comment.md").read_text()
     runs = [line for line in proc.stderr.splitlines() if "/6]" in line]
     assert [line.split("] ")[2].split(" ")[0] for line in runs] == ["base", "head", "slow"] * 2
+
+
+@pytest.mark.slow
+def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    out = tmp_path / "thr.toml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "guard", "calibrate", "--repo", str(repo), "--ref", "main", "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    from guard.config import load_thresholds
+
+    thresholds = load_thresholds(out)
+    assert thresholds.gpu_ms_pct >= 0.25 and thresholds.tok_per_s_pct >= 0.25
+    assert "A/A, 3 repeats per side" in out.read_text()
+    assert (tmp_path / "thr-runs").is_dir()  # the A/A runs are kept beside the file
+
+    # The thresholds file, named in the config, sets the report's thresholds.
+    (repo / "thr.toml").write_text(out.read_text())
+    text = (repo / "guard.toml").read_text().replace("[measure]", '[measure]\nthresholds_file = "thr.toml"')
+    (repo / "guard.toml").write_text(text)
+    commit_all(repo, "use calibrated thresholds")
+    run_out = tmp_path / "out"
+    guard_run(repo, run_out)
+    report = json.loads((run_out / "report.json").read_text())
+    assert report["threshold_pct"] == pytest.approx(thresholds.gpu_ms_pct)
+    assert report["tok_threshold_pct"] == pytest.approx(thresholds.tok_per_s_pct)
