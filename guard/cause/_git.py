@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from guard._errors import GitError
+from guard._git import run_git
 
 # Pin every option a user's git config could change, so the parser always sees the same format.
 DIFF_ARGS = (
@@ -55,11 +55,4 @@ def file_at(repo: Path, sha: str, path: str) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            ["git", "-C", str(repo), *args],
-            capture_output=True, text=True, encoding="utf-8", errors="replace", check=False,
-        )
-    except FileNotFoundError:
-        raise GitError("git not found on PATH; install git or add it to PATH") from None
+_git = run_git

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from guard._errors import GitError
+from guard._git import run_git
 from guard.checkout._models import ArmRef
 
 
@@ -126,14 +127,7 @@ def _git_checked(repo: Path, *args: str, doing: str) -> subprocess.CompletedProc
     return proc
 
 
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            ["git", "-C", str(repo), *args],
-            capture_output=True, text=True, encoding="utf-8", errors="replace", check=False,
-        )
-    except FileNotFoundError:
-        raise GitError("git not found on PATH; install git or add it to PATH") from None
+_git = run_git
 
 
 def _first_line(text: str) -> str:
