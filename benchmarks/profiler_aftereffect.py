@@ -10,7 +10,6 @@ after all timed ones.
 
 from __future__ import annotations
 
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from engine_probe import time_steps  # noqa: E402  (beside this file)
+
 from guard.engine import RefEngine  # noqa: E402
 
 
@@ -25,15 +26,7 @@ def timed_ms(engine: RefEngine, batch_size: int, steps: int = 128) -> float:
     engine.setup(batch_size)
     for _ in range(16):
         engine.step().tolist()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
-    for i in range(steps):
-        starts[i].record()
-        out = engine.step()
-        ends[i].record()
-        out.tolist()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return time_steps(engine, steps)["gpu_ms_per_step"]
 
 
 def one(with_profiler: bool) -> None:
