@@ -95,3 +95,31 @@ def test_demo_on_gpu_times_with_cuda_events(tmp_path: Path) -> None:
     assert all(a["timer"] == "cuda_event" for b in report["batch_sizes"] for a in b["arms"])
     assert report["hash_match"] is True
     assert report["verdict"] == "regression" and proc.returncode == 1
+
+
+def test_idle_injection_keeps_tokens_and_waits_at_least_as_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    plain = RefEngine(device="cpu", **SMALL)
+    injected = RefEngine(device="cpu", idle_us=2000, **SMALL)
+    assert injected.split and not plain.split
+    assert decode(plain, 2, 6) == decode(injected, 2, 6)
+    injected.setup(1)
+    started = time.perf_counter()
+    injected.step()
+    assert time.perf_counter() - started >= 0.002  # the spin is a floor, whatever the machine
+    monkeypatch.setenv("REFENGINE_IDLE_US", "35")
+    assert RefEngine(device="cpu", **SMALL).idle_us == 35.0
+    with pytest.raises(ValueError, match="idle_us"):
+        RefEngine(device="cpu", idle_us=-1, **SMALL)
+
+
+@pytest.mark.gpu
+def test_split_step_is_two_graphs_with_the_same_tokens() -> None:
+    eager = decode(RefEngine(capture=False, layers=4), 2, 16)
+    split = RefEngine(split=True, layers=4)
+    injected = RefEngine(idle_us=20, layers=4)
+    assert decode(split, 2, 16) == eager
+    assert decode(injected, 2, 16) == eager
+    assert len(split.graphs) == 2 and split.idle_after is None
+    assert len(injected.graphs) == 2 and injected.idle_after == 0

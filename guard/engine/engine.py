@@ -7,6 +7,7 @@ commit by changing them, which is the kind of change the guard exists to catch.
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 
@@ -22,6 +23,9 @@ CAPTURE_BATCH_SIZES = (1, 2)
 # Environment overrides, for ablation arms that run one build with another capture.
 MODE_ENV = "REFENGINE_CAPTURE_MODE"
 SIZES_ENV = "REFENGINE_CAPTURE_BATCH_SIZES"  # e.g. "1,2"
+# Injected idle time, for validating the guard: the step is captured as two graphs and the
+# host waits this many microseconds between them while the GPU has nothing to run.
+IDLE_ENV = "REFENGINE_IDLE_US"
 
 PROMPT_SEED = 1234
 MAX_PROMPT_ROWS = 64
@@ -38,6 +42,8 @@ class RefEngine:
         prompt_len: int = 32,
         capture_mode: str | None = None,
         capture_batch_sizes: tuple[int, ...] | list[int] | None = None,
+        idle_us: float | None = None,
+        split: bool | None = None,
         **spec_fields: int,
     ) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -55,6 +61,13 @@ class RefEngine:
         env_sizes = tuple(int(s) for s in sizes_env.split(",")) if sizes_env else None
         self.capture_batch_sizes = tuple(sorted(capture_batch_sizes or env_sizes or CAPTURE_BATCH_SIZES))
         self.use_graphs = capture and self.device.type == "cuda"
+        self.idle_us = float(idle_us if idle_us is not None else os.environ.get(IDLE_ENV, 0.0))
+        if self.idle_us < 0:
+            raise ValueError(f"idle_us must be 0 or more, not {self.idle_us}")
+        # Split the step in two (two graphs) when idle is injected; `split` alone gives the
+        # same structure without the wait, the fair baseline for an injected arm.
+        self.split = bool(split) if split is not None else self.idle_us > 0
+        self.idle_after: int | None = None  # index of the graph after which the host waits
         if prompt_len < 1 or prompt_len >= self.spec.max_len:
             raise ValueError(f"prompt_len must be between 1 and max_len-1 ({self.spec.max_len - 1})")
 
@@ -90,8 +103,14 @@ class RefEngine:
                 f"decoded past max_len={self.spec.max_len}; pass a larger max_len in the workload options"
             )
         if self.graphs:
-            for graph in self.graphs:
+            for index, graph in enumerate(self.graphs):
                 graph.replay()
+                if index == self.idle_after:
+                    self._wait_idle()
+        elif self.split:
+            outputs = self._first_half(self.state)
+            self._wait_idle()
+            self._second_half(self.state, *outputs)
         else:
             self.decoder.step(self.state)
         self.positions_used += 1
@@ -114,6 +133,8 @@ class RefEngine:
             "d_model": self.spec.d_model,
             "vocab": self.spec.vocab,
             "capture_mode": self.capture_mode if self.graphs else "eager",
+            "graphs_per_step": len(self.graphs),
+            "idle_us": self.idle_us,
             "capture_batch_sizes": list(self.capture_batch_sizes),
             "run_batch": self.run_batch,
         }
@@ -137,6 +158,29 @@ class RefEngine:
             self.decoder.step(state)
         self.positions_used = self.prompt_len
 
+    def _first_half(self, state: DecodeState) -> tuple[torch.Tensor, ...]:
+        x, cos, sin, mask = self.decoder.embed(state)
+        for i in range(self.spec.layers // 2):
+            x = self.decoder.layer(i, x, cos, sin, mask, state)
+        return x, cos, sin, mask
+
+    def _second_half(
+        self, state: DecodeState, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor
+    ) -> None:
+        for i in range(self.spec.layers // 2, self.spec.layers):
+            x = self.decoder.layer(i, x, cos, sin, mask, state)
+        self.decoder.head(x, state)
+
+    def _wait_idle(self) -> None:
+        """Hold the host, with the GPU drained, so the GPU sits idle for idle_us."""
+        if not self.idle_us:
+            return
+        if self.device.type == "cuda":
+            torch.cuda.current_stream().synchronize()
+        deadline = time.perf_counter() + self.idle_us / 1e6
+        while time.perf_counter() < deadline:
+            pass
+
     def _capture(self) -> None:
         state = self.state
         assert state is not None
@@ -150,6 +194,12 @@ class RefEngine:
         torch.cuda.synchronize(self.device)
         state.reset()
 
+        if self.capture_mode == "step" and self.split:
+            self._capture_pieces(
+                [lambda: self._first_half(state), lambda outs: self._second_half(state, *outs)]
+            )
+            self.idle_after = 0
+            return
         if self.capture_mode == "step":
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
@@ -174,6 +224,23 @@ class RefEngine:
             x = piece(lambda i=i, x=x: self.decoder.layer(i, x, cos, sin, mask, state))
         piece(lambda: self.decoder.head(x, state))
         self._piece_outputs = (cos, sin, mask)  # keep the graphs' static tensors alive
+        self.graphs = graphs
+        if self.idle_us:
+            self.idle_after = self.spec.layers // 2  # graph 0 is the embedding
+
+    def _capture_pieces(self, pieces: list) -> None:  # type: ignore[type-arg]
+        """Capture each piece as its own graph in one pool; each takes the previous one's outputs."""
+        graphs: list[torch.cuda.CUDAGraph] = []
+        pool = None
+        outputs = None
+        for index, fn in enumerate(pieces):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                outputs = fn() if index == 0 else fn(outputs)
+            pool = graph.pool()
+            graphs.append(graph)
+            if index == 0:
+                self._piece_outputs = outputs  # keep the graphs' static tensors alive
         self.graphs = graphs
 
 
