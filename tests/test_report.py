@@ -102,3 +102,17 @@ def test_environment_names_the_gpu_state_and_warnings() -> None:
     environment = comment[comment.index("### Environment"):]
     assert "power limit 700 W; max SM clock 1980 MHz; persistence mode on" in environment
     assert "- arm 'head' repeat 2: clocks held down by sw_thermal_slowdown at the end" in environment
+
+
+def test_title_tags_a_batch_size_with_its_dominant_cause() -> None:
+    """H200 demo with an ablation arm: at batch size 2 idle time is most of the change."""
+    path = REPO_ROOT / "docs" / "examples" / "h200-demo-ablation" / "report.json"
+    report = Report.model_validate_json(path.read_text())
+    diff = next(s for s in report.traces if s.batch_size == 2).diff
+    assert diff is not None
+    idle = diff.idle_ms_per_step.delta or 0.0
+    total = idle + max(diff.busy_ms_per_step_from_counts, 0) + max(diff.busy_ms_per_step_from_durations, 0)
+    assert idle / total >= 0.6  # computed here from the diff, not by the code under test
+    title = render_comment(report).splitlines()[1]
+    assert "at batch size 2 (idle time between kernels)" in title
+    assert "changes CUDA graph capture" in title

@@ -26,33 +26,28 @@ def gap_dominated(section: TraceSection | None) -> bool:
 
 def cause_tag(batch: BatchComparison, section: TraceSection | None) -> str | None:
     """A few words for the title: the dominant cause, or None when none dominates."""
-    sentence = attribution(batch, section) or ""
-    for opening, tag in (
-        ("The extra time is idle", "idle time between kernels"),
-        ("Most of the extra time is idle", "idle time between kernels"),
-        ("Most of the extra time is in kernels added", "kernels added"),
-        ("The kernels themselves are slower", "slower kernels"),
-        ("GPU time per step changed", "host time"),
-        ("At batch size", "no CUDA graph"),
-    ):
-        if sentence.startswith(opening):
-            return tag
-    return None
+    return _explain(batch, section)[0]
 
 
 def attribution(batch: BatchComparison, section: TraceSection | None) -> str | None:
+    """The sentence for the comment's 'What happened' list."""
+    return _explain(batch, section)[1]
+
+
+def _explain(batch: BatchComparison, section: TraceSection | None) -> tuple[str | None, str | None]:
+    """(title tag, sentence); the tag is None when no cause dominates or none is known."""
     gpu, tok = batch.gpu_ms_change, batch.tok_per_s_change
     if gpu is None or tok is None:
-        return None
+        return None, None
     host = _host_bound(batch)
     if host is not None:
-        return host
+        return "host time", host
     if section is None or section.diff is None:
-        return None
+        return None, None
     change = section.diff
     launches = change.api_calls_changed.get("cudaGraphLaunch")
     if launches is not None and (launches.before or 0) > 0 and (launches.after or 0) == 0:
-        return (
+        return "no CUDA graph", (
             f"At batch size {batch.batch_size} the head no longer replays a CUDA graph: decode runs eagerly, "
             "kernel by kernel."
         )
@@ -61,7 +56,7 @@ def attribution(batch: BatchComparison, section: TraceSection | None) -> str | N
     durations = change.busy_ms_per_step_from_durations
     total = sum(max(part, 0.0) for part in (idle, counts, durations))
     if total <= 0:
-        return None
+        return None, None
     parts = {"idle": idle, "counts": counts, "durations": durations}
     shares = {name: max(value, 0.0) / total for name, value in parts.items()}
     split = (
@@ -69,18 +64,20 @@ def attribution(batch: BatchComparison, section: TraceSection | None) -> str | N
         f"{shares['counts']:.0%} kernels added or removed and {shares['durations']:.0%} longer kernels."
     )
     if shares["idle"] >= DOMINANT_SHARE and change.kernel_counts_identical and not change.kernels_slower:
-        return "The extra time is idle time between kernels; the kernels themselves are not slower. " + split
+        return "idle time between kernels", (
+            "The extra time is idle time between kernels; the kernels themselves are not slower. " + split
+        )
     if shares["idle"] >= DOMINANT_SHARE:
-        return "Most of the extra time is idle time between kernels. " + split
+        return "idle time between kernels", "Most of the extra time is idle time between kernels. " + split
     if shares["counts"] >= DOMINANT_SHARE:
         k = change.kernels_per_step
-        return (
+        return "kernels added", (
             f"Most of the extra time is in kernels added: {k.before:.0f} -> {k.after:.0f} kernels per step. " + split
         )
     if shares["durations"] >= DOMINANT_SHARE:
         names = ", ".join(f"`{_short(c.name)}`" for c in change.kernels_slower[:3])
-        return f"The kernels themselves are slower{': ' + names if names else ''}. " + split
-    return "No single cause dominates. " + split
+        return "slower kernels", f"The kernels themselves are slower{': ' + names if names else ''}. " + split
+    return None, "No single cause dominates. " + split
 
 
 def _host_bound(batch: BatchComparison) -> str | None:
