@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -166,13 +167,31 @@ def test_bad_ref_is_one_message(tmp_path: Path) -> None:
 
 
 JITTER_WORKLOAD = '''
-import os, random, time
+import os, time
+from pathlib import Path
+
+# Each process takes the next delay from a fixed cycle, counted in a file named by
+# JITTER_COUNTER. Runs come in base/head pairs (in either order), so both arms get
+# the same delays {1, 2, 3} ms: no true change, and a spread far too large to decide.
+_PAIRS = [(0.001, 0.003), (0.002, 0.002), (0.003, 0.001)]
+
+def _next_delay():
+    counter = os.environ.get("JITTER_COUNTER")
+    if not counter:
+        return 0.001
+    path = Path(counter)
+    n = int(path.read_text()) if path.exists() else 0
+    path.write_text(str(n + 1))
+    pair, side = divmod(n, 2)
+    return _PAIRS[pair % len(_PAIRS)][side]
+
+_DELAY_S = _next_delay()
 
 class Workload:
     def setup(self, batch_size):
         self.batch_size = batch_size
         self.t = 0
-        self.delay_s = random.uniform(0.0005, 0.004)  # each process draws its own speed
+        self.delay_s = _DELAY_S
 
     def step(self):
         time.sleep(self.delay_s * float(os.environ.get("SLOWER", "1")))
@@ -197,9 +216,10 @@ def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "same", "--out", str(out)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, env=os.environ | {"JITTER_COUNTER": str(tmp_path / "count")},
     )
     report = json.loads((out / "report.json").read_text())
+    assert (tmp_path / "count").read_text() == "12"  # 2 arms x 3 repeats x 2 rounds, one process each
     assert "one confirmation round" in proc.stderr
     assert report["rounds"] == 2
     assert [a["repeats"] for a in report["arms"]] == [6, 6]
@@ -210,7 +230,7 @@ def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path
 
 @pytest.mark.slow
 def test_ablation_arm_reuses_a_build_with_its_env(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path, files={"wl.py": JITTER_WORKLOAD.replace("random.uniform(0.0005, 0.004)", "0.001")})
+    repo = make_repo(tmp_path, files={"wl.py": JITTER_WORKLOAD})
     config = CONFIG.format(method="none", install="", repeats=2).replace("[1, 2]", "[1]")
     config += '[[arms]]\nname = "slow"\nfrom = "head"\nenv = { SLOWER = "4" }\nlabel = "head, four times the delay"\n'
     (repo / "guard.toml").write_text(config.replace("repeats = 2", "repeats = 2\nconfirm = false"))
