@@ -45,7 +45,11 @@ def calibrate(
     _, arm_ref = resolve_arms(repo, ref, ref, config.target_branch)
     built = build_arm(repo, ArmRef(name="aa", ref=ref, sha=arm_ref.sha), config.build,
                       cache_dir or default_cache_dir(repo), progress)
-    targets = [ArmTarget(name=name, python=built.python, worktree=built.worktree, env=built.env) for name in "ab"]
+    targets = [
+        ArmTarget(name=name, python=built.python, worktree=built.worktree, env=built.env,
+                  pass_env=config.build.pass_env)
+        for name in "ab"
+    ]
     spec = HarnessSpec(
         entry=config.workload.entry, options=config.workload.options, batch_sizes=config.workload.batch_sizes,
         steps=config.workload.steps, warmup_steps=config.workload.warmup_steps, profile_steps=0,

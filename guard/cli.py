@@ -1,5 +1,5 @@
-"""Command line: `guard run`, `guard demo`, and `guard analyze` / `guard diff` of profiler
-traces. Errors are one message and an exit code."""
+"""Command line: `guard run`, `guard demo`, `guard calibrate`, `guard comment` / `guard summary`
+for GitHub, and `guard analyze` / `guard diff` of profiler traces. Errors are one message and an exit code."""
 
 from __future__ import annotations
 
@@ -68,6 +68,29 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--repeats", type=int, default=5)
     demo.add_argument("--options", default="", help="workload options as TOML inline-table body, e.g. 'layers = 4'")
 
+    comment = sub.add_parser(
+        "comment", help="post or update the sticky pull-request comment and set the commit status",
+        description="Token from $GITHUB_TOKEN (or $GH_TOKEN); API root from $GITHUB_API_URL.",
+    )
+    comment.add_argument("--report", type=Path, required=True, help="report.json written by `guard run`")
+    comment.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY"),
+                         help="OWNER/NAME (default: $GITHUB_REPOSITORY)")
+    comment.add_argument("--pr", type=int, default=None, help="pull request number; without it, the status only")
+    comment.add_argument("--mode", choices=["on-regression", "always", "never"], default="on-regression",
+                         help="when to write a comment (an existing one is always kept up to date)")
+    comment.add_argument("--sha", default=None, help="commit for the status; must be the report's head (default: it)")
+    comment.add_argument("--bot-login", default="github-actions[bot]",
+                         help="the token's login where GET /user is not allowed (default: github-actions[bot])")
+    comment.add_argument("--key", default="default",
+                         help="keeps one comment and status per key, e.g. one per GPU in a matrix")
+    comment.add_argument("--no-status", action="store_true", help="do not set the commit status")
+    comment.add_argument("--run-url", default=_run_url(), help="link for the status when there is no comment")
+
+    summary = sub.add_parser(
+        "summary", help="write the job summary, step outputs and annotations of a report (GitHub Actions)"
+    )
+    summary.add_argument("--report", type=Path, required=True, help="report.json written by `guard run`")
+
     steps_help = "decode steps in the trace; needed when it has no step ranges and no graph launches"
     analyze = sub.add_parser("analyze", help="kernel, idle and gap figures per decode step of one profiler trace")
     analyze.add_argument("trace", type=Path, help="Kineto JSON (.json, .json.gz) or Nsight Systems SQLite trace")
@@ -93,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             return _diff(args)
         if args.command == "calibrate":
             return _calibrate(args)
+        if args.command == "comment":
+            return _comment(args)
+        if args.command == "summary":
+            return _summary(args)
         return _demo(args)
     except GuardError as exc:
         print(f"guard: error: {exc.message}", file=sys.stderr)
@@ -127,6 +154,55 @@ def _calibrate(args: argparse.Namespace) -> int:
         f"tok/s {result.suggested.tok_per_s_pct:g}%; wrote {args.out}"
     )
     return 0
+
+
+def _run_url() -> str | None:
+    env = os.environ
+    if env.get("GITHUB_RUN_ID") and env.get("GITHUB_REPOSITORY"):
+        server = env.get("GITHUB_SERVER_URL", "https://github.com")
+        return f"{server}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
+    return None
+
+
+def _comment(args: argparse.Namespace) -> int:
+    from guard.publish import DEFAULT_API_URL, PublishError, PublishRequest, publish, write_outputs
+
+    if not args.repo:
+        raise PublishError("no repository: pass --repo OWNER/NAME (or set GITHUB_REPOSITORY)")
+    request = PublishRequest(
+        report=args.report, repo=args.repo, pr=args.pr, mode=args.mode, sha=args.sha, bot_login=args.bot_login,
+        key=args.key, status=not args.no_status, run_url=args.run_url,
+        api_url=os.environ.get("GITHUB_API_URL") or DEFAULT_API_URL,
+        server_url=os.environ.get("GITHUB_SERVER_URL"),
+    )
+    token = os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN") or ""
+    result = publish(request, token, _progress)
+    url = result.comment.url or ""
+    if url:
+        print(url)
+    if os.environ.get("GITHUB_OUTPUT"):
+        write_outputs(Path(os.environ["GITHUB_OUTPUT"]), {"comment-url": url, "comment-action": result.comment.action})
+    return EXIT_OK
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from guard.publish import annotations, worst_tok_per_s_change_pct, write_outputs
+    from guard.report import read_report, render_comment
+
+    report = read_report(args.report)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as summary:
+            summary.write(render_comment(report) + "\n")
+    if os.environ.get("GITHUB_OUTPUT"):
+        change = worst_tok_per_s_change_pct(report)
+        write_outputs(Path(os.environ["GITHUB_OUTPUT"]), {
+            "verdict": report.verdict,
+            "tok-per-s-change": "" if change is None else f"{change:.2f}",
+            "report-path": str(args.report),
+        })
+    for line in annotations(report):
+        print(line)
+    return EXIT_OK
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -11,7 +11,9 @@ from typing import Callable
 import guard
 from guard._errors import BuildError, GuardError
 from guard.cause import CaptureChanges, find_capture_changes
-from guard.checkout import ArmRef, BuiltArm, build_arm, changed_files, commit_subject, resolve_arms
+from guard.checkout import (
+    ArmRef, BuiltArm, build_arm, changed_files, commit_subject, persisted_credentials, resolve_arms,
+)
 from guard.compare import Comparison, compare
 from guard.config import GuardConfig, load_thresholds
 from guard.measure import ArmMeasurement, ArmTarget, HarnessSpec, run_interleaved
@@ -47,6 +49,14 @@ def run_guard(
     progress(f"base {base_ref.ref} = {base_ref.sha[:12]}, head {head_ref.ref} = {head_ref.sha[:12]}")
     gpu_pct, tok_pct = _thresholds(config, config_dir or repo)
     cache_dir = cache_dir or default_cache_dir(repo)
+    exposed = persisted_credentials(repo)
+    security = []
+    if exposed:
+        security.append(
+            f"the checkout keeps a credential in .git/config ({', '.join(exposed)}), which the pull request's "
+            "code can read: check out with `persist-credentials: false`"
+        )
+        progress("warning: " + security[0])
 
     arms: list[ArmInfo] = []
     targets: list[ArmTarget] = []
@@ -55,7 +65,8 @@ def run_guard(
         info, arm = _build(repo, ref, config, cache_dir, progress)
         arms.append(info)
         if arm is not None:
-            targets.append(ArmTarget(name=arm.name, python=arm.python, worktree=arm.worktree, env=arm.env))
+            targets.append(ArmTarget(name=arm.name, python=arm.python, worktree=arm.worktree, env=arm.env,
+                                   pass_env=config.build.pass_env))
         else:
             measurements[ref.name] = ArmMeasurement(arm=ref.name, error=info.error, log_tail=info.log_tail)
     _add_ablation_arms(config, arms, targets, measurements)
@@ -112,7 +123,7 @@ def run_guard(
         tool_version=guard.__version__,
         verdict=comparison.verdict,
         reasons=comparison.reasons,
-        warnings=comparison.warnings,
+        warnings=security + comparison.warnings,
         hash_match=comparison.hash_match,
         base=base_ref.name,
         head=head_ref.name,

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, TextIO
 
+from guard._env import untrusted_env
 from guard._errors import BuildError
 from guard.checkout._git import add_worktree, prune_worktrees, worktree_head
 from guard.checkout._models import ArmRef, BuiltArm
@@ -126,7 +127,7 @@ def _build_venv(
     if not build.install.strip():
         log.write("\nbuild.install is empty: nothing installed\n")
         return venv_python
-    env = dict(os.environ)
+    env = untrusted_env(build.pass_env)  # the install runs the pull request's code
     env.pop("PYTHONHOME", None)
     env.update(
         VIRTUAL_ENV=str(venv_dir),

@@ -133,3 +133,11 @@ _git = run_git
 def _first_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[0] if lines else "no message"
+
+
+def persisted_credentials(repo: Path) -> list[str]:
+    """Config keys of the repository that hold an HTTP credential (actions/checkout's
+    `http.<url>.extraheader` when persist-credentials is left on). The arms' worktrees share
+    this config, so the pull request's code could read them."""
+    proc = _git(repo, "config", "--local", "--name-only", "--get-regexp", r"^http\..*extraheader$")
+    return proc.stdout.split() if proc.returncode == 0 else []

@@ -58,6 +58,13 @@ class BuildConfig(_Section):
         description="Interpreter the arm venvs are made from; default: the one running the guard.",
     )
     timeout_s: float = Field(default=1800, gt=0)
+    pass_env: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Variables the arm's build and workload may see although their names look like secrets "
+            "(TOKEN, SECRET, KEY...); all others of that kind are removed. Never name a write token here."
+        ),
+    )
 
 
 class MeasureConfig(_Section):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
+from guard._env import untrusted_env
 from guard.harness import HARNESS_SCRIPT
 from guard.measure._models import ArmMeasurement, RepeatResult
 from guard.measure._schedule import interleave
@@ -25,6 +25,7 @@ class ArmTarget(BaseModel):
     python: Path
     worktree: Path
     env: dict[str, str] = {}
+    pass_env: list[str] = []  # secret-looking variables the arm may still see (build.pass_env)
 
 
 class HarnessSpec(BaseModel):
@@ -94,7 +95,7 @@ def _run_one(target: ArmTarget, spec: HarnessSpec, repeat: int, run_dir: Path, t
     }
     spec_path.write_text(json.dumps(payload, indent=2))
     result_path.unlink(missing_ok=True)
-    env = os.environ | target.env | {"PYTHONUNBUFFERED": "1"}
+    env = untrusted_env(target.pass_env) | target.env | {"PYTHONUNBUFFERED": "1"}
     cmd = [str(target.python), str(HARNESS_SCRIPT), str(spec_path), str(result_path)]
     with log_path.open("w") as log:
         try:

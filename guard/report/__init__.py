@@ -1,6 +1,6 @@
 """Report: `report.json` (versioned schema) and `comment.md` (rendered from templates/)."""
 
-from guard.report._render import render_comment
+from guard.report._render import render_comment, title
 from guard.report._schema import (
     SCHEMA_VERSION,
     ArmInfo,
@@ -9,7 +9,7 @@ from guard.report._schema import (
     WorkloadInfo,
 )
 from guard.report._traces import ArmTraces, TraceSection, trace_sections
-from guard.report._write import write_report
+from guard.report._write import ReportError, read_report, write_report
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -18,8 +18,11 @@ __all__ = [
     "TraceSection",
     "Environment",
     "Report",
+    "ReportError",
     "WorkloadInfo",
+    "read_report",
     "render_comment",
+    "title",
     "trace_sections",
     "write_report",
 ]

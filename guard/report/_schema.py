@@ -57,7 +57,7 @@ class WorkloadInfo(BaseModel):
 
 
 class Report(BaseModel):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: Literal[1] = SCHEMA_VERSION  # the one version this guard reads
     tool_version: str
     verdict: Verdict
     reasons: list[str] = []

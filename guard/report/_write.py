@@ -1,11 +1,22 @@
-"""Write report.json and comment.md into the output folder."""
+"""Write report.json and comment.md into the output folder; read a report back."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pydantic
+
+from guard._errors import GuardError
 from guard.report._render import render_comment
-from guard.report._schema import Report
+from guard.report._schema import SCHEMA_VERSION, Report
+
+# A report read back may come from another job, or from a pull request's run: it is
+# data, checked against the schema, and bounded in size before it is parsed.
+MAX_REPORT_BYTES = 32 * 1024 * 1024
+
+
+class ReportError(GuardError):
+    """A report.json that is missing, too large, or not a report of this schema version."""
 
 
 def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
@@ -15,3 +26,34 @@ def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
     json_path.write_text(report.model_dump_json(indent=2) + "\n")
     comment_path.write_text(render_comment(report))
     return json_path, comment_path
+
+
+def read_report(path: Path) -> Report:
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise ReportError(f"cannot read {path}: {exc.strerror}; pass the report.json that `guard run` wrote") from exc
+    if size > MAX_REPORT_BYTES:
+        raise ReportError(f"{path} is {size:,} bytes, over the {MAX_REPORT_BYTES:,} a report can be")
+    try:
+        return Report.model_validate_json(path.read_bytes())
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the top level"
+        version = _schema_version(path)
+        hint = (
+            f"it has schema_version {version}, this guard reads {SCHEMA_VERSION}: use the same guard version for both"
+            if version not in (None, SCHEMA_VERSION)
+            else "pass the report.json that `guard run` wrote"
+        )
+        raise ReportError(f"{path} is not a valid report: {where}: {first['msg']}; {hint}") from exc
+
+
+def _schema_version(path: Path) -> object:
+    import json
+
+    try:
+        data = json.loads(path.read_bytes())
+    except ValueError:
+        return None
+    return data.get("schema_version") if isinstance(data, dict) else None

@@ -1,0 +1,42 @@
+"""Publish: the sticky pull-request comment, the commit status, and the job's outputs,
+summary and annotations."""
+
+from guard.publish._client import DEFAULT_API_URL, GitHub
+from guard.publish._comment import (
+    DEFAULT_BOT_LOGIN,
+    MAX_BODY_CHARS,
+    CommentMode,
+    CommentResult,
+    Marker,
+    compose,
+    cut,
+    publish_comment,
+)
+from guard.publish._errors import MaybeApplied, PublishError
+from guard.publish._publish import PublishRequest, PublishResult, publish
+from guard.publish._status import STATUS_CONTEXT, set_status
+from guard.publish._summary import annotations, headline, worst_tok_per_s_change_pct, write_outputs
+
+__all__ = [
+    "DEFAULT_API_URL",
+    "DEFAULT_BOT_LOGIN",
+    "MAX_BODY_CHARS",
+    "STATUS_CONTEXT",
+    "CommentMode",
+    "CommentResult",
+    "GitHub",
+    "Marker",
+    "MaybeApplied",
+    "PublishError",
+    "PublishRequest",
+    "PublishResult",
+    "annotations",
+    "compose",
+    "cut",
+    "headline",
+    "publish",
+    "publish_comment",
+    "set_status",
+    "worst_tok_per_s_change_pct",
+    "write_outputs",
+]

@@ -1,0 +1,178 @@
+"""One sticky comment per pull request: found by its hidden marker among the comments the
+guard's own identity wrote, edited in place, never posted twice."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from guard.publish._client import GitHub, Progress
+from guard.publish._errors import MaybeApplied, PublishError
+
+CommentMode = Literal["on-regression", "always", "never"]
+DEFAULT_BOT_LOGIN = "github-actions[bot]"
+# GitHub refuses bodies over this many characters with 422.
+MAX_BODY_CHARS = 65_536
+CUT_NOTE = (
+    "\n\n---\n_This comment was cut at {limit:,} characters. The whole report is in the job summary "
+    "and in report.json._\n"
+)
+MARKER_PREFIX = "<!-- regression-guard:comment"
+_MARKER = re.compile(r"\A<!-- regression-guard:comment(?P<attrs>(?: [a-z]+=[^\s>]*)*) -->")
+_MENTION = re.compile(r"@(?=[A-Za-z0-9])")
+_WRITE_TRIES = 3
+
+
+class Marker(BaseModel):
+    """What a comment says of itself in its first line, hidden from readers."""
+
+    key: str = "default"
+    verdict: str = ""
+    head: str = ""
+    regressed: str = ""  # the head sha at which this comment last reported a regression
+
+    def render(self) -> str:
+        attrs = " ".join(f"{name}={value}" for name, value in self.model_dump().items() if value)
+        return f"{MARKER_PREFIX} {attrs} -->"
+
+    @classmethod
+    def parse(cls, body: str) -> Marker | None:
+        match = _MARKER.match(body)
+        if match is None:
+            return None
+        pairs = dict(attr.split("=", 1) for attr in match["attrs"].split())
+        return cls(**{k: v for k, v in pairs.items() if k in cls.model_fields})
+
+
+class CommentResult(BaseModel):
+    action: Literal["created", "updated", "unchanged", "none", "skipped"]
+    id: int | None = None
+    url: str | None = None
+    deleted_duplicates: int = 0
+
+
+def identity(gh: GitHub, bot_login: str = DEFAULT_BOT_LOGIN) -> str:
+    """The login the token writes as: GET /user where the token may ask (a personal or
+    app-user token); the Actions token may not, and writes as `bot_login`."""
+    response = gh.request("GET", "/user", ok=(401, 403, 404))
+    if response.status_code == 200:
+        return str(response.json()["login"])
+    return bot_login
+
+
+def find_ours(gh: GitHub, repo: str, pr: int, login: str, key: str) -> list[dict[str, Any]]:
+    """Comments of `login` on the pull request that carry the marker for `key`, oldest first."""
+    ours = []
+    for comment in gh.paginate(f"/repos/{repo}/issues/{pr}/comments"):
+        if (comment.get("user") or {}).get("login") != login:
+            continue
+        marker = Marker.parse(comment.get("body") or "")
+        if marker is not None and marker.key == key:
+            ours.append(comment)
+    return sorted(ours, key=lambda c: c["id"])
+
+
+def compose(body: str, verdict: str, head: str, key: str, previous: Marker | None) -> str:
+    """The comment's final text: the marker, a line about an earlier regression when there
+    was one, the report's comment with @-mentions neutralised, cut to GitHub's limit."""
+    regressed = head if verdict == "regression" else (previous.regressed if previous else "")
+    marker = Marker(key=key, verdict=verdict, head=head, regressed=regressed)
+    text = body.split("\n", 1)[1] if body.startswith(MARKER_PREFIX) else body
+    text = _MENTION.sub("@\u200b", text)  # a bot comment pings no one
+    note = ""
+    if previous is not None and previous.regressed and verdict != "regression":
+        if verdict in ("pass", "improvement"):
+            note = (
+                f"> **The regression this comment reported at `{previous.regressed[:8]}` "
+                f"is gone at `{head[:8]}`.**\n\n"
+            )
+        else:
+            note = (
+                f"> A regression was reported here at `{previous.regressed[:8]}`; the run at `{head[:8]}` "
+                f"could not decide ({verdict}), see below.\n\n"
+            )
+    return cut(f"{marker.render()}\n{note}{text}")
+
+
+def cut(body: str, limit: int = MAX_BODY_CHARS) -> str:
+    """Cut at a line boundary with a note, so the whole stays within `limit` characters."""
+    if len(body) <= limit:
+        return body
+    note = CUT_NOTE.format(limit=limit)
+    head = body[: limit - len(note)]
+    line_end = head.rfind("\n")
+    if line_end >= len(head) - 2_000:  # a line boundary near the end; else cut inside the long line
+        head = head[:line_end]
+    return head + note
+
+
+def publish_comment(
+    gh: GitHub, repo: str, pr: int, body: str, *, verdict: str, head: str, mode: CommentMode,
+    login: str, key: str = "default", progress: Progress = lambda _: None,
+) -> CommentResult:
+    """Create, update or leave the sticky comment, as `mode` and the verdict say.
+
+    on-regression: a comment is created only for a regression; one that exists is always
+    brought up to date, so a regression that is gone is said to be gone. always: created
+    or updated on every run. never: nothing is written."""
+    if mode == "never":
+        return CommentResult(action="skipped")
+    for _ in range(_WRITE_TRIES):
+        ours = find_ours(gh, repo, pr, login, key)
+        if not ours:
+            if mode == "on-regression" and verdict != "regression":
+                return CommentResult(action="none")
+            try:
+                text = compose(body, verdict, head, key, None)
+                created = _write(gh, "POST", f"/repos/{repo}/issues/{pr}/comments", text)
+            except MaybeApplied as exc:
+                # The comment may exist now: look again before writing again.
+                progress(f"{exc.message}; checking whether the comment was created")
+                continue
+            return _keep_oldest(gh, repo, pr, login, key, created, body, verdict, head, progress)
+        existing = ours[0]
+        text = compose(body, verdict, head, key, Marker.parse(existing["body"]))
+        deleted = _delete(gh, repo, ours[1:], progress)
+        if existing["body"] == text:
+            return CommentResult(action="unchanged", id=existing["id"], url=existing.get("html_url"),
+                                 deleted_duplicates=deleted)
+        updated = _write(gh, "PATCH", f"/repos/{repo}/issues/comments/{existing['id']}", text)
+        return CommentResult(action="updated", id=updated["id"], url=updated.get("html_url"),
+                             deleted_duplicates=deleted)
+    raise PublishError(
+        f"could not create the comment on {repo}#{pr} after {_WRITE_TRIES} tries without a clear answer from GitHub"
+    )
+
+
+def _write(gh: GitHub, method: str, path: str, text: str) -> dict[str, Any]:
+    """POST or PATCH a body; when GitHub still finds it too long (it may count otherwise),
+    cut it to half once more."""
+    response = gh.request(method, path, json={"body": text}, ok=(422,))
+    if response.status_code == 422:
+        shorter = cut(text, min(len(text), MAX_BODY_CHARS) // 2)
+        response = gh.request(method, path, json={"body": shorter})
+    return response.json()
+
+
+def _keep_oldest(
+    gh: GitHub, repo: str, pr: int, login: str, key: str, created: dict[str, Any],
+    body: str, verdict: str, head: str, progress: Progress,
+) -> CommentResult:
+    """Another run may have created its comment at the same moment: keep the oldest, with this run's text."""
+    ours = find_ours(gh, repo, pr, login, key)
+    if len(ours) < 2:
+        return CommentResult(action="created", id=created["id"], url=created.get("html_url"))
+    oldest = ours[0]
+    deleted = _delete(gh, repo, ours[1:], progress)
+    updated = _write(gh, "PATCH", f"/repos/{repo}/issues/comments/{oldest['id']}",
+                     compose(body, verdict, head, key, Marker.parse(oldest["body"])))
+    return CommentResult(action="updated", id=updated["id"], url=updated.get("html_url"), deleted_duplicates=deleted)
+
+
+def _delete(gh: GitHub, repo: str, comments: list[dict[str, Any]], progress: Progress) -> int:
+    for comment in comments:
+        progress(f"deleting duplicate guard comment {comment['id']}")
+        gh.request("DELETE", f"/repos/{repo}/issues/comments/{comment['id']}", ok=(404,))
+    return len(comments)
