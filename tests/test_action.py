@@ -1,0 +1,539 @@
+"""action.yml and the workflows: what reaches which step, and the action's steps run with
+bash against a stand-in `guard` that records its arguments and environment."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.composite_runner import ActionRun, clean_env, evaluate, read_output_file, run_action, substitute
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTION_PATH = ROOT / "action.yml"
+WORKFLOW_PATHS = sorted([*ROOT.glob(".github/workflows/*.yml"), *ROOT.glob("examples/workflows/*.yml")])
+EXAMPLES = ROOT / "examples" / "workflows"
+SHA_PIN = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
+BASE_SHA = "1111111111111111111111111111111111111111"
+HEAD_SHA = "2222222222222222222222222222222222222222"
+TOKEN = "ghs_thetokenofthisjob"
+JOB_LEVEL_TOKEN = "ghp_atokenthejobputinitsenv"
+
+
+def load(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    # YAML 1.1 reads the key `on` as true.
+    if True in data:
+        data["on"] = data.pop(True)
+    return data
+
+
+ACTION = load(ACTION_PATH)
+
+
+def all_steps() -> list[tuple[str, dict[str, Any]]]:
+    """(where, step) for every step of the action and of every workflow."""
+    steps = [(f"action.yml step {s.get('name')}", s) for s in ACTION["runs"]["steps"]]
+    for path in WORKFLOW_PATHS:
+        for job_id, job in load(path)["jobs"].items():
+            steps += [(f"{path.name} job {job_id} step {s.get('name', s.get('uses'))}", s) for s in job["steps"]]
+    return steps
+
+
+def expressions(value: Any) -> list[str]:
+    return re.findall(r"\$\{\{(.*?)\}\}", yaml.safe_dump(value)) if value else []
+
+
+# --- what reaches which step ------------------------------------------------------------
+
+
+def test_the_files_under_test_exist() -> None:
+    names = {path.name for path in WORKFLOW_PATHS}
+    assert {"ci.yml", "private-repo.yml", "public-repo-measure.yml", "public-repo-comment.yml"} <= names
+    assert len(ACTION["runs"]["steps"]) >= 5
+
+
+def test_no_expression_inside_a_run_script() -> None:
+    offenders = [where for where, step in all_steps() if "${{" in step.get("run", "")]
+    assert offenders == []
+
+
+def test_every_input_reaches_scripts_through_env_only() -> None:
+    declared = set(ACTION["inputs"])
+    used: set[str] = set()
+    for step in ACTION["runs"]["steps"]:
+        for key in step:
+            if key in ("env", "if"):
+                continue
+            assert "inputs." not in yaml.safe_dump(step[key]), f"step {step['name']}: inputs in {key}"
+        env_and_if = expressions(step.get("env")) + [str(step.get("if", ""))]
+        used |= {m for text in env_and_if for m in re.findall(r"inputs\.([A-Za-z0-9_-]+)", text)}
+    assert used <= declared, f"undeclared inputs: {used - declared}"
+    # Every input does something; `token` only through the comment step.
+    assert used == declared
+
+
+def test_the_token_reaches_the_comment_step_only() -> None:
+    holders = []
+    for step in ACTION["runs"]["steps"]:
+        for name, value in (step.get("env") or {}).items():
+            if "inputs.token" in str(value) or "github.token" in str(value) or "secrets." in str(value):
+                holders.append((step["id"], name, value))
+    assert holders == [("comment", "GITHUB_TOKEN", "${{ inputs.token }}")]
+    assert ACTION["inputs"]["token"]["default"] == "${{ github.token }}"
+
+
+def test_checkouts_do_not_persist_credentials() -> None:
+    checkouts = [(where, step) for where, step in all_steps() if step.get("uses", "").startswith("actions/checkout@")]
+    assert len(checkouts) >= 4
+    for where, step in checkouts:
+        assert step.get("with", {}).get("persist-credentials") is False, where
+
+
+def test_actions_used_are_pinned_to_a_commit_with_its_version_beside_it() -> None:
+    for where, step in all_steps():
+        uses = step.get("uses")
+        if uses is None or uses.startswith("./"):
+            continue
+        assert SHA_PIN.match(uses), f"{where}: {uses} is not pinned to a full commit SHA"
+    for path in [ACTION_PATH, *WORKFLOW_PATHS]:
+        for line in path.read_text().splitlines():
+            if re.match(r"\s*(- )?uses: [^.]", line):
+                assert re.search(r"# v\d", line), f"{path.name}: no version comment on {line.strip()!r}"
+
+
+def test_every_workflow_starts_from_no_permissions_or_read_only() -> None:
+    for path in WORKFLOW_PATHS:
+        assert load(path)["permissions"] in ({}, {"contents": "read"}), path.name
+
+
+def test_public_measuring_job_is_read_only_and_holds_no_secret() -> None:
+    workflow = load(EXAMPLES / "public-repo-measure.yml")
+    measure = workflow["jobs"]["measure"]
+    assert measure["permissions"] == {"contents": "read"}
+    text = yaml.safe_dump(measure)
+    assert "secrets." not in text and "github.token" not in text
+    assert "secrets." not in (EXAMPLES / "public-repo-measure.yml").read_text()
+    # Started by the label alone, on the commit that was labelled, and posting nothing.
+    assert measure["if"] == "github.event.action == 'labeled' && github.event.label.name == 'safe-to-test'"
+    checkout = measure["steps"][0]
+    assert checkout["with"]["ref"] == "${{ github.event.pull_request.head.sha }}"
+    guard = next(step for step in measure["steps"] if "regression-guard@" in step.get("uses", ""))
+    assert guard["with"]["comment"] == "never" and guard["with"]["commit-status"] == "false"
+    assert guard["with"]["head"] == "${{ github.event.pull_request.head.sha }}"
+    assert guard["with"]["cache-dir"].startswith("${{ runner.temp }}/")
+
+
+def test_public_measuring_workflow_removes_the_label_on_a_push_without_pr_code() -> None:
+    workflow = load(EXAMPLES / "public-repo-measure.yml")
+    assert set(workflow["on"]["pull_request_target"]["types"]) >= {"labeled", "synchronize", "reopened"}
+    unlabel = workflow["jobs"]["unlabel"]
+    assert unlabel["permissions"] == {"pull-requests": "write"}
+    assert "github.event.action != 'labeled'" in unlabel["if"]
+    assert all("uses" not in step for step in unlabel["steps"]), "the unlabel job must not check out anything"
+    assert "labels/safe-to-test" in unlabel["steps"][0]["run"]
+    assert unlabel["runs-on"] == "ubuntu-latest"
+
+
+def test_public_comment_workflow_never_runs_pr_code() -> None:
+    workflow = load(EXAMPLES / "public-repo-comment.yml")
+    assert workflow["on"]["workflow_run"]["workflows"] == [load(EXAMPLES / "public-repo-measure.yml")["name"]]
+    job = workflow["jobs"]["comment"]
+    assert job["permissions"] == {"actions": "read", "pull-requests": "write", "statuses": "write"}
+    assert job["if"] == "github.event.workflow_run.event == 'pull_request_target'"
+    assert not any(step.get("uses", "").startswith("actions/checkout@") for step in job["steps"])
+    post = job["steps"][-1]
+    assert post["with"]["pr-number"] == "${{ steps.check.outputs.pr-number }}"
+    assert post["with"]["head"] == "${{ steps.check.outputs.head-sha }}"
+
+
+def test_comment_workflow_reads_the_pr_from_the_measuring_run_title() -> None:
+    """The measuring workflow's run-name, rendered for an event, matches the pattern the
+    comment workflow reads it back with; a title of another shape does not."""
+    run_name = load(EXAMPLES / "public-repo-measure.yml")["run-name"]
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    title = substitute(run_name, {"github": {"event": {"pull_request": {"number": 42, "head": {"sha": sha}}}}})
+    assert title == f"regression-guard: PR #42 at {sha}"
+    steps = load(EXAMPLES / "public-repo-comment.yml")["jobs"]["comment"]["steps"]
+    check = next(step for step in steps if step.get("id") == "check")
+    pattern = re.search(r"title_re='([^']+)'", check["run"]).group(1)
+    assert re.fullmatch(pattern, title).groups() == ("42", sha)
+    assert re.fullmatch(pattern, f"regression-guard: PR #42 at {sha} extra") is None
+    assert re.fullmatch(pattern, "Fix decode: PR #42 at " + sha[:39]) is None
+
+
+def _run_report_check(
+    tmp_path: Path, title: str, artifact_pr: str, report_sha: str, pr_state: str = "open"
+) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+    """Runs the comment workflow's check step with bash, a stand-in `gh` and a report."""
+    steps = load(EXAMPLES / "public-repo-comment.yml")["jobs"]["comment"]["steps"]
+    script = tmp_path / "check.sh"
+    script.write_text(next(step for step in steps if step.get("id") == "check")["run"])
+    report_dir = tmp_path / "report"
+    report_dir.mkdir()
+    (report_dir / "pr-number").write_text(artifact_pr + "\n")
+    arms = [{"name": "base", "sha": BASE_SHA}, {"name": "head", "sha": report_sha}]
+    (report_dir / "report.json").write_text(json.dumps({"base": "base", "head": "head", "arms": arms}))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _executable(bin_dir / "gh", f'#!/usr/bin/env bash\necho "$*" >> "{tmp_path}/gh.log"\necho "{pr_state}"\n')
+    output = tmp_path / "output"
+    env = clean_env() | {
+        "PATH": f"{bin_dir}:{clean_env()['PATH']}", "GH_TOKEN": "x", "REPO": "example-org/engine",
+        "RUN_TITLE": title, "REPORT_DIR": str(report_dir), "GITHUB_OUTPUT": str(output),
+    }
+    proc = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], env=env, capture_output=True, text=True
+    )
+    return proc, read_output_file(output)
+
+
+RUN_TITLE = f"regression-guard: PR #42 at {HEAD_SHA}"
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="needs jq, as GitHub's runners have")
+def test_comment_workflow_posts_only_a_report_that_matches_its_run(tmp_path: Path) -> None:
+    proc, outputs = _run_report_check(tmp_path, RUN_TITLE, "42", HEAD_SHA)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert outputs == {"pr-number": "42", "head-sha": HEAD_SHA}
+    assert (tmp_path / "gh.log").read_text() == "api repos/example-org/engine/pulls/42 --jq .state\n"
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="needs jq, as GitHub's runners have")
+@pytest.mark.parametrize(
+    ("title", "artifact_pr", "report_sha", "state", "message"),
+    [
+        (RUN_TITLE, "43", HEAD_SHA, "open", "the artifact's pr-number is not #42"),
+        (RUN_TITLE, "42\n::warning::injected", HEAD_SHA, "open", "the artifact's pr-number is not #42"),
+        (RUN_TITLE, "42", BASE_SHA, "open", f"the report is not of {HEAD_SHA}"),
+        (RUN_TITLE, "42", HEAD_SHA, "closed", "pull request #42 is closed"),
+        (f"Speed up decode: PR #42 at {HEAD_SHA}", "42", HEAD_SHA, "open", "title does not name a pull request"),
+        (f"regression-guard: PR #42 at {HEAD_SHA}\nmore", "42", HEAD_SHA, "open", "title does not name"),
+    ],
+)
+def test_comment_workflow_refuses_a_report_that_does_not_match_its_run(
+    tmp_path: Path, title: str, artifact_pr: str, report_sha: str, state: str, message: str
+) -> None:
+    proc, outputs = _run_report_check(tmp_path, title, artifact_pr, report_sha, state)
+    assert proc.returncode == 1
+    assert "::error title=regression-guard::" in proc.stdout and message in proc.stdout
+    assert "injected" not in proc.stdout  # what the artifact says is compared, never printed
+    assert outputs == {}
+
+
+def test_private_example_grants_write_only_to_its_job() -> None:
+    workflow = load(EXAMPLES / "private-repo.yml")
+    assert workflow["on"] == {"pull_request": None}
+    assert workflow["permissions"] == {}
+    assert workflow["concurrency"]["cancel-in-progress"] is True
+    assert "pull_request.number" in workflow["concurrency"]["group"]
+    job = workflow["jobs"]["guard"]
+    assert job["runs-on"] == ["self-hosted", "gpu"]
+    assert job["permissions"] == {"contents": "read", "pull-requests": "write", "statuses": "write"}
+    assert job["steps"][0]["with"]["fetch-depth"] == 0
+
+
+def test_examples_use_one_placeholder_owner() -> None:
+    for path in EXAMPLES.glob("*.yml"):
+        owners = set(re.findall(r"uses: ([\w-]+)/regression-guard@", path.read_text()))
+        assert owners == {"example-org"}, path.name
+
+
+# --- the action's steps, run --------------------------------------------------------------
+
+GUARD_STAND_IN = '''#!{python}
+"""Stand-in for the guard CLI: records argv and environment, acts per scenario.json."""
+import json, os, sys
+from pathlib import Path
+
+here = Path({root!r})
+scenario = json.loads((here / "scenario.json").read_text())
+with open(here / "calls.jsonl", "a") as log:
+    log.write(json.dumps({{"argv": sys.argv[1:], "env": dict(os.environ)}}) + "\\n")
+
+
+def arg(name):
+    return sys.argv[sys.argv.index(name) + 1]
+
+
+def output(line):
+    if os.environ.get("GITHUB_OUTPUT"):
+        with open(os.environ["GITHUB_OUTPUT"], "a") as f:
+            f.write(line + "\\n")
+
+
+command = sys.argv[1]
+if command == "run":
+    if scenario["verdict"] is None:
+        print("guard: error: the build of head failed", file=sys.stderr)
+        sys.exit(2)
+    out = Path(arg("--out"))
+    out.mkdir(parents=True, exist_ok=True)
+    report = {{"verdict": scenario["verdict"], "reasons": scenario.get("reasons", [])}}
+    (out / "report.json").write_text(json.dumps(report))
+    sys.exit({{"regression": 1, "invalid": 2}}.get(scenario["verdict"], 0))
+if command == "summary":
+    report_path = arg("--report")
+    verdict = json.loads(Path(report_path).read_text())["verdict"]
+    with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
+        f.write(f"## regression-guard: {{verdict}}\\n")
+    output(f"verdict={{verdict}}")
+    output("tok-per-s-change=-1.23" if verdict == "regression" else "tok-per-s-change=")
+    output(f"report-path={{report_path}}")
+    if verdict == "regression":
+        print("::error title=regression-guard::tok/s -1.23% at batch size 1")
+    sys.exit(0)
+if command == "comment":
+    if os.environ.get("GITHUB_TOKEN") != scenario["token"]:
+        print("guard: error: GITHUB_TOKEN is not set", file=sys.stderr)
+        sys.exit(2)
+    url = "https://github.com/example-org/engine/pull/7#issuecomment-1"
+    output(f"comment-url={{url}}")
+    print(url)
+    sys.exit(0)
+sys.exit(f"stand-in guard: unexpected command {{command}}")
+'''
+
+FAKE_PYTHON = '''#!/usr/bin/env bash
+# Stand-in for the runner's Python: `-m venv DIR` makes a venv whose guard is the stand-in.
+set -euo pipefail
+echo "python $*" >> "{log}"
+if [[ "$1" == "-m" && "$2" == "venv" ]]; then
+  venv="${{@: -1}}"
+  mkdir -p "$venv/bin"
+  cp "{guard}" "$venv/bin/guard"
+  cat > "$venv/bin/python" <<'EOF'
+#!/usr/bin/env bash
+if [[ "$1" == "-m" && "$2" == "pip" ]]; then echo "pip $*" >> "{log}"; exit 0; fi
+exec "{real_python}" "$@"
+EOF
+  chmod +x "$venv/bin/guard" "$venv/bin/python"
+  exit 0
+fi
+exit 3
+'''
+
+
+def _executable(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+class Harness:
+    def __init__(self, tmp_path: Path):
+        self.root = tmp_path
+        self.workspace = tmp_path / "workspace"
+        self.workspace.mkdir()
+        tools = tmp_path / "tools"
+        tools.mkdir()
+        guard = _executable(tools / "guard", GUARD_STAND_IN.format(python=sys.executable, root=str(tmp_path)))
+        self.python = _executable(
+            tools / "python", FAKE_PYTHON.format(log=tmp_path / "python.log", guard=guard, real_python=sys.executable)
+        )
+
+    def run(
+        self, verdict: str | None, inputs: dict[str, str] | None = None, event: str = "pull_request",
+        reasons: list[str] | None = None, job_env: dict[str, str] | None = None,
+    ) -> ActionRun:
+        scenario = {"verdict": verdict, "reasons": reasons or [], "token": TOKEN}
+        (self.root / "scenario.json").write_text(json.dumps(scenario))
+        github: dict[str, Any] = {
+            "token": TOKEN,
+            "action_path": str(ROOT),
+            "repository": "example-org/engine",
+            "server_url": "https://github.com",
+            "run_id": 99,
+            "sha": "3333333333333333333333333333333333333333",
+            "event_name": event,
+            "event": {},
+        }
+        if event in ("pull_request", "pull_request_target"):
+            github["event"] = {"pull_request": {"number": 7, "base": {"sha": BASE_SHA}, "head": {"sha": HEAD_SHA}}}
+        if event == "workflow_run":
+            github["event"] = {"workflow_run": {"html_url": "https://github.com/example-org/engine/actions/runs/5"}}
+        return run_action(
+            ACTION, {"python": str(self.python), **(inputs or {})}, github, self.workspace,
+            clean_env() | (job_env or {}),
+        )
+
+    def calls(self, command: str) -> list[dict[str, Any]]:
+        log = self.root / "calls.jsonl"
+        lines = log.read_text().splitlines() if log.exists() else []
+        return [call for call in map(json.loads, lines) if call["argv"][0] == command]
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Harness:
+    return Harness(tmp_path)
+
+
+def _env_holding(run: ActionRun, secret: str) -> list[str]:
+    """Names of the steps whose environment holds `secret`, by name or by value."""
+    return [step.name for step in run.steps if step.ran and secret in json.dumps(step.env)]
+
+
+def test_regression_on_a_pull_request_is_reported_commented_and_fails_the_job(harness: Harness) -> None:
+    result = harness.run("regression", job_env={"GITHUB_TOKEN": JOB_LEVEL_TOKEN, "GH_TOKEN": JOB_LEVEL_TOKEN})
+
+    (run_call,) = harness.calls("run")
+    assert run_call["argv"] == ["run", "--repo", ".", "--head", HEAD_SHA, "--out", "guard-out", "--base", BASE_SHA]
+    # The process that builds and runs the PR's code sees neither the action's token nor
+    # one the workflow put in the job's environment.
+    assert TOKEN not in json.dumps(run_call["env"]) and JOB_LEVEL_TOKEN not in json.dumps(run_call["env"])
+    assert not {"GITHUB_TOKEN", "GH_TOKEN"} & set(run_call["env"])
+    assert _env_holding(result, TOKEN) == ["Post the PR comment and commit status"]
+
+    (comment_call,) = harness.calls("comment")
+    assert comment_call["env"]["GITHUB_TOKEN"] == TOKEN
+    assert comment_call["argv"] == [
+        "comment", "--report", "guard-out/report.json", "--repo", "example-org/engine", "--pr", "7",
+        "--mode", "on-regression", "--run-url", "https://github.com/example-org/engine/actions/runs/99",
+        "--sha", HEAD_SHA,
+    ]
+    assert result.outputs == {
+        "verdict": "regression",
+        "tok-per-s-change": "-1.23",
+        "comment-url": "https://github.com/example-org/engine/pull/7#issuecomment-1",
+        "report-path": "guard-out/report.json",
+    }
+    assert result.summary == "## regression-guard: regression\n"
+    assert "::error title=regression-guard::tok/s" in result.step("Summarize").stdout
+    check = result.step("Check the verdict")
+    assert check.ran and check.exit_code == 1 and "::error title=regression-guard::decode got slower" in check.stdout
+    assert not result.succeeded
+    # Installed into a venv under the runner's temp folder, from the action's own checkout.
+    log = (harness.root / "python.log").read_text()
+    assert f"-m venv --system-site-packages {harness.workspace / 'runner-temp' / 'regression-guard-venv'}" in log
+    assert f"pip -m pip install --quiet --disable-pip-version-check {ROOT}" in log
+
+
+def test_regression_passes_the_job_when_fail_on_regression_is_false(harness: Harness) -> None:
+    result = harness.run("regression", {"fail-on-regression": "false"})
+    assert result.outputs["verdict"] == "regression"
+    assert result.step("Check the verdict").exit_code == 0
+    assert result.succeeded
+
+
+@pytest.mark.parametrize("verdict", ["pass", "improvement", "inconclusive"])
+def test_other_verdicts_pass_and_still_go_to_the_comment_step(harness: Harness, verdict: str) -> None:
+    result = harness.run(verdict, {"comment": "always"})
+    assert result.succeeded
+    assert result.outputs["verdict"] == verdict and result.outputs["tok-per-s-change"] == ""
+    (comment_call,) = harness.calls("comment")
+    assert comment_call["argv"][comment_call["argv"].index("--mode") + 1] == "always"
+
+
+def test_invalid_fails_the_job_and_says_why(harness: Harness) -> None:
+    reasons = ["tokens differ at step 3 of sequence 0", "100% of\nrepeats"]
+    result = harness.run("invalid", {"fail-on-regression": "false"}, reasons=reasons)
+    check = result.step("Check the verdict")
+    assert check.exit_code == 1
+    assert (
+        "::error title=regression-guard::no valid comparison of base and head (verdict invalid): "
+        "tokens differ at step 3 of sequence 0; 100%25 of%0Arepeats"
+    ) in check.stdout
+    assert len(harness.calls("comment")) == 1  # the comment says it was invalid
+
+
+def test_a_run_without_a_report_is_invalid_and_posts_nothing(harness: Harness) -> None:
+    stale = harness.workspace / "guard-out" / "report.json"
+    stale.parent.mkdir()
+    stale.write_text(json.dumps({"verdict": "pass", "reasons": []}))  # from an earlier job
+    result = harness.run(None)
+    assert result.step("Run regression-guard").outputs["exit-code"] == "2"
+    assert "::error title=regression-guard::guard run exited with code 2 and wrote no report" in (
+        result.step("Summarize").stdout
+    )
+    assert result.outputs["verdict"] == "invalid" and result.outputs["report-path"] == ""
+    assert not result.step("Post the PR comment and commit status").ran
+    assert harness.calls("summary") == [] and harness.calls("comment") == []
+    check = result.step("Check the verdict")
+    assert check.exit_code == 1 and "guard run wrote no report" in check.stdout
+
+
+def test_a_push_measures_against_the_merge_base_and_holds_no_token(harness: Harness) -> None:
+    result = harness.run("pass", event="push")
+    (run_call,) = harness.calls("run")
+    assert run_call["argv"] == ["run", "--repo", ".", "--head", "3333333333333333333333333333333333333333",
+                                "--out", "guard-out"]
+    assert not result.step("Post the PR comment and commit status").ran
+    assert _env_holding(result, TOKEN) == []
+    assert result.succeeded and result.outputs["comment-url"] == ""
+
+
+def test_comment_never_without_status_skips_the_token_step(harness: Harness) -> None:
+    inputs = {"comment": "never", "commit-status": "false", "config": "ci/guard.toml", "cache-dir": "/tmp/c"}
+    result = harness.run("regression", inputs, event="pull_request_target")
+    assert not result.step("Post the PR comment and commit status").ran
+    assert _env_holding(result, TOKEN) == []
+    assert harness.calls("run")[0]["argv"][-4:] == ["--config", "ci/guard.toml", "--cache-dir", "/tmp/c"]
+    assert not result.succeeded  # fail-on-regression defaults to true
+
+
+def test_comment_never_with_status_still_sets_the_status(harness: Harness) -> None:
+    harness.run("pass", {"comment": "never"})
+    (comment_call,) = harness.calls("comment")
+    assert "--no-status" not in comment_call["argv"]
+    assert comment_call["argv"][comment_call["argv"].index("--mode") + 1] == "never"
+
+
+def test_report_input_posts_a_downloaded_report_without_running(harness: Harness) -> None:
+    report = harness.root / "downloaded" / "report.json"
+    report.parent.mkdir()
+    report.write_text(json.dumps({"verdict": "regression", "reasons": []}))
+    result = harness.run(
+        "pass", {"report": str(report), "pr-number": "12", "head": HEAD_SHA, "commit-status": "false"},
+        event="workflow_run",
+    )
+    assert harness.calls("run") == []
+    (comment_call,) = harness.calls("comment")
+    argv = comment_call["argv"]
+    assert argv[argv.index("--pr") + 1] == "12" and argv[argv.index("--sha") + 1] == HEAD_SHA
+    assert argv[argv.index("--report") + 1] == str(report)
+    assert argv[argv.index("--run-url") + 1] == "https://github.com/example-org/engine/actions/runs/5"
+    assert "--no-status" in argv
+    # The measuring run already failed or passed on the verdict; this one only posts.
+    assert not result.step("Check the verdict").ran
+    assert result.succeeded and result.outputs["verdict"] == "regression"
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ({"comment": "sometimes"}, "input comment is 'sometimes'; use on-regression, always or never"),
+        ({"fail-on-regression": "yes"}, "input fail-on-regression is 'yes'; use true or false"),
+        ({"commit-status": "no"}, "input commit-status is 'no'; use true or false"),
+        ({"pr-number": "7; rm -rf /"}, "input pr-number is '7; rm -rf /'; give the number of a pull request"),
+    ],
+)
+def test_bad_inputs_stop_before_anything_runs(harness: Harness, inputs: dict[str, str], message: str) -> None:
+    result = harness.run("pass", inputs)
+    install = result.step("Install regression-guard")
+    assert install.exit_code == 1 and f"::error title=regression-guard::{message}" in install.stdout
+    assert all(not step.ran for step in result.steps[1:])
+    assert not (harness.root / "calls.jsonl").exists()
+
+
+# --- the evaluator the tests above rely on -------------------------------------------------
+
+
+def test_evaluator_follows_github_expression_rules() -> None:
+    contexts = {"inputs": {"a": "", "b": "x", "flag": "true"}, "github": {"event": {"n": 3}, "run_id": 9}}
+    assert evaluate("inputs.a || inputs.b", contexts) == "x"
+    assert evaluate("inputs.a || github.event.missing.deep", contexts) is None
+    assert evaluate("inputs.b && github.event.n", contexts) == 3
+    assert evaluate("inputs.a && github.event.n", contexts) == ""
+    assert evaluate("inputs.flag == 'TRUE'", contexts) is True  # strings compare ignoring case
+    assert evaluate("!(inputs.a != '') && inputs.b == 'x'", contexts) is True
+    assert evaluate("format('{0}/runs/{1}', inputs.b, github.run_id)", contexts) == "x/runs/9"
+    assert evaluate("'it''s'", contexts) == "it's"
+    assert substitute("a-${{ github.event.n }}-${{ inputs.missing }}-b", contexts) == "a-3--b"
