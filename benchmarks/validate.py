@@ -49,16 +49,18 @@ from validation._sizing import TOKEN_CHECK_TRIES, Measurer, PointSpec, size_inje
 from validation._summary import summarise  # noqa: E402
 
 JSONL = "pairs.jsonl"
+PLANNED = "planned.json"  # the pairs the last run asked for; --summarise-only reads it
+DEFAULT_PAIRS = 10
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="validate.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="folder for the results (kept small: no traces)")
     p.add_argument("--workdir", type=Path, help="throwaway repository, builds and runs (default: a temp dir)")
-    p.add_argument("--pairs", type=int, default=10, help="pairs of each kind (default 10)")
+    p.add_argument("--pairs", type=int, help=f"pairs of each kind (default {DEFAULT_PAIRS})")
     p.add_argument(
-        "--kinds", default=",".join(k.name for k in KINDS),
-        help="comma-separated kinds to run, each optionally with its own count: aa,idle-1,idle-0.5=5",
+        "--kinds", help="comma-separated kinds, each optionally with its own count, e.g. aa,idle-1,idle-0.5=5 "
+        f"(default: all, {','.join(k.name for k in KINDS)})",
     )
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--steps", type=int, default=64, help="timed decode steps per process")
@@ -103,7 +105,7 @@ class Run:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        planned = inputs.planned_pairs(args.kinds, args.pairs)
+        planned = _planned(args)
         args.out.mkdir(parents=True, exist_ok=True)
         log = Log(args.out / "progress.log", args.verbose)
         if args.summarise_only:
@@ -118,6 +120,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _planned(args: argparse.Namespace) -> dict[str, int]:
+    """Pairs per kind from --kinds and --pairs; a summary of a run without them takes the run's own."""
+    stored = args.out / PLANNED
+    if args.summarise_only and args.kinds is None and args.pairs is None and stored.exists():
+        return {str(k): int(n) for k, n in json.loads(stored.read_text()).items()}
+    kinds = args.kinds if args.kinds is not None else ",".join(k.name for k in KINDS)
+    return inputs.planned_pairs(kinds, args.pairs if args.pairs is not None else DEFAULT_PAIRS)
+
+
 def _validate(args: argparse.Namespace, planned: dict[str, int], log: Log) -> int:
     settings = inputs.run_settings(args)
     inputs.check_resume(args.out, settings, args.resume, JSONL)
@@ -130,6 +141,7 @@ def _validate(args: argparse.Namespace, planned: dict[str, int], log: Log) -> in
     points = sizing_points(idle_grid, inputs.max_len_grid(args.max_len_grid, base_len))
     # every input is checked: from here on the folder holds this run
     (args.out / "settings.json").write_text(settings.model_dump_json(indent=2))
+    (args.out / PLANNED).write_text(json.dumps(planned))
     with (args.out / "invocations.txt").open("a", encoding="utf-8") as f:
         f.write(shlex.join(["python3", "benchmarks/validate.py", *sys.argv[1:]]) + "\n")
     records = read_records(run.out / JSONL, repair=True)

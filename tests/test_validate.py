@@ -274,7 +274,9 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
     merged = _validate("--out", str(out), "--summarise-only", "--jsonl", str(out / "pairs.jsonl"))
     assert merged.returncode == 0, merged.stderr
     assert "5 pair id(s) appear more than once" in merged.stderr
-    assert json.loads((out / "summary.json").read_text())["done"] == 5
+    rebuilt = json.loads((out / "summary.json").read_text())
+    assert rebuilt["done"] == 5 and rebuilt["complete"] is True  # the plan of the run, not the defaults
+    assert rebuilt["planned"] == dict.fromkeys(["aa", "idle-1", "kernel-1", "idle-0.5", "kernel-0.5"], 1)
 
     changed = _validate(*common[:-len(TINY)], *TINY[:1], "13", *TINY[2:], "--resume")
     assert changed.returncode == 2 and "was run with steps = 12, not 13" in changed.stderr

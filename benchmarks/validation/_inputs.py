@@ -16,7 +16,7 @@ INJECTED_OPTIONS = ("idle_us", "split", "max_len")  # set by the head commits; n
 
 
 def run_settings(args: argparse.Namespace) -> RunSettings:
-    minimum = {"pairs": 1, "steps": 1, "repeats": 2, "calibrate-repeats": 2, "sizing-repeats": 1, "batch-size": 1}
+    minimum = {"steps": 1, "repeats": 2, "calibrate-repeats": 2, "sizing-repeats": 1, "batch-size": 1}
     for name, least in minimum.items():
         value = getattr(args, name.replace("-", "_"))
         if value < least:
@@ -45,6 +45,8 @@ def workload_options(text: str) -> dict[str, Any]:
 
 def planned_pairs(text: str, pairs: int) -> dict[str, int]:
     """--kinds: names, each optionally with its own count (`idle-0.5=5`); the others get --pairs."""
+    if pairs < 1:
+        raise ConfigError(f"--pairs must be at least 1, not {pairs}")
     planned: dict[str, int] = {}
     for item in (part.strip() for part in text.split(",")):
         if not item:

@@ -53,10 +53,12 @@ def _settings(summary: Summary) -> list[str]:
 
 
 def _sizing(sizing: Sizing) -> list[str]:
+    timers = {p.timer for p in sizing.points if p.timer}
+    clock = " Timed by the host clock: no CUDA here." if timers == {"perf_counter"} else ""
     lines = [
         "## Sizing", "",
         f"GPU ms per step of each setting (median of {sizing.repeats} fresh processes, no profiler) against "
-        f"the unsplit base ({sizing.base_ms_per_step:.4f} ms, max_len {sizing.base_max_len}).",
+        f"the unsplit base ({sizing.base_ms_per_step:.4f} ms, max_len {sizing.base_max_len}).{clock}",
         "",
         "| setting | GPU ms per step (each process) | change vs base | tokens match base |",
         "|---|---|---|---|",

@@ -112,8 +112,10 @@ def _compare_to_base(record: SizingPoint, base: SizingPoint) -> None:
 
 # --- choosing settings --------------------------------------------------------------------
 
+How = Literal["interpolated", "extrapolated", "clamped", "none"]
 
-def interpolate(curve: list[tuple[float, float]], target_pct: float) -> tuple[float | None, str, str]:
+
+def interpolate(curve: list[tuple[float, float]], target_pct: float) -> tuple[float | None, How, str]:
     """The setting at which the piecewise-linear curve through (setting, change %) first rises
     through `target_pct`, as (setting, how, note)."""
     points = sorted(curve)
@@ -149,33 +151,44 @@ def curve_at(curve: list[tuple[float, float]], x: float) -> float:
     return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
 
 
+def idle_curve(points: list[SizingPoint]) -> list[tuple[float, float]]:
+    """(idle_us, change %) of the idle points; the unsplit base is not on this curve."""
+    return [(p.idle_us, p.change_pct) for p in points
+            if p.setting == "idle" and p.idle_us is not None and p.change_pct is not None]
+
+
+def kernel_curve(points: list[SizingPoint], base_max_len: int) -> list[tuple[float, float]]:
+    """(max_len, change %), starting at the base: 0% at its own max_len."""
+    return [(float(base_max_len), 0.0)] + [
+        (float(p.max_len), p.change_pct) for p in points
+        if p.setting == "kernel" and p.max_len is not None and p.change_pct is not None
+    ]
+
+
 def choose_idle(kind: Kind, points: list[SizingPoint]) -> InjectionSize:
     """idle_us against the unsplit base; every idle point includes what the split itself costs."""
-    idle = [p for p in points if p.setting == "idle" and p.change_pct is not None]
-    if any(p.tokens_match_base is False for p in idle):
+    if any(p.tokens_match_base is False for p in points if p.setting in ("split", "idle")):
         return _none(kind, "the split engine generated other tokens than base; the guard would refuse to compare")
-    curve = [(p.idle_us, p.change_pct) for p in idle]  # type: ignore[misc]
+    curve = idle_curve(points)
     setting, how, note = interpolate(curve, kind.target_pct)
     if setting is None:
         return _none(kind, note)
-    setting = max(IDLE_US_STEP, round(setting / IDLE_US_STEP) * IDLE_US_STEP)
+    setting = round(max(IDLE_US_STEP, round(setting / IDLE_US_STEP) * IDLE_US_STEP), 3)
     return InjectionSize(
-        kind=kind.name, injection="idle", target_pct=kind.target_pct, setting=round(setting, 3),
-        predicted_pct=curve_at(curve, setting), how=how, note=note,  # type: ignore[arg-type]
+        kind=kind.name, injection="idle", target_pct=kind.target_pct, setting=setting,
+        predicted_pct=curve_at(curve, setting), how=how, note=note,
     )
 
 
 def choose_max_len(kind: Kind, points: list[SizingPoint], base_max_len: int) -> InjectionSize:
-    """max_len on the same curve as the base (0% at its own max_len)."""
-    kernel = [p for p in points if p.setting == "kernel" and p.change_pct is not None]
-    curve = [(float(base_max_len), 0.0)] + [(float(p.max_len), p.change_pct) for p in kernel]  # type: ignore[arg-type,misc]
+    curve = kernel_curve(points, base_max_len)
     setting, how, note = interpolate(curve, kind.target_pct)
     if setting is None:
         return _none(kind, note)
     rounded = max(base_max_len + MAX_LEN_STEP, round(setting / MAX_LEN_STEP) * MAX_LEN_STEP)
     return InjectionSize(
         kind=kind.name, injection="kernel", target_pct=kind.target_pct, setting=rounded,
-        predicted_pct=curve_at(curve, rounded), how=how, note=note,  # type: ignore[arg-type]
+        predicted_pct=curve_at(curve, rounded), how=how, note=note,
     )
 
 
@@ -187,23 +200,24 @@ def keep_tokens(
     if size.setting is None:
         return size
     chosen = int(size.setting)
-    known = {p.max_len: p for p in points if p.setting == "kernel" and p.tokens_match_base is not None}
+    known = {p.max_len: p.tokens_match_base for p in points
+             if p.setting == "kernel" and p.max_len is not None and p.tokens_match_base is not None}
     checks: list[TokenCheck] = []
     near = [chosen + sign * k * MAX_LEN_STEP for k in range(1, TOKEN_CHECK_TRIES + 1) for sign in (-1, 1)]
     for candidate in [chosen, *near]:
         if candidate <= base_max_len:
             continue
         if candidate in known:
-            match = known[candidate].tokens_match_base
+            match = known[candidate]
         else:
             check = run_once(candidate)
             checks.append(check)
             match = check.tokens_match_base
         if match:
             return _moved(size, candidate, chosen, points, base_max_len, checks)
-    matching = sorted((p for p in known.values() if p.tokens_match_base), key=lambda p: abs(p.max_len - chosen))  # type: ignore[operator]
+    matching = sorted((n for n, match in known.items() if match), key=lambda n: abs(n - chosen))
     if matching:
-        return _moved(size, matching[0].max_len, chosen, points, base_max_len, checks)  # type: ignore[arg-type]
+        return _moved(size, matching[0], chosen, points, base_max_len, checks)
     return size.model_copy(update={
         "setting": None, "how": "none", "token_checks": checks,
         "note": f"no max_len near {chosen} keeps base's tokens (tried {', '.join(str(c.max_len) for c in checks)}); "
@@ -217,14 +231,10 @@ def _moved(
 ) -> InjectionSize:
     if setting == chosen:
         return size.model_copy(update={"token_checks": checks})
-    curve = [(float(base_max_len), 0.0)] + [
-        (float(p.max_len), p.change_pct) for p in points  # type: ignore[arg-type,misc]
-        if p.setting == "kernel" and p.change_pct is not None
-    ]
     note = f"max_len {chosen} changes the tokens; {setting} is the nearest that keeps them"
     return size.model_copy(update={
-        "setting": setting, "predicted_pct": curve_at(curve, setting), "token_checks": checks,
-        "note": "; ".join(n for n in (size.note, note) if n),
+        "setting": setting, "predicted_pct": curve_at(kernel_curve(points, base_max_len), setting),
+        "token_checks": checks, "note": "; ".join(n for n in (size.note, note) if n),
     })
 
 
