@@ -161,6 +161,9 @@ def _validate(args: argparse.Namespace, planned: dict[str, int], log: Log) -> in
     for decision in summary.decisions:
         for criterion in decision.criteria:
             log.say(f"{decision.label}: {criterion.status}: {criterion.name}: {criterion.detail}")
+    total = sum(planned.values())
+    log.say(f"complete: all {total} planned pairs are in" if summary.complete
+            else f"incomplete: {summary.done} of {total} planned pairs are in; continue with --resume")
     return 0
 
 

@@ -213,10 +213,12 @@ def test_bad_inputs_are_one_message(tmp_path: Path) -> None:
     assert not (tmp_path / "o" / "settings.json").exists()  # nothing is started by a bad input
 
 
+# One process per sizing setting and a noisy CPU: the grid's settings are far apart (1 and 3 ms of
+# idle on a step of about 1.5 ms, a KV cache 8 times as long), so the sizing curves always rise.
 TINY = [
     "--steps", "12", "--warmup-steps", "2", "--repeats", "2", "--calibrate-repeats", "2", "--pairs", "1",
     "--options", "layers = 2", "--build", "none", "--sizing-repeats", "1",
-    "--idle-grid-us", "100,300", "--max-len-grid", "2048",
+    "--idle-grid-us", "1000,3000", "--max-len-grid", "8192",
 ]
 
 
@@ -236,10 +238,12 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
     first = _validate(*common, "--resume", "--kinds", "aa,idle-1,kernel-1")
     assert first.returncode == 0, first.stderr
     assert "[3/3] kernel-1-01" in first.stderr and "ETA" in first.stderr
+    assert first.stderr.splitlines()[-1].endswith("] complete: all 3 planned pairs are in")  # its own plan
     rest = _validate(*common, "--resume")  # reuses sizing and calibration, runs the two kinds left
     assert rest.returncode == 0, rest.stderr
     assert "sizing: reusing" in rest.stderr and "calibration: reusing" in rest.stderr
     assert "[2/2] kernel-0.5-01" in rest.stderr
+    assert rest.stderr.splitlines()[-1].endswith("] complete: all 5 planned pairs are in")
 
     records = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
     assert [r["pair_id"] for r in records] == ["aa-01", "idle-1-01", "kernel-1-01", "idle-0.5-01", "kernel-0.5-01"]
@@ -255,7 +259,7 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
         assert record["traced"] is False and record["cause"] is None
         if record["setting"] is not None:
             assert record["setting"] == settings[record["kind"]]
-    assert [p["label"] for p in sizing["points"]] == ["base", "split", "idle-100us", "idle-300us", "max-len-2048"]
+    assert [p["label"] for p in sizing["points"]] == ["base", "split", "idle-1000us", "idle-3000us", "max-len-8192"]
     assert all(p["timer"] == "perf_counter" for p in sizing["points"])
 
     summary = json.loads((out / "summary.json").read_text())
