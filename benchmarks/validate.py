@@ -1,0 +1,366 @@
+"""Validate the guard on regressions of known size injected into the reference engine.
+
+Usage (from the repository root, or with it on PYTHONPATH):
+    python3 benchmarks/validate.py --out DIR [--pairs 10] [--budget-s 540] [--resume]
+    python3 benchmarks/validate.py --out DIR --summarise-only [--jsonl MORE.jsonl ...]
+
+Stages, each result kept in DIR and reused by --resume:
+  1. sizing: GPU ms per step of the unsplit base, the split alone, a few idle_us and a few
+     max_len settings (fresh processes, no profiler); the idle_us and max_len that add +1% and
+     +0.5% are interpolated, and the chosen max_len must keep base's tokens (sizing.json);
+  2. calibration: `guard calibrate` A/A on base (calibration.json, thresholds.toml);
+  3. pairs: one `guard run` per pair on a throwaway repository, base = the engine as is,
+     head = a commit that injects one kind (or only adds a comment, A/A), kinds taking turns;
+     each pair is appended to pairs.jsonl as soon as it finishes;
+  4. summary.json and summary.md, rewritten after every pair.
+--budget-s stops between stages and pairs before the budget runs out; rerun with --resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from guard._errors import ConfigError, GuardError  # noqa: E402
+from guard.calibrate import calibrate  # noqa: E402
+from guard.checkout import ArmRef, build_arm  # noqa: E402
+from guard.config import MeasureConfig, load_config  # noqa: E402
+from guard.measure import HarnessSpec  # noqa: E402
+from guard.pipeline import default_cache_dir  # noqa: E402
+from validation import _inputs as inputs  # noqa: E402
+from validation._models import KIND_BY_NAME, KINDS, Kind, PairRecord, RunSettings, Sizing, Summary  # noqa: E402
+from validation._pairs import append_record, keep_pair_files, pair_id, plan, read_records, run_pair  # noqa: E402
+from validation._progress import (  # noqa: E402
+    ASSUMED_PROCESS_S, SIZING_OVERHEAD_S, Budget, Log, eta_s, minutes, next_pair_worst_s, pair_s,
+)
+from validation._render import cause_text, render_markdown  # noqa: E402
+from validation._repo import BASE_BRANCH, ENTRY, base_max_len, make_engine_repo, write_config  # noqa: E402
+from validation._sizing import TOKEN_CHECK_TRIES, Measurer, PointSpec, size_injections, sizing_points  # noqa: E402
+from validation._summary import summarise  # noqa: E402
+
+JSONL = "pairs.jsonl"
+PLANNED = "planned.json"  # the pairs the last run asked for; --summarise-only reads it
+DEFAULT_PAIRS = 10
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="validate.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, required=True, help="folder for the results (kept small: no traces)")
+    p.add_argument("--workdir", type=Path, help="throwaway repository, builds and runs (default: a temp dir)")
+    p.add_argument("--pairs", type=int, help=f"pairs of each kind (default {DEFAULT_PAIRS})")
+    p.add_argument(
+        "--kinds", help="comma-separated kinds, each optionally with its own count, e.g. aa,idle-1,idle-0.5=5 "
+        f"(default: all, {','.join(k.name for k in KINDS)})",
+    )
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--steps", type=int, default=64, help="timed decode steps per process")
+    p.add_argument("--warmup-steps", type=int, default=8)
+    p.add_argument("--profile-steps", type=int, default=8, help="steps of each process's profiled pass (GPU)")
+    p.add_argument("--repeats", type=int, default=4, help="processes per arm per round")
+    p.add_argument("--options", default="", help="workload options, TOML inline-table body, e.g. 'layers = 4'")
+    p.add_argument("--build", choices=("venv", "none"), default="venv", help="build.method of the pairs")
+    p.add_argument("--no-confirm", action="store_true", help="no confirmation round near the threshold")
+    p.add_argument("--alpha", type=float, default=MeasureConfig.model_fields["alpha"].default)
+    p.add_argument("--timeout-s", type=float, default=300.0, help="limit for one harness process")
+    p.add_argument("--sizing-repeats", type=int, default=3, help="processes per sizing setting")
+    p.add_argument("--idle-grid-us", default="2,6,12,24", help="idle_us values measured for sizing")
+    p.add_argument("--max-len-grid", default="1280,1536,2048,3072", help="max_len values measured for sizing")
+    p.add_argument("--calibrate-repeats", type=int, default=10, help="processes per side of the A/A calibration")
+    p.add_argument("--budget-s", type=float, help="stop between stages and pairs before this many seconds pass")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out: skip what it holds")
+    p.add_argument("--summarise-only", action="store_true", help="rebuild summary.json and summary.md only")
+    p.add_argument("--jsonl", type=Path, action="append", default=[], help="more pairs.jsonl to merge (summary)")
+    p.add_argument("--process-s", type=float, default=ASSUMED_PROCESS_S, help="seconds per process, for the plan")
+    p.add_argument("--verbose", action="store_true", help="print the pipeline's own progress lines too")
+    return p
+
+
+@dataclass
+class Run:
+    """What every stage of one invocation shares."""
+
+    args: argparse.Namespace
+    settings: RunSettings
+    planned: dict[str, int]  # kind -> pairs asked for
+    out: Path
+    workdir: Path
+    repo: Path
+    log: Log
+    budget: Budget
+    sizing: Sizing | None = None
+    calibration: dict[str, Any] | None = None
+    process_s: float = ASSUMED_PROCESS_S
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        planned = _planned(args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        log = Log(args.out / "progress.log", args.verbose)
+        if args.summarise_only:
+            _summarise_only(args, planned, log)
+            return 0
+        return _validate(args, planned, log)
+    except GuardError as exc:
+        print(f"validate: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("validate: interrupted; finished pairs are in pairs.jsonl: continue with --resume", file=sys.stderr)
+        return 130
+
+
+def _planned(args: argparse.Namespace) -> dict[str, int]:
+    """Pairs per kind from --kinds and --pairs; a summary of a run without them takes the run's own."""
+    stored = args.out / PLANNED
+    if args.summarise_only and args.kinds is None and args.pairs is None and stored.exists():
+        return {str(k): int(n) for k, n in json.loads(stored.read_text()).items()}
+    kinds = args.kinds if args.kinds is not None else ",".join(k.name for k in KINDS)
+    return inputs.planned_pairs(kinds, args.pairs if args.pairs is not None else DEFAULT_PAIRS)
+
+
+def _validate(args: argparse.Namespace, planned: dict[str, int], log: Log) -> int:
+    settings = inputs.run_settings(args)
+    inputs.check_resume(args.out, settings, args.resume, JSONL)
+    idle_grid = inputs.idle_grid(args.idle_grid_us)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="guard-validate-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    run = Run(args, settings, planned, args.out, workdir, workdir / "engine-repo", log, Budget(args.budget_s))
+    base_sha = make_engine_repo(run.repo, settings)
+    base_len = base_max_len(run.repo)
+    points = sizing_points(idle_grid, inputs.max_len_grid(args.max_len_grid, base_len))
+    # every input is checked: from here on the folder holds this run
+    (args.out / "settings.json").write_text(settings.model_dump_json(indent=2))
+    (args.out / PLANNED).write_text(json.dumps(planned))
+    with (args.out / "invocations.txt").open("a", encoding="utf-8") as f:
+        f.write(shlex.join(["python3", "benchmarks/validate.py", *sys.argv[1:]]) + "\n")
+    records = read_records(run.out / JSONL, repair=True)
+    todo = [(k, i) for k, i in plan(planned) if pair_id(k, i) not in {r.pair_id for r in records}]
+    _print_plan(run, len(points), len(records), len(todo))
+    log.say(f"throwaway repository at {run.repo}; work folder {workdir}")
+
+    run.sizing = _sizing(run, points, base_sha, base_len)
+    if run.sizing is None:
+        return _stop(run)
+    run.process_s = _process_s(run.sizing)
+    run.calibration = _calibration(run)
+    if run.calibration is None:
+        return _stop(run)
+    _run_pairs(run, todo)
+    summary = _write_summary(run.out, planned, settings, run.sizing, run.calibration, log)
+    for decision in summary.decisions:
+        for criterion in decision.criteria:
+            log.say(f"{decision.label}: {criterion.status}: {criterion.name}: {criterion.detail}")
+    total = sum(planned.values())
+    log.say(f"complete: all {total} planned pairs are in" if summary.complete
+            else f"incomplete: {summary.done} of {total} planned pairs are in; continue with --resume")
+    return 0
+
+
+# --- estimates ----------------------------------------------------------------------------------
+
+
+def _print_plan(run: Run, n_points: int, done: int, todo: int) -> None:
+    args, settings = run.args, run.settings
+    sizing_n = 0 if (run.out / "sizing.json").exists() else n_points * args.sizing_repeats
+    calib_n = 0 if (run.out / "calibration.json").exists() else 2 * args.calibrate_repeats
+    per_pair = 2 * settings.repeats
+    s = args.process_s
+    run.log.say(
+        f"plan: {', '.join(f'{n} x {k}' for k, n in run.planned.items())} pairs, {done} done, {todo} to run; each pair "
+        f"{per_pair} processes ({2 * per_pair} with a confirmation round); sizing {sizing_n} processes "
+        f"(+ up to {1 + 2 * TOKEN_CHECK_TRIES} token checks per kernel kind); calibration {calib_n}"
+    )
+    run.log.say(
+        f"estimate at {s:g} s per process (assumed until the sizing measures it): sizing {minutes(sizing_n * s)}, "
+        f"calibration {minutes(calib_n * s)}, pairs {minutes(todo * pair_s(settings, s))} "
+        f"to {minutes(todo * pair_s(settings, s, rounds=2))}"
+        + (f"; budget {args.budget_s:.0f} s" if args.budget_s else "")
+    )
+
+
+def _process_s(sizing: Sizing) -> float:
+    seconds = [s for p in sizing.points for s in p.process_s]
+    return statistics.median(seconds) if seconds else ASSUMED_PROCESS_S
+
+
+# --- stages -------------------------------------------------------------------------------------
+
+
+def _sizing(run: Run, points: list[PointSpec], base_sha: str, base_len: int) -> Sizing | None:
+    path = run.out / "sizing.json"
+    if path.exists():
+        run.log.say(f"sizing: reusing {path}")
+        return Sizing.model_validate_json(path.read_text())
+    repeats = run.args.sizing_repeats
+    needed = len(points) * repeats * run.args.process_s + SIZING_OVERHEAD_S
+    if not run.budget.allows(needed):
+        run.log.say(f"budget: {run.budget.left_s():.0f} s left, sizing needs about {needed:.0f} s; stopping before it")
+        return None
+    run.log.say(f"sizing: {len(points)} settings x {repeats} processes, batch size {run.settings.batch_size}")
+    config = load_config(_config_file(run, "calibrate.toml", run.settings.repeats, None), required=True)
+    arm = build_arm(run.repo, ArmRef(name="base", ref=BASE_BRANCH, sha=base_sha), config.build,
+                    default_cache_dir(run.repo), run.log.detail)
+    spec = HarnessSpec(
+        entry=ENTRY, options=run.settings.options, batch_sizes=[run.settings.batch_size],
+        steps=run.settings.steps, warmup_steps=run.settings.warmup_steps, profile_steps=0,
+    )
+    measurer = Measurer(arm, spec, run.workdir / "sizing-runs", run.settings.timeout_s,
+                        lambda m: run.log.detail(f"sizing {m}"))
+    injected = [k for k in KINDS if k.injection != "none"]  # all of them: a resumed run may add kinds
+    sizing = size_injections(measurer, injected, points, repeats, base_len)
+    path.write_text(sizing.model_dump_json(indent=2))
+    _say_sizing(run.log, sizing)
+    return sizing
+
+
+def _say_sizing(log: Log, sizing: Sizing) -> None:
+    for p in sizing.points:
+        ms = f"{statistics.median(p.gpu_ms_per_step):.4f} ms per step" if p.gpu_ms_per_step else "no result"
+        change = f"{p.change_pct:+.2f}%" if p.change_pct is not None else "-"
+        log.say(f"sizing {p.label}: {ms} ({change}), tokens match base: {p.tokens_match_base}"
+                f"{'; ' + p.error if p.error else ''}")
+    for i in sizing.injections:
+        chosen = f"{i.setting:g}" if i.setting is not None else "none"
+        predicted = f"{i.predicted_pct:+.2f}%" if i.predicted_pct is not None else "-"
+        log.say(f"sizing {i.kind}: {chosen} ({i.how}, predicted {predicted}){'; ' + i.note if i.note else ''}")
+    log.say(f"sizing took {sizing.duration_s:.0f} s, {_process_s(sizing):.1f} s per process")
+
+
+def _config_file(run: Run, name: str, repeats: int, thresholds: Path | None) -> Path:
+    path = run.workdir / name
+    write_config(path, run.settings.model_copy(update={"repeats": repeats}), thresholds)
+    return path
+
+
+def _calibration(run: Run) -> dict[str, Any] | None:
+    path, thresholds = run.out / "calibration.json", run.out / "thresholds.toml"
+    if path.exists() and thresholds.exists():
+        run.log.say(f"calibration: reusing {path}")
+        return json.loads(path.read_text())
+    repeats = run.args.calibrate_repeats
+    needed = 2 * repeats * run.process_s + SIZING_OVERHEAD_S
+    if not run.budget.allows(needed):
+        run.log.say(f"budget: {run.budget.left_s():.0f} s left, calibration needs about {needed:.0f} s; "
+                    "stopping before it")
+        return None
+    config = load_config(_config_file(run, "calibrate.toml", repeats, None), required=True)
+    run.log.say(f"calibration: guard calibrate on {BASE_BRANCH}, {repeats} processes per side")
+    written = run.workdir / "calibration" / "thresholds.toml"
+    result = calibrate(run.repo, BASE_BRANCH, config, written, lambda m: run.log.detail(f"calibrate {m}"),
+                       cache_dir=default_cache_dir(run.repo))
+    shutil.copyfile(written, thresholds)
+    data = result.model_dump(mode="json")
+    path.write_text(json.dumps(data, indent=2))
+    run.log.say(f"calibration: suggested thresholds GPU ms per step {result.suggested.gpu_ms_pct:g}%, "
+                f"tok/s {result.suggested.tok_per_s_pct:g}%")
+    return data
+
+
+def _run_pairs(run: Run, todo: list[tuple[Kind, int]]) -> None:
+    assert run.sizing is not None
+    config_path = _config_file(run, "guard.toml", run.settings.repeats, run.out / "thresholds.toml")
+    config = load_config(config_path, required=True)
+    run.log.say(f"pairs run with {config_path}; to repeat one by hand: guard run --repo {run.repo} "
+                f"--base {BASE_BRANCH} --head BRANCH --config {config_path}")
+    runnable = []
+    for kind, index in todo:
+        size = run.sizing.injection(kind.name)
+        if kind.injection != "none" and (size is None or size.setting is None):
+            why = size.note if size is not None else "not sized"
+            run.log.say(f"{pair_id(kind, index)}: skipped, no setting for {kind.name} ({why})")
+            continue
+        runnable.append((kind, index, size))
+    records = read_records(run.out / JSONL)
+    for number, (kind, index, size) in enumerate(runnable, start=1):
+        worst = next_pair_worst_s(records, run.settings, run.process_s)
+        if not run.budget.allows(worst):
+            run.log.say(f"budget: {run.budget.left_s():.0f} s left, a pair may take {worst:.0f} s; stopping with "
+                        f"{len(runnable) - number + 1} pair(s) to go: continue with --resume")
+            return
+        pid = pair_id(kind, index)
+        record = run_pair(run.repo, kind, index, size, config, config_path.parent, run.workdir / "pairs" / pid,
+                          lambda m, pid=pid: run.log.detail(f"{pid} {m}"))
+        append_record(run.out / JSONL, record)
+        keep_pair_files(run.workdir / "pairs" / pid, run.out / "pairs" / pid)
+        records.append(record)
+        _write_summary(run.out, run.planned, run.settings, run.sizing, run.calibration, run.log, quiet=True)
+        left = len(runnable) - number
+        run.log.say(f"[{number}/{len(runnable)}] {pid}: {_pair_line(record)}; "
+                    f"{left} left, ETA {minutes(eta_s(records, left))}")
+
+
+def _pair_line(r: PairRecord) -> str:
+    parts = [r.verdict]
+    if r.setting is not None:
+        parts[0] += f" ({'idle_us' if r.injection == 'idle' else 'max_len'} {r.setting:g})"
+    if r.gpu_ms_change is not None:
+        c = r.gpu_ms_change
+        parts.append(f"GPU ms {c.pct:+.2f}% ({c.ci_low_pct:+.2f}% to {c.ci_high_pct:+.2f}%, p = {c.p_value:.2g})")
+    if r.tok_per_s_change is not None:
+        parts.append(f"tok/s {r.tok_per_s_change.pct:+.2f}%")
+    parts += [f"cause {cause_text(r)}", f"{r.rounds} round(s)", f"{r.duration_s:.0f} s"]
+    return ", ".join(parts)
+
+
+# --- summary ------------------------------------------------------------------------------------
+
+
+def _stop(run: Run) -> int:
+    _write_summary(run.out, run.planned, run.settings, run.sizing, _load_calibration(run.out), run.log)
+    run.log.say("stopped early; continue with --resume")
+    return 0
+
+
+def _write_summary(
+    out: Path, planned: dict[str, int], settings: RunSettings | None, sizing: Sizing | None,
+    calibration: dict[str, Any] | None, log: Log, records: list[PairRecord] | None = None, quiet: bool = False,
+) -> Summary:
+    records = read_records(out / JSONL) if records is None else records
+    kinds = [KIND_BY_NAME[name] for name in planned]
+    summary = summarise(records, kinds, planned, settings, sizing, calibration)
+    (out / "summary.json").write_text(summary.model_dump_json(indent=2))
+    invocations_path = out / "invocations.txt"
+    invocations = invocations_path.read_text().splitlines() if invocations_path.exists() else []
+    (out / "summary.md").write_text(render_markdown(summary, invocations))
+    if not quiet:
+        log.say(f"wrote {out / 'summary.json'} and {out / 'summary.md'} ({summary.done} pairs)")
+    return summary
+
+
+def _load_calibration(out: Path) -> dict[str, Any] | None:
+    path = out / "calibration.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _summarise_only(args: argparse.Namespace, planned: dict[str, int], log: Log) -> None:
+    """Merge pairs.jsonl of DIR with those named by --jsonl; a pair id read twice keeps its last record."""
+    records: dict[str, PairRecord] = {}
+    duplicates = 0
+    for path in [args.out / JSONL, *args.jsonl]:
+        if path != args.out / JSONL and not path.exists():
+            raise ConfigError(f"--jsonl {path}: no such file")
+        for record in read_records(path):
+            duplicates += record.pair_id in records
+            records[record.pair_id] = record
+    if duplicates:
+        log.say(f"{duplicates} pair id(s) appear more than once; the last one read is kept")
+    settings_path, sizing_path = args.out / "settings.json", args.out / "sizing.json"
+    settings = RunSettings.model_validate_json(settings_path.read_text()) if settings_path.exists() else None
+    sizing = Sizing.model_validate_json(sizing_path.read_text()) if sizing_path.exists() else None
+    _write_summary(args.out, planned, settings, sizing, _load_calibration(args.out), log,
+                   records=list(records.values()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""summary.md: the figures of summary.json as tables a reader can check by eye."""
+
+from __future__ import annotations
+
+from ._models import Decision, PairRecord, Sizing, Summary
+
+NOT_RUN = "not run"
+
+
+def render_markdown(summary: Summary, invocations: list[str]) -> str:
+    lines = ["# Validation: injected regressions of known size", ""]
+    lines += _status(summary) + _environment(summary) + _settings(summary)
+    if summary.sizing is not None:
+        lines += _sizing(summary.sizing)
+    lines += _calibration(summary)
+    for decision in summary.decisions:
+        lines += _decision(decision)
+    lines += _pairs(summary)
+    if invocations:
+        lines += ["## Commands that made these figures", "", "```sh", *invocations, "```", ""]
+    return "\n".join(lines)
+
+
+def _status(summary: Summary) -> list[str]:
+    planned = sum(summary.planned.values())
+    state = "complete" if summary.complete else "incomplete: continue with `--resume`"
+    return [f"{summary.done} of {planned} planned pairs done ({state}).", ""]
+
+
+def _environment(summary: Summary) -> list[str]:
+    env = summary.environment
+    if not env:
+        return []
+    parts = [f"{key} {env[key]}" for key in ("gpu", "driver", "torch", "cuda", "python", "hostname") if env.get(key)]
+    lines = ["## Environment", "", ", ".join(parts) or "not recorded"]
+    if env.get("gpu_uuids_of_pairs"):
+        lines.append(f"GPU(s) the pairs ran on: {', '.join(env['gpu_uuids_of_pairs'])}")
+    return lines + [""]
+
+
+def _settings(summary: Summary) -> list[str]:
+    s = summary.settings
+    if s is None:
+        return []
+    return [
+        "## Settings", "",
+        f"Batch size {s.batch_size}; {s.warmup_steps} warmup + {s.steps} timed decode steps per process, "
+        f"{s.profile_steps} profiled steps; {s.repeats} processes per arm per round, confirmation round "
+        f"{'on' if s.confirm else 'off'}; alpha {s.alpha:g}; build `{s.build}`; workload options "
+        f"`{{ {s.options_toml} }}`.",
+        "",
+    ]
+
+
+def _sizing(sizing: Sizing) -> list[str]:
+    timers = {p.timer for p in sizing.points if p.timer}
+    clock = " Timed by the host clock: no CUDA here." if timers == {"perf_counter"} else ""
+    lines = [
+        "## Sizing", "",
+        f"GPU ms per step of each setting (median of {sizing.repeats} fresh processes, no profiler) against "
+        f"the unsplit base ({sizing.base_ms_per_step:.4f} ms, max_len {sizing.base_max_len}).{clock}",
+        "",
+        "| setting | GPU ms per step (each process) | change vs base | tokens match base |",
+        "|---|---|---|---|",
+    ]
+    for p in sizing.points:
+        values = ", ".join(f"{v:.4f}" for v in p.gpu_ms_per_step) or "-"
+        change = f"{p.change_pct:+.2f}%" if p.change_pct is not None else "-"
+        tokens = "-" if p.tokens_match_base is None else ("yes" if p.tokens_match_base else "**no**")
+        lines.append(f"| {p.label} | {values} | {change} | {tokens}{' (' + p.error + ')' if p.error else ''} |")
+    lines += ["", "| kind | setting | predicted change | how | note |", "|---|---|---|---|---|"]
+    for i in sizing.injections:
+        unit = "idle_us" if i.injection == "idle" else "max_len"
+        setting = f"{unit} = {i.setting:g}" if i.setting is not None else NOT_RUN
+        predicted = f"{i.predicted_pct:+.2f}%" if i.predicted_pct is not None else "-"
+        checks = "; ".join(
+            f"max_len {c.max_len}: tokens {'match' if c.tokens_match_base else 'differ'}" for c in i.token_checks
+        )
+        note = "; ".join(n for n in (i.note, checks) if n)
+        lines.append(f"| {i.kind} | {setting} | {predicted} | {i.how} | {note} |")
+    if sizing.split_pct is not None:
+        lines += ["", f"The split alone (two graphs, no wait) changes GPU ms per step {sizing.split_pct:+.2f}%."]
+    return lines + [""]
+
+
+def _calibration(summary: Summary) -> list[str]:
+    if summary.thresholds is None:
+        return []
+    cal = summary.calibration or {}
+    lines = [
+        "## Calibration", "",
+        f"`guard calibrate` on base, {cal.get('repeats', '?')} processes per side: suggested thresholds "
+        f"GPU ms per step {summary.thresholds['gpu_ms_pct']:g}%, tok/s {summary.thresholds['tok_per_s_pct']:g}%.",
+    ]
+    for n in cal.get("noise", []):
+        low, high = n["gpu_ms_aa_ci_pct"]
+        lines.append(
+            f"Batch size {n['batch_size']}: {n['gpu_ms_per_step']:.4f} ms per step, spread "
+            f"{n['gpu_ms_spread_pct']:.2f}%, A/A interval {low:+.2f}% to {high:+.2f}%."
+        )
+    return lines + [""]
+
+
+def _decision(decision: Decision) -> list[str]:
+    thresholds = (
+        f" (GPU ms per step {decision.gpu_ms_pct:g}%, tok/s {decision.tok_per_s_pct:g}%)"
+        if decision.gpu_ms_pct is not None and decision.tok_per_s_pct is not None else ""
+    )
+    lines = [
+        f"## Verdicts {decision.label}{thresholds}", "",
+        "| kind | pairs | pass | regression | inconclusive | improvement | invalid | right cause | detection "
+        "| median GPU ms change | median tok/s change | traced |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for k in decision.kinds:
+        counts = " | ".join(str(k.verdicts.get(v, 0)) for v in ("pass", "regression", "inconclusive",
+                                                                  "improvement", "invalid"))
+        right = f"{k.right_cause}" if k.expected_cause else "-"
+        rate = f"{k.detection_rate:.0%}" if k.detection_rate is not None else "-"
+        lines.append(
+            f"| {k.kind} | {k.pairs} | {counts} | {right} | {rate} | {_pct(k.median_gpu_ms_change_pct)} "
+            f"| {_pct(k.median_tok_per_s_change_pct)} | {k.traced} of {k.pairs} |"
+        )
+    lines.append("")
+    for c in decision.criteria:
+        lines.append(f"- **{c.status}**: {c.name}: {c.detail}")
+    for note in decision.notes:
+        lines.append(f"- Note: {note}")
+    return lines + [""]
+
+
+def _pairs(summary: Summary) -> list[str]:
+    if not summary.pairs:
+        return []
+    at_default = summary.decisions[-1].verdicts if summary.decisions else {}
+    lines = [
+        "## Pairs", "",
+        "| pair | setting | verdict | at default threshold | GPU ms change (interval, p) | tok/s change | cause "
+        "| rounds | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in summary.pairs:
+        lines.append(
+            f"| {r.pair_id} | {_setting(r)} | {r.verdict} | {at_default.get(r.pair_id, '-')} | {_change(r)} "
+            f"| {_pct(r.tok_per_s_change.pct if r.tok_per_s_change else None)} | {cause_text(r)} "
+            f"| {r.rounds} | {r.duration_s:.0f} |"
+        )
+    return lines + [""]
+
+
+def cause_text(record: PairRecord) -> str:
+    """The cause tag; where there is none, whether a trace was there to give one."""
+    if record.cause:
+        return record.cause
+    return "none dominant" if record.traced else "no trace"
+
+
+def _setting(record: PairRecord) -> str:
+    if record.setting is None:
+        return "A/A"
+    return f"idle_us {record.setting:g}" if record.injection == "idle" else f"max_len {record.setting:g}"
+
+
+def _change(record: PairRecord) -> str:
+    c = record.gpu_ms_change
+    if c is None:
+        return "-"
+    return f"{c.pct:+.2f}% ({c.ci_low_pct:+.2f}% to {c.ci_high_pct:+.2f}%, p = {c.p_value:.2g})"
+
+
+def _pct(value: float | None) -> str:
+    return f"{value:+.2f}%" if value is not None else "-"

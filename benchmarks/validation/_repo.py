@@ -1,0 +1,124 @@
+"""The throwaway repository: base is the reference engine as `guard demo` commits it, and
+each head branch changes one of its defaults (or only a comment, for A/A)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable
+
+from guard._errors import GitError
+from guard._git import run_git
+from guard.demo import make_demo_repo
+
+from ._models import Kind, RunSettings
+
+BASE_BRANCH = "main"
+ENGINE_FILE = "refengine/engine.py"
+MODEL_FILE = "refengine/model.py"
+IDLE_DEFAULT = "os.environ.get(IDLE_ENV, 0.0)"
+MAX_LEN_RE = re.compile(r"^    max_len: int = (\d+)$", re.MULTILINE)
+AA_COMMENT = "\n# The decode step above is unchanged; this comment is the whole change.\n"
+# The thing measured: the workload the demo repository commits (it decodes with refengine).
+ENTRY = "bench/guard_workload.py:make"
+VENV_INSTALL = "pip install --no-deps --no-build-isolation --no-index ."
+IDENTITY = ("-c", "user.name=Validation", "-c", "user.email=validation@example.invalid")
+
+
+def make_engine_repo(repo: Path, settings: RunSettings) -> str:
+    """Create the repository at `repo`, or reuse one this script made there; return base's sha."""
+    if not (repo / ENGINE_FILE).is_file():
+        make_demo_repo(repo, settings.steps, settings.warmup_steps, settings.repeats, settings.options_toml)
+    return _git(repo, "rev-parse", BASE_BRANCH)
+
+
+def base_max_len(repo: Path) -> int:
+    found = MAX_LEN_RE.search(_read_at(repo, BASE_BRANCH, MODEL_FILE))
+    if found is None:
+        raise GitError(f"{MODEL_FILE} no longer declares 'max_len: int = N'; update benchmarks/validation/_repo.py")
+    return int(found.group(1))
+
+
+def head_branch(repo: Path, kind: Kind, setting: float | None) -> str:
+    """The branch whose one commit injects `kind` at `setting`; made on first use."""
+    if kind.injection == "none":
+        branch, path, change, message = "validate/aa", ENGINE_FILE, _add_comment, "engine: a comment, nothing else"
+    elif kind.injection == "idle":
+        assert setting is not None
+        branch, path = f"validate/idle-{setting:g}us", ENGINE_FILE
+        message = f"engine: capture decode as two graphs and hold the host {setting:g} us between them"
+
+        def change(text: str) -> str:
+            return _replace(text, IDLE_DEFAULT, f"os.environ.get(IDLE_ENV, {float(setting)!r})", path)
+    else:
+        assert setting is not None
+        branch, path = f"validate/max-len-{int(setting)}", MODEL_FILE
+        message = f"model: a static KV cache of {int(setting)} positions"
+
+        def change(text: str) -> str:
+            found = MAX_LEN_RE.search(text)
+            if found is None:
+                raise GitError(f"{path} no longer declares 'max_len: int = N'; update benchmarks/validation/_repo.py")
+            return text[: found.start(1)] + str(int(setting)) + text[found.end(1):]
+
+    if run_git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode != 0:
+        _commit_change(repo, branch, path, change, message)
+    return branch
+
+
+def write_config(path: Path, settings: RunSettings, thresholds: Path | None) -> None:
+    """The guard.toml every pair runs with; `guard run --config` reads the same file."""
+    build = (
+        f'method = "venv"\ninstall = "{VENV_INSTALL}"\n' if settings.build == "venv" else 'method = "none"\n'
+    )
+    thresholds_line = f'thresholds_file = "{thresholds.resolve()}"\n' if thresholds is not None else ""
+    path.write_text(
+        "# Written by benchmarks/validate.py: the configuration of every validation pair.\n"
+        f'target_branch = "{BASE_BRANCH}"\n\n'
+        "[workload]\n"
+        f'entry = "{ENTRY}"\n'
+        f"batch_sizes = [{settings.batch_size}]\n"
+        f"steps = {settings.steps}\n"
+        f"warmup_steps = {settings.warmup_steps}\n"
+        f"profile_steps = {settings.profile_steps}\n"
+        f"options = {{ {settings.options_toml} }}\n\n"
+        f"[build]\n{build}\n"
+        "[measure]\n"
+        f"repeats = {settings.repeats}\n"
+        f"alpha = {settings.alpha}\n"
+        f"confidence = {settings.confidence}\n"
+        f"confirm = {'true' if settings.confirm else 'false'}\n"
+        f"timeout_s = {settings.timeout_s}\n"
+        + thresholds_line
+    )
+
+
+def _commit_change(repo: Path, branch: str, path: str, change: Callable[[str], str], message: str) -> None:
+    _git(repo, "checkout", "--quiet", "-b", branch, BASE_BRANCH)
+    try:
+        target = repo / path
+        target.write_text(change(target.read_text()))
+        _git(repo, *IDENTITY, "commit", "--quiet", "-am", message)
+    finally:
+        _git(repo, "checkout", "--quiet", BASE_BRANCH)
+
+
+def _add_comment(text: str) -> str:
+    return text + AA_COMMENT
+
+
+def _replace(text: str, old: str, new: str, path: str) -> str:
+    if old not in text:
+        raise GitError(f"{path} no longer contains {old!r}; update benchmarks/validation/_repo.py")
+    return text.replace(old, new)
+
+
+def _read_at(repo: Path, ref: str, path: str) -> str:
+    return _git(repo, "show", f"{ref}:{path}")
+
+
+def _git(repo: Path, *args: str) -> str:
+    proc = run_git(repo, *args)
+    if proc.returncode != 0:
+        raise GitError(f"{repo}: git {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc.stdout.strip()

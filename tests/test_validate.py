@@ -1,0 +1,286 @@
+"""benchmarks/validate.py: sizing by interpolation, re-deciding pairs offline, the summary's
+criteria, and the whole run on a CPU with tiny settings."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.validation._models import KIND_BY_NAME, ArmValues, PairRecord, RunSettings, SizingPoint, TokenCheck
+from benchmarks.validation._inputs import planned_pairs
+from benchmarks.validation._pairs import append_record, plan, read_records
+from benchmarks.validation._repo import base_max_len, head_branch, make_engine_repo
+from benchmarks.validation._sizing import choose_idle, choose_max_len, curve_at, interpolate, keep_tokens
+from benchmarks.validation._summary import decide, redecide
+from guard.measure import Change
+from tests.conftest import git
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "validate.py"
+
+
+# --- the throwaway repository -------------------------------------------------------------------
+
+
+def test_each_head_changes_one_default_and_nothing_else(tmp_path: Path) -> None:
+    settings = RunSettings(
+        batch_size=1, steps=8, warmup_steps=2, profile_steps=0, repeats=2, options={}, options_toml="",
+        build="none", confirm=True, alpha=0.01, confidence=0.95, timeout_s=60,
+    )
+    repo = tmp_path / "repo"
+    base = make_engine_repo(repo, settings)
+    assert make_engine_repo(repo, settings) == base  # a second call reuses it
+    assert base_max_len(repo) == 1024
+
+    def changed(branch: str) -> tuple[list[str], list[str]]:
+        diff = git(repo, "diff", "--unified=0", f"main...{branch}").splitlines()
+        return ([line for line in diff if line.startswith("-") and not line.startswith("---")],
+                [line for line in diff if line.startswith("+") and not line.startswith("+++")])
+
+    idle = head_branch(repo, KIND_BY_NAME["idle-1"], 12.5)
+    assert idle == "validate/idle-12.5us"
+    removed, added = changed(idle)
+    assert [" ".join(line.split()) for line in removed + added] == [
+        "- self.idle_us = float(idle_us if idle_us is not None else os.environ.get(IDLE_ENV, 0.0))",
+        "+ self.idle_us = float(idle_us if idle_us is not None else os.environ.get(IDLE_ENV, 12.5))",
+    ]
+    kernel = head_branch(repo, KIND_BY_NAME["kernel-1"], 1488)
+    assert changed(kernel) == (["-    max_len: int = 1024"], ["+    max_len: int = 1488"])
+    removed, added = changed(head_branch(repo, KIND_BY_NAME["aa"], None))
+    assert removed == [] and all(line.startswith("+#") or line == "+" for line in added)
+    assert head_branch(repo, KIND_BY_NAME["idle-0.5"], 12.5) == idle  # made once, reused
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+
+
+# --- sizing ------------------------------------------------------------------------------------
+
+
+def test_interpolation_between_extrapolation_beyond_and_clamping_below() -> None:
+    curve = [(6.0, 0.9), (2.0, 0.6), (12.0, 1.3)]
+    assert interpolate(curve, 1.0)[:2] == (pytest.approx(6 + 0.1 / 0.4 * 6), "interpolated")
+    assert interpolate(curve, 0.6)[:2] == (pytest.approx(2.0), "interpolated")
+    x, how, note = interpolate(curve, 2.0)  # beyond 12: the line through (6, 0.9) and (12, 1.3)
+    assert (x, how) == (pytest.approx(12 + 0.7 * 6 / 0.4), "extrapolated") and "widen the grid" in note
+    x, how, note = interpolate(curve, 0.5)  # the smallest setting already adds more
+    assert (x, how) == (2.0, "clamped") and "+0.60%" in note
+    assert interpolate([(2.0, 0.6), (6.0, 0.4)], 1.0)[:2] == (None, "none")
+    assert curve_at(curve, 9.0) == pytest.approx(0.9 + 0.4 / 2)
+    assert curve_at(curve, 0.0) == pytest.approx(0.6 - 0.3 / 4 * 2)
+
+
+def _point(setting: str, change: float, idle_us: float | None = None, max_len: int | None = None,
+           match: bool = True) -> SizingPoint:
+    return SizingPoint(label=f"{setting}-{idle_us or max_len}", setting=setting, idle_us=idle_us, max_len=max_len,
+                       gpu_ms_per_step=[1.0], change_pct=change, tokens_match_base=match, sha256="x")
+
+
+def test_idle_is_sized_on_the_idle_points_only_and_rounded() -> None:
+    points = [_point("base", 0.0), _point("split", 0.3), _point("idle", 0.7, idle_us=2.0),
+              _point("idle", 1.1, idle_us=6.0), _point("kernel", 5.0, max_len=2048)]
+    size = choose_idle(KIND_BY_NAME["idle-1"], points)
+    # (1.0 - 0.7) / 0.4 * 4 + 2 = 5.0 us exactly; the split and kernel points play no part
+    assert (size.setting, size.how) == (5.0, "interpolated")
+    assert size.predicted_pct == pytest.approx(1.0)
+    low = choose_idle(KIND_BY_NAME["idle-0.5"], points)
+    assert (low.setting, low.how, low.predicted_pct) == (2.0, "clamped", pytest.approx(0.7))
+    split_changes_tokens = [*points[:2], _point("idle", 0.7, idle_us=2.0, match=False), points[3]]
+    assert choose_idle(KIND_BY_NAME["idle-1"], split_changes_tokens).setting is None
+
+
+def test_max_len_moves_to_the_nearest_that_keeps_the_tokens() -> None:
+    points = [_point("base", 0.0), _point("kernel", 0.5, max_len=1280), _point("kernel", 1.1, max_len=1536)]
+    size = choose_max_len(KIND_BY_NAME["kernel-1"], points, base_max_len=1024)
+    # 1280 + 0.5 / 0.6 * 256 = 1493.3, rounded to a multiple of 16
+    assert size.setting == 1488
+    ran: list[int] = []
+
+    def run_once(max_len: int) -> TokenCheck:
+        ran.append(max_len)
+        return TokenCheck(max_len=max_len, tokens_match_base=max_len == 1504, change_pct=None)
+
+    kept = keep_tokens(size, points, 1024, run_once)
+    assert ran == [1488, 1472, 1504]  # the chosen one, then nearest first, below before above
+    assert kept.setting == 1504
+    assert kept.predicted_pct == pytest.approx(0.5 + (1504 - 1280) / 256 * 0.6)
+    assert "1488 changes the tokens" in kept.note
+    nothing = keep_tokens(size, points[:1], 1024, lambda n: TokenCheck(max_len=n, tokens_match_base=False,
+                                                                      change_pct=None))
+    assert nothing.setting is None and "no max_len near 1488" in nothing.note
+
+
+# --- re-deciding and summarising ----------------------------------------------------------------
+
+
+def _record(kind: str, index: int, base: list[float], head: list[float], verdict: str = "regression",
+            cause: str | None = None, rounds: int = 1, repeats: int = 4) -> PairRecord:
+    k = KIND_BY_NAME[kind]
+    change = Change(pct=0.0, ci_low_pct=0.0, ci_high_pct=0.0, p_value=1.0, confidence=0.95)
+    return PairRecord(
+        pair_id=f"{kind}-{index:02d}", kind=kind, injection=k.injection, index=index, target_pct=k.target_pct,
+        setting=None, predicted_pct=None, batch_size=1, steps=64, verdict=verdict, threshold_pct=0.5,
+        tok_threshold_pct=0.5, alpha=0.01, confidence=0.95, gpu_ms_change=change, tok_per_s_change=change,
+        cause=cause, traced=cause is not None, rounds=rounds, repeats=repeats,
+        arms=[
+            ArmValues(arm="base", timer="cuda_event", sha256="s", deterministic=True, gpu_ms_per_step=base,
+                      tok_per_s=[1000 / v for v in base]),
+            ArmValues(arm="head", timer="cuda_event", sha256="s", deterministic=True, gpu_ms_per_step=head,
+                      tok_per_s=[1000 / v for v in head]),
+        ],
+        base_sha="a" * 40, head_sha="b" * 40, duration_s=60.0, finished_at="2026-01-01T00:00:00+00:00",
+    )
+
+
+BASE = [1.000, 1.001, 0.999, 1.000]
+
+
+def test_redecide_uses_the_compare_stage_at_other_thresholds() -> None:
+    # head is base x 1.008 exactly: the change is +0.8% with an interval of a few hundredths
+    record = _record("kernel-1", 1, BASE, [v * 1.008 for v in BASE])
+    assert redecide(record, 0.5, 0.5, confirm=True) == ("regression", False)
+    assert redecide(record, 1.0, 1.0, confirm=True) == ("pass", False)
+    # +1.0% sits on the 1% threshold: near it, a confirmation round is wanted and none was run
+    near = _record("kernel-1", 2, BASE, [v * 1.0101 for v in BASE])
+    verdict, unconfirmed = redecide(near, 1.0, 1.0, confirm=True)
+    assert verdict == "regression" and unconfirmed
+    # with a second round recorded, both rounds decide
+    two = _record("kernel-1", 3, BASE * 2, [v * 1.0101 for v in BASE] * 2, rounds=2)
+    assert redecide(two, 1.0, 1.0, confirm=True) == ("regression", False)
+    invalid = _record("aa", 1, BASE, BASE, verdict="invalid")
+    assert redecide(invalid, 1.0, 1.0, confirm=True) == ("invalid", False)
+
+
+def test_criteria_count_regressions_with_the_right_cause() -> None:
+    same = [v * 1.0 for v in BASE]
+    idle, kernel = "idle time between kernels", "slower kernels"
+    records = (
+        [_record("aa", i, BASE, same, verdict="pass") for i in range(10)]
+        + [_record("idle-1", i, BASE, same, cause=idle) for i in range(9)]
+        + [_record("idle-1", 9, BASE, same, verdict="inconclusive", cause=idle)]
+        + [_record("kernel-1", i, BASE, same, cause=kernel) for i in range(8)]
+        + [_record("kernel-1", i, BASE, same, cause=idle) for i in range(8, 10)]  # regression, wrong cause
+    )
+    kinds = [KIND_BY_NAME[k] for k in ("aa", "idle-1", "kernel-1")]
+    decision = decide("as run", records, kinds, confirm=True)
+    by_kind = {k.kind: k for k in decision.kinds}
+    assert by_kind["idle-1"].regressions == 9 and by_kind["idle-1"].right_cause == 9
+    assert by_kind["kernel-1"].regressions == 10 and by_kind["kernel-1"].right_cause == 8
+    assert by_kind["idle-1"].detection_rate == pytest.approx(0.9)
+    assert [c.status for c in decision.criteria] == ["met", "met", "not met"]
+    early = decide("as run", records[:5] + records[10:13], kinds, confirm=True)
+    assert [c.status for c in early.criteria] == ["incomplete", "incomplete", "incomplete"]
+    failed_aa = decide("as run", [_record("aa", 1, BASE, same, verdict="inconclusive")], kinds, confirm=True)
+    assert failed_aa.criteria[0].status == "not met"
+
+
+def test_a_line_cut_off_by_a_killed_run_is_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "pairs.jsonl"
+    first = _record("aa", 1, BASE, BASE, verdict="pass")
+    append_record(path, first)
+    with path.open("a") as f:
+        f.write(first.model_dump_json()[:50])  # killed mid-write
+    assert [r.pair_id for r in read_records(path, repair=True)] == ["aa-01"]
+    append_record(path, _record("aa", 2, BASE, BASE, verdict="pass"))
+    assert [r.pair_id for r in read_records(path)] == ["aa-01", "aa-02"]
+
+
+# --- the script ------------------------------------------------------------------------------
+
+
+def _validate(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_kinds_take_turns_each_with_its_count() -> None:
+    planned = planned_pairs("aa, idle-1,idle-0.5=1", 2)
+    assert planned == {"aa": 2, "idle-1": 2, "idle-0.5": 1}
+    assert [f"{k.name}#{i}" for k, i in plan(planned)] == ["aa#0", "idle-1#0", "idle-0.5#0", "aa#1", "idle-1#1"]
+
+
+def test_bad_inputs_are_one_message(tmp_path: Path) -> None:
+    proc = _validate("--out", str(tmp_path / "o"), "--options", "max_len = 2048")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--options sets max_len" in proc.stderr
+    proc = _validate("--out", str(tmp_path / "o"), "--kinds", "aa,idle-2")
+    assert proc.returncode == 2 and "unknown kind 'idle-2'" in proc.stderr
+    proc = _validate("--out", str(tmp_path / "o"), "--kinds", "aa=0")
+    assert proc.returncode == 2 and "a count must be a whole number of 1 or more" in proc.stderr
+    proc = _validate("--out", str(tmp_path / "o"), "--idle-grid-us", "5")
+    assert proc.returncode == 2 and "give at least 2 different value(s)" in proc.stderr
+    assert not (tmp_path / "o" / "settings.json").exists()  # nothing is started by a bad input
+
+
+# One process per sizing setting and a noisy CPU: the grid's settings are far apart (1 and 3 ms of
+# idle on a step of about 1.5 ms, a KV cache 8 times as long), so the sizing curves always rise.
+TINY = [
+    "--steps", "12", "--warmup-steps", "2", "--repeats", "2", "--calibrate-repeats", "2", "--pairs", "1",
+    "--options", "layers = 2", "--build", "none", "--sizing-repeats", "1",
+    "--idle-grid-us", "1000,3000", "--max-len-grid", "8192",
+]
+
+
+@pytest.mark.slow
+def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
+    out, work = tmp_path / "out", tmp_path / "work"
+    common = ["--out", str(out), "--workdir", str(work), *TINY]
+
+    stopped = _validate(*common, "--budget-s", "1")  # too little for the sizing: stops cleanly before it
+    assert stopped.returncode == 0, stopped.stderr
+    assert "stopping before it" in stopped.stderr
+    assert json.loads((out / "summary.json").read_text())["done"] == 0
+
+    again = _validate(*common)
+    assert again.returncode == 2 and "pass --resume" in again.stderr
+
+    first = _validate(*common, "--resume", "--kinds", "aa,idle-1,kernel-1")
+    assert first.returncode == 0, first.stderr
+    assert "[3/3] kernel-1-01" in first.stderr and "ETA" in first.stderr
+    assert first.stderr.splitlines()[-1].endswith("] complete: all 3 planned pairs are in")  # its own plan
+    rest = _validate(*common, "--resume")  # reuses sizing and calibration, runs the two kinds left
+    assert rest.returncode == 0, rest.stderr
+    assert "sizing: reusing" in rest.stderr and "calibration: reusing" in rest.stderr
+    assert "[2/2] kernel-0.5-01" in rest.stderr
+    assert rest.stderr.splitlines()[-1].endswith("] complete: all 5 planned pairs are in")
+
+    records = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    assert [r["pair_id"] for r in records] == ["aa-01", "idle-1-01", "kernel-1-01", "idle-0.5-01", "kernel-0.5-01"]
+    sizing = json.loads((out / "sizing.json").read_text())
+    settings = {i["kind"]: i["setting"] for i in sizing["injections"]}
+    by_id = {r["pair_id"]: r for r in records}
+    assert by_id["aa-01"]["verdict"] == "pass" and by_id["aa-01"]["setting"] is None
+    for record in records:
+        assert record["rounds"] in (1, 2) and record["duration_s"] > 0
+        assert [len(a["gpu_ms_per_step"]) for a in record["arms"]] == [2 * record["rounds"]] * 2
+        assert math.isfinite(record["gpu_ms_change"]["p_value"])
+        # a CPU has no profiler trace: no cause is claimed
+        assert record["traced"] is False and record["cause"] is None
+        if record["setting"] is not None:
+            assert record["setting"] == settings[record["kind"]]
+    assert [p["label"] for p in sizing["points"]] == ["base", "split", "idle-1000us", "idle-3000us", "max-len-8192"]
+    assert all(p["timer"] == "perf_counter" for p in sizing["points"])
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True and summary["done"] == 5
+    assert [d["label"] for d in summary["decisions"]] == [
+        "as run, at the calibrated thresholds", "re-decided at the default threshold, 1%"]
+    calibrated = summary["decisions"][0]
+    assert {k["kind"]: k["pairs"] for k in calibrated["kinds"]} == {r["kind"]: 1 for r in records}
+    assert calibrated["verdicts"]["aa-01"] == "pass"
+    assert calibrated["gpu_ms_pct"] == summary["thresholds"]["gpu_ms_pct"]
+    markdown = (out / "summary.md").read_text()
+    assert "no trace" in markdown and "| aa-01 | A/A | pass |" in markdown
+    assert (out / "pairs" / "aa-01" / "report.json.gz").exists()
+    assert len((out / "invocations.txt").read_text().splitlines()) == 3
+
+    merged = _validate("--out", str(out), "--summarise-only", "--jsonl", str(out / "pairs.jsonl"))
+    assert merged.returncode == 0, merged.stderr
+    assert "5 pair id(s) appear more than once" in merged.stderr
+    rebuilt = json.loads((out / "summary.json").read_text())
+    assert rebuilt["done"] == 5 and rebuilt["complete"] is True  # the plan of the run, not the defaults
+    assert rebuilt["planned"] == dict.fromkeys(["aa", "idle-1", "kernel-1", "idle-0.5", "kernel-0.5"], 1)
+
+    changed = _validate(*common[:-len(TINY)], *TINY[:1], "13", *TINY[2:], "--resume")
+    assert changed.returncode == 2 and "was run with steps = 12, not 13" in changed.stderr
