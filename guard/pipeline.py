@@ -45,6 +45,7 @@ def run_guard(
 ) -> Report:
     started = time.time()
     repo = repo.resolve()
+    out_dir = out_dir.resolve()
     base_ref, head_ref = resolve_arms(repo, base, head, config.target_branch)
     progress(f"base {base_ref.ref} = {base_ref.sha[:12]}, head {head_ref.ref} = {head_ref.sha[:12]}")
     gpu_pct, tok_pct = _thresholds(config, config_dir or repo)

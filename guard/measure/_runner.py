@@ -49,6 +49,7 @@ def run_interleaved(
     """Run every arm `repeats` times, alternating arms. An arm that fails stops being
     scheduled; the others go on, so their results are kept. Repeat indices start at
     `first_repeat`, so a confirmation round does not overwrite the first round's files."""
+    run_dir = run_dir.resolve()  # the harness runs in the arm's worktree: a relative path would miss
     run_dir.mkdir(parents=True, exist_ok=True)
     by_name = {t.name: t for t in targets}
     results = {t.name: ArmMeasurement(arm=t.name) for t in targets}

@@ -1,0 +1,76 @@
+"""The action's steps, run with bash, driving the real guard end to end: a real git
+repository with a slower head, the real `guard run`, `guard summary` and `guard comment`,
+posting to the GitHub stand-in on loopback."""
+
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.composite_runner import clean_env, run_action
+from tests.conftest import commit_all, git
+from tests.github_standin import GitHubStandIn
+from tests.test_pipeline import make_repo, write_workload
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "ghs_thetokenofthisjob"
+
+# The runner's Python, as the action's install step uses it: `-m venv DIR` gives a venv
+# whose guard is this checkout's (already installed in the test environment).
+RUNNER_PYTHON = '''#!/usr/bin/env bash
+set -euo pipefail
+if [[ "$1" == "-m" && "$2" == "venv" ]]; then
+  venv="${{@: -1}}"
+  mkdir -p "$venv/bin"
+  printf '#!/bin/sh\\nexec "{python}" -m guard "$@"\\n' > "$venv/bin/guard"
+  printf '#!/bin/sh\\nif [ "$1" = -m ] && [ "$2" = pip ]; then exit 0; fi\\nexec "{python}" "$@"\\n' > "$venv/bin/python"
+  chmod +x "$venv/bin/guard" "$venv/bin/python"
+  exit 0
+fi
+exec "{python}" "$@"
+'''
+
+
+@pytest.mark.slow
+def test_action_measures_posts_once_and_fails_the_job_on_a_real_regression(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, repeats=2)
+    base_sha = git(repo, "rev-parse", "main")
+    write_workload(repo, work=30000)  # ten times the work per step
+    head_sha = commit_all(repo, "make decode ten times slower")
+    runner_python = tmp_path / "python3"
+    runner_python.write_text(RUNNER_PYTHON.format(python=sys.executable))
+    runner_python.chmod(runner_python.stat().st_mode | stat.S_IEXEC)
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    github = {
+        "token": TOKEN, "action_path": str(ROOT), "repository": "octo/engine", "server_url": "https://github.com",
+        "run_id": 41, "sha": head_sha, "event_name": "pull_request",
+        "event": {"pull_request": {"number": 12, "base": {"sha": base_sha}, "head": {"sha": head_sha}}},
+    }
+    with GitHubStandIn({TOKEN: None}) as api:
+        job_env = clean_env() | {"GITHUB_API_URL": api.url, "GITHUB_TOKEN": TOKEN}
+        first = run_action(action, {"python": str(runner_python)}, github, repo, job_env)
+        second = run_action(action, {"python": str(runner_python)}, github, repo, job_env)
+        comments = api.comments("octo/engine", 12)
+        statuses = api.statuses("octo/engine", head_sha)
+
+    run_step = first.step("Run regression-guard")
+    assert run_step.exit_code == 0, run_step.stdout  # the step records the exit code; the last step decides
+    assert "verdict: regression" in run_step.stdout
+    assert first.outputs["verdict"] == "regression"
+    assert float(first.outputs["tok-per-s-change"]) < -50  # ten times the work: tok/s far below half
+    assert first.outputs["report-path"] == "guard-out/report.json"
+    assert "makes decode slower" in first.summary
+    assert "::error title=Decode regression::" in first.step("Summarize").stdout
+    assert first.step("Check the verdict").exit_code == 1 and not first.succeeded
+
+    # One comment, by the Actions token's login, found and left as it was by the second run.
+    assert len(comments) == 1 and comments[0]["user"]["login"] == "github-actions[bot]"
+    assert first.outputs["comment-url"] == second.outputs["comment-url"] == comments[0]["html_url"]
+    assert "make decode ten times slower" in comments[0]["body"]
+    assert [s["state"] for s in statuses] == ["failure", "failure"]
+    assert {s["context"] for s in statuses} == {"regression-guard"}
+    assert statuses[0]["target_url"] == comments[0]["html_url"]
