@@ -27,7 +27,8 @@ if [[ "$1" == "-m" && "$2" == "venv" ]]; then
   venv="${{@: -1}}"
   mkdir -p "$venv/bin"
   printf '#!/bin/sh\\nexec "{python}" -m guard "$@"\\n' > "$venv/bin/guard"
-  printf '#!/bin/sh\\nif [ "$1" = -m ] && [ "$2" = pip ]; then exit 0; fi\\nexec "{python}" "$@"\\n' > "$venv/bin/python"
+  # pip has nothing to do: the guard is installed already
+  printf '#!/bin/sh\\n[ "$1" = -m ] && [ "$2" = pip ] && exit 0\\nexec "{python}" "$@"\\n' > "$venv/bin/python"
   chmod +x "$venv/bin/guard" "$venv/bin/python"
   exit 0
 fi
