@@ -307,3 +307,13 @@ def test_cli_comment_and_summary(api: GitHubStandIn, tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stderr.strip() == "guard: error: --repo 'nope' is not OWNER/NAME"
     missing = _cli("comment", "--report", str(tmp_path / "none.json"), "--pr", "1", env=env)
     assert missing.returncode == 2 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_an_invalid_reports_reasons_become_one_escaped_annotation(tmp_path: Path) -> None:
+    from guard.publish import annotations
+
+    _, report = _report(tmp_path)
+    reasons = ["tokens differ at step 3", "100% of\nrepeats"]
+    invalid = report.model_copy(update={"verdict": "invalid", "reasons": reasons})
+    (line,) = annotations(invalid)
+    assert line == "::error title=Decode comparison not valid::tokens differ at step 3; 100%25 of%0Arepeats"
