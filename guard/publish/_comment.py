@@ -151,6 +151,8 @@ def _write(gh: GitHub, method: str, path: str, text: str) -> dict[str, Any]:
     cut it to half once more."""
     response = gh.request(method, path, json={"body": text}, ok=(422,))
     if response.status_code == 422:
+        if "too long" not in response.text:
+            raise PublishError(f"{method} {path}: HTTP 422 {response.text[:300]}")
         shorter = cut(text, min(len(text), MAX_BODY_CHARS) // 2)
         response = gh.request(method, path, json={"body": shorter})
     return response.json()
