@@ -79,6 +79,7 @@ def run_guard(
         steps=config.workload.steps,
         warmup_steps=config.workload.warmup_steps,
         profile_steps=config.workload.profile_steps,
+        profile_repeats=config.workload.profile_repeats,
     )
     repeats = config.measure.repeats
     if targets:

@@ -281,3 +281,12 @@ def test_no_warmup_records_the_first_generated_token(
     assert len(tokens) == 4
     _, with_warmup, _ = engine_runs[0]
     assert tokens == with_warmup["runs"][0]["tokens"][:4]  # the same first four tokens
+
+
+def test_hold_covers_twice_the_slow_launches_within_bounds() -> None:
+    from guard.harness.run import HOLD_MAX_US, HOLD_MIN_US, hold_us_for
+
+    assert hold_us_for([10.0] * 20) == HOLD_MIN_US  # fast launches: the floor
+    assert hold_us_for([30.0] * 18 + [200.0, 400.0]) == 400.0  # the 90th percentile, doubled
+    assert hold_us_for([1e5]) == HOLD_MAX_US
+    assert hold_us_for([]) == HOLD_MAX_US

@@ -135,3 +135,19 @@ def test_missing_interpreter_is_an_arm_error(tmp_path: Path) -> None:
     assert "no-such-python" in results["head"].error
     assert results["head"].repeats == []
     assert len(results["base"].repeats) == 2
+
+
+def test_profile_repeats_profiles_only_the_first_processes_of_each_round(tmp_path: Path) -> None:
+    import json
+
+    targets, spec, _ = _setup(tmp_path)
+    spec = spec.model_copy(update={"profile_steps": 8, "profile_repeats": 1})
+    run_dir = tmp_path / "runs"
+    run_interleaved(targets, spec, 2, run_dir, timeout_s=120)
+    run_interleaved(targets, spec, 2, run_dir, timeout_s=120, first_repeat=2)  # a confirmation round
+
+    def profiled(arm: str, repeat: int) -> int:
+        return json.loads((run_dir / f"{arm}-{repeat}.spec.json").read_text())["profile_steps"]
+
+    for arm in ("base", "head"):
+        assert [profiled(arm, r) for r in range(4)] == [8, 0, 8, 0]

@@ -29,6 +29,10 @@ class WorkloadConfig(_Section):
     profile_steps: int = Field(
         default=64, ge=0, description="Steps of the separate profiled pass on a GPU (0: no profiling)."
     )
+    profile_repeats: int = Field(
+        default=0, ge=0,
+        description="Processes per arm and round that run the profiled pass, the first ones (0: every one).",
+    )
 
     @field_validator("entry")
     @classmethod

@@ -19,8 +19,11 @@ class BatchRun(BaseModel):
     setup_s: float
     wall_s: float
     tok_per_s: float
-    gpu_ms_per_step: float  # median over the timed steps
+    gpu_ms_per_step: float  # median over the timed steps (CUDA: the held pass)
     step_ms: list[float]
+    end_to_end_gpu_ms_per_step: float | None = None  # CUDA events of the end-to-end pass (host launch included)
+    hold_us: float = 0.0  # the GPU spin each timed step waited behind (CUDA), 0 without one
+    unheld_steps: int = 0  # timed steps the host was still launching when the hold ran out
     tokens: list[list[int]]  # one row per step (warmup included), one id per sequence
     sha256: str
     workload: dict[str, Any] = {}

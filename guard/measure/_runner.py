@@ -35,6 +35,8 @@ class HarnessSpec(BaseModel):
     steps: int
     warmup_steps: int
     profile_steps: int = 0
+    profile_repeats: int = 0  # the first N processes per arm and round are profiled; 0: all
+
 
 
 def run_interleaved(
@@ -61,7 +63,9 @@ def run_interleaved(
             continue
         started = time.perf_counter()
         try:
-            result = _run_one(by_name[arm], spec, repeat, run_dir, timeout_s)
+            profiled = not spec.profile_repeats or repeat - first_repeat < spec.profile_repeats
+            result = _run_one(by_name[arm], spec if profiled else spec.model_copy(update={"profile_steps": 0}),
+                              repeat, run_dir, timeout_s)
         except _RunFailed as failed:
             measurement.error = failed.message
             measurement.log_tail = failed.log_tail
