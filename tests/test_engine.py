@@ -42,6 +42,17 @@ def test_running_past_max_len_is_a_clear_error() -> None:
         engine.step()
 
 
+def test_long_kv_layers_keep_tokens_and_lengthen_only_their_caches_on_cpu() -> None:
+    plain = RefEngine(device="cpu", **SMALL)
+    longer = RefEngine(device="cpu", long_kv_layers=1, long_kv_len=160, **SMALL)
+    assert decode(plain, 2, 12) == decode(longer, 2, 12)
+    assert longer.state is not None
+    assert [c.shape[2] for c in longer.state.k_cache] == [160, 96]
+    assert longer.describe()["long_kv_layers"] == 1
+    with pytest.raises(ValueError, match="long_kv_layers"):
+        RefEngine(device="cpu", long_kv_layers=3, **SMALL)
+
+
 def test_bad_capture_mode() -> None:
     with pytest.raises(ValueError, match="capture_mode"):
         RefEngine(device="cpu", capture_mode="whole", **SMALL)
@@ -121,5 +132,6 @@ def test_split_step_is_two_graphs_with_the_same_tokens() -> None:
     injected = RefEngine(idle_us=20, layers=4)
     assert decode(split, 2, 16) == eager
     assert decode(injected, 2, 16) == eager
+    assert decode(RefEngine(long_kv_layers=2, layers=4), 2, 16) == eager
     assert len(split.graphs) == 2 and split.idle_after is None
     assert len(injected.graphs) == 2 and injected.idle_after == 0

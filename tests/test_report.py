@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import statistics
 from pathlib import Path
 
 from guard.report import Report, render_comment, trace_sections
@@ -116,3 +117,24 @@ def test_title_tags_a_batch_size_with_its_dominant_cause() -> None:
     title = render_comment(report).splitlines()[1]
     assert "at batch size 2 (idle time between kernels)" in title
     assert "changes CUDA graph capture" in title
+
+
+def test_a_launch_only_slowdown_is_named_where_the_verdict_does_not_see_it() -> None:
+    """End-to-end CUDA-event times slower, held GPU times not: the comment says so."""
+    from guard.measure import relative_change
+
+    report = Report.model_validate_json(EXAMPLE.read_text())
+    base_ms, steady_ms = [1.630, 1.631, 1.629, 1.630], [1.630, 1.630, 1.631, 1.629]
+    launch_ms = [1.650, 1.652, 1.651, 1.649]
+    quiet = report.batch_sizes[0].model_copy(update={
+        "verdict": "pass", "gpu_ms_change": relative_change(base_ms, steady_ms),
+        "end_to_end_gpu_ms_change": relative_change(base_ms, launch_ms),
+    })
+    noted = report.model_copy(update={"verdict": "pass", "batch_sizes": [quiet], "threshold_pct": 1.0})
+    comment = render_comment(noted)
+    assert f"At batch size {quiet.batch_size}, timed as the decode loop runs it" in comment
+    expected = (statistics.geometric_mean(launch_ms) / statistics.geometric_mean(base_ms) - 1) * 100
+    assert f"changed {expected:+.2f}%" in comment and "which only tok/s weighs in the verdict" in comment
+
+    same = quiet.model_copy(update={"end_to_end_gpu_ms_change": relative_change(base_ms, steady_ms)})
+    assert "timed as the decode loop runs it" not in render_comment(noted.model_copy(update={"batch_sizes": [same]}))

@@ -542,9 +542,11 @@ def test_layer_graphs_fixture_without_steps_counts_every_launch() -> None:
 # -- diff ---------------------------------------------------------------------------------
 
 
-def steady_trace(gap_ns: int, side_stream: int, durations_ns: dict[str, int], steps: int = 4) -> Trace:
+def steady_trace(gap_ns: int, side_stream: int, durations_ns: dict[str, int], steps: int = 4,
+                 names: dict[str, str] | None = None, swap_first: tuple[str, int] | None = None) -> Trace:
     """Per step: 11 kernels on stream 3, `gap_ns` apart, and one on `side_stream` that runs
-    beside the first, so that all idle time is in stream 3's gaps."""
+    beside the first, so that all idle time is in stream 3's gaps. `names` renames kernels;
+    `swap_first` (name, duration) replaces each step's first kernel."""
     gpu, api, ranges = [], [], []
     correlation = 0
     for step in range(steps):
@@ -557,7 +559,10 @@ def steady_trace(gap_ns: int, side_stream: int, durations_ns: dict[str, int], st
             duration = durations_ns[name]
             correlation += 1
             start = t if i < 11 else 100_000 * step + 100
-            gpu.append((start, start + duration, stream, correlation, KERNEL, name))
+            shown = (names or {}).get(name, name)
+            if swap_first is not None and i == 0:
+                shown, duration = swap_first
+            gpu.append((start, start + duration, stream, correlation, KERNEL, shown))
             api.append((host_ns + 10 * i, host_ns + 10 * i + 5, correlation, "cudaLaunchKernel"))
             t = start + duration + gap_ns
     return make_trace(gpu, api, ranges)
@@ -592,6 +597,47 @@ def test_diff_of_widened_gaps() -> None:
     assert result.gap_arithmetic == "At about 12 kernels per step, that adds 0.0036-0.0036 ms per step."
     assert "most of the change is idle time between kernels" in result.where_time_went
     assert "goes from 0.2 us to 0.5 us" in result.gap_statement
+
+
+def test_a_kernel_swapped_for_a_slower_variant_of_itself_is_a_slower_kernel() -> None:
+    # As on the H200 when one layer's KV cache grew: softmax_warp_forward<..., 10, ...> became
+    # <..., 11, ...>, the same count per step, each one slower.
+    variant = "void (anonymous namespace)::softmax_warp_forward<float, float, float, {}, false>(float*, int)"
+    base = analyze(steady_trace(200, side_stream=40, durations_ns=BASE_DURATIONS,
+                                names={"slow": variant.format(10)}))
+    head = analyze(steady_trace(200, side_stream=40, durations_ns=HEAD_DURATIONS,
+                                names={"slow": variant.format(11)}))
+    result = diff(base, head)
+    assert not result.kernel_counts_identical  # the names differ ...
+    assert result.kernels_added == result.kernels_removed == []  # ... but nothing came or went
+    [swapped] = result.kernels_replaced
+    assert swapped.name == "softmax_warp_forward"
+    assert swapped.kernels_per_step.before == swapped.kernels_per_step.after == 4
+    assert swapped.mean_duration_us.before == pytest.approx(1.0)
+    assert swapped.mean_duration_us.after == pytest.approx(1.2)
+    assert [k.name for k in result.kernels_slower] == ["softmax_warp_forward"]
+    assert result.busy_ms_per_step_from_counts == pytest.approx(0.0, abs=1e-15)
+    assert result.busy_ms_per_step_from_durations == pytest.approx(4 * 0.2e-3 + 4 * 0.04e-3)
+
+    # As on the H200, only some of a family's kernels move: 1 of 4 per step here
+    head_partial = analyze(steady_trace(200, side_stream=40, durations_ns=BASE_DURATIONS,
+                                        names={"slow": variant.format(10)}, swap_first=(variant.format(11), 2_000)))
+    result = diff(base, head_partial)
+    [swapped] = result.kernels_replaced
+    assert swapped.kernels_per_step.after == 1
+    assert swapped.mean_duration_us.before == pytest.approx(1.0)
+    assert swapped.mean_duration_us.after == pytest.approx(2.0)
+    assert result.kernels_added == result.kernels_removed == []
+    assert result.busy_ms_per_step_from_counts == pytest.approx(0.0, abs=1e-15)
+    assert result.busy_ms_per_step_from_durations == pytest.approx(1e-3)  # one kernel, 1 us longer
+
+    # A new kernel of another family stays a kernel added, even with the count unchanged
+    other = analyze(steady_trace(200, side_stream=40, durations_ns=HEAD_DURATIONS,
+                                 names={"slow": "void attention_kernel<11>(float*)"}))
+    result = diff(base, other)
+    assert result.kernels_replaced == []
+    assert [k.name for k in result.kernels_added] == ["void attention_kernel<11>(float*)"]
+    assert result.busy_ms_per_step_from_counts == pytest.approx(4 * 0.2e-3)
 
 
 def test_diff_without_wider_gaps_states_no_arithmetic() -> None:

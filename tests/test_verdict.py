@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Callable
 
 import numpy as np
@@ -327,3 +328,23 @@ def test_first_mismatch_different_row_widths() -> None:
     m = first_mismatch([[1, 2], [3, 4]], [[1, 2], [3]])
     assert m is not None
     assert m.step == 2
+
+
+def test_inconclusive_names_the_metric_that_was_too_noisy() -> None:
+    """Steady GPU time and noisy tok/s, as on a shared host: the reason blames tok/s."""
+
+    def with_tok(measurement: ArmMeasurement, factors: list[float]) -> ArmMeasurement:
+        repeats = [
+            r.model_copy(update={"runs": [run.model_copy(update={"tok_per_s": run.tok_per_s * f}) for run in r.runs]})
+            for r, f in zip(measurement.repeats, factors)
+        ]
+        return measurement.model_copy(update={"repeats": repeats})
+
+    base = with_tok(arm("base", {1: scaled(1.0, TINY)}), [1.0, 0.96, 1.04, 0.98, 1.02])
+    head = with_tok(arm("head", {1: scaled(1.0, TINY)}), [0.97, 1.03, 0.99, 1.01, 0.95])
+    (batch,) = run_compare({"base": base, "head": head}, [1]).batches
+    assert batch.verdict == "inconclusive"
+    reason = batch.reasons[0]
+    assert "a slowdown of tok/s past its threshold" in reason
+    assert re.search(r"tok/s spread base 8\.\d\d%, head 8\.\d\d%", reason)
+    assert "GPU ms per step spread" not in reason

@@ -29,6 +29,8 @@ class ArmStats(BaseModel):
     repeats: int
     gpu_ms_per_step: Spread
     tok_per_s: Spread
+    # CUDA-event time of the end-to-end pass, the host's launch time included (GPU only)
+    end_to_end_gpu_ms_per_step: Spread | None = None
     timer: str
     sha256: str  # the token hash of the first repeat; `deterministic` says if all agree
     deterministic: bool
@@ -41,6 +43,7 @@ class BatchComparison(BaseModel):
     arms: list[ArmStats]
     gpu_ms_change: Change | None = None  # head vs base; positive is slower
     tok_per_s_change: Change | None = None  # head vs base; negative is slower
+    end_to_end_gpu_ms_change: Change | None = None  # head vs base, launch time included; informative
     hash_match: bool | None = None
     mismatch: TokenMismatch | None = None
     near_threshold: bool = False  # inconclusive, or a regression whose interval reaches under the threshold

@@ -57,11 +57,13 @@ def _most_severe(verdicts: list[Verdict]) -> Verdict:
 
 def _arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmStats:
     runs = [r.run_for(batch_size) for r in repeats]
+    end_to_end = [r.end_to_end_gpu_ms_per_step for r in runs]
     return ArmStats(
         arm=arm,
         repeats=len(runs),
         gpu_ms_per_step=spread([r.gpu_ms_per_step for r in runs]),
         tok_per_s=spread([r.tok_per_s for r in runs]),
+        end_to_end_gpu_ms_per_step=spread(end_to_end) if None not in end_to_end else None,  # type: ignore[arg-type]
         timer=runs[0].timer,
         sha256=runs[0].sha256,
         deterministic=len({r.sha256 for r in runs}) == 1,
@@ -128,28 +130,40 @@ def _compare_batch(
         by_name[base].gpu_ms_per_step.values, by_name[head].gpu_ms_per_step.values, confidence
     )
     tok_change = relative_change(by_name[base].tok_per_s.values, by_name[head].tok_per_s.values, confidence)
+    e2e_base, e2e_head = by_name[base].end_to_end_gpu_ms_per_step, by_name[head].end_to_end_gpu_ms_per_step
+    e2e_change = (
+        relative_change(e2e_base.values, e2e_head.values, confidence) if e2e_base and e2e_head else None
+    )
     gpu = _Slowdown(gpu_change.pct, gpu_change.ci_low_pct, gpu_change.ci_high_pct, gpu_change.p_value)
     tok = _Slowdown(-tok_change.pct, -tok_change.ci_high_pct, -tok_change.ci_low_pct, tok_change.p_value)
     verdicts = (gpu.verdict(rule.gpu_pct, rule.alpha), tok.verdict(rule.tok_pct, rule.alpha))
     verdict = _most_severe(list(verdicts))
     if verdict == "inconclusive":
-        noise = ", ".join(
-            f"{a.arm} {a.gpu_ms_per_step.spread_pct:.2f}%" for a in (by_name[base], by_name[head])
+        undecided = [
+            (label, [getattr(by_name[name], field).spread_pct for name in (base, head)])
+            for label, field, v in (("GPU ms per step", "gpu_ms_per_step", verdicts[0]),
+                                    ("tok/s", "tok_per_s", verdicts[1]))
+            if v == "inconclusive"
+        ]
+        noise = "; ".join(
+            f"{label} spread {base} {spreads[0]:.2f}%, {head} {spreads[1]:.2f}%" for label, spreads in undecided
         )
+        which = " and ".join(label for label, _ in undecided)
         reasons.append(
             f"batch size {batch_size}: undecided. GPU ms per step changed {gpu_change.pct:+.2f}% "
             f"({confidence:.0%} interval {gpu_change.ci_low_pct:+.2f}% to {gpu_change.ci_high_pct:+.2f}%, "
             f"p = {gpu_change.p_value:.3g}) and tok/s {tok_change.pct:+.2f}% "
             f"({tok_change.ci_low_pct:+.2f}% to {tok_change.ci_high_pct:+.2f}%, p = {tok_change.p_value:.3g}): "
-            f"a slowdown past the threshold is possible but not significant at p < {rule.alpha:g}. "
-            f"The repeats of GPU ms per step spread {noise} (max - min over median); "
-            "raise measure.repeats or quiet the runner"
+            f"a slowdown of {which} past its threshold is possible but not significant at p < {rule.alpha:g}. "
+            f"Over the repeats, {noise} (max - min over median); "
+            "raise measure.repeats, quiet the runner, or set thresholds from `guard calibrate`"
         )
     thresholds = (rule.gpu_pct, rule.tok_pct)
     marginal = any(v == "regression" and m.low < t for v, m, t in zip(verdicts, (gpu, tok), thresholds))
     return BatchComparison(
         batch_size=batch_size, verdict=verdict, reasons=reasons, arms=arms,
-        gpu_ms_change=gpu_change, tok_per_s_change=tok_change, hash_match=True,
+        gpu_ms_change=gpu_change, tok_per_s_change=tok_change, end_to_end_gpu_ms_change=e2e_change,
+        hash_match=True,
         near_threshold=verdict == "inconclusive" or marginal,
     )
 

@@ -53,6 +53,8 @@ class RefEngine:
             torch.set_num_threads(1)
         self.dtype = getattr(torch, dtype)
         self.spec = ModelSpec(**spec_fields)
+        if not 0 <= self.spec.long_kv_layers <= self.spec.layers:
+            raise ValueError(f"long_kv_layers must be between 0 and layers ({self.spec.layers})")
         self.prompt_len = prompt_len
         self.capture_mode = capture_mode or os.environ.get(MODE_ENV) or CAPTURE_MODE
         if self.capture_mode not in ("step", "layer"):
@@ -132,6 +134,8 @@ class RefEngine:
             "layers": self.spec.layers,
             "d_model": self.spec.d_model,
             "vocab": self.spec.vocab,
+            "max_len": self.spec.max_len,
+            "long_kv_layers": self.spec.long_kv_layers,
             "capture_mode": self.capture_mode if self.graphs else "eager",
             "graphs_per_step": len(self.graphs),
             "idle_us": self.idle_us,

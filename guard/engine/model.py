@@ -22,6 +22,14 @@ class ModelSpec:
     vocab: int = 8192
     max_len: int = 1024
     seed: int = 0
+    # The first `long_kv_layers` layers attend over a static KV cache of `long_kv_len`
+    # positions instead of max_len, masked as usual: the same kernels, the same tokens, more
+    # work in those layers' attention. A knob to make kernels slower by a chosen amount.
+    long_kv_layers: int = 0
+    long_kv_len: int = 2048
+
+    def kv_len(self, layer: int) -> int:
+        return max(self.long_kv_len, self.max_len) if layer < self.long_kv_layers else self.max_len
 
     @property
     def head_dim(self) -> int:
@@ -82,19 +90,21 @@ class DecodeState:
 
     token: torch.Tensor  # [B] int64: input of the next step, then its output
     pos: torch.Tensor  # [1] int64: position the next token is written at
-    k_cache: list[torch.Tensor]  # per layer [B, H, T, hd]
+    k_cache: list[torch.Tensor]  # per layer [B, H, T_layer, hd]
     v_cache: list[torch.Tensor]
-    positions: torch.Tensor  # [T] int64, for the causal mask
+    positions: torch.Tensor  # [T_max] int64, for the causal mask (each layer takes its first T_layer)
 
     @classmethod
     def empty(cls, spec: ModelSpec, batch: int, device: torch.device, dtype: torch.dtype) -> DecodeState:
-        shape = (batch, spec.n_heads, spec.max_len, spec.head_dim)
+        def cache(layer: int) -> torch.Tensor:
+            return torch.zeros((batch, spec.n_heads, spec.kv_len(layer), spec.head_dim), device=device, dtype=dtype)
+
         return cls(
             token=torch.zeros(batch, dtype=torch.int64, device=device),
             pos=torch.zeros(1, dtype=torch.int64, device=device),
-            k_cache=[torch.zeros(shape, device=device, dtype=dtype) for _ in range(spec.layers)],
-            v_cache=[torch.zeros(shape, device=device, dtype=dtype) for _ in range(spec.layers)],
-            positions=torch.arange(spec.max_len, device=device),
+            k_cache=[cache(i) for i in range(spec.layers)],
+            v_cache=[cache(i) for i in range(spec.layers)],
+            positions=torch.arange(max([spec.max_len, *(spec.kv_len(i) for i in range(spec.layers))]), device=device),
         )
 
     def reset(self) -> None:
@@ -143,7 +153,8 @@ class Decoder:
         state.k_cache[i].index_copy_(2, state.pos, k.unsqueeze(2))
         state.v_cache[i].index_copy_(2, state.pos, v.unsqueeze(2))
         scores = (q.unsqueeze(2) @ state.k_cache[i].transpose(-1, -2)) * (spec.head_dim**-0.5)
-        scores = scores.masked_fill(~mask, float("-inf"))
+        kv_len = state.k_cache[i].shape[2]
+        scores = scores.masked_fill(~mask[:kv_len], float("-inf"))
         attn = (scores.softmax(-1) @ state.v_cache[i]).reshape(batch, spec.d_model)
         x = x + attn @ lw["wo"]
         h = _rms_norm(x, lw["ln2"])

@@ -75,7 +75,14 @@ def _explain(batch: BatchComparison, section: TraceSection | None) -> tuple[str 
             f"Most of the extra time is in kernels added: {k.before:.0f} -> {k.after:.0f} kernels per step. " + split
         )
     if shares["durations"] >= DOMINANT_SHARE:
-        names = ", ".join(f"`{_short(c.name)}`" for c in change.kernels_slower[:3])
+        swapped = [
+            f"`{_short(c.name)}` ({_count(c.kernels_per_step.after)} per step now another variant of it, "
+            f"{c.mean_duration_us.before:.2f} -> {c.mean_duration_us.after:.2f} us)"
+            for c in change.kernels_replaced if (c.busy_ms_per_step.delta or 0.0) > 0
+        ]
+        variants = {c.name for c in change.kernels_replaced}
+        names = ", ".join([*swapped, *(f"`{_short(c.name)}`" for c in change.kernels_slower
+                                       if c.name not in variants)][:3])
         return "slower kernels", f"The kernels themselves are slower{': ' + names if names else ''}. " + split
     return None, "No single cause dominates. " + split
 
@@ -91,6 +98,10 @@ def _host_bound(batch: BatchComparison) -> str | None:
             "the extra time is on the host, between or around the GPU work of each step."
         )
     return None
+
+
+def _count(value: float | None) -> str:
+    return f"{value:g}" if value is not None else "?"
 
 
 def _short(name: str, limit: int = 60) -> str:

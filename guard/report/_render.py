@@ -70,12 +70,32 @@ def render_comment(report: Report) -> str:
         capture_places=_capture_places(report),
         attribution=lambda b: attribution(b, next((t for t in report.traces if t.batch_size == b.batch_size), None)),
         step_metric="GPU ms per decode step" if gpu_timed else "ms per decode step (CPU)",
+        launch_notes=launch_notes(report),
         timer_note=(
-            "GPU time per step from CUDA events around each step; tok/s from the wall clock."
+            "GPU time per step from CUDA events around each step, queued ahead of its start so the host's "
+            "launch time is left out; tok/s from the wall clock of a separate pass as the decode loop runs."
             if gpu_timed
             else "No GPU: step times and tok/s are CPU wall clock."
         ),
     )
+
+
+def launch_notes(report: Report) -> list[str]:
+    """A sentence per batch size whose GPU time got slower only with the host's launch time in
+    it: the GPU-timed figures leave that out, by design, so the comment says it here."""
+    notes = []
+    for b in report.batch_sizes:
+        e2e, held = b.end_to_end_gpu_ms_change, b.gpu_ms_change
+        if e2e is None or held is None or b.verdict in ("regression", "invalid"):
+            continue
+        if e2e.p_value < report.alpha and e2e.pct >= report.threshold_pct:
+            notes.append(
+                f"At batch size {b.batch_size}, timed as the decode loop runs it (the host's launch time "
+                f"included), GPU ms per step changed {e2e.pct:+.2f}% ({_ci(e2e)}), against "
+                f"{held.pct:+.2f}% without it: the extra time may be in launching the step's work "
+                "(more graphs or launches), which only tok/s weighs in the verdict."
+            )
+    return notes
 
 
 def _capture_sentence(report: Report) -> str | None:

@@ -54,7 +54,10 @@ def _counts(change: TraceDiff) -> str:
     if not change.kernel_counts_identical and k.before is not None and k.after is not None:
         if _count(k.before) == _count(k.after):
             renamed = len(change.kernels_added) + len(change.kernels_removed)
-            parts.append(f"Kernels per step: {_count(k.after)} in both, but {renamed} kernel names come or go")
+            swapped = len(change.kernels_replaced)
+            what = [f"{renamed} kernel names come or go"] if renamed else []
+            what += [f"{swapped} kernel(s) run as another variant of the same function"] if swapped else []
+            parts.append(f"Kernels per step: {_count(k.after)} in both, but {' and '.join(what)}")
         else:
             parts.append(f"Kernels per step: {_count(k.before)} -> {_count(k.after)}")
     else:

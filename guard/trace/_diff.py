@@ -71,6 +71,12 @@ class TraceDiff(BaseModel):
     streams_note: str
     kernels_added: list[KernelChange]
     kernels_removed: list[KernelChange]
+    # Kernels swapped for another variant of themselves (the same function, other template
+    # arguments), as libraries do when a shape changes: one entry per kernel family whose
+    # count per step is unchanged, named by the family: the kernels per step that moved, the
+    # mean duration of the variant(s) they left and went to, and the family's busy time. Their
+    # time counts as a duration change, not as kernels added or removed.
+    kernels_replaced: list[KernelChange] = []
     kernels_slower: list[KernelChange]
     kernels_faster: list[KernelChange]
     # Busy time per step split by cause; the two sum to the change of mean busy time.
@@ -89,6 +95,7 @@ def diff(base: TraceFigures, head: TraceFigures) -> TraceDiff:
         warnings.append(f"steps were found by different rules: base {base.steps_rule}, head {head.steps_rule}")
 
     kernel_changes = _kernel_changes(base.kernels, head.kernels)
+    replaced, kernel_changes = _fold_variants(kernel_changes)
     added = [k for k in kernel_changes if _grew(k.kernels_per_step)]
     removed = [k for k in kernel_changes if _grew(k.kernels_per_step, sign=-1)]
     slower = [k for k in kernel_changes if _slower(k.mean_duration_us.before, k.mean_duration_us.after)]
@@ -122,7 +129,7 @@ def diff(base: TraceFigures, head: TraceFigures) -> TraceDiff:
         base_source=base.source,
         head_source=head.source,
         steps=_pair(base.steps, head.steps),
-        kernel_counts_identical=not added and not removed,
+        kernel_counts_identical=not added and not removed and not replaced,
         api_calls_identical=not api_changed,
         kernels_per_step=_pair(base.kernels_per_step, head.kernels_per_step),
         api_calls_changed=api_changed,
@@ -135,6 +142,7 @@ def diff(base: TraceFigures, head: TraceFigures) -> TraceDiff:
         streams_note=streams_note,
         kernels_added=added,
         kernels_removed=removed,
+        kernels_replaced=replaced,
         kernels_slower=slower,
         kernels_faster=faster,
         busy_ms_per_step_from_counts=from_counts_ms,
@@ -181,7 +189,66 @@ def _kernel_changes(base: list[KernelFigures], head: list[KernelFigures]) -> lis
                 busy_ms_per_step=_pair(b.busy_ms_per_step if b else 0.0, a.busy_ms_per_step if a else 0.0),
             )
         )
-    return sorted(changes, key=lambda k: (-abs(k.busy_ms_per_step.delta or 0.0), k.name))
+    return sorted(changes, key=_by_busy_change)
+
+
+def kernel_family(name: str) -> str:
+    """A kernel's name without its template arguments and parameter list (every bracketed
+    part): the variants of one function share it."""
+    kept, depth = [], 0
+    for ch in name:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            kept.append(ch)
+    words = "".join(kept).split()  # a return type, if any, then the qualified name
+    return words[-1].lstrip(":") if words and words[-1].lstrip(":") else name
+
+
+def _fold_variants(changes: list[KernelChange]) -> tuple[list[KernelChange], list[KernelChange]]:
+    """(replaced, changes with each replaced family as one entry). A family is replaced when
+    the counts of its names move (some up, some down) and its kernels per step do not. A
+    replaced entry is the kernels that moved: how many per step, and the mean duration of
+    the variants they left and of those they went to."""
+    families: dict[str, list[KernelChange]] = {}
+    for k in changes:
+        families.setdefault(kernel_family(k.name), []).append(k)
+    replaced, folded = [], []
+    for family, members in families.items():
+        moves = [(k, (k.kernels_per_step.after or 0.0) - (k.kernels_per_step.before or 0.0)) for k in members]
+        fell = [(k, -d) for k, d in moves if d < 0 and not _same(k.kernels_per_step.before or 0.0,
+                                                                    k.kernels_per_step.after or 0.0)]
+        rose = [(k, d) for k, d in moves if d > 0 and not _same(k.kernels_per_step.before or 0.0,
+                                                                   k.kernels_per_step.after or 0.0)]
+        count_before = sum(k.kernels_per_step.before or 0.0 for k in members)
+        count_after = sum(k.kernels_per_step.after or 0.0 for k in members)
+        if not (fell and rose and count_before > 0 and _same(count_before, count_after)):
+            folded += members
+            continue
+        busy_before = sum(k.busy_ms_per_step.before or 0.0 for k in members)
+        busy_after = sum(k.busy_ms_per_step.after or 0.0 for k in members)
+        folded.append(KernelChange(
+            name=family,
+            kernels_per_step=_pair(count_before, count_after),
+            mean_duration_us=_pair(busy_before * 1000 / count_before, busy_after * 1000 / count_after),
+            busy_ms_per_step=_pair(busy_before, busy_after),
+        ))
+        moved = sum(d for _, d in rose)
+        left_us = sum((k.mean_duration_us.before or 0.0) * d for k, d in fell) / sum(d for _, d in fell)
+        went_us = sum((k.mean_duration_us.after or 0.0) * d for k, d in rose) / moved
+        replaced.append(KernelChange(
+            name=family,
+            kernels_per_step=_pair(moved, moved),
+            mean_duration_us=_pair(left_us, went_us),
+            busy_ms_per_step=_pair(busy_before, busy_after),
+        ))
+    return sorted(replaced, key=_by_busy_change), sorted(folded, key=_by_busy_change)
+
+
+def _by_busy_change(k: KernelChange) -> tuple[float, str]:
+    return -abs(k.busy_ms_per_step.delta or 0.0), k.name
 
 
 def _busy_by_cause(changes: list[KernelChange]) -> tuple[float, float]:

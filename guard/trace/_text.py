@@ -85,6 +85,13 @@ def diff_text(result: TraceDiff) -> str:
         if kernels:
             lines += ["", f"{title}:"]
             lines += [f"  {_signed_count(k.kernels_per_step):>8}  {k.name[:NAME_WIDTH]}" for k in kernels]
+    if result.kernels_replaced:
+        lines += ["", "kernels replaced by another variant of the same function (per step, mean us):"]
+        lines += [
+            f"  {_count(k.kernels_per_step.after)}  {_num(k.mean_duration_us.before)} -> "
+            f"{_num(k.mean_duration_us.after)}  {k.name[:NAME_WIDTH]}"
+            for k in result.kernels_replaced
+        ]
     for title, kernels in (("kernels slower (mean us)", result.kernels_slower),
                            ("kernels faster (mean us)", result.kernels_faster)):
         if kernels:
