@@ -6,8 +6,9 @@ Usage (from the repository root, or with it on PYTHONPATH):
 
 Stages, each result kept in DIR and reused by --resume:
   1. sizing: GPU ms per step of the unsplit base, the split alone, a few idle_us and a few
-     max_len settings (fresh processes, no profiler); the idle_us and max_len that add +1% and
-     +0.5% are interpolated, and the chosen max_len must keep base's tokens (sizing.json);
+     long_kv_layers settings (fresh processes, no profiler); the idle_us and long_kv_layers
+     that add +1% and +0.5% are interpolated, and the chosen long_kv_layers must keep base's
+     tokens (sizing.json);
   2. calibration: `guard calibrate` A/A on base (calibration.json, thresholds.toml);
   3. pairs: one `guard run` per pair on a throwaway repository, base = the engine as is,
      head = a commit that injects one kind (or only adds a comment, A/A), kinds taking turns;
@@ -43,8 +44,8 @@ from validation._pairs import append_record, keep_pair_files, pair_id, plan, rea
 from validation._progress import (  # noqa: E402
     ASSUMED_PROCESS_S, SIZING_OVERHEAD_S, Budget, Log, eta_s, minutes, next_pair_worst_s, pair_s,
 )
-from validation._render import cause_text, render_markdown  # noqa: E402
-from validation._repo import BASE_BRANCH, ENTRY, base_max_len, make_engine_repo, write_config  # noqa: E402
+from validation._render import cause_text, render_markdown, setting_label  # noqa: E402
+from validation._repo import BASE_BRANCH, ENTRY, base_long_kv_len, make_engine_repo, write_config  # noqa: E402
 from validation._sizing import TOKEN_CHECK_TRIES, Measurer, PointSpec, size_injections, sizing_points  # noqa: E402
 from validation._summary import summarise  # noqa: E402
 
@@ -63,9 +64,11 @@ def _parser() -> argparse.ArgumentParser:
         f"(default: all, {','.join(k.name for k in KINDS)})",
     )
     p.add_argument("--batch-size", type=int, default=1)
-    p.add_argument("--steps", type=int, default=64, help="timed decode steps per process")
-    p.add_argument("--warmup-steps", type=int, default=8)
-    p.add_argument("--profile-steps", type=int, default=8, help="steps of each process's profiled pass (GPU)")
+    p.add_argument("--steps", type=int, default=128, help="timed decode steps per process (each pass)")
+    p.add_argument("--warmup-steps", type=int, default=32)
+    p.add_argument("--profile-steps", type=int, default=8, help="steps of a process's profiled pass (GPU)")
+    p.add_argument("--profile-repeats", type=int, default=1,
+                   help="processes per arm and round that run the profiled pass (0: every one)")
     p.add_argument("--repeats", type=int, default=4, help="processes per arm per round")
     p.add_argument("--options", default="", help="workload options, TOML inline-table body, e.g. 'layers = 4'")
     p.add_argument("--build", choices=("venv", "none"), default="venv", help="build.method of the pairs")
@@ -73,8 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=MeasureConfig.model_fields["alpha"].default)
     p.add_argument("--timeout-s", type=float, default=300.0, help="limit for one harness process")
     p.add_argument("--sizing-repeats", type=int, default=3, help="processes per sizing setting")
-    p.add_argument("--idle-grid-us", default="2,6,12,24", help="idle_us values measured for sizing")
-    p.add_argument("--max-len-grid", default="1280,1536,2048,3072", help="max_len values measured for sizing")
+    p.add_argument("--idle-grid-us", default="1,3,6,12", help="idle_us values measured for sizing")
+    p.add_argument("--long-kv-grid", default="1,2,4",
+                   help="long_kv_layers values measured for sizing (layers with a longer KV cache)")
     p.add_argument("--calibrate-repeats", type=int, default=10, help="processes per side of the A/A calibration")
     p.add_argument("--budget-s", type=float, help="stop between stages and pairs before this many seconds pass")
     p.add_argument("--resume", action="store_true", help="continue the run in --out: skip what it holds")
@@ -137,8 +141,8 @@ def _validate(args: argparse.Namespace, planned: dict[str, int], log: Log) -> in
     workdir.mkdir(parents=True, exist_ok=True)
     run = Run(args, settings, planned, args.out, workdir, workdir / "engine-repo", log, Budget(args.budget_s))
     base_sha = make_engine_repo(run.repo, settings)
-    base_len = base_max_len(run.repo)
-    points = sizing_points(idle_grid, inputs.max_len_grid(args.max_len_grid, base_len))
+    long_kv_len = base_long_kv_len(run.repo)
+    points = sizing_points(idle_grid, inputs.long_kv_grid(args.long_kv_grid))
     # every input is checked: from here on the folder holds this run
     (args.out / "settings.json").write_text(settings.model_dump_json(indent=2))
     (args.out / PLANNED).write_text(json.dumps(planned))
@@ -149,7 +153,7 @@ def _validate(args: argparse.Namespace, planned: dict[str, int], log: Log) -> in
     _print_plan(run, len(points), len(records), len(todo))
     log.say(f"throwaway repository at {run.repo}; work folder {workdir}")
 
-    run.sizing = _sizing(run, points, base_sha, base_len)
+    run.sizing = _sizing(run, points, base_sha, long_kv_len)
     if run.sizing is None:
         return _stop(run)
     run.process_s = _process_s(run.sizing)
@@ -197,7 +201,7 @@ def _process_s(sizing: Sizing) -> float:
 # --- stages -------------------------------------------------------------------------------------
 
 
-def _sizing(run: Run, points: list[PointSpec], base_sha: str, base_len: int) -> Sizing | None:
+def _sizing(run: Run, points: list[PointSpec], base_sha: str, long_kv_len: int) -> Sizing | None:
     path = run.out / "sizing.json"
     if path.exists():
         run.log.say(f"sizing: reusing {path}")
@@ -218,7 +222,7 @@ def _sizing(run: Run, points: list[PointSpec], base_sha: str, base_len: int) -> 
     measurer = Measurer(arm, spec, run.workdir / "sizing-runs", run.settings.timeout_s,
                         lambda m: run.log.detail(f"sizing {m}"))
     injected = [k for k in KINDS if k.injection != "none"]  # all of them: a resumed run may add kinds
-    sizing = size_injections(measurer, injected, points, repeats, base_len)
+    sizing = size_injections(measurer, injected, points, repeats, long_kv_len)
     path.write_text(sizing.model_dump_json(indent=2))
     _say_sizing(run.log, sizing)
     return sizing
@@ -303,7 +307,7 @@ def _run_pairs(run: Run, todo: list[tuple[Kind, int]]) -> None:
 def _pair_line(r: PairRecord) -> str:
     parts = [r.verdict]
     if r.setting is not None:
-        parts[0] += f" ({'idle_us' if r.injection == 'idle' else 'max_len'} {r.setting:g})"
+        parts[0] += f" ({setting_label(r.injection, r.setting)})"
     if r.gpu_ms_change is not None:
         c = r.gpu_ms_change
         parts.append(f"GPU ms {c.pct:+.2f}% ({c.ci_low_pct:+.2f}% to {c.ci_high_pct:+.2f}%, p = {c.p_value:.2g})")

@@ -14,8 +14,8 @@ import pytest
 from benchmarks.validation._models import KIND_BY_NAME, ArmValues, PairRecord, RunSettings, SizingPoint, TokenCheck
 from benchmarks.validation._inputs import planned_pairs
 from benchmarks.validation._pairs import append_record, plan, read_records
-from benchmarks.validation._repo import base_max_len, head_branch, make_engine_repo
-from benchmarks.validation._sizing import choose_idle, choose_max_len, curve_at, interpolate, keep_tokens
+from benchmarks.validation._repo import base_long_kv_len, head_branch, make_engine_repo
+from benchmarks.validation._sizing import choose_idle, choose_long_kv, curve_at, interpolate, keep_tokens
 from benchmarks.validation._summary import decide, redecide
 from guard.measure import Change
 from tests.conftest import git
@@ -28,13 +28,13 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "validate.py"
 
 def test_each_head_changes_one_default_and_nothing_else(tmp_path: Path) -> None:
     settings = RunSettings(
-        batch_size=1, steps=8, warmup_steps=2, profile_steps=0, repeats=2, options={}, options_toml="",
-        build="none", confirm=True, alpha=0.01, confidence=0.95, timeout_s=60,
+        batch_size=1, steps=8, warmup_steps=2, profile_steps=0, profile_repeats=0, repeats=2, options={},
+        options_toml="", build="none", confirm=True, alpha=0.01, confidence=0.95, timeout_s=60,
     )
     repo = tmp_path / "repo"
     base = make_engine_repo(repo, settings)
     assert make_engine_repo(repo, settings) == base  # a second call reuses it
-    assert base_max_len(repo) == 1024
+    assert base_long_kv_len(repo) == 2048
 
     def changed(branch: str) -> tuple[list[str], list[str]]:
         diff = git(repo, "diff", "--unified=0", f"main...{branch}").splitlines()
@@ -48,8 +48,12 @@ def test_each_head_changes_one_default_and_nothing_else(tmp_path: Path) -> None:
         "- self.idle_us = float(idle_us if idle_us is not None else os.environ.get(IDLE_ENV, 0.0))",
         "+ self.idle_us = float(idle_us if idle_us is not None else os.environ.get(IDLE_ENV, 12.5))",
     ]
-    kernel = head_branch(repo, KIND_BY_NAME["kernel-1"], 1488)
-    assert changed(kernel) == (["-    max_len: int = 1024"], ["+    max_len: int = 1488"])
+    kernel = head_branch(repo, KIND_BY_NAME["kernel-1"], 3)
+    assert changed(kernel) == (["-    long_kv_layers: int = 0"], ["+    long_kv_layers: int = 3"])
+    split = head_branch(repo, KIND_BY_NAME["idle-0.5"], 0.0)  # the split alone
+    removed, added = changed(split)
+    assert [" ".join(line.split()) for line in removed + added] == [
+        "- split: bool | None = None,", "+ split: bool | None = True,"]
     removed, added = changed(head_branch(repo, KIND_BY_NAME["aa"], None))
     assert removed == [] and all(line.startswith("+#") or line == "+" for line in added)
     assert head_branch(repo, KIND_BY_NAME["idle-0.5"], 12.5) == idle  # made once, reused
@@ -72,44 +76,56 @@ def test_interpolation_between_extrapolation_beyond_and_clamping_below() -> None
     assert curve_at(curve, 0.0) == pytest.approx(0.6 - 0.3 / 4 * 2)
 
 
-def _point(setting: str, change: float, idle_us: float | None = None, max_len: int | None = None,
+def _point(setting: str, change: float, idle_us: float | None = None, layers: int | None = None,
            match: bool = True) -> SizingPoint:
-    return SizingPoint(label=f"{setting}-{idle_us or max_len}", setting=setting, idle_us=idle_us, max_len=max_len,
-                       gpu_ms_per_step=[1.0], change_pct=change, tokens_match_base=match, sha256="x")
+    return SizingPoint(label=f"{setting}-{idle_us or layers}", setting=setting, idle_us=idle_us,
+                       long_kv_layers=layers, gpu_ms_per_step=[1.0], change_pct=change, tokens_match_base=match,
+                       sha256="x")
 
 
 def test_idle_is_sized_on_the_idle_points_only_and_rounded() -> None:
-    points = [_point("base", 0.0), _point("split", 0.3), _point("idle", 0.7, idle_us=2.0),
-              _point("idle", 1.1, idle_us=6.0), _point("kernel", 5.0, max_len=2048)]
+    points = [_point("base", 0.0), _point("split", 0.4), _point("idle", 0.7, idle_us=2.0),
+              _point("idle", 1.1, idle_us=6.0), _point("kernel", 5.0, layers=2)]
     size = choose_idle(KIND_BY_NAME["idle-1"], points)
     # (1.0 - 0.7) / 0.4 * 4 + 2 = 5.0 us exactly; the split and kernel points play no part
     assert (size.setting, size.how) == (5.0, "interpolated")
     assert size.predicted_pct == pytest.approx(1.0)
-    low = choose_idle(KIND_BY_NAME["idle-0.5"], points)
+    low = choose_idle(KIND_BY_NAME["idle-0.5"], points)  # 0.5% is below 2 us: the split alone is nearer
+    assert (low.setting, low.how, low.predicted_pct) == (0.0, "measured", pytest.approx(0.4))
+    assert "the split alone" in low.note
+    far_split = [points[0], _point("split", 0.05), *points[2:]]
+    low = choose_idle(KIND_BY_NAME["idle-0.5"], far_split)  # nearer as a ratio: 0.7 / 0.5 against 0.5 / 0.05
     assert (low.setting, low.how, low.predicted_pct) == (2.0, "clamped", pytest.approx(0.7))
     split_changes_tokens = [*points[:2], _point("idle", 0.7, idle_us=2.0, match=False), points[3]]
     assert choose_idle(KIND_BY_NAME["idle-1"], split_changes_tokens).setting is None
 
 
-def test_max_len_moves_to_the_nearest_that_keeps_the_tokens() -> None:
-    points = [_point("base", 0.0), _point("kernel", 0.5, max_len=1280), _point("kernel", 1.1, max_len=1536)]
-    size = choose_max_len(KIND_BY_NAME["kernel-1"], points, base_max_len=1024)
-    # 1280 + 0.5 / 0.6 * 256 = 1493.3, rounded to a multiple of 16
-    assert size.setting == 1488
+def test_long_kv_layers_is_a_whole_number_moved_to_the_nearest_that_keeps_the_tokens() -> None:
+    points = [_point("base", 0.0), _point("kernel", 0.45, layers=1), _point("kernel", 0.9, layers=2),
+              _point("kernel", 1.8, layers=4)]
+    size = choose_long_kv(KIND_BY_NAME["kernel-1"], points)
+    # of 1 (0.45%), 2 (0.9%), 3 (1.35% on the line to 4) and 4 (1.8%), 2 is nearest 1%
+    assert (size.setting, size.how, size.predicted_pct) == (2, "measured", pytest.approx(0.9))
+    assert choose_long_kv(KIND_BY_NAME["kernel-0.5"], points).setting == 1
+    uneven = [points[0], _point("kernel", 0.97, layers=1), _point("kernel", 0.79, layers=2),
+              _point("kernel", 2.43, layers=4)]
+    assert choose_long_kv(KIND_BY_NAME["kernel-1"], uneven).setting == 1  # the curve need not rise evenly
+    assert choose_long_kv(KIND_BY_NAME["kernel-0.5"], uneven).setting == 2
     ran: list[int] = []
 
-    def run_once(max_len: int) -> TokenCheck:
-        ran.append(max_len)
-        return TokenCheck(max_len=max_len, tokens_match_base=max_len == 1504, change_pct=None)
+    def run_once(layers: int) -> TokenCheck:
+        ran.append(layers)
+        return TokenCheck(long_kv_layers=layers, tokens_match_base=layers == 3, change_pct=None)
 
-    kept = keep_tokens(size, points, 1024, run_once)
-    assert ran == [1488, 1472, 1504]  # the chosen one, then nearest first, below before above
-    assert kept.setting == 1504
-    assert kept.predicted_pct == pytest.approx(0.5 + (1504 - 1280) / 256 * 0.6)
-    assert "1488 changes the tokens" in kept.note
-    nothing = keep_tokens(size, points[:1], 1024, lambda n: TokenCheck(max_len=n, tokens_match_base=False,
-                                                                      change_pct=None))
-    assert nothing.setting is None and "no max_len near 1488" in nothing.note
+    changes_tokens = [points[0], _point("kernel", 0.45, layers=1, match=False),
+                      _point("kernel", 0.9, layers=2, match=False), points[3]]
+    kept = keep_tokens(size, changes_tokens, run_once)
+    assert ran == [3]  # 2 and 1 are known to change the tokens; 3 is run once
+    assert kept.setting == 3 and kept.predicted_pct == pytest.approx(1.35)
+    assert "2 changes the tokens; 3 is the nearest" in kept.note
+    nothing = keep_tokens(size, points[:1], lambda n: TokenCheck(long_kv_layers=n, tokens_match_base=False,
+                                                                 change_pct=None))
+    assert nothing.setting is None and "no long_kv_layers near 2" in nothing.note
 
 
 # --- re-deciding and summarising ----------------------------------------------------------------
@@ -201,9 +217,9 @@ def test_kinds_take_turns_each_with_its_count() -> None:
 
 
 def test_bad_inputs_are_one_message(tmp_path: Path) -> None:
-    proc = _validate("--out", str(tmp_path / "o"), "--options", "max_len = 2048")
+    proc = _validate("--out", str(tmp_path / "o"), "--options", "long_kv_layers = 2")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "--options sets max_len" in proc.stderr
+    assert "--options sets long_kv_layers" in proc.stderr
     proc = _validate("--out", str(tmp_path / "o"), "--kinds", "aa,idle-2")
     assert proc.returncode == 2 and "unknown kind 'idle-2'" in proc.stderr
     proc = _validate("--out", str(tmp_path / "o"), "--kinds", "aa=0")
@@ -214,11 +230,12 @@ def test_bad_inputs_are_one_message(tmp_path: Path) -> None:
 
 
 # One process per sizing setting and a noisy CPU: the grid's settings are far apart (1 and 3 ms of
-# idle on a step of about 1.5 ms, a KV cache 8 times as long), so the sizing curves always rise.
+# idle on a step of about 1.5 ms, one of two layers with a KV cache 64 times as long), so the
+# sizing curves always rise.
 TINY = [
     "--steps", "12", "--warmup-steps", "2", "--repeats", "2", "--calibrate-repeats", "2", "--pairs", "1",
-    "--options", "layers = 2", "--build", "none", "--sizing-repeats", "1",
-    "--idle-grid-us", "1000,3000", "--max-len-grid", "8192",
+    "--options", "layers = 2, long_kv_len = 65536", "--build", "none", "--sizing-repeats", "1",
+    "--idle-grid-us", "1000,3000", "--long-kv-grid", "1",
 ]
 
 
@@ -262,7 +279,7 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
         assert record["traced"] is False and record["cause"] is None
         if record["setting"] is not None:
             assert record["setting"] == settings[record["kind"]]
-    assert [p["label"] for p in sizing["points"]] == ["base", "split", "idle-1000us", "idle-3000us", "max-len-8192"]
+    assert [p["label"] for p in sizing["points"]] == ["base", "split", "idle-1000us", "idle-3000us", "long-kv-1"]
     assert all(p["timer"] == "perf_counter" for p in sizing["points"])
 
     summary = json.loads((out / "summary.json").read_text())

@@ -12,7 +12,7 @@ from guard.config import MeasureConfig
 
 from ._models import KIND_BY_NAME, RunSettings
 
-INJECTED_OPTIONS = ("idle_us", "split", "max_len")  # set by the head commits; not workload options
+INJECTED_OPTIONS = ("idle_us", "split", "long_kv_layers")  # set by the head commits; not workload options
 
 
 def run_settings(args: argparse.Namespace) -> RunSettings:
@@ -23,7 +23,8 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
             raise ConfigError(f"--{name} must be at least {least}, not {value}")
     return RunSettings(
         batch_size=args.batch_size, steps=args.steps, warmup_steps=args.warmup_steps,
-        profile_steps=args.profile_steps, repeats=args.repeats, options=workload_options(args.options),
+        profile_steps=args.profile_steps, profile_repeats=args.profile_repeats, repeats=args.repeats,
+        options=workload_options(args.options),
         options_toml=args.options, build=args.build, confirm=not args.no_confirm, alpha=args.alpha,
         confidence=MeasureConfig.model_fields["confidence"].default, timeout_s=args.timeout_s,
     )
@@ -67,15 +68,11 @@ def idle_grid(text: str) -> list[float]:
     return _numbers(text, "--idle-grid-us", at_least=2)
 
 
-def max_len_grid(text: str, base_max_len: int) -> list[int]:
-    """max_len values; one is enough, as the base is the curve's first point."""
-    values = _numbers(text, "--max-len-grid", at_least=1)
+def long_kv_grid(text: str) -> list[int]:
+    """long_kv_layers values; one is enough, as the base (none) is the curve's first point."""
+    values = _numbers(text, "--long-kv-grid", at_least=1)
     if any(v != int(v) for v in values):
-        raise ConfigError(f"--max-len-grid {text!r}: expected whole numbers")
-    short = [int(v) for v in values if v <= base_max_len]
-    if short:
-        raise ConfigError(f"--max-len-grid: {short[0]} is not above the engine's max_len {base_max_len}; "
-                          "a kernel injection needs a longer KV cache")
+        raise ConfigError(f"--long-kv-grid {text!r}: expected whole numbers of layers")
     return [int(v) for v in values]
 
 

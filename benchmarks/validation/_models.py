@@ -48,6 +48,7 @@ class RunSettings(BaseModel):
     steps: int
     warmup_steps: int
     profile_steps: int
+    profile_repeats: int  # processes per arm and round that run the profiled pass (0: all)
     repeats: int  # processes per arm per round
     options: dict[str, Any]  # workload options, besides the injected ones
     options_toml: str  # the same, as written into the config
@@ -64,8 +65,12 @@ class SizingPoint(BaseModel):
     label: str
     setting: Literal["base", "split", "idle", "kernel"]
     idle_us: float | None = None
-    max_len: int | None = None
+    long_kv_layers: int | None = None
     gpu_ms_per_step: list[float] = []  # each process's median over its timed steps
+    # the same processes' end-to-end pass, timed by CUDA events without the hold (host launch
+    # included), and the held steps the host was still launching when the hold ran out
+    end_to_end_gpu_ms_per_step: list[float] = []
+    unheld_steps: list[int] = []
     process_s: list[float] = []  # wall time of each process, for estimates
     timer: str | None = None
     sha256: str | None = None
@@ -75,9 +80,9 @@ class SizingPoint(BaseModel):
 
 
 class TokenCheck(BaseModel):
-    """A max_len run once, to see whether the base's tokens survive it."""
+    """A long_kv_layers setting run once, to see whether the base's tokens survive it."""
 
-    max_len: int
+    long_kv_layers: int
     tokens_match_base: bool | None
     change_pct: float | None  # one process: a rough check of the prediction, not a figure
     error: str | None = None
@@ -89,7 +94,7 @@ class InjectionSize(BaseModel):
     kind: str
     injection: Injection
     target_pct: float
-    setting: float | None  # idle_us or max_len; None when no usable setting was found
+    setting: float | None  # idle_us (0: the split alone) or long_kv_layers; None when none was usable
     predicted_pct: float | None  # the sizing curve's change at the setting
     how: Literal["interpolated", "extrapolated", "clamped", "measured", "none"]
     note: str = ""
@@ -97,7 +102,7 @@ class InjectionSize(BaseModel):
 
 
 class Sizing(BaseModel):
-    base_max_len: int
+    long_kv_len: int  # the KV cache length of the long layers
     base_ms_per_step: float
     split_pct: float | None  # what the split alone adds (two graphs, no wait)
     repeats: int
@@ -138,7 +143,7 @@ class PairRecord(BaseModel):
     injection: Injection
     index: int
     target_pct: float
-    setting: float | None  # idle_us or max_len of the head; None for A/A
+    setting: float | None  # idle_us (0: the split alone) or long_kv_layers of the head; None for A/A
     predicted_pct: float | None
     batch_size: int
     steps: int

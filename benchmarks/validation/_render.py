@@ -58,7 +58,8 @@ def _sizing(sizing: Sizing) -> list[str]:
     lines = [
         "## Sizing", "",
         f"GPU ms per step of each setting (median of {sizing.repeats} fresh processes, no profiler) against "
-        f"the unsplit base ({sizing.base_ms_per_step:.4f} ms, max_len {sizing.base_max_len}).{clock}",
+        f"the unsplit base ({sizing.base_ms_per_step:.4f} ms). `long-kv-N`: the first N layers attend over "
+        f"a KV cache of {sizing.long_kv_len} positions.{clock}",
         "",
         "| setting | GPU ms per step (each process) | change vs base | tokens match base |",
         "|---|---|---|---|",
@@ -70,11 +71,11 @@ def _sizing(sizing: Sizing) -> list[str]:
         lines.append(f"| {p.label} | {values} | {change} | {tokens}{' (' + p.error + ')' if p.error else ''} |")
     lines += ["", "| kind | setting | predicted change | how | note |", "|---|---|---|---|---|"]
     for i in sizing.injections:
-        unit = "idle_us" if i.injection == "idle" else "max_len"
-        setting = f"{unit} = {i.setting:g}" if i.setting is not None else NOT_RUN
+        setting = setting_label(i.injection, i.setting) if i.setting is not None else NOT_RUN
         predicted = f"{i.predicted_pct:+.2f}%" if i.predicted_pct is not None else "-"
         checks = "; ".join(
-            f"max_len {c.max_len}: tokens {'match' if c.tokens_match_base else 'differ'}" for c in i.token_checks
+            f"long_kv_layers {c.long_kv_layers}: tokens {'match' if c.tokens_match_base else 'differ'}"
+            for c in i.token_checks
         )
         note = "; ".join(n for n in (i.note, checks) if n)
         lines.append(f"| {i.kind} | {setting} | {predicted} | {i.how} | {note} |")
@@ -155,10 +156,17 @@ def cause_text(record: PairRecord) -> str:
     return "none dominant" if record.traced else "no trace"
 
 
-def _setting(record: PairRecord) -> str:
-    if record.setting is None:
+def setting_label(injection: str, setting: float | None) -> str:
+    """How a head commit's setting reads: idle_us (0: the split alone) or long_kv_layers."""
+    if setting is None:
         return "A/A"
-    return f"idle_us {record.setting:g}" if record.injection == "idle" else f"max_len {record.setting:g}"
+    if injection == "idle":
+        return "split alone" if setting == 0 else f"idle_us {setting:g}"
+    return f"long_kv_layers {setting:g}"
+
+
+def _setting(record: PairRecord) -> str:
+    return setting_label(record.injection, record.setting)
 
 
 def _change(record: PairRecord) -> str:

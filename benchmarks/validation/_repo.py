@@ -17,7 +17,9 @@ BASE_BRANCH = "main"
 ENGINE_FILE = "refengine/engine.py"
 MODEL_FILE = "refengine/model.py"
 IDLE_DEFAULT = "os.environ.get(IDLE_ENV, 0.0)"
-MAX_LEN_RE = re.compile(r"^    max_len: int = (\d+)$", re.MULTILINE)
+SPLIT_DEFAULT = "split: bool | None = None,"
+LONG_KV_LAYERS_RE = re.compile(r"^    long_kv_layers: int = (\d+)$", re.MULTILINE)
+LONG_KV_LEN_RE = re.compile(r"^    long_kv_len: int = (\d+)$", re.MULTILINE)
 AA_COMMENT = "\n# The decode step above is unchanged; this comment is the whole change.\n"
 # The thing measured: the workload the demo repository commits (it decodes with refengine).
 ENTRY = "bench/guard_workload.py:make"
@@ -32,10 +34,11 @@ def make_engine_repo(repo: Path, settings: RunSettings) -> str:
     return _git(repo, "rev-parse", BASE_BRANCH)
 
 
-def base_max_len(repo: Path) -> int:
-    found = MAX_LEN_RE.search(_read_at(repo, BASE_BRANCH, MODEL_FILE))
+def base_long_kv_len(repo: Path) -> int:
+    """The KV cache length the long layers get, as base declares it."""
+    found = LONG_KV_LEN_RE.search(_read_at(repo, BASE_BRANCH, MODEL_FILE))
     if found is None:
-        raise GitError(f"{MODEL_FILE} no longer declares 'max_len: int = N'; update benchmarks/validation/_repo.py")
+        raise GitError(f"{MODEL_FILE} no longer declares 'long_kv_len: int = N'; update benchmarks/validation/_repo.py")
     return int(found.group(1))
 
 
@@ -43,6 +46,12 @@ def head_branch(repo: Path, kind: Kind, setting: float | None) -> str:
     """The branch whose one commit injects `kind` at `setting`; made on first use."""
     if kind.injection == "none":
         branch, path, change, message = "validate/aa", ENGINE_FILE, _add_comment, "engine: a comment, nothing else"
+    elif kind.injection == "idle" and setting == 0:
+        branch, path = "validate/split", ENGINE_FILE
+        message = "engine: capture decode as two graphs"
+
+        def change(text: str) -> str:
+            return _replace(text, SPLIT_DEFAULT, "split: bool | None = True,", path)
     elif kind.injection == "idle":
         assert setting is not None
         branch, path = f"validate/idle-{setting:g}us", ENGINE_FILE
@@ -52,14 +61,16 @@ def head_branch(repo: Path, kind: Kind, setting: float | None) -> str:
             return _replace(text, IDLE_DEFAULT, f"os.environ.get(IDLE_ENV, {float(setting)!r})", path)
     else:
         assert setting is not None
-        branch, path = f"validate/max-len-{int(setting)}", MODEL_FILE
-        message = f"model: a static KV cache of {int(setting)} positions"
+        layers = int(setting)
+        branch, path = f"validate/long-kv-{layers}", MODEL_FILE
+        message = f"model: the first {layers} layer(s) attend over a longer static KV cache"
 
         def change(text: str) -> str:
-            found = MAX_LEN_RE.search(text)
+            found = LONG_KV_LAYERS_RE.search(text)
             if found is None:
-                raise GitError(f"{path} no longer declares 'max_len: int = N'; update benchmarks/validation/_repo.py")
-            return text[: found.start(1)] + str(int(setting)) + text[found.end(1):]
+                raise GitError(f"{path} no longer declares 'long_kv_layers: int = N'; "
+                               "update benchmarks/validation/_repo.py")
+            return text[: found.start(1)] + str(layers) + text[found.end(1):]
 
     if run_git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode != 0:
         _commit_change(repo, branch, path, change, message)
@@ -81,6 +92,7 @@ def write_config(path: Path, settings: RunSettings, thresholds: Path | None) -> 
         f"steps = {settings.steps}\n"
         f"warmup_steps = {settings.warmup_steps}\n"
         f"profile_steps = {settings.profile_steps}\n"
+        f"profile_repeats = {settings.profile_repeats}\n"
         f"options = {{ {settings.options_toml} }}\n\n"
         f"[build]\n{build}\n"
         "[measure]\n"

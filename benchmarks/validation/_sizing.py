@@ -1,10 +1,12 @@
 """Size the injections on this machine: measure GPU ms per step of the base engine and of a
-few idle_us and max_len settings, then pick by interpolation the settings that add the
-target slowdowns to the unsplit base, and check that the chosen max_len keeps base's tokens."""
+few idle_us and long_kv_layers settings, then pick by interpolation the settings that add
+the target slowdowns to the unsplit base, and check that the chosen long_kv_layers keeps
+base's tokens."""
 
 from __future__ import annotations
 
 import functools
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -18,8 +20,8 @@ from guard.measure import ArmMeasurement, ArmTarget, HarnessSpec, run_interleave
 from ._models import InjectionSize, Kind, Sizing, SizingPoint, TokenCheck
 
 IDLE_US_STEP = 0.1  # chosen idle_us are rounded to this
-MAX_LEN_STEP = 16  # chosen max_len are rounded to a multiple of this
-TOKEN_CHECK_TRIES = 4  # max_len values tried on each side of the chosen one when its tokens differ
+SPLIT_ONLY = 0.0  # the idle setting that means: two graphs, no host wait (the split alone)
+TOKEN_CHECK_TRIES = 2  # long_kv_layers values tried on each side of the chosen one when its tokens differ
 
 Progress = Callable[[str], None]
 
@@ -29,7 +31,7 @@ class PointSpec:
     label: str
     setting: Literal["base", "split", "idle", "kernel"]
     idle_us: float | None = None
-    max_len: int | None = None
+    long_kv_layers: int | None = None
 
     def options(self) -> dict[str, Any]:
         if self.setting == "split":
@@ -37,17 +39,17 @@ class PointSpec:
         if self.setting == "idle":
             return {"idle_us": self.idle_us}
         if self.setting == "kernel":
-            return {"max_len": self.max_len}
+            return {"long_kv_layers": self.long_kv_layers}
         return {}
 
 
-def sizing_points(idle_grid_us: list[float], max_len_grid: list[int]) -> list[PointSpec]:
+def sizing_points(idle_grid_us: list[float], long_kv_grid: list[int]) -> list[PointSpec]:
     """The unsplit base first, then the split alone, then each grid setting."""
     return [
         PointSpec("base", "base"),
         PointSpec("split", "split"),
         *(PointSpec(f"idle-{us:g}us", "idle", idle_us=us) for us in idle_grid_us),
-        *(PointSpec(f"max-len-{n}", "kernel", max_len=n) for n in max_len_grid),
+        *(PointSpec(f"long-kv-{n}", "kernel", long_kv_layers=n) for n in long_kv_grid),
     ]
 
 
@@ -72,7 +74,8 @@ class Measurer:
 def measure_points(measurer: Measurer, points: list[PointSpec], repeats: int) -> list[SizingPoint]:
     """Every point `repeats` times, in rounds (each round runs every point once), so drift in
     the machine hits all points alike."""
-    found = {p.label: SizingPoint(label=p.label, setting=p.setting, idle_us=p.idle_us, max_len=p.max_len)
+    found = {p.label: SizingPoint(label=p.label, setting=p.setting, idle_us=p.idle_us,
+                                  long_kv_layers=p.long_kv_layers)
              for p in points}
     for repeat in range(repeats):
         for point in points:
@@ -95,6 +98,9 @@ def _add(record: SizingPoint, measurement: ArmMeasurement, seconds: float) -> No
         return
     run = measurement.repeats[0].runs[0]
     record.gpu_ms_per_step.append(run.gpu_ms_per_step)
+    if run.end_to_end_gpu_ms_per_step is not None:
+        record.end_to_end_gpu_ms_per_step.append(run.end_to_end_gpu_ms_per_step)
+        record.unheld_steps.append(run.unheld_steps)
     record.process_s.append(round(seconds, 2))
     record.timer = run.timer
     if record.sha256 is not None and record.sha256 != run.sha256:
@@ -157,22 +163,34 @@ def idle_curve(points: list[SizingPoint]) -> list[tuple[float, float]]:
             if p.setting == "idle" and p.idle_us is not None and p.change_pct is not None]
 
 
-def kernel_curve(points: list[SizingPoint], base_max_len: int) -> list[tuple[float, float]]:
-    """(max_len, change %), starting at the base: 0% at its own max_len."""
-    return [(float(base_max_len), 0.0)] + [
-        (float(p.max_len), p.change_pct) for p in points
-        if p.setting == "kernel" and p.max_len is not None and p.change_pct is not None
+def kernel_curve(points: list[SizingPoint]) -> list[tuple[float, float]]:
+    """(long_kv_layers, change %), starting at the base: 0% at none."""
+    return [(0.0, 0.0)] + [
+        (float(p.long_kv_layers), p.change_pct) for p in points
+        if p.setting == "kernel" and p.long_kv_layers is not None and p.change_pct is not None
     ]
 
 
 def choose_idle(kind: Kind, points: list[SizingPoint]) -> InjectionSize:
-    """idle_us against the unsplit base; every idle point includes what the split itself costs."""
+    """idle_us against the unsplit base; every idle point includes what the split and the
+    host's wait for the GPU cost. Below the smallest idle point, the split alone (two graphs,
+    no wait) is the other candidate, and the nearer of the two is taken."""
     if any(p.tokens_match_base is False for p in points if p.setting in ("split", "idle")):
         return _none(kind, "the split engine generated other tokens than base; the guard would refuse to compare")
     curve = idle_curve(points)
     setting, how, note = interpolate(curve, kind.target_pct)
     if setting is None:
         return _none(kind, note)
+    split = next((p for p in points if p.setting == "split" and p.change_pct is not None), None)
+    if how == "clamped" and split is not None and split.change_pct is not None:
+        smallest = curve_at(curve, setting)
+        if off_by(split.change_pct, kind.target_pct) < off_by(smallest, kind.target_pct):
+            return InjectionSize(
+                kind=kind.name, injection="idle", target_pct=kind.target_pct, setting=SPLIT_ONLY,
+                predicted_pct=split.change_pct, how="measured",
+                note=(f"below the smallest idle_us measured ({setting:g}: {smallest:+.2f}%); the split alone, "
+                      f"two graphs with no wait ({split.change_pct:+.2f}%), is nearer +{kind.target_pct:g}%"),
+            )
     setting = round(max(IDLE_US_STEP, round(setting / IDLE_US_STEP) * IDLE_US_STEP), 3)
     return InjectionSize(
         kind=kind.name, injection="idle", target_pct=kind.target_pct, setting=setting,
@@ -180,32 +198,46 @@ def choose_idle(kind: Kind, points: list[SizingPoint]) -> InjectionSize:
     )
 
 
-def choose_max_len(kind: Kind, points: list[SizingPoint], base_max_len: int) -> InjectionSize:
-    curve = kernel_curve(points, base_max_len)
+def off_by(predicted_pct: float, target_pct: float) -> float:
+    """How far a predicted change is from the target, as a ratio: +0.25% and +1% are as far
+    from +0.5%, and a change of nothing is infinitely far."""
+    if predicted_pct <= 0:
+        return math.inf
+    return abs(math.log(predicted_pct / target_pct))
+
+
+def choose_long_kv(kind: Kind, points: list[SizingPoint]) -> InjectionSize:
+    """A whole number of layers: of every count up to the largest measured, the one whose
+    change on the curve is nearest the target (the curve need not rise evenly: which layers
+    get the longer cache changes how much of their attention overlaps other work)."""
+    curve = kernel_curve(points)
     setting, how, note = interpolate(curve, kind.target_pct)
     if setting is None:
         return _none(kind, note)
-    rounded = max(base_max_len + MAX_LEN_STEP, round(setting / MAX_LEN_STEP) * MAX_LEN_STEP)
+    largest = max(int(x) for x, _ in curve)
+    candidates = range(1, max(largest, int(setting) + 1) + 1)
+    layers = min(candidates, key=lambda n: off_by(curve_at(curve, n), kind.target_pct))
+    how = "measured" if layers in {int(x) for x, _ in curve} else how
     return InjectionSize(
-        kind=kind.name, injection="kernel", target_pct=kind.target_pct, setting=rounded,
-        predicted_pct=curve_at(curve, rounded), how=how, note=note,
+        kind=kind.name, injection="kernel", target_pct=kind.target_pct, setting=layers,
+        predicted_pct=curve_at(curve, layers), how=how, note=note,
     )
 
 
 def keep_tokens(
-    size: InjectionSize, points: list[SizingPoint], base_max_len: int, run_once: Callable[[int], TokenCheck]
+    size: InjectionSize, points: list[SizingPoint], run_once: Callable[[int], TokenCheck]
 ) -> InjectionSize:
-    """The chosen max_len, or the nearest that generates base's tokens: first the values around
-    it (run once each), then the grid points whose tokens matched."""
+    """The chosen long_kv_layers, or the nearest that generates base's tokens: first the values
+    around it (run once each), then the grid points whose tokens matched."""
     if size.setting is None:
         return size
     chosen = int(size.setting)
-    known = {p.max_len: p.tokens_match_base for p in points
-             if p.setting == "kernel" and p.max_len is not None and p.tokens_match_base is not None}
+    known = {p.long_kv_layers: p.tokens_match_base for p in points
+             if p.setting == "kernel" and p.long_kv_layers is not None and p.tokens_match_base is not None}
     checks: list[TokenCheck] = []
-    near = [chosen + sign * k * MAX_LEN_STEP for k in range(1, TOKEN_CHECK_TRIES + 1) for sign in (-1, 1)]
+    near = [chosen + sign * k for k in range(1, TOKEN_CHECK_TRIES + 1) for sign in (-1, 1)]
     for candidate in [chosen, *near]:
-        if candidate <= base_max_len:
+        if candidate < 1:
             continue
         if candidate in known:
             match = known[candidate]
@@ -214,26 +246,26 @@ def keep_tokens(
             checks.append(check)
             match = check.tokens_match_base
         if match:
-            return _moved(size, candidate, chosen, points, base_max_len, checks)
+            return _moved(size, candidate, chosen, points, checks)
     matching = sorted((n for n, match in known.items() if match), key=lambda n: abs(n - chosen))
     if matching:
-        return _moved(size, matching[0], chosen, points, base_max_len, checks)
+        return _moved(size, matching[0], chosen, points, checks)
     return size.model_copy(update={
         "setting": None, "how": "none", "token_checks": checks,
-        "note": f"no max_len near {chosen} keeps base's tokens (tried {', '.join(str(c.max_len) for c in checks)}); "
+        "note": f"no long_kv_layers near {chosen} keeps base's tokens "
+                f"(tried {', '.join(str(c.long_kv_layers) for c in checks)}); "
                 "the guard would refuse to compare, so this kind is not run",
     })
 
 
 def _moved(
-    size: InjectionSize, setting: int, chosen: int, points: list[SizingPoint], base_max_len: int,
-    checks: list[TokenCheck],
+    size: InjectionSize, setting: int, chosen: int, points: list[SizingPoint], checks: list[TokenCheck],
 ) -> InjectionSize:
     if setting == chosen:
         return size.model_copy(update={"token_checks": checks})
-    note = f"max_len {chosen} changes the tokens; {setting} is the nearest that keeps them"
+    note = f"long_kv_layers {chosen} changes the tokens; {setting} is the nearest that keeps them"
     return size.model_copy(update={
-        "setting": setting, "predicted_pct": curve_at(kernel_curve(points, base_max_len), setting),
+        "setting": setting, "predicted_pct": curve_at(kernel_curve(points), setting),
         "token_checks": checks, "note": "; ".join(n for n in (size.note, note) if n),
     })
 
@@ -245,37 +277,37 @@ def _none(kind: Kind, note: str) -> InjectionSize:
     )
 
 
-def token_check(measurer: Measurer, max_len: int, base: SizingPoint) -> TokenCheck:
-    """One process at `max_len`: do its tokens match the base's?"""
-    measurement, _ = measurer.once(PointSpec(f"check-max-len-{max_len}", "kernel", max_len=max_len), 0)
+def token_check(measurer: Measurer, layers: int, base: SizingPoint) -> TokenCheck:
+    """One process at long_kv_layers = `layers`: do its tokens match the base's?"""
+    measurement, _ = measurer.once(PointSpec(f"check-long-kv-{layers}", "kernel", long_kv_layers=layers), 0)
     if measurement.error is not None or not measurement.repeats:
-        return TokenCheck(max_len=max_len, tokens_match_base=None, change_pct=None, error=measurement.error)
+        return TokenCheck(long_kv_layers=layers, tokens_match_base=None, change_pct=None, error=measurement.error)
     run = measurement.repeats[0].runs[0]
     return TokenCheck(
-        max_len=max_len,
+        long_kv_layers=layers,
         tokens_match_base=run.sha256 == base.sha256,
         change_pct=(run.gpu_ms_per_step / statistics.median(base.gpu_ms_per_step) - 1) * 100,
     )
 
 
 def size_injections(
-    measurer: Measurer, kinds: list[Kind], points: list[PointSpec], repeats: int, base_max_len: int
+    measurer: Measurer, kinds: list[Kind], points: list[PointSpec], repeats: int, long_kv_len: int
 ) -> Sizing:
     started = time.perf_counter()
     measured = measure_points(measurer, points, repeats)
     base = measured[0]
     split = next((p for p in measured if p.setting == "split"), None)
-    # one process per max_len, however many kinds land on it
-    run_once = functools.cache(lambda max_len: token_check(measurer, max_len, base))
+    # one process per long_kv_layers, however many kinds land on it
+    run_once = functools.cache(lambda layers: token_check(measurer, layers, base))
     sizes = []
     for kind in kinds:
         if kind.injection == "idle":
             sizes.append(choose_idle(kind, measured))
         elif kind.injection == "kernel":
-            size = choose_max_len(kind, measured, base_max_len)
-            sizes.append(keep_tokens(size, measured, base_max_len, run_once))
+            size = choose_long_kv(kind, measured)
+            sizes.append(keep_tokens(size, measured, run_once))
     return Sizing(
-        base_max_len=base_max_len,
+        long_kv_len=long_kv_len,
         base_ms_per_step=statistics.median(base.gpu_ms_per_step),
         split_pct=split.change_pct if split is not None else None,
         repeats=repeats,
