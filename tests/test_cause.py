@@ -394,3 +394,41 @@ def test_commits_with_no_common_ancestor_are_one_clear_git_error(repo):
 
     with pytest.raises(GitError, match="no common ancestor"):
         find_capture_changes(path, base, unrelated, [])
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "named"),
+    [
+        # a self attribute that capture code reads, assigned in __init__ (through self.split)
+        ("os.environ.get(IDLE_ENV, 0.0)", "os.environ.get(IDLE_ENV, 2.0)", "`self.idle_us` (read by"),
+        # a parameter default that __init__ stores in such an attribute
+        ("split: bool | None = None,", "split: bool | None = True,", "the default of `split` (read by"),
+    ],
+)
+def test_a_changed_attribute_or_default_that_capture_reads_counts(tmp_path, old, new, named):
+    from guard.demo import make_demo_repo
+
+    repo_path = tmp_path / "r"
+    base, _ = make_demo_repo(repo_path)
+    git(repo_path, "checkout", "--quiet", "-b", "attr", base)
+    edit(repo_path, "refengine/engine.py", old, new)
+    head = commit_all(repo_path, "engine: a setting")
+
+    change = only(find_capture_changes(repo_path, base, head, []))
+    assert change.matched_by == ["capture-setting"]
+    [hunk] = change.hunks
+    assert hunk.function == "RefEngine.__init__"
+    assert any(s.via == "self.split" for s in hunk.settings)
+    summary = capture_summary(find_capture_changes(repo_path, base, head, []))
+    assert summary is not None and "changes settings that CUDA graph capture reads" in summary and named in summary
+
+
+def test_an_attribute_capture_does_not_read_does_not_count(tmp_path):
+    from guard.demo import make_demo_repo
+
+    repo_path = tmp_path / "r"
+    base, _ = make_demo_repo(repo_path)
+    git(repo_path, "checkout", "--quiet", "-b", "attr", base)
+    edit(repo_path, "refengine/engine.py", "self.prompt_len = prompt_len\n", "self.prompt_len = int(prompt_len)\n")
+    head = commit_all(repo_path, "engine: prompt length as int")
+    assert find_capture_changes(repo_path, base, head, []).files == []

@@ -1,10 +1,16 @@
-"""Module-level settings that capture code reads, such as `CAPTURE_MODE = "step"`.
+"""Settings that capture code reads, such as `CAPTURE_MODE = "step"`.
 
-Changing such a constant changes what gets captured although its line names no graph
-API. A module-level name counts when, in the head version of the same file, it is read
- - inside a def that calls a graph API (a capture def), or
- - in the condition or loop that decides whether a capture def or graph API is called,
-either directly or through one `self.<attr>` it is stored in (`self.mode = CAPTURE_MODE`).
+Changing such a value changes what gets captured although its line names no graph API.
+Capture code, in the head version of the same file, is
+ - a def that calls a graph API (a capture def), or
+ - the condition or loop that decides whether a capture def or graph API is called.
+A changed line counts when it assigns
+ - a module-level name that capture code reads, directly or through one `self.<attr>` it
+   is stored in (`self.mode = CAPTURE_MODE`);
+ - a `self.<attr>` that capture code reads (`self.idle_us = ...` in `__init__`), directly
+   or through one other attribute computed from it (`self.split = self.idle_us > 0`);
+ - the default of a parameter that a method stores in such an attribute
+   (`def __init__(self, split=None)` with `self.split = bool(split) ...`).
 """
 
 from __future__ import annotations
@@ -45,21 +51,40 @@ class CaptureSettings:
         self._flows: dict[str, set[str]] = {}
 
     def in_lines(self, start: int, end: int) -> list[SettingUse]:
-        """Uses by capture code of the module-level names assigned by statements touching lines start..end."""
+        """Uses by capture code of what statements touching lines start..end assign: module-level
+        names, self attributes, and parameter defaults."""
         tree = self.index.tree
         if tree is None or end < start:
             return []
         assigned = [
             name
             for stmt in tree.body
-            if stmt.lineno <= end and start <= (stmt.end_lineno or stmt.lineno)
+            if _touches(stmt, start, end)
             for name in _assigned_names(stmt)
         ]
-        if not assigned:
+        attrs = [
+            attr
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and _touches(node, start, end)
+            for attr in _assigned_attrs(node)
+        ]
+        defaults = _changed_defaults(tree, start, end)
+        if not (assigned or attrs or defaults):
             return []
         if self._readers is None:
             self._readers, self._flows = _readers(self.index), _attribute_flows(tree)
-        return _uses(assigned, self._readers, self._flows)
+        uses = _uses(assigned, self._readers, self._flows)
+        # Attributes are read everywhere in a class: only code that captures counts for them,
+        # not code that only replays (a decode step reads its position counter too).
+        capturing = _capturing_readers(self.index, self._readers)
+        uses += _attr_uses(attrs, capturing, _attribute_flows(tree, from_attrs=True))
+        for name, function in defaults:
+            stored = _attribute_flows(function).get(name, set())
+            uses += [
+                SettingUse(f"{name}=", reader.where, reader.gates, f"self.{attr}")
+                for reader in capturing for attr in sorted(stored) if attr in reader.attrs
+            ]
+        return list(dict.fromkeys(uses))
 
 
 def _uses(assigned: list[str], readers: list[Reader], flows: dict[str, set[str]]) -> list[SettingUse]:
@@ -73,6 +98,65 @@ def _uses(assigned: list[str], readers: list[Reader], flows: dict[str, set[str]]
                 for attr in sorted(flows.get(name, ())) if attr in reader.attrs
             ]
     return list(dict.fromkeys(uses))
+
+
+REPLAY_ONLY = frozenset({"graph.replay"})
+
+
+def _capturing_readers(index: ScopeIndex, readers: list[Reader]) -> list[Reader]:
+    """The readers in or deciding a def that captures, not one that only replays."""
+    defs = index.capture_defs()
+    capturing = {s.qualname for s in defs if set(s.apis) - REPLAY_ONLY}
+    names = {s.name for s in defs if set(s.apis) - REPLAY_ONLY}
+    replaying = {s.name for s in defs} - names
+
+    def captures(reader: Reader) -> bool:
+        if reader.gates is None:
+            return reader.where in capturing
+        called = reader.gates.removesuffix("()")
+        if called in names:
+            return True
+        return called not in replaying and any(a.name not in REPLAY_ONLY for a in find_apis(reader.gates))
+
+    return [r for r in readers if captures(r)]
+
+
+def _attr_uses(attrs: list[str], readers: list[Reader], flows: dict[str, set[str]]) -> list[SettingUse]:
+    uses: list[SettingUse] = []
+    for attr in dict.fromkeys(attrs):
+        for reader in readers:
+            if attr in reader.attrs:
+                uses.append(SettingUse(f"self.{attr}", reader.where, reader.gates, None))
+            uses += [
+                SettingUse(f"self.{attr}", reader.where, reader.gates, f"self.{other}")
+                for other in sorted(flows.get(attr, ())) if other != attr and other in reader.attrs
+            ]
+    return uses
+
+
+def _touches(node: ast.AST, start: int, end: int) -> bool:
+    first = getattr(node, "lineno", None)
+    return first is not None and first <= end and start <= (getattr(node, "end_lineno", None) or first)
+
+
+def _assigned_attrs(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> list[str]:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return [t.attr for t in targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+            and t.value.id in _SELF_NAMES]
+
+
+def _changed_defaults(tree: ast.Module, start: int, end: int) -> list[tuple[str, ast.AST]]:
+    """(parameter, its function) for each parameter whose default touches lines start..end."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        found += [(arg.arg, node) for arg, default in pairs if _touches(default, start, end)]
+    return found
 
 
 def _assigned_names(stmt: ast.stmt) -> list[str]:
@@ -143,8 +227,9 @@ def _reads(node: ast.AST | None) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(names), frozenset(attrs)
 
 
-def _attribute_flows(tree: ast.Module) -> dict[str, set[str]]:
-    """Module name -> self attributes assigned from an expression that reads it."""
+def _attribute_flows(tree: ast.AST, from_attrs: bool = False) -> dict[str, set[str]]:
+    """Name -> self attributes assigned from an expression that reads it; with `from_attrs`,
+    self attribute -> self attributes assigned from an expression that reads it."""
     flows: dict[str, set[str]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
@@ -160,6 +245,10 @@ def _attribute_flows(tree: ast.Module) -> dict[str, set[str]]:
         if not attrs:
             continue
         for sub in ast.walk(value):
-            if isinstance(sub, ast.Name):
+            if from_attrs:
+                if (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name)
+                        and sub.value.id in _SELF_NAMES):
+                    flows.setdefault(sub.attr, set()).update(attrs)
+            elif isinstance(sub, ast.Name):
                 flows.setdefault(sub.id, set()).update(attrs)
     return flows

@@ -128,10 +128,11 @@ def _settings_phrase(settings: list[CaptureSetting]) -> str:
     for name, uses in by_name.items():
         use = uses[0]  # the first reader is enough to say why it counts
         via = f" through `{use.via}`" if use.via else ""
+        label = f"the default of `{name[:-1]}`" if name.endswith("=") else f"`{name}`"  # a parameter's default
         if use.gates:
-            parts.append(f"`{name}` (decides the `{use.gates}` call in `{use.reader}`{via})")
+            parts.append(f"{label} (decides the `{use.gates}` call in `{use.reader}`{via})")
         else:
-            parts.append(f"`{name}` (read by `{use.reader}`{via})")
+            parts.append(f"{label} (read by `{use.reader}`{via})")
     return _join(parts)
 
 
