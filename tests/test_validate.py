@@ -292,6 +292,10 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
     assert calibrated["gpu_ms_pct"] == summary["thresholds"]["gpu_ms_pct"]
     markdown = (out / "summary.md").read_text()
     assert "no trace" in markdown and f"| aa-01 | A/A | {aa_verdict} |" in markdown
+    # the idle heads change a setting capture reads; the A/A and kernel heads do not
+    assert {r["pair_id"]: r["capture_changed"] for r in records} == {
+        "aa-01": False, "idle-1-01": True, "kernel-1-01": False, "idle-0.5-01": True, "kernel-0.5-01": False}
+    assert all(r["title"] for r in records)
     assert (out / "pairs" / "aa-01" / "report.json.gz").exists()
     assert len((out / "invocations.txt").read_text().splitlines()) == 3
 

@@ -157,6 +157,8 @@ class PairRecord(BaseModel):
     gpu_ms_change: Change | None = None
     tok_per_s_change: Change | None = None
     cause: str | None = None  # the report's cause tag; None when none dominates or no trace
+    title: str | None = None  # the comment's title line (None in records made before it was kept)
+    capture_changed: bool | None = None  # the diff touched CUDA graph capture, as the guard found it
     traced: bool = False  # the profiled pass gave a base -> head trace diff
     trace_split: TraceSplit | None = None
     rounds: int

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from guard._errors import ConfigError
 from guard.config import GuardConfig
 from guard.pipeline import Progress, run_guard
-from guard.report import Report, TraceSection
+from guard.report import Report, TraceSection, title
 from guard.report._attribution import cause_tag  # the same tag the comment's title shows
 
 from ._models import KIND_BY_NAME, ArmValues, InjectionSize, Kind, PairRecord, TraceSplit
@@ -68,6 +68,8 @@ def record_of(report: Report, kind: Kind, index: int, size: InjectionSize | None
         gpu_ms_change=batch.gpu_ms_change,
         tok_per_s_change=batch.tok_per_s_change,
         cause=cause_tag(batch, section),
+        title=title(report),
+        capture_changed=bool(report.capture and report.capture.files),
         traced=section is not None and section.diff is not None,
         trace_split=_split(section),
         rounds=report.rounds,

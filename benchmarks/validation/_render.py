@@ -137,23 +137,27 @@ def _pairs(summary: Summary) -> list[str]:
     lines = [
         "## Pairs", "",
         "| pair | setting | verdict | at default threshold | GPU ms change (interval, p) | tok/s change | cause "
-        "| rounds | seconds |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| capture change named | rounds | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in summary.pairs:
+        capture = "-" if r.capture_changed is None else ("yes" if r.capture_changed else "no")
         lines.append(
             f"| {r.pair_id} | {_setting(r)} | {r.verdict} | {at_default.get(r.pair_id, '-')} | {_change(r)} "
             f"| {_pct(r.tok_per_s_change.pct if r.tok_per_s_change else None)} | {cause_text(r)} "
-            f"| {r.rounds} | {r.duration_s:.0f} |"
+            f"| {capture} | {r.rounds} | {r.duration_s:.0f} |"
         )
     return lines + [""]
 
 
 def cause_text(record: PairRecord) -> str:
-    """The cause tag; where there is none, whether a trace was there to give one."""
-    if record.cause:
-        return record.cause
-    return "none dominant" if record.traced else "no trace"
+    """The cause tag of a regression; where there is none, whether a trace was there to give
+    one. Other verdicts carry no cause in the comment's title, so none is shown."""
+    if not record.traced:
+        return "no trace"
+    if record.verdict != "regression":
+        return "-"
+    return record.cause or "none dominant"
 
 
 def setting_label(injection: str, setting: float | None) -> str:
