@@ -33,7 +33,8 @@ def test_profiled_pass_writes_a_trace_per_batch_size(tmp_path: Path) -> None:
         # warmup, the end-to-end pass and the GPU-timed pass; the profiled steps are not recorded
         assert len(run["tokens"]) == 2 + 2 * 8
         assert len(run["step_ms"]) == 8
-        assert 50 <= run["hold_us"] <= 5000 and 0 <= run["unheld_steps"] <= 8
+        # the spin covers the host's launch of most steps (a graph replay launches in microseconds)
+        assert 50 <= run["hold_us"] <= 5000 and run["unheld_steps"] <= 8 // 2
         # held steps lose the host's launch time, so they are no slower than end-to-end ones
         assert run["gpu_ms_per_step"] <= run["end_to_end_gpu_ms_per_step"] * 1.02
         trace = Path(run["trace"])

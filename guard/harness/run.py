@@ -113,7 +113,7 @@ def hold_cycles_per_us(torch: Any) -> float | None:
 
 
 def hold_us_for(enqueue_us: list[float]) -> float:
-    """Twice the slowest tenth of the host's launch times, within [HOLD_MIN_US, HOLD_MAX_US]."""
+    """Twice the 90th percentile of the host's launch times, within [HOLD_MIN_US, HOLD_MAX_US]."""
     if not enqueue_us:
         return HOLD_MAX_US
     p90 = sorted(enqueue_us)[min(len(enqueue_us) - 1, int(len(enqueue_us) * 0.9))]
