@@ -406,14 +406,7 @@ def test_commits_with_no_common_ancestor_are_one_clear_git_error(repo):
     ],
 )
 def test_a_changed_attribute_or_default_that_capture_reads_counts(tmp_path, old, new, named):
-    from guard.demo import make_demo_repo
-
-    repo_path = tmp_path / "r"
-    base, _ = make_demo_repo(repo_path)
-    git(repo_path, "checkout", "--quiet", "-b", "attr", base)
-    edit(repo_path, "refengine/engine.py", old, new)
-    head = commit_all(repo_path, "engine: a setting")
-
+    repo_path, base, head = _demo_engine_edit(tmp_path, old, new)
     change = only(find_capture_changes(repo_path, base, head, []))
     assert change.matched_by == ["capture-setting"]
     [hunk] = change.hunks
@@ -424,11 +417,17 @@ def test_a_changed_attribute_or_default_that_capture_reads_counts(tmp_path, old,
 
 
 def test_an_attribute_capture_does_not_read_does_not_count(tmp_path):
+    repo_path, base, head = _demo_engine_edit(
+        tmp_path, "self.prompt_len = prompt_len\n", "self.prompt_len = int(prompt_len)\n")
+    assert find_capture_changes(repo_path, base, head, []).files == []
+
+
+def _demo_engine_edit(tmp_path: Path, old: str, new: str) -> tuple[Path, str, str]:
+    """The demo repository with one commit that edits its engine: (repo, base, head)."""
     from guard.demo import make_demo_repo
 
     repo_path = tmp_path / "r"
     base, _ = make_demo_repo(repo_path)
-    git(repo_path, "checkout", "--quiet", "-b", "attr", base)
-    edit(repo_path, "refengine/engine.py", "self.prompt_len = prompt_len\n", "self.prompt_len = int(prompt_len)\n")
-    head = commit_all(repo_path, "engine: prompt length as int")
-    assert find_capture_changes(repo_path, base, head, []).files == []
+    git(repo_path, "checkout", "--quiet", "-b", "edit", base)
+    edit(repo_path, "refengine/engine.py", old, new)
+    return repo_path, base, commit_all(repo_path, "engine: one edit")

@@ -12,6 +12,7 @@ from guard.measure import Change
 Injection = Literal["none", "idle", "kernel"]
 
 # The cause tag a pair of each injection must get (guard/report/_attribution.py).
+SPLIT_ONLY = 0.0  # the idle setting that means: two graphs, no host wait (the split alone)
 EXPECTED_CAUSE: dict[str, str] = {"idle": "idle time between kernels", "kernel": "slower kernels"}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._models import Decision, PairRecord, Sizing, Summary
+from ._models import SPLIT_ONLY, Decision, PairRecord, Sizing, Summary
 
 NOT_RUN = "not run"
 
@@ -165,7 +165,7 @@ def setting_label(injection: str, setting: float | None) -> str:
     if setting is None:
         return "A/A"
     if injection == "idle":
-        return "split alone" if setting == 0 else f"idle_us {setting:g}"
+        return "split alone" if setting == SPLIT_ONLY else f"idle_us {setting:g}"
     return f"long_kv_layers {setting:g}"
 
 

@@ -11,7 +11,7 @@ from guard._errors import GitError
 from guard._git import run_git
 from guard.demo import make_demo_repo
 
-from ._models import Kind, RunSettings
+from ._models import SPLIT_ONLY, Kind, RunSettings
 
 BASE_BRANCH = "main"
 ENGINE_FILE = "refengine/engine.py"
@@ -46,7 +46,7 @@ def head_branch(repo: Path, kind: Kind, setting: float | None) -> str:
     """The branch whose one commit injects `kind` at `setting`; made on first use."""
     if kind.injection == "none":
         branch, path, change, message = "validate/aa", ENGINE_FILE, _add_comment, "engine: a comment, nothing else"
-    elif kind.injection == "idle" and setting == 0:
+    elif kind.injection == "idle" and setting == SPLIT_ONLY:
         branch, path = "validate/split", ENGINE_FILE
         message = "engine: capture decode as two graphs"
 

@@ -17,10 +17,9 @@ from guard._errors import HarnessError
 from guard.checkout import BuiltArm
 from guard.measure import ArmMeasurement, ArmTarget, HarnessSpec, run_interleaved
 
-from ._models import InjectionSize, Kind, Sizing, SizingPoint, TokenCheck
+from ._models import SPLIT_ONLY, InjectionSize, Kind, Sizing, SizingPoint, TokenCheck
 
 IDLE_US_STEP = 0.1  # chosen idle_us are rounded to this
-SPLIT_ONLY = 0.0  # the idle setting that means: two graphs, no host wait (the split alone)
 TOKEN_CHECK_TRIES = 2  # long_kv_layers values tried on each side of the chosen one when its tokens differ
 
 Progress = Callable[[str], None]

@@ -49,6 +49,8 @@ class CaptureSettings:
         self.index = index
         self._readers: list[Reader] | None = None
         self._flows: dict[str, set[str]] = {}
+        self._capturing: list[Reader] = []
+        self._attr_flows: dict[str, set[str]] = {}
 
     def in_lines(self, start: int, end: int) -> list[SettingUse]:
         """Uses by capture code of what statements touching lines start..end assign: module-level
@@ -73,11 +75,13 @@ class CaptureSettings:
             return []
         if self._readers is None:
             self._readers, self._flows = _readers(self.index), _attribute_flows(tree)
+            # Attributes are read everywhere in a class: only code that captures counts for them,
+            # not code that only replays (a decode step reads its position counter too).
+            self._capturing = _capturing_readers(self.index, self._readers)
+            self._attr_flows = _attribute_flows(tree, from_attrs=True)
         uses = _uses(assigned, self._readers, self._flows)
-        # Attributes are read everywhere in a class: only code that captures counts for them,
-        # not code that only replays (a decode step reads its position counter too).
-        capturing = _capturing_readers(self.index, self._readers)
-        uses += _attr_uses(attrs, capturing, _attribute_flows(tree, from_attrs=True))
+        capturing = self._capturing
+        uses += _attr_uses(attrs, capturing, self._attr_flows)
         for name, function in defaults:
             stored = _attribute_flows(function).get(name, set())
             uses += [

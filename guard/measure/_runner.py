@@ -38,7 +38,6 @@ class HarnessSpec(BaseModel):
     profile_repeats: int = 0  # the first N processes per arm and round are profiled; 0: all
 
 
-
 def run_interleaved(
     targets: list[ArmTarget],
     spec: HarnessSpec,

@@ -8,6 +8,7 @@ time at graph-launch boundaries, so its absolute figures are not the regression'
 from __future__ import annotations
 
 from guard.compare import BatchComparison
+from guard.report._trace_text import _count
 from guard.report._traces import TraceSection
 
 # A cause is named as dominant when it carries at least this share of the change.
@@ -76,7 +77,7 @@ def _explain(batch: BatchComparison, section: TraceSection | None) -> tuple[str 
         )
     if shares["durations"] >= DOMINANT_SHARE:
         swapped = [
-            f"`{_short(c.name)}` ({_count(c.kernels_per_step.after)} per step now another variant of it, "
+            f"`{_short(c.name)}` ({_count(c.kernels_per_step.after or 0.0)} per step now another variant of it, "
             f"{c.mean_duration_us.before:.2f} -> {c.mean_duration_us.after:.2f} us)"
             for c in change.kernels_replaced if (c.busy_ms_per_step.delta or 0.0) > 0
         ]
@@ -98,10 +99,6 @@ def _host_bound(batch: BatchComparison) -> str | None:
             "the extra time is on the host, between or around the GPU work of each step."
         )
     return None
-
-
-def _count(value: float | None) -> str:
-    return f"{value:g}" if value is not None else "?"
 
 
 def _short(name: str, limit: int = 60) -> str:

@@ -217,11 +217,8 @@ def _fold_variants(changes: list[KernelChange]) -> tuple[list[KernelChange], lis
         families.setdefault(kernel_family(k.name), []).append(k)
     replaced, folded = [], []
     for family, members in families.items():
-        moves = [(k, (k.kernels_per_step.after or 0.0) - (k.kernels_per_step.before or 0.0)) for k in members]
-        fell = [(k, -d) for k, d in moves if d < 0 and not _same(k.kernels_per_step.before or 0.0,
-                                                                    k.kernels_per_step.after or 0.0)]
-        rose = [(k, d) for k, d in moves if d > 0 and not _same(k.kernels_per_step.before or 0.0,
-                                                                   k.kernels_per_step.after or 0.0)]
+        rose = [(k, k.kernels_per_step.delta or 0.0) for k in members if _grew(k.kernels_per_step)]
+        fell = [(k, -(k.kernels_per_step.delta or 0.0)) for k in members if _grew(k.kernels_per_step, sign=-1)]
         count_before = sum(k.kernels_per_step.before or 0.0 for k in members)
         count_after = sum(k.kernels_per_step.after or 0.0 for k in members)
         if not (fell and rose and count_before > 0 and _same(count_before, count_after)):
