@@ -77,6 +77,9 @@ def _git(repo: Path, *args: str) -> str:
         "GIT_AUTHOR_EMAIL": "demo@example.invalid",
         "GIT_COMMITTER_NAME": "Demo Author",
         "GIT_COMMITTER_EMAIL": "demo@example.invalid",
+        # Fixed dates: the same files give the same shas on every machine and every day.
+        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
+        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
     }
     proc = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True)
     return proc.stdout.strip()

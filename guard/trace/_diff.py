@@ -312,11 +312,14 @@ def _gap_arithmetic(gaps: GapChange, kernels_per_step: float) -> str | None:
         return None
     if median_delta_us < 0 or mean_delta_us < 0 or (median_delta_us == 0 and mean_delta_us == 0):
         return None
-    low_ms, high_ms = sorted((median_delta_us * kernels_per_step / 1000, mean_delta_us * kernels_per_step / 1000))
-    return (
-        f"At about {round(kernels_per_step)} kernels per step, that adds "
-        f"{_digits(low_ms, 2)}-{_digits(high_ms, 2)} ms per step."
-    )
+    n = round(kernels_per_step)
+    mean_ms = _digits(mean_delta_us * kernels_per_step / 1000, 2)
+    if median_delta_us == 0:  # all of it in a few gaps: a median-times-count sum would say none
+        return (f"At about {n} kernels per step, the mean gap's change adds {mean_ms} ms per step; "
+                "the median gap did not move, so the extra idle time sits in a few gaps.")
+    median_ms = _digits(median_delta_us * kernels_per_step / 1000, 2)
+    return (f"At about {n} kernels per step, that adds {median_ms} ms per step by the median gap's change "
+            f"and {mean_ms} ms by the mean gap's.")
 
 
 def _where_time_went(span: BeforeAfter, idle: BeforeAfter, from_counts_ms: float, from_durations_ms: float) -> str:
