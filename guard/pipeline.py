@@ -14,7 +14,7 @@ from guard.cause import CaptureChanges, find_capture_changes
 from guard.checkout import (
     ArmRef, BuiltArm, build_arm, changed_files, commit_subject, persisted_credentials, resolve_arms,
 )
-from guard.compare import Comparison, compare
+from guard.compare import Comparison, compare, confirm_near_threshold
 from guard.config import GuardConfig, load_thresholds
 from guard.measure import ArmMeasurement, ArmTarget, HarnessSpec, run_interleaved
 from guard.report import ArmInfo, Environment, Report, WorkloadInfo, trace_sections, write_report
@@ -96,10 +96,8 @@ def run_guard(
             gpu_pct, config.measure.confidence, config.measure.alpha, tok_pct,
         )
 
-    comparison = decide()
-    rounds = 1
-    if config.measure.confirm and comparison.near_threshold:
-        near = [b.batch_size for b in comparison.batches if b.near_threshold]
+    def confirmation_round(first: Comparison) -> Comparison:
+        near = [b.batch_size for b in first.batches if b.near_threshold]
         progress(f"batch size(s) {near} near the threshold: one confirmation round of {repeats} repeats per arm")
         healthy = [t for t in targets if measurements[t.name].error is None]
         more = run_interleaved(
@@ -109,8 +107,9 @@ def run_guard(
             merged = measurements[name]
             merged.repeats.extend(extra.repeats)
             merged.error, merged.log_tail = merged.error or extra.error, merged.log_tail or extra.log_tail
-        comparison = decide()
-        rounds = 2
+        return decide()
+
+    comparison, rounds, _ = confirm_near_threshold(decide(), config.measure.confirm, confirmation_round)
 
     for info in arms:
         m = measurements[info.name]

@@ -13,6 +13,7 @@ from guard.report import Report, render_comment, trace_sections
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "traces"
 EXAMPLE = REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json"
+AA_PAIR = REPO_ROOT / "docs" / "validation" / "h200-30l" / "pairs" / "aa-01" / "report.json.gz"
 
 
 def _kernels_per_step(path: Path, steps: int) -> float:
@@ -138,3 +139,15 @@ def test_a_launch_only_slowdown_is_named_where_the_verdict_does_not_see_it() -> 
 
     same = quiet.model_copy(update={"end_to_end_gpu_ms_change": relative_change(base_ms, steady_ms)})
     assert "timed as the decode loop runs it" not in render_comment(noted.model_copy(update={"batch_sizes": [same]}))
+
+
+def test_a_pass_says_what_it_rules_out_for_each_metric() -> None:
+    """An A/A pair from the H200: the intervals stay under each metric's own threshold."""
+    report = Report.model_validate_json(gzip.decompress(AA_PAIR.read_bytes()))
+    assert report.verdict == "pass" and report.tok_threshold_pct != report.threshold_pct
+    batch = report.batch_sizes[0]
+    assert batch.gpu_ms_change.ci_high_pct < report.threshold_pct
+    assert -batch.tok_per_s_change.ci_low_pct < report.tok_threshold_pct
+    comment = render_comment(report)
+    assert (f"slows decode by less than {report.threshold_pct:g}% in GPU ms per decode step and by less than "
+            f"{report.tok_threshold_pct:g}% in tok/s at every batch size measured") in comment

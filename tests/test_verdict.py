@@ -348,3 +348,30 @@ def test_inconclusive_names_the_metric_that_was_too_noisy() -> None:
     assert "a slowdown of tok/s past its threshold" in reason
     assert re.search(r"tok/s spread base 8\.\d\d%, head 8\.\d\d%", reason)
     assert "GPU ms per step spread" not in reason
+
+
+# -- the confirmation rule ----------------------------------------------------------------
+
+
+def test_confirmation_round_only_when_the_first_is_near_the_threshold() -> None:
+    from guard.compare import confirm_near_threshold
+
+    clear = run_compare({"base": arm("base", {1: scaled(1.0)}), "head": arm("head", {1: scaled(1.05)})}, [1])
+    noisy = [0.90, 1.10, 0.95, 1.05, 1.00]
+    near = run_compare(
+        {"base": arm("base", {1: scaled(1.0, noisy)}), "head": arm("head", {1: scaled(1.015, noisy[::-1])})}, [1]
+    )
+    assert (clear.verdict, clear.near_threshold) == ("regression", False)
+    assert (near.verdict, near.near_threshold) == ("inconclusive", True)
+    asked: list[object] = []
+
+    def second(first):  # type: ignore[no-untyped-def]
+        asked.append(first)
+        return clear
+
+    assert confirm_near_threshold(clear, True, second) == (clear, 1, False)
+    assert confirm_near_threshold(near, False, second) == (near, 1, False)
+    assert asked == []
+    assert confirm_near_threshold(near, True, second) == (clear, 2, False)
+    assert asked == [near]  # the second round sees the first
+    assert confirm_near_threshold(near, True, lambda first: None) == (near, 1, True)

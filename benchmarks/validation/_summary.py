@@ -7,7 +7,7 @@ import math
 import statistics
 from typing import Any
 
-from guard.compare import Comparison, Verdict, compare
+from guard.compare import Comparison, Verdict, compare, confirm_near_threshold
 from guard.config import MeasureConfig
 from guard.measure import ArmMeasurement, BatchRun, RepeatResult
 
@@ -26,12 +26,11 @@ def redecide(record: PairRecord, gpu_pct: float, tok_pct: float, confirm: bool) 
     measured (the pair ran without one at its own thresholds)."""
     if record.verdict == "invalid" or len(record.arms) < 2:
         return "invalid", False  # not like for like (tokens, hardware, a failed arm): no timing verdict
-    first = _compare(record, 1, gpu_pct, tok_pct)
-    if not (confirm and first.near_threshold):
-        return first.verdict, False
-    if record.rounds < 2:
-        return first.verdict, True
-    return _compare(record, record.rounds, gpu_pct, tok_pct).verdict, False
+    def both_rounds(_first: Comparison) -> Comparison | None:
+        return _compare(record, record.rounds, gpu_pct, tok_pct) if record.rounds >= 2 else None
+
+    comparison, _, wanted = confirm_near_threshold(_compare(record, 1, gpu_pct, tok_pct), confirm, both_rounds)
+    return comparison.verdict, wanted
 
 
 def _compare(record: PairRecord, rounds: int, gpu_pct: float, tok_pct: float) -> Comparison:

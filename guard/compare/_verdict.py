@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from guard.compare._fingerprint import check_measurements
 from guard.compare._hashes import first_mismatch
@@ -46,6 +47,21 @@ def compare(
         warnings=fingerprints.warnings,
         gpu_fingerprint=fingerprints.summary,
     )
+
+
+def confirm_near_threshold(
+    first: Comparison, confirm: bool, both_rounds: Callable[[Comparison], Comparison | None]
+) -> tuple[Comparison, int, bool]:
+    """The confirmation rule: the first round decides, unless it is near a threshold and
+    `confirm` is on; then `both_rounds(first)` measures (or looks up) a second round and
+    compares the two together. Returns the deciding comparison, the rounds it covers, and
+    whether a second round was wanted but `both_rounds` had none (the first one stands)."""
+    if not (confirm and first.near_threshold):
+        return first, 1, False
+    both = both_rounds(first)
+    if both is None:
+        return first, 1, True
+    return both, 2, False
 
 
 def _most_severe(verdicts: list[Verdict]) -> Verdict:
