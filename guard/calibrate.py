@@ -4,6 +4,7 @@ and suggest thresholds a regression must pass."""
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -19,6 +20,18 @@ from guard.pipeline import Progress, default_cache_dir
 # unchanged commit passes with room to spare; and never under the floor.
 SAFETY_FACTOR = 2.0
 FLOOR_PCT = 0.25
+# A repeat is far from the rest when it is more than this many robust standard deviations
+# (1.4826 x the median absolute deviation) from the median of all repeats, and more than
+# OUTLIER_MIN_PCT from it.
+OUTLIER_SIGMAS = 5.0
+OUTLIER_MIN_PCT = 0.1
+
+
+class FarRepeat(BaseModel):
+    side: str
+    repeat: int  # 1-based, as the progress lines count
+    gpu_ms_per_step: float
+    off_pct: float  # from the median of all repeats
 
 
 class NoiseFloor(BaseModel):
@@ -28,6 +41,7 @@ class NoiseFloor(BaseModel):
     tok_per_s_spread_pct: float
     gpu_ms_aa_ci_pct: tuple[float, float]  # the A/A change's interval; ideally around 0
     tok_per_s_aa_ci_pct: tuple[float, float]
+    gpu_ms_far_repeats: list[FarRepeat] = []  # one slow process widens the interval, and the thresholds
 
 
 class Calibration(BaseModel):
@@ -76,6 +90,7 @@ def calibrate(
             tok_per_s_spread_pct=(max(tok) - min(tok)) / sorted(tok)[len(tok) // 2] * 100,
             gpu_ms_aa_ci_pct=(batch.gpu_ms_change.ci_low_pct, batch.gpu_ms_change.ci_high_pct),
             tok_per_s_aa_ci_pct=(batch.tok_per_s_change.ci_low_pct, batch.tok_per_s_change.ci_high_pct),
+            gpu_ms_far_repeats=far_repeats({a.arm: a.gpu_ms_per_step.values for a in batch.arms}),
         ))
     suggested = Thresholds(
         gpu_ms_pct=_suggest(max(abs(b) for n in noise for b in n.gpu_ms_aa_ci_pct)),
@@ -90,6 +105,8 @@ def calibrate(
             f"tok/s spread {n.tok_per_s_spread_pct:.2f}% "
             f"(A/A {n.tok_per_s_aa_ci_pct[0]:+.2f}% to {n.tok_per_s_aa_ci_pct[1]:+.2f}%)"
         )
+        if n.gpu_ms_far_repeats:
+            lines.append(far_repeats_line(n, 2 * result.repeats))
     lines.append(f"Thresholds: {SAFETY_FACTOR:g} x the widest A/A interval bound, at least {FLOOR_PCT}%.")
     out.parent.mkdir(parents=True, exist_ok=True)
     write_thresholds(out, suggested, "\n".join(lines))
@@ -98,3 +115,27 @@ def calibrate(
 
 def _suggest(widest_pct: float) -> float:
     return max(FLOOR_PCT, math.ceil(widest_pct * SAFETY_FACTOR * 10) / 10)
+
+
+def far_repeats_line(noise: NoiseFloor, repeats: int) -> str:
+    far = ", ".join(f"{f.side} repeat {f.repeat} {f.gpu_ms_per_step:.4f} ms ({f.off_pct:+.2f}%)"
+                    for f in noise.gpu_ms_far_repeats)
+    return (
+        f"bs {noise.batch_size}: {len(noise.gpu_ms_far_repeats)} of {repeats} repeats far from the rest: {far}. "
+        "They widen the A/A interval, and so the thresholds; calibrate again to see whether this runner "
+        "does that often."
+    )
+
+
+def far_repeats(by_side: dict[str, list[float]]) -> list[FarRepeat]:
+    """Repeats whose GPU ms per step is far from the rest (see OUTLIER_SIGMAS)."""
+    values = [v for side in by_side.values() for v in side]
+    median = statistics.median(values)
+    mad = statistics.median(abs(v - median) for v in values)
+    limit = max(OUTLIER_SIGMAS * 1.4826 * mad, OUTLIER_MIN_PCT / 100 * median)
+    return [
+        FarRepeat(side=side, repeat=i, gpu_ms_per_step=v, off_pct=(v / median - 1) * 100)
+        for side, side_values in by_side.items()
+        for i, v in enumerate(side_values, start=1)
+        if abs(v - median) > limit
+    ]

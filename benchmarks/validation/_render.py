@@ -98,6 +98,8 @@ def _calibration(summary: Summary) -> list[str]:
         lines.append(
             f"Batch size {n['batch_size']}: {n['gpu_ms_per_step']:.4f} ms per step, spread "
             f"{n['gpu_ms_spread_pct']:.2f}%, A/A interval {low:+.2f}% to {high:+.2f}%."
+            + "".join(f" Far from the rest: side {f['side']} repeat {f['repeat']}, {f['gpu_ms_per_step']:.4f} ms "
+                      f"({f['off_pct']:+.2f}%)." for f in n.get("gpu_ms_far_repeats", []))
         )
     return lines + [""]
 
