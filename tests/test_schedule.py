@@ -102,7 +102,16 @@ def test_run_interleaved_alternates_fresh_processes(tmp_path: Path) -> None:
             assert run.tokens == [[7], [7], [7]]
             assert run.timer == "perf_counter"
             assert len(run.step_ms) == 2
+            # the process's seconds by phase: inside the process, then what the runner saw
+            assert {"import torch", "fingerprint", "engine", "timed passes"} <= set(r.timings_s)
+            assert r.process_s is not None and 0 < sum(r.timings_s.values()) < r.process_s
     assert len(messages) == 6
+    for message, repeat in zip(messages, [m for pair in zip(*(results[n].repeats for n in ("base", "head")))
+                                          for m in pair]):
+        assert f"({repeat.process_s:.1f} s" in message
+        shown = [(name, s) for name, s in repeat.timings_s.items() if s >= 0.1]
+        for name, seconds in shown:
+            assert f"{name} {seconds:.1f}" in message
 
 
 def test_failing_arm_is_reported_and_other_arm_kept(tmp_path: Path) -> None:

@@ -286,25 +286,39 @@ def main(argv: list[str]) -> int:
         return 2
     spec = json.loads(Path(argv[0]).read_text())
     out_path = Path(argv[1])
+    # Where a process's seconds go, by phase: most of them are often not the decode steps.
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def phase(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = timings.get(name, 0.0) + now - clock
+        clock = now
+
     result: dict[str, Any] = {
         "protocol": PROTOCOL_VERSION,
         "arm": spec.get("arm"),
         "repeat": spec.get("repeat"),
         "pid": os.getpid(),
         "started_at": time.time(),
+        "timings_s": timings,
     }
     try:
         import torch
     except ImportError:
         torch = None
+    phase("import torch")
     result["fingerprint"] = {"before": _fingerprint(torch)}  # GPU fingerprint
     result["environment"] = environment(torch)
+    phase("fingerprint")
     stage = "load"
     try:
         root = Path(spec["root"])
         factory = load_entry(spec["entry"], root)
         stage = "make"
         workload = factory(**spec.get("options", {}))
+        phase("engine")
         for name in ("setup", "step"):
             if not callable(getattr(workload, name, None)):
                 raise WorkloadError(f"the object returned by {spec['entry']} has no {name}() method")
@@ -314,6 +328,7 @@ def main(argv: list[str]) -> int:
             log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch size {batch_size}, "
                 f"{spec['warmup_steps']} warmup + {spec['steps']} timed steps")
             runs.append(run_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"]))
+        phase("timed passes")
         # Profiled passes come after every timed pass: a profiler session leaves the process
         # slower (H200: +22% GPU time per step afterwards; benchmarks/profiler_aftereffect.py).
         profile_steps = spec.get("profile_steps", 0)
@@ -328,6 +343,7 @@ def main(argv: list[str]) -> int:
             run |= profile_batch(
                 workload, torch, batch_size, spec["warmup_steps"], profile_steps, Path(spec["trace_dir"]) / name
             )
+        phase("profiled passes")
         result["runs"] = runs
         teardown = getattr(workload, "teardown", None)
         if callable(teardown):
@@ -345,6 +361,7 @@ def main(argv: list[str]) -> int:
         return 3
     result["finished_at"] = time.time()
     result["fingerprint"]["after"] = _fingerprint(torch)  # GPU fingerprint
+    phase("fingerprint")
     out_path.write_text(json.dumps(result))
     return 0
 

@@ -41,6 +41,8 @@ class RepeatResult(BaseModel):
     environment: dict[str, Any]
     runs: list[BatchRun]
     fingerprint: dict[str, Any] = {}  # {"before": {...}, "after": {...}} from harness/_fingerprint.py
+    timings_s: dict[str, float] = {}  # seconds per phase inside the process: import torch, engine, passes...
+    process_s: float | None = None  # the whole process, as the runner timed it: start-up included
 
     def run_for(self, batch_size: int) -> BatchRun:
         for run in self.runs:

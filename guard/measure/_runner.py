@@ -70,13 +70,24 @@ def run_interleaved(
             measurement.log_tail = failed.log_tail
             progress(f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{last} FAILED: {failed.message}")
             continue
+        result = result.model_copy(update={"process_s": time.perf_counter() - started})
         measurement.repeats.append(result)
         timings = ", ".join(f"bs {r.batch_size}: {r.gpu_ms_per_step:.3f} ms/step" for r in result.runs)
         progress(
             f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{last} "
-            f"({time.perf_counter() - started:.1f} s): {timings}"
+            f"({_where_seconds_went(result)}): {timings}"
         )
     return results
+
+
+def _where_seconds_went(result: RepeatResult) -> str:
+    """'7.0 s: import torch 2.1, engine 0.9, ...', the phases over a tenth of a second, largest first."""
+    total = result.process_s or 0.0
+    phases = dict(result.timings_s)
+    if phases:
+        phases["start and exit"] = max(0.0, total - sum(phases.values()))
+    shown = sorted(((s, name) for name, s in phases.items() if s >= 0.1), reverse=True)
+    return f"{total:.1f} s" + (": " + ", ".join(f"{name} {s:.1f}" for s, name in shown) if shown else "")
 
 
 class _RunFailed(Exception):
