@@ -42,7 +42,7 @@ from validation import _inputs as inputs  # noqa: E402
 from validation._models import KIND_BY_NAME, KINDS, Kind, PairRecord, RunSettings, Sizing, Summary  # noqa: E402
 from validation._pairs import append_record, keep_pair_files, pair_id, plan, read_records, run_pair  # noqa: E402
 from validation._progress import (  # noqa: E402
-    ASSUMED_PROCESS_S, SIZING_OVERHEAD_S, Budget, Log, eta_s, minutes, next_pair_worst_s, pair_s,
+    ASSUMED_PROCESS_S, SIZING_OVERHEAD_S, Budget, Log, eta_s, first_that_fits, minutes, pair_s,
 )
 from validation._render import cause_text, render_markdown, setting_label  # noqa: E402
 from validation._repo import BASE_BRANCH, ENTRY, base_long_kv_len, make_engine_repo, write_config  # noqa: E402
@@ -286,12 +286,17 @@ def _run_pairs(run: Run, todo: list[tuple[Kind, int]]) -> None:
             continue
         runnable.append((kind, index, size))
     records = read_records(run.out / JSONL)
-    for number, (kind, index, size) in enumerate(runnable, start=1):
-        worst = next_pair_worst_s(records, run.settings, run.process_s)
-        if not run.budget.allows(worst):
-            run.log.say(f"budget: {run.budget.left_s():.0f} s left, a pair may take {worst:.0f} s; stopping with "
-                        f"{len(runnable) - number + 1} pair(s) to go: continue with --resume")
+    pending, total = list(runnable), len(runnable)
+    while pending:
+        # Kinds take turns; near the end of the budget, a kind whose pairs take less may go first.
+        fits, shortest = first_that_fits([k.name for k, _, _ in pending], records, run.settings, run.process_s,
+                                         run.budget)
+        if fits is None:
+            run.log.say(f"budget: {run.budget.left_s():.0f} s left, a pair may take {shortest:.0f} s; stopping "
+                        f"with {len(pending)} pair(s) to go: continue with --resume")
             return
+        kind, index, size = pending.pop(fits)
+        number = total - len(pending)
         pid = pair_id(kind, index)
         record = run_pair(run.repo, kind, index, size, config, config_path.parent, run.workdir / "pairs" / pid,
                           lambda m, pid=pid: run.log.detail(f"{pid} {m}"))
@@ -299,8 +304,8 @@ def _run_pairs(run: Run, todo: list[tuple[Kind, int]]) -> None:
         keep_pair_files(run.workdir / "pairs" / pid, run.out / "pairs" / pid)
         records.append(record)
         _write_summary(run.out, run.planned, run.settings, run.sizing, run.calibration, run.log, quiet=True)
-        left = len(runnable) - number
-        run.log.say(f"[{number}/{len(runnable)}] {pid}: {_pair_line(record)}; "
+        left = len(pending)
+        run.log.say(f"[{number}/{total}] {pid}: {_pair_line(record)}; "
                     f"{left} left, ETA {minutes(eta_s(records, left))}")
 
 

@@ -14,6 +14,7 @@ import pytest
 from benchmarks.validation._models import KIND_BY_NAME, ArmValues, PairRecord, RunSettings, SizingPoint, TokenCheck
 from benchmarks.validation._inputs import planned_pairs
 from benchmarks.validation._pairs import append_record, plan, read_records
+from benchmarks.validation._progress import KIND_HISTORY, Budget, first_that_fits
 from benchmarks.validation._repo import base_long_kv_len, head_branch, make_engine_repo
 from benchmarks.validation._sizing import choose_idle, choose_long_kv, curve_at, interpolate, keep_tokens
 from benchmarks.validation._summary import decide, redecide
@@ -308,3 +309,24 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
 
     changed = _validate(*common[:-len(TINY)], *TINY[:1], "13", *TINY[2:], "--resume")
     assert changed.returncode == 2 and "was run with steps = 12, not 13" in changed.stderr
+
+
+def test_near_the_end_of_the_budget_a_shorter_kind_goes_first() -> None:
+    settings = RunSettings.model_validate_json(
+        (Path(__file__).resolve().parents[1] / "docs/validation/h200-30l/settings.json").read_text()
+    )
+
+    def done(kind: str, seconds: list[float]) -> list[PairRecord]:
+        return [_record(kind, i, BASE, BASE).model_copy(update={"duration_s": s})
+                for i, s in enumerate(seconds, start=1)]
+
+    records = done("idle-1", [140.0, 62.0, 144.0]) + done("aa", [59.0, 74.0, 70.0])
+    pending = ["idle-1", "aa", "kernel-0.5"]
+    assert first_that_fits(pending, records, settings, 7.0, Budget(None)) == (0, 74.0)
+    assert first_that_fits(pending, records, settings, 7.0, Budget(100)) == (1, 74.0)  # aa's longest is 74 s
+    assert first_that_fits(pending, records, settings, 7.0, Budget(60)) == (None, 74.0)
+    # kernel-0.5 has no pairs of its own yet: it may take as long as the longest of any kind
+    assert first_that_fits(["kernel-0.5"], records, settings, 7.0, Budget(100)) == (None, 144.0)
+    # one or two pairs of a kind are not enough to go by
+    few = records[:3] + records[3:3 + KIND_HISTORY - 1]
+    assert first_that_fits(["aa"], few, settings, 7.0, Budget(100)) == (None, 144.0)

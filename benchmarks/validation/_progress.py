@@ -54,8 +54,15 @@ def pair_s(settings: RunSettings, process_s: float, rounds: int = 1) -> float:
     return rounds * 2 * settings.repeats * process_s * PROFILED_FACTOR + PAIR_OVERHEAD_S
 
 
-def next_pair_worst_s(records: list[PairRecord], settings: RunSettings, process_s: float) -> float:
-    """The longest a pair has taken so far; before any, one with a confirmation round."""
+KIND_HISTORY = 3  # pairs of a kind done before its own longest stands for it
+
+
+def next_pair_worst_s(records: list[PairRecord], settings: RunSettings, process_s: float, kind: str) -> float:
+    """The longest a pair of this kind has taken, once KIND_HISTORY of them are done; before
+    that the longest of any kind; before any, one with a confirmation round."""
+    same = [r.duration_s for r in records if r.kind == kind]
+    if len(same) >= KIND_HISTORY:
+        return max(same)
     if records:
         return max(r.duration_s for r in records)
     return pair_s(settings, process_s, 2 if settings.confirm else 1)
@@ -67,3 +74,13 @@ def eta_s(records: list[PairRecord], left: int) -> float:
 
 def minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def first_that_fits(
+    kinds: list[str], records: list[PairRecord], settings: RunSettings, process_s: float, budget: Budget
+) -> tuple[int | None, float]:
+    """The index of the first pending pair (by kind) that fits the budget, or None; and the
+    shortest worst case among them, for the message when none fits."""
+    worst = [next_pair_worst_s(records, settings, process_s, kind) for kind in kinds]
+    fits = next((i for i, seconds in enumerate(worst) if budget.allows(seconds)), None)
+    return fits, min(worst) if worst else 0.0
