@@ -81,7 +81,7 @@ def run_interleaved(
 
 
 def _where_seconds_went(result: RepeatResult) -> str:
-    """'7.0 s: import torch 2.1, engine 0.9, ...', the phases over a tenth of a second, largest first."""
+    """'TOTAL s: PHASE SECONDS, ...': the process's phases of a tenth of a second or more, largest first."""
     total = result.process_s or 0.0
     phases = dict(result.timings_s)
     if phases:
