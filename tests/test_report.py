@@ -151,3 +151,25 @@ def test_a_pass_says_what_it_rules_out_for_each_metric() -> None:
     comment = render_comment(report)
     assert (f"slows decode by less than {report.threshold_pct:g}% in GPU ms per decode step and by less than "
             f"{report.tok_threshold_pct:g}% in tok/s at every batch size measured") in comment
+
+
+def test_a_kernel_swapped_for_another_variant_is_a_slower_kernel_on_h200_figures() -> None:
+    """Pair kernel-1-01 ran before the trace diff folded variants: no cause dominated. Its
+    report keeps both arms' kernel tables, so the diff can be made again from them."""
+    from guard.report._attribution import cause_tag
+    from guard.trace import diff
+
+    path = REPO_ROOT / "docs" / "validation" / "h200" / "pairs" / "kernel-1-01" / "report.json.gz"
+    report = Report.model_validate_json(gzip.decompress(path.read_bytes()))
+    section, batch = report.traces[0], report.batch_sizes[0]
+    assert section.diff is not None and cause_tag(batch, section) is None  # as it ran
+    recorded = {k.name for k in section.diff.kernels_added + section.diff.kernels_removed}
+    base, head = (a.figures for a in section.arms)
+    assert base is not None and head is not None
+    again = diff(base, head)
+    assert again.kernels_added == again.kernels_removed == []
+    families = {k.name for k in again.kernels_replaced}
+    assert families == {"softmax_warp_forward", "internal::gemvx::kernel"}
+    assert all(any(family in name for name in recorded) for family in families)
+    assert again.busy_ms_per_step_from_durations > 10 * abs(again.busy_ms_per_step_from_counts)
+    assert cause_tag(batch, section.model_copy(update={"diff": again})) == "slower kernels"
