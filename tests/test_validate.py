@@ -27,14 +27,16 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "validate.py"
 # --- the throwaway repository -------------------------------------------------------------------
 
 
+SMALL_RUN = RunSettings(
+    batch_size=1, steps=8, warmup_steps=2, profile_steps=0, profile_repeats=0, repeats=2, options={},
+    options_toml="", build="none", confirm=True, alpha=0.01, confidence=0.95, timeout_s=60,
+)
+
+
 def test_each_head_changes_one_default_and_nothing_else(tmp_path: Path) -> None:
-    settings = RunSettings(
-        batch_size=1, steps=8, warmup_steps=2, profile_steps=0, profile_repeats=0, repeats=2, options={},
-        options_toml="", build="none", confirm=True, alpha=0.01, confidence=0.95, timeout_s=60,
-    )
     repo = tmp_path / "repo"
-    base = make_engine_repo(repo, settings)
-    assert make_engine_repo(repo, settings) == base  # a second call reuses it
+    base = make_engine_repo(repo, SMALL_RUN)
+    assert make_engine_repo(repo, SMALL_RUN) == base  # a second call reuses it
     assert base_long_kv_len(repo) == 2048
 
     def changed(branch: str) -> tuple[list[str], list[str]]:
@@ -312,10 +314,7 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
 
 
 def test_near_the_end_of_the_budget_a_shorter_kind_goes_first() -> None:
-    settings = RunSettings.model_validate_json(
-        (Path(__file__).resolve().parents[1] / "docs/validation/h200-30l/settings.json").read_text()
-    )
-
+    settings = SMALL_RUN
     def done(kind: str, seconds: list[float]) -> list[PairRecord]:
         return [_record(kind, i, BASE, BASE).model_copy(update={"duration_s": s})
                 for i, s in enumerate(seconds, start=1)]
