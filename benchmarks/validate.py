@@ -39,7 +39,7 @@ from guard.config import MeasureConfig, load_config  # noqa: E402
 from guard.measure import HarnessSpec  # noqa: E402
 from guard.pipeline import default_cache_dir  # noqa: E402
 from validation import _inputs as inputs  # noqa: E402
-from validation._models import KIND_BY_NAME, KINDS, Kind, PairRecord, RunSettings, Sizing, Summary  # noqa: E402
+from validation._models import KINDS, Kind, PairRecord, RunSettings, Sizing, Summary  # noqa: E402
 from validation._pairs import append_record, keep_pair_files, pair_id, plan, read_records, run_pair  # noqa: E402
 from validation._progress import (  # noqa: E402
     ASSUMED_PROCESS_S, SIZING_OVERHEAD_S, Budget, Log, eta_s, first_that_fits, minutes, pair_s,
@@ -47,7 +47,7 @@ from validation._progress import (  # noqa: E402
 from validation._render import cause_text, render_markdown, setting_label  # noqa: E402
 from validation._repo import BASE_BRANCH, ENTRY, base_long_kv_len, make_engine_repo, write_config  # noqa: E402
 from validation._sizing import TOKEN_CHECK_TRIES, Measurer, PointSpec, size_injections, sizing_points  # noqa: E402
-from validation._summary import summarise  # noqa: E402
+from validation._summary import planned_done, summarise  # noqa: E402
 
 JSONL = "pairs.jsonl"
 PLANNED = "planned.json"  # the pairs the last run asked for; --summarise-only reads it
@@ -150,7 +150,7 @@ def _validate(args: argparse.Namespace, planned: dict[str, int], log: Log) -> in
         f.write(shlex.join(["python3", "benchmarks/validate.py", *sys.argv[1:]]) + "\n")
     records = read_records(run.out / JSONL, repair=True)
     todo = [(k, i) for k, i in plan(planned) if pair_id(k, i) not in {r.pair_id for r in records}]
-    _print_plan(run, len(points), len(records), len(todo))
+    _print_plan(run, len(points), planned_done(records, planned), len(todo))
     log.say(f"throwaway repository at {run.repo}; work folder {workdir}")
 
     run.sizing = _sizing(run, points, base_sha, long_kv_len)
@@ -179,14 +179,16 @@ def _print_plan(run: Run, n_points: int, done: int, todo: int) -> None:
     sizing_n = 0 if (run.out / "sizing.json").exists() else n_points * args.sizing_repeats
     calib_n = 0 if (run.out / "calibration.json").exists() else 2 * args.calibrate_repeats
     per_pair = 2 * settings.repeats
-    s = args.process_s
+    s, source = args.process_s, "assumed until the sizing measures it"
+    if not sizing_n:  # a resumed run: the sizing has measured it
+        s, source = _process_s(Sizing.model_validate_json((run.out / "sizing.json").read_text())), "from the sizing"
     run.log.say(
         f"plan: {', '.join(f'{n} x {k}' for k, n in run.planned.items())} pairs, {done} done, {todo} to run; each pair "
         f"{per_pair} processes ({2 * per_pair} with a confirmation round); sizing {sizing_n} processes "
         f"(+ up to {1 + 2 * TOKEN_CHECK_TRIES} token checks per kernel kind); calibration {calib_n}"
     )
     run.log.say(
-        f"estimate at {s:g} s per process (assumed until the sizing measures it): sizing {minutes(sizing_n * s)}, "
+        f"estimate at {s:.1f} s per process ({source}): sizing {minutes(sizing_n * s)}, "
         f"calibration {minutes(calib_n * s)}, pairs {minutes(todo * pair_s(settings, s))} "
         f"to {minutes(todo * pair_s(settings, s, rounds=2))}"
         + (f"; budget {args.budget_s:.0f} s" if args.budget_s else "")
@@ -336,14 +338,15 @@ def _write_summary(
     calibration: dict[str, Any] | None, log: Log, records: list[PairRecord] | None = None, quiet: bool = False,
 ) -> Summary:
     records = read_records(out / JSONL) if records is None else records
-    kinds = [KIND_BY_NAME[name] for name in planned]
+    # every kind the folder holds: a later call may plan fewer kinds than earlier calls ran
+    kinds = [k for k in KINDS if k.name in planned or any(r.kind == k.name for r in records)]
     summary = summarise(records, kinds, planned, settings, sizing, calibration)
     (out / "summary.json").write_text(summary.model_dump_json(indent=2))
     invocations_path = out / "invocations.txt"
     invocations = invocations_path.read_text().splitlines() if invocations_path.exists() else []
     (out / "summary.md").write_text(render_markdown(summary, invocations))
     if not quiet:
-        log.say(f"wrote {out / 'summary.json'} and {out / 'summary.md'} ({summary.done} pairs)")
+        log.say(f"wrote {out / 'summary.json'} and {out / 'summary.md'} ({len(summary.pairs)} pairs)")
     return summary
 
 

@@ -91,6 +91,19 @@ def test_steady_median_gap_points_at_the_tail() -> None:
     assert f"{expected} {idle.delta:.3f} ms" in comment
 
 
+def test_slower_kernels_with_a_sliver_of_idle_say_nothing_about_gap_tails() -> None:
+    """H200 pair kernel-1-07: kernels slower, idle up by well under a tenth of the change."""
+    path = REPO_ROOT / "docs" / "validation" / "h200" / "pairs" / "kernel-1-07" / "report.json.gz"
+    report = Report.model_validate_json(gzip.decompress(path.read_bytes()))
+    diff = report.traces[0].diff
+    assert diff is not None and diff.gaps.median_gap_us.delta == 0
+    idle = diff.idle_ms_per_step.delta or 0.0
+    assert 0 < idle < 0.1 * diff.busy_ms_per_step_from_durations  # from the H200's figures, not the code
+    comment = render_comment(report)
+    assert "The kernels themselves are slower" in comment
+    assert "of gaps carry" not in comment
+
+
 def test_environment_names_the_gpu_state_and_warnings() -> None:
     report = Report.model_validate_json(EXAMPLE.read_text())
     state = {"available": True, "power_limit_w": 700.0, "max_sm_clock_mhz": 1980, "persistence_mode": True}

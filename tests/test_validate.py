@@ -262,6 +262,7 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
     rest = _validate(*common, "--resume")  # reuses sizing and calibration, runs the two kinds left
     assert rest.returncode == 0, rest.stderr
     assert "sizing: reusing" in rest.stderr and "calibration: reusing" in rest.stderr
+    assert "s per process (from the sizing)" in rest.stderr and "s per process (assumed" in first.stderr
     assert "[2/2] kernel-0.5-01" in rest.stderr
     assert rest.stderr.splitlines()[-1].endswith("] complete: all 5 planned pairs are in")
 
@@ -311,6 +312,16 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
 
     changed = _validate(*common[:-len(TINY)], *TINY[:1], "13", *TINY[2:], "--resume")
     assert changed.returncode == 2 and "was run with steps = 12, not 13" in changed.stderr
+
+    # a later call that plans one kind only: the other kinds' pairs stay in the folder but are not its plan
+    narrower = _validate(*common, "--resume", "--kinds", "kernel-1=2", "--budget-s", "1")
+    assert narrower.returncode == 0, narrower.stderr
+    assert "pairs, 1 done, 1 to run;" in narrower.stderr
+    last = narrower.stderr.splitlines()[-1]
+    assert last.endswith("] incomplete: 1 of 2 planned pairs are in; continue with --resume")
+    narrowed = json.loads((out / "summary.json").read_text())
+    assert narrowed["done"] == 1 and narrowed["planned"] == {"kernel-1": 2}
+    assert [k["kind"] for k in narrowed["decisions"][0]["kinds"]] == [r["kind"] for r in records]  # all still shown
 
 
 def test_near_the_end_of_the_budget_a_shorter_kind_goes_first() -> None:

@@ -166,11 +166,10 @@ def summarise(
             DEFAULT_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT,
         ),
     ]
-    done = {r.pair_id for r in records}
     return Summary(
         settings=settings,
         planned=planned,
-        done=len(done),
+        done=planned_done(records, planned),
         complete=all(sum(1 for r in records if r.kind == k) >= n for k, n in planned.items()),
         environment=_environment(records, sizing),
         sizing=sizing,
@@ -179,6 +178,12 @@ def summarise(
         decisions=decisions,
         pairs=records,
     )
+
+
+def planned_done(records: list[PairRecord], planned: dict[str, int]) -> int:
+    """How many of the planned pairs are in: pairs of kinds this run does not plan, or beyond a kind's
+    count, are kept in the folder but do not count towards the plan."""
+    return sum(min(n, sum(1 for r in records if r.kind == k)) for k, n in planned.items())
 
 
 def _environment(records: list[PairRecord], sizing: Sizing | None) -> dict[str, Any]:

@@ -6,6 +6,8 @@ from guard.report._traces import TraceSection
 from guard.trace import BeforeAfter, TraceDiff
 
 API_NAMES_SHOWN = 4
+# Where extra idle time sits is worth a sentence only when idle time is a real part of the change.
+MATERIAL_IDLE_SHARE = 0.25
 
 
 def _signed(value: float) -> str:
@@ -40,6 +42,9 @@ def _steady_median(change: TraceDiff) -> str | None:
     tail = change.gaps.largest_1pct_gaps_ms_per_step
     if median.before is None or median.delta != 0 or not idle.delta or idle.delta <= 0 or tail.delta is None:
         return None
+    grown = idle.delta + max(change.busy_ms_per_step_from_counts, 0) + max(change.busy_ms_per_step_from_durations, 0)
+    if idle.delta < MATERIAL_IDLE_SHARE * grown:
+        return None  # e.g. kernels got slower and idle moved by a few ns: no story to tell about gaps
     return (
         f"The median gap between consecutive kernels stays at {median.before:.3f} us; "
         f"the largest 1% of gaps carry {tail.delta:.3f} of the {idle.delta:.3f} ms of extra idle time per step."
