@@ -93,8 +93,7 @@ def test_steady_median_gap_points_at_the_tail() -> None:
 
 def test_slower_kernels_with_a_sliver_of_idle_say_nothing_about_gap_tails() -> None:
     """H200 pair kernel-1-07: kernels slower, idle up by well under a tenth of the change."""
-    path = REPO_ROOT / "docs" / "validation" / "h200" / "pairs" / "kernel-1-07" / "report.json.gz"
-    report = Report.model_validate_json(gzip.decompress(path.read_bytes()))
+    report = _pair_report("h200", "kernel-1-07")
     diff = report.traces[0].diff
     assert diff is not None and diff.gaps.median_gap_us.delta == 0
     idle = diff.idle_ms_per_step.delta or 0.0
@@ -102,6 +101,26 @@ def test_slower_kernels_with_a_sliver_of_idle_say_nothing_about_gap_tails() -> N
     comment = render_comment(report)
     assert "The kernels themselves are slower" in comment
     assert "of gaps carry" not in comment
+
+
+def _pair_report(folder: str, pair: str) -> Report:
+    path = REPO_ROOT / "docs" / "validation" / folder / "pairs" / pair / "report.json.gz"
+    return Report.model_validate_json(gzip.decompress(path.read_bytes()))
+
+
+def test_a_profile_out_of_scale_with_the_timed_pass_says_to_read_it_for_shares() -> None:
+    """H200 pair idle-1-09: the profiled step grew many times what the timed pass measured."""
+    report = _pair_report("h200-30l", "idle-1-09")
+    diff, batch = report.traces[0].diff, report.batch_sizes[0]
+    assert diff is not None and diff.span_ms_per_step.delta is not None
+    medians = {a.arm: a.gpu_ms_per_step.median for a in batch.arms}
+    timed = medians[report.head] - medians[report.base]
+    assert diff.span_ms_per_step.delta > 5 * timed > 0  # the H200's figures, not the code's
+    comment = render_comment(report)
+    assert f"The profiled step grew by {diff.span_ms_per_step.delta:.3f} ms" in comment
+    assert f"the {timed:.3f} ms the timed pass measured" in comment
+    # kernel-1-07: profiled and timed changes agree within a factor of 2, so nothing is said
+    assert "The profiled step grew" not in render_comment(_pair_report("h200", "kernel-1-07"))
 
 
 def test_environment_names_the_gpu_state_and_warnings() -> None:

@@ -11,7 +11,7 @@ from guard.measure import Change
 from guard.cause import capture_summary, location
 from guard.report._attribution import attribution, cause_tag
 from guard.report._schema import ArmInfo, Report
-from guard.report._trace_text import trace_bullets
+from guard.report._trace_text import profile_scale, trace_bullets
 from guard.report._traces import TraceSection
 
 COMMENT_TEMPLATE = "comment.md.j2"
@@ -66,6 +66,10 @@ def render_comment(report: Report) -> str:
         failed=[a for a in report.arms if a.status != "ok"],
         trace_sections=_sections_to_show(report),
         trace_bullets=trace_bullets,
+        profile_scale=lambda section: profile_scale(
+            next((b for b in report.batch_sizes if b.batch_size == section.batch_size), None),
+            section, report.base, report.head,
+        ),
         capture_sentence=_capture_sentence(report),
         capture_places=_capture_places(report),
         attribution=lambda b: attribution(b, next((t for t in report.traces if t.batch_size == b.batch_size), None)),

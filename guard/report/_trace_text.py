@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from guard.compare import BatchComparison
 from guard.report._traces import TraceSection
 from guard.trace import BeforeAfter, TraceDiff
 
 API_NAMES_SHOWN = 4
 # Where extra idle time sits is worth a sentence only when idle time is a real part of the change.
 MATERIAL_IDLE_SHARE = 0.25
+# A profiled change this many times the timed one (or less than its inverse) is said to be out of scale.
+PROFILE_SCALE_FACTOR = 2.0
 
 
 def _signed(value: float) -> str:
@@ -34,6 +37,26 @@ def trace_bullets(section: TraceSection) -> list[str]:
         return [f"No trace to compare ({', '.join(missing) or 'an arm'} has none). " + "; ".join(errors)]
     gaps = change.gap_statement or _steady_median(change)
     return [_counts(change), _busy(change), _idle(change)] + ([gaps] if gaps else [])
+
+
+def profile_scale(batch: BatchComparison | None, section: TraceSection, base: str, head: str) -> str | None:
+    """When the profiled pass's change per step is far from the timed pass's, say so: the
+    profile then tells where the time went, not how much of it there is."""
+    if batch is None or section.diff is None or section.diff.span_ms_per_step.delta is None:
+        return None
+    medians = {a.arm: a.gpu_ms_per_step.median for a in batch.arms}
+    if base not in medians or head not in medians:
+        return None
+    timed, profiled = medians[head] - medians[base], section.diff.span_ms_per_step.delta
+    if timed <= 0 or profiled <= 0 or 1 / PROFILE_SCALE_FACTOR < profiled / timed < PROFILE_SCALE_FACTOR:
+        return None
+    ratio = profiled / timed
+    times = f"{ratio:.0f} times" if ratio >= 10 else f"{ratio:.1f} times"
+    return (
+        f"The profiled step grew by {profiled:.3f} ms, {times} the {timed:.3f} ms the timed pass measured: "
+        "under the profiler, launches and host waits take longer. Read the profile for the shares of the "
+        "change, and the table above for its size."
+    )
 
 
 def _steady_median(change: TraceDiff) -> str | None:
