@@ -290,3 +290,25 @@ def test_hold_covers_twice_the_slow_launches_within_bounds() -> None:
     assert hold_us_for([30.0] * 18 + [200.0, 400.0]) == 400.0  # the 90th percentile, doubled
     assert hold_us_for([1e5]) == HOLD_MAX_US
     assert hold_us_for([]) == HOLD_MAX_US
+
+
+@pytest.mark.filterwarnings("ignore:CUDA is not available")
+def test_profiled_pass_writes_a_step_ranged_trace_and_times_its_parts(tmp_path: Path) -> None:
+    """The profiled pass itself, on the CPU build: the harness only runs it where steps are
+    CUDA-event timed, so the pipeline never does this on a CPU; the pass's code is the same."""
+    import gzip
+
+    import torch
+
+    from guard.engine import make
+    from guard.harness.run import profile_batch
+
+    seen: list[str] = []
+    workload = make(layers=2, max_len=128)
+    trace = tmp_path / "traces" / "base-0-bs2.trace.json.gz"
+    out = profile_batch(workload, torch, 2, 2, 3, trace, seen.append)
+    assert out == {"trace": str(trace), "profile_steps": 3}
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    assert sum(1 for e in events if e.get("name") == "guard.step" and e.get("ph") == "X") == 3
+    parts = ["setup and warmup", "profiler and steps", "trace export"]
+    assert seen == [f"profiled pass: {part}" for part in parts]

@@ -205,26 +205,37 @@ def _gpu_timed_pass(
 
 
 def profile_batch(
-    workload: Any, torch: Any, batch_size: int, warmup_steps: int, steps: int, trace_path: Path
+    workload: Any,
+    torch: Any,
+    batch_size: int,
+    warmup_steps: int,
+    steps: int,
+    trace_path: Path,
+    phase: Callable[[str], None] = lambda name: None,
 ) -> dict[str, Any]:
     """A separate pass under the profiler, after the timed ones: it says where the time went.
-    Its timings are inflated by the profiler and never used as figures."""
+    Its timings are inflated by the profiler and never used as figures. `phase(name)` is
+    called as each part ends, so that the process's timings show what the pass costs."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     workload.setup(batch_size)
     for _ in range(warmup_steps):
         token_ids(workload.step(), batch_size)
+    phase("profiled pass: setup and warmup")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             with record_function("guard.step"):  # the analysis splits the trace into steps by this range
                 token_ids(workload.step(), batch_size)
-        torch.cuda.synchronize()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    phase("profiled pass: profiler and steps")
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(raw))
         trace_path.parent.mkdir(parents=True, exist_ok=True)
         with raw.open("rb") as src, gzip.open(trace_path, "wb", compresslevel=3) as dst:
             shutil.copyfileobj(src, dst)
+    phase("profiled pass: trace export")
     return {"trace": str(trace_path), "profile_steps": steps}
 
 
@@ -340,10 +351,11 @@ def main(argv: list[str]) -> int:
             log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch size {batch_size}, "
                 f"{profile_steps} profiled steps")
             name = f"{spec.get('arm')}-{spec.get('repeat')}-bs{batch_size}.trace.json.gz"
+            phase("timed passes")  # what came between: nothing to speak of
             run |= profile_batch(
-                workload, torch, batch_size, spec["warmup_steps"], profile_steps, Path(spec["trace_dir"]) / name
+                workload, torch, batch_size, spec["warmup_steps"], profile_steps, Path(spec["trace_dir"]) / name,
+                phase,
             )
-        phase("profiled passes")
         result["runs"] = runs
         teardown = getattr(workload, "teardown", None)
         if callable(teardown):
