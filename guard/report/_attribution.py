@@ -77,7 +77,7 @@ def _explain(batch: BatchComparison, section: TraceSection | None) -> tuple[str 
         )
     if shares["durations"] >= DOMINANT_SHARE:
         swapped = [
-            f"`{_short(c.name)}` ({_count(c.kernels_per_step.after or 0.0)} per step now another variant of it, "
+            f"`{_short(c.name)}` ({_count(c.kernels_per_step.after or 0.0)} per step, now as another variant: "
             f"{c.mean_duration_us.before:.2f} -> {c.mean_duration_us.after:.2f} us)"
             for c in change.kernels_replaced if (c.busy_ms_per_step.delta or 0.0) > 0
         ]
