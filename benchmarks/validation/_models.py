@@ -10,6 +10,7 @@ from guard.compare import Verdict
 from guard.measure import Change
 
 Injection = Literal["none", "idle", "kernel"]
+DecisionRole = Literal["as run", "floor", "default"]
 
 # The cause tag a pair of each injection must get (guard/report/_attribution.py).
 SPLIT_ONLY = 0.0  # the idle setting that means: two graphs, no host wait (the split alone)
@@ -199,6 +200,7 @@ class Decision(BaseModel):
     """The pairs decided under one pair of thresholds."""
 
     label: str
+    role: DecisionRole = "as run"
     gpu_ms_pct: float | None  # None: each pair's own (they may differ between resumed runs)
     tok_per_s_pct: float | None
     kinds: list[KindSummary]

@@ -135,17 +135,19 @@ def _decision(decision: Decision) -> list[str]:
 def _pairs(summary: Summary) -> list[str]:
     if not summary.pairs:
         return []
-    at_default = summary.decisions[-1].verdicts if summary.decisions else {}
+    redecided = [(d.role, d.verdicts) for d in summary.decisions if d.role != "as run"]
+    header = "".join(f" at {role} threshold |" for role, _ in redecided)
     lines = [
         "## Pairs", "",
-        "| pair | setting | verdict | at default threshold | GPU ms change (interval, p) | tok/s change | cause "
+        f"| pair | setting | verdict |{header} GPU ms change (interval, p) | tok/s change | cause "
         "| capture change named | rounds | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|" + "---|" * len(redecided) + "---|---|---|---|---|---|",
     ]
     for r in summary.pairs:
         capture = "-" if r.capture_changed is None else ("yes" if r.capture_changed else "no")
+        others = "".join(f" {verdicts.get(r.pair_id, '-')} |" for _, verdicts in redecided)
         lines.append(
-            f"| {r.pair_id} | {_setting(r)} | {r.verdict} | {at_default.get(r.pair_id, '-')} | {_change(r)} "
+            f"| {r.pair_id} | {_setting(r)} | {r.verdict} |{others} {_change(r)} "
             f"| {_pct(r.tok_per_s_change.pct if r.tok_per_s_change else None)} | {cause_text(r)} "
             f"| {capture} | {r.rounds} | {r.duration_s:.0f} |"
         )
