@@ -51,6 +51,7 @@ def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
     assert described["run_batch"] == 4 and described["device"] == "cpu"
     assert "engine: capture decode piecewise" in comment
     assert "CPU only" in comment
+    assert "% time per step (CPU) at batch size" in comment.splitlines()[1]  # the title claims no GPU time
     threshold = report["threshold_pct"]
     assert f"at least {threshold:.1f}% in ms per decode step (CPU) or" in comment  # no GPU time is claimed
     assert "[12/12]" in proc.stderr  # progress for each process: base, head, the ablation arm

@@ -127,6 +127,35 @@ def test_a_profile_out_of_scale_with_the_timed_pass_says_to_read_it_for_shares()
     assert "The profiled step grew" not in render_comment(_pair_report("h200", "kernel-1-07"))
 
 
+def _one_batch(report: Report, **update: object) -> Report:
+    batch = report.batch_sizes[0].model_copy(update=update)
+    return report.model_copy(update={"batch_sizes": [batch], "verdict": batch.verdict, "traces": []})
+
+
+def test_title_and_sentence_name_the_metric_that_decided() -> None:
+    report = Report.model_validate_json(EXAMPLE.read_text())
+    change = report.batch_sizes[0].gpu_ms_change
+    tok = report.batch_sizes[0].tok_per_s_change
+    assert change is not None and tok is not None
+    steady = change.model_copy(update={"pct": 0.02, "ci_low_pct": -0.03, "ci_high_pct": 0.07, "p_value": 0.4})
+    host = tok.model_copy(update={"pct": -5.0, "ci_low_pct": -6.0, "ci_high_pct": -4.0, "p_value": 1e-4})
+    by_tok = _one_batch(report, gpu_ms_change=steady, tok_per_s_change=host, verdict="regression",
+                        gpu_ms_verdict="pass", tok_per_s_verdict="regression")
+    title = render_comment(by_tok).splitlines()[1]
+    assert title.endswith("makes decode slower: -5.0% tok/s at batch size 1 (host time)**")
+    noisy_tok = tok.model_copy(update={"pct": -1.0, "ci_low_pct": -4.0, "ci_high_pct": 2.0, "p_value": 0.5})
+    noisy = _one_batch(report, gpu_ms_change=steady, tok_per_s_change=noisy_tok, verdict="inconclusive",
+                       gpu_ms_verdict="pass", tok_per_s_verdict="inconclusive")
+    comment = render_comment(noisy)
+    assert comment.splitlines()[1].endswith("inconclusive at batch size 1, tok/s too noisy to decide**")
+    threshold = noisy.tok_threshold_pct or noisy.threshold_pct
+    assert (f"was too noisy to tell a {threshold:g}% slowdown in tok/s from none; a {noisy.threshold_pct:g}% "
+            "slowdown in GPU ms per decode step is ruled out.") in comment
+    # an older report without per-metric verdicts keeps the step time in its title
+    old = _one_batch(report, verdict="regression", gpu_ms_verdict=None, tok_per_s_verdict=None)
+    assert f"{change.pct:+.1f}% GPU time per step at batch size 1" in render_comment(old).splitlines()[1]
+
+
 def test_environment_names_the_gpu_state_and_warnings() -> None:
     report = Report.model_validate_json(EXAMPLE.read_text())
     state = {"available": True, "power_limit_w": 700.0, "max_sm_clock_mhz": 1980, "persistence_mode": True}

@@ -348,6 +348,22 @@ def test_inconclusive_names_the_metric_that_was_too_noisy() -> None:
     assert "a slowdown of tok/s past its threshold" in reason
     assert re.search(r"tok/s spread base 8\.\d\d%, head 8\.\d\d%", reason)
     assert "GPU ms per step spread" not in reason
+    assert (batch.gpu_ms_verdict, batch.tok_per_s_verdict) == ("pass", "inconclusive")
+
+
+def test_a_slowdown_in_tok_s_alone_is_a_regression_by_tok_s() -> None:
+    """The same GPU time per step, 5% fewer tokens per second: the host got slower."""
+    base = arm("base", {1: scaled(1.0, TINY)})
+    head = arm("head", {1: scaled(1.0, TINY[::-1])})
+    head = head.model_copy(update={"repeats": [
+        r.model_copy(update={"runs": [run.model_copy(update={"tok_per_s": run.tok_per_s * 0.95 * j})
+                                      for run in r.runs]})
+        for r, j in zip(head.repeats, TINY)
+    ]})
+    (batch,) = run_compare({"base": base, "head": head}, [1]).batches
+    assert batch.verdict == "regression"
+    assert (batch.gpu_ms_verdict, batch.tok_per_s_verdict) == ("pass", "regression")
+    assert batch.tok_per_s_change is not None and batch.tok_per_s_change.pct == pytest.approx(-5.0, abs=0.05)
 
 
 # -- the confirmation rule ----------------------------------------------------------------

@@ -44,6 +44,9 @@ class BatchComparison(BaseModel):
     gpu_ms_change: Change | None = None  # head vs base; positive is slower
     tok_per_s_change: Change | None = None  # head vs base; negative is slower
     end_to_end_gpu_ms_change: Change | None = None  # head vs base, launch time included; informative
+    # each metric's own verdict; `verdict` is the more severe of the two (None in older reports)
+    gpu_ms_verdict: Verdict | None = None
+    tok_per_s_verdict: Verdict | None = None
     hash_match: bool | None = None
     mismatch: TokenMismatch | None = None
     near_threshold: bool = False  # inconclusive, or a regression whose interval reaches under the threshold

@@ -179,6 +179,7 @@ def _compare_batch(
     return BatchComparison(
         batch_size=batch_size, verdict=verdict, reasons=reasons, arms=arms,
         gpu_ms_change=gpu_change, tok_per_s_change=tok_change, end_to_end_gpu_ms_change=e2e_change,
+        gpu_ms_verdict=verdicts[0], tok_per_s_verdict=verdicts[1],
         hash_match=True,
         near_threshold=verdict == "inconclusive" or marginal,
     )

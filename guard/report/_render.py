@@ -52,7 +52,7 @@ def _ci(change: Change) -> str:
 
 def render_comment(report: Report) -> str:
     template = _environment().get_template(COMMENT_TEMPLATE)
-    gpu_timed = any(a.timer == "cuda_event" for b in report.batch_sizes for a in b.arms)
+    gpu_timed = _gpu_timed(report)
     return template.render(
         r=report,
         marker=COMMENT_MARKER,
@@ -66,6 +66,7 @@ def render_comment(report: Report) -> str:
         failed=[a for a in report.arms if a.status != "ok"],
         trace_sections=_sections_to_show(report),
         trace_bullets=trace_bullets,
+        noisy_sentence=noisy_sentence(report) if report.verdict == "inconclusive" else "",
         profile_scale=lambda section: profile_scale(
             next((b for b in report.batch_sizes if b.batch_size == section.batch_size), None),
             section, report.base, report.head,
@@ -176,29 +177,68 @@ def title(report: Report) -> str:
     measured = [b for b in report.batch_sizes if b.gpu_ms_change is not None]
     if report.verdict == "invalid":
         return f"Decode comparison not valid for {change}: {_why_invalid(report)}"
+    step = "GPU time per step" if _gpu_timed(report) else "time per step (CPU)"
     if report.verdict == "regression":
         slow = sorted(
             (b for b in measured if b.verdict == "regression"),
             key=lambda b: -b.gpu_ms_change.pct,  # type: ignore[union-attr]
         )
         sections = {t.batch_size: t for t in report.traces}
-        parts = []
+        parts, named = [], set()
         for b in slow:
+            metric, pct = _deciding(b, "regression", step)
             tag = cause_tag(b, sections.get(b.batch_size))
-            parts.append(f"{b.gpu_ms_change.pct:+.1f}% at batch size {b.batch_size}" + (f" ({tag})" if tag else ""))  # type: ignore[union-attr]
-        parts[0] = parts[0].replace("% at", "% GPU time per step at", 1)
+            parts.append(f"{pct:+.1f}%{'' if metric in named else ' ' + metric} at batch size {b.batch_size}"
+                         + (f" ({tag})" if tag else ""))
+            named.add(metric)
         if report.capture and report.capture.files:
             return f"{change} changes CUDA graph capture and makes decode slower: " + ", ".join(parts)
         return f"{change} makes decode slower: " + ", ".join(parts)
     if report.verdict == "improvement":
         fast = [b for b in measured if b.verdict == "improvement"]
         best = min(fast, key=lambda b: b.gpu_ms_change.pct)  # type: ignore[union-attr]
-        pct = best.gpu_ms_change.pct  # type: ignore[union-attr]
-        return f"{change} makes decode faster: {pct:+.1f}% GPU time per step at batch size {best.batch_size}"
+        metric, pct = _deciding(best, "improvement", step)
+        return f"{change} makes decode faster: {pct:+.1f}% {metric} at batch size {best.batch_size}"
     if report.verdict == "inconclusive":
         noisy = [b for b in measured if b.verdict == "inconclusive"]
-        return f"Decode speed with {change}: inconclusive at {_sizes(noisy)}, the measurement was too noisy to decide"
+        what = _undecided(noisy, step) or "the measurement was"
+        return f"Decode speed with {change}: inconclusive at {_sizes(noisy)}, {what} too noisy to decide"
     return f"No decode slowdown with {change} (threshold {report.threshold_pct:g}% per step)"
+
+
+def _gpu_timed(report: Report) -> bool:
+    return any(a.timer == "cuda_event" for b in report.batch_sizes for a in b.arms)
+
+
+def _deciding(batch: BatchComparison, verdict: str, step: str) -> tuple[str, float]:
+    """The metric that gave a batch size its verdict, and its change: the step time, unless
+    only tok/s did (older reports lack the per-metric verdicts: the step time)."""
+    if batch.tok_per_s_verdict == verdict and batch.gpu_ms_verdict != verdict and batch.tok_per_s_change:
+        return "tok/s", batch.tok_per_s_change.pct
+    return step, batch.gpu_ms_change.pct  # type: ignore[union-attr]
+
+
+def _undecided(batches: list[BatchComparison], step: str) -> str | None:
+    """'tok/s', 'GPU time per step' or both: the metrics that could not be decided."""
+    metrics = [m for m, field in ((step, "gpu_ms_verdict"), ("tok/s", "tok_per_s_verdict"))
+               if any(getattr(b, field) == "inconclusive" for b in batches)]
+    return " and ".join(metrics) or None
+
+
+def noisy_sentence(report: Report) -> str:
+    """What an inconclusive result could not tell apart, metric by metric, and what it could."""
+    noisy = [b for b in report.batch_sizes if b.verdict == "inconclusive"]
+    step = "GPU ms per decode step" if _gpu_timed(report) else "ms per decode step (CPU)"
+    limits = {step: report.threshold_pct, "tok/s": report.tok_threshold_pct or report.threshold_pct}
+    undecided = _undecided(noisy, step)
+    if undecided is None:  # an older report: no per-metric verdicts
+        return f"was too noisy to tell a {report.threshold_pct:g}% slowdown from none"
+    metrics = undecided.split(" and ")
+    text = "was too noisy to tell " + " or ".join(f"a {limits[m]:g}% slowdown in {m}" for m in metrics) + " from none"
+    ruled_out = [m for m in limits if m not in metrics]
+    if ruled_out:
+        text += f"; a {limits[ruled_out[0]]:g}% slowdown in {ruled_out[0]} is ruled out"
+    return text
 
 
 def _environment_line(report: Report) -> str:
