@@ -17,6 +17,7 @@ from guard.publish import (
     PublishError,
     PublishRequest,
     compose,
+    headline,
     publish,
     publish_comment,
 )
@@ -317,3 +318,13 @@ def test_an_invalid_reports_reasons_become_one_escaped_annotation(tmp_path: Path
     invalid = report.model_copy(update={"verdict": "invalid", "reasons": reasons})
     (line,) = annotations(invalid)
     assert line == "::error title=Decode comparison not valid::tokens differ at step 3; 100%25 of%0Arepeats"
+
+
+def test_the_status_line_names_host_clock_step_times_as_such() -> None:
+    report = Report.model_validate_json(EXAMPLE.read_text())
+    assert headline(report).startswith("regression: batch size 1 GPU ms/step +36.56%")
+    on_cpu = report.model_copy(update={"batch_sizes": [
+        b.model_copy(update={"arms": [a.model_copy(update={"timer": "perf_counter"}) for a in b.arms]})
+        for b in report.batch_sizes
+    ]})
+    assert headline(on_cpu).startswith("regression: batch size 1 ms/step (CPU) +36.56%")

@@ -29,8 +29,9 @@ def headline(report: Report) -> str:
         b = max((b for b in measured if b.verdict == "regression"), key=lambda b: b.gpu_ms_change.pct)  # type: ignore[union-attr]
     else:
         b = max(measured, key=lambda b: abs(b.gpu_ms_change.pct))  # type: ignore[union-attr]
+    step = "GPU ms/step" if report.gpu_timed() else "ms/step (CPU)"
     return (
-        f"{report.verdict}: batch size {b.batch_size} GPU ms/step {b.gpu_ms_change.pct:+.2f}%, "  # type: ignore[union-attr]
+        f"{report.verdict}: batch size {b.batch_size} {step} {b.gpu_ms_change.pct:+.2f}%, "  # type: ignore[union-attr]
         f"tok/s {b.tok_per_s_change.pct:+.2f}%"  # type: ignore[union-attr]
     )
 

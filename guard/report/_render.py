@@ -52,7 +52,7 @@ def _ci(change: Change) -> str:
 
 def render_comment(report: Report) -> str:
     template = _environment().get_template(COMMENT_TEMPLATE)
-    gpu_timed = _gpu_timed(report)
+    gpu_timed = report.gpu_timed()
     return template.render(
         r=report,
         marker=COMMENT_MARKER,
@@ -177,7 +177,7 @@ def title(report: Report) -> str:
     measured = [b for b in report.batch_sizes if b.gpu_ms_change is not None]
     if report.verdict == "invalid":
         return f"Decode comparison not valid for {change}: {_why_invalid(report)}"
-    step = "GPU time per step" if _gpu_timed(report) else "time per step (CPU)"
+    step = "GPU time per step" if report.gpu_timed() else "time per step (CPU)"
     if report.verdict == "regression":
         slow = sorted(
             (b for b in measured if b.verdict == "regression"),
@@ -206,10 +206,6 @@ def title(report: Report) -> str:
     return f"No decode slowdown with {change} (threshold {report.threshold_pct:g}% per step)"
 
 
-def _gpu_timed(report: Report) -> bool:
-    return any(a.timer == "cuda_event" for b in report.batch_sizes for a in b.arms)
-
-
 def _deciding(batch: BatchComparison, verdict: str, step: str) -> tuple[str, float]:
     """The metric that gave a batch size its verdict, and its change: the step time, unless
     only tok/s did (older reports lack the per-metric verdicts: the step time)."""
@@ -228,7 +224,7 @@ def _undecided(batches: list[BatchComparison], step: str) -> str | None:
 def noisy_sentence(report: Report) -> str:
     """What an inconclusive result could not tell apart, metric by metric, and what it could."""
     noisy = [b for b in report.batch_sizes if b.verdict == "inconclusive"]
-    step = "GPU ms per decode step" if _gpu_timed(report) else "ms per decode step (CPU)"
+    step = "GPU ms per decode step" if report.gpu_timed() else "ms per decode step (CPU)"
     limits = {step: report.threshold_pct, "tok/s": report.tok_threshold_pct or report.threshold_pct}
     undecided = _undecided(noisy, step)
     if undecided is None:  # an older report: no per-metric verdicts

@@ -85,3 +85,7 @@ class Report(BaseModel):
 
     def arm(self, name: str) -> ArmInfo:
         return next(a for a in self.arms if a.name == name)
+
+    def gpu_timed(self) -> bool:
+        """Steps were timed with CUDA events (on a GPU), not the host clock."""
+        return any(a.timer == "cuda_event" for b in self.batch_sizes for a in b.arms)
