@@ -13,7 +13,7 @@ from guard._errors import HarnessError
 from guard.checkout import ArmRef, build_arm, resolve_arms
 from guard.compare import compare
 from guard.config import GuardConfig, Thresholds, write_thresholds
-from guard.measure import ArmTarget, HarnessSpec, run_interleaved
+from guard.measure import MOST_REPEATS, PASS_RATE, ArmTarget, HarnessSpec, repeats_to_rule_out, run_interleaved
 from guard.pipeline import Progress, default_cache_dir
 
 # A suggested threshold is this many times the widest A/A interval bound seen, so an
@@ -42,6 +42,11 @@ class NoiseFloor(BaseModel):
     gpu_ms_aa_ci_pct: tuple[float, float]  # the A/A change's interval; ideally around 0
     tok_per_s_aa_ci_pct: tuple[float, float]
     gpu_ms_far_repeats: list[FarRepeat] = []  # one slow process widens the interval, and the thresholds
+    # Repeats per arm with which an unchanged commit passes measure.threshold_pct PASS_RATE of
+    # the time, at this noise (None: more than MOST_REPEATS); an estimate.
+    repeats_needed_at_pct: float | None = None
+    gpu_ms_repeats_needed: int | None = None
+    tok_per_s_repeats_needed: int | None = None
 
 
 class Calibration(BaseModel):
@@ -91,6 +96,13 @@ def calibrate(
             gpu_ms_aa_ci_pct=(batch.gpu_ms_change.ci_low_pct, batch.gpu_ms_change.ci_high_pct),
             tok_per_s_aa_ci_pct=(batch.tok_per_s_change.ci_low_pct, batch.tok_per_s_change.ci_high_pct),
             gpu_ms_far_repeats=far_repeats({a.arm: a.gpu_ms_per_step.values for a in batch.arms}),
+            repeats_needed_at_pct=config.measure.threshold_pct,
+            gpu_ms_repeats_needed=repeats_to_rule_out(
+                [a.gpu_ms_per_step.values for a in batch.arms], config.measure.threshold_pct, config.measure.confidence
+            ),
+            tok_per_s_repeats_needed=repeats_to_rule_out(
+                [a.tok_per_s.values for a in batch.arms], config.measure.threshold_pct, config.measure.confidence
+            ),
         ))
     suggested = Thresholds(
         gpu_ms_pct=_suggest(max(abs(b) for n in noise for b in n.gpu_ms_aa_ci_pct)),
@@ -107,6 +119,7 @@ def calibrate(
         )
         if n.gpu_ms_far_repeats:
             lines.append(far_repeats_line(n, 2 * result.repeats))
+        lines.append(repeats_needed_line(n, config.measure.repeats))
     lines.append(f"Thresholds: {SAFETY_FACTOR:g} x the widest A/A interval bound, at least {FLOOR_PCT}%.")
     out.parent.mkdir(parents=True, exist_ok=True)
     write_thresholds(out, suggested, "\n".join(lines))
@@ -115,6 +128,18 @@ def calibrate(
 
 def _suggest(widest_pct: float) -> float:
     return max(FLOOR_PCT, math.ceil(widest_pct * SAFETY_FACTOR * 10) / 10)
+
+
+def repeats_needed_line(noise: NoiseFloor, repeats: int) -> str:
+    def count(n: int | None) -> str:
+        return f"more than {MOST_REPEATS}" if n is None else f"about {n}"
+
+    return (
+        f"bs {noise.batch_size}: at {noise.repeats_needed_at_pct:g}% (measure.threshold_pct) an unchanged commit "
+        f"passes {PASS_RATE:.0%} of the time with {count(noise.gpu_ms_repeats_needed)} repeats per arm in "
+        f"GPU ms per step and {count(noise.tok_per_s_repeats_needed)} in tok/s (measure.repeats is {repeats}; "
+        "an estimate from this spread)."
+    )
 
 
 def far_repeats_line(noise: NoiseFloor, repeats: int) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from guard.measure import relative_change, spread
+from guard.measure import relative_change, repeats_to_rule_out, spread
 
 
 def welch_expected(before: list[float], after: list[float], confidence: float) -> dict[str, float]:
@@ -191,3 +191,31 @@ def test_calibration_names_a_repeat_far_from_the_rest() -> None:
     # and a whole-run floor: 0.05% off is never "far", however quiet the rest
     flat = {"a": [2.0] * 9 + [2.0 * (1 + OUTLIER_MIN_PCT / 200)], "b": [2.0] * 10}
     assert far_repeats(flat) == []
+
+
+def _pass_rate(sigma: float, n: int, threshold_pct: float, trials: int, seed: int) -> float:
+    """How often two arms of n repeats with no true change pass, by relative_change's own interval."""
+    rng = np.random.default_rng(seed)
+    passed = 0
+    for _ in range(trials):
+        before, after = np.exp(rng.normal(0.0, sigma, n)), np.exp(rng.normal(0.0, sigma, n))
+        passed += relative_change(list(before), list(after)).ci_high_pct < threshold_pct
+    return passed / trials
+
+
+def test_repeats_to_rule_out_gives_the_pass_rate_it_promises() -> None:
+    sigma = 0.01  # 1% between repeats, as tok/s on a shared host
+    rng = np.random.default_rng(7)
+    sample = [list(np.exp(rng.normal(0.0, sigma, 400))), list(np.exp(rng.normal(0.0, sigma, 400)))]
+    n = repeats_to_rule_out(sample, 1.0)
+    assert n is not None and 10 <= n <= 30  # (t + t) x sigma x sqrt(2 / n) <= 1%: about 2 x 1.7 x 1.41 squared
+    assert _pass_rate(sigma, n, 1.0, 2000, seed=1) >= 0.93
+    assert _pass_rate(sigma, n // 3, 1.0, 2000, seed=2) < 0.8  # far fewer repeats pass far less often
+
+
+def test_repeats_to_rule_out_ignores_each_arms_own_level_and_gives_up_past_most() -> None:
+    steady = [[1.0, 1.001, 0.999], [2.0, 2.002, 1.998]]  # two arms 2x apart, each 0.1% noisy
+    assert repeats_to_rule_out(steady, 1.0) == 2
+    assert repeats_to_rule_out([[1.0, 1.5, 0.7], [1.1, 0.6, 1.4]], 1.0, most=50) is None
+    with pytest.raises(ValueError):
+        repeats_to_rule_out([[1.0]], 1.0)

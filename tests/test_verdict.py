@@ -349,6 +349,8 @@ def test_inconclusive_names_the_metric_that_was_too_noisy() -> None:
     assert re.search(r"tok/s spread base 8\.\d\d%, head 8\.\d\d%", reason)
     assert "GPU ms per step spread" not in reason
     assert (batch.gpu_ms_verdict, batch.tok_per_s_verdict) == ("pass", "inconclusive")
+    # 8% spread against a 1% threshold: no practical number of repeats would do
+    assert "an unchanged commit needs more than 200 repeats per arm to pass a 1% threshold in tok/s" in reason
 
 
 def test_a_slowdown_in_tok_s_alone_is_a_regression_by_tok_s() -> None:

@@ -8,7 +8,9 @@ from typing import Callable
 from guard.compare._fingerprint import check_measurements
 from guard.compare._hashes import first_mismatch
 from guard.compare._models import VERDICT_SEVERITY, ArmStats, BatchComparison, Comparison, Verdict
-from guard.measure import ArmMeasurement, RepeatResult, relative_change, spread
+from guard.measure import (
+    MOST_REPEATS, PASS_RATE, ArmMeasurement, RepeatResult, Spread, relative_change, repeats_to_rule_out, spread,
+)
 
 
 def compare(
@@ -62,6 +64,19 @@ def confirm_near_threshold(
     if both is None:
         return first, 1, True
     return both, 2, False
+
+
+def _what_would_decide(undecided: list[tuple[str, list[Spread], float]], repeats: int, confidence: float) -> str:
+    """How many repeats per arm would, at this spread, let a commit that changes nothing pass."""
+    needed = []
+    for label, spreads, threshold in undecided:
+        n = repeats_to_rule_out([s.values for s in spreads], threshold, confidence)
+        count = f"more than {MOST_REPEATS}" if n is None else f"about {n}"
+        needed.append(f"{count} repeats per arm to pass a {threshold:g}% threshold in {label}")
+    return (
+        f"At this spread, an unchanged commit needs {' and '.join(needed)} {PASS_RATE:.0%} of the time "
+        f"(this run: {repeats}); or quiet the runner, or set thresholds from `guard calibrate`"
+    )
 
 
 def _most_severe(verdicts: list[Verdict]) -> Verdict:
@@ -156,23 +171,24 @@ def _compare_batch(
     verdict = _most_severe(list(verdicts))
     if verdict == "inconclusive":
         undecided = [
-            (label, [getattr(by_name[name], field).spread_pct for name in (base, head)])
-            for label, field, v in (("GPU ms per step", "gpu_ms_per_step", verdicts[0]),
-                                    ("tok/s", "tok_per_s", verdicts[1]))
+            (label, [getattr(by_name[name], field) for name in (base, head)], threshold)
+            for label, field, v, threshold in (("GPU ms per step", "gpu_ms_per_step", verdicts[0], rule.gpu_pct),
+                                               ("tok/s", "tok_per_s", verdicts[1], rule.tok_pct))
             if v == "inconclusive"
         ]
         noise = "; ".join(
-            f"{label} spread {base} {spreads[0]:.2f}%, {head} {spreads[1]:.2f}%" for label, spreads in undecided
+            f"{label} spread {base} {spreads[0].spread_pct:.2f}%, {head} {spreads[1].spread_pct:.2f}%"
+            for label, spreads, _ in undecided
         )
-        which = " and ".join(label for label, _ in undecided)
+        which = " and ".join(label for label, _, _ in undecided)
         reasons.append(
             f"batch size {batch_size}: undecided. GPU ms per step changed {gpu_change.pct:+.2f}% "
             f"({confidence:.0%} interval {gpu_change.ci_low_pct:+.2f}% to {gpu_change.ci_high_pct:+.2f}%, "
             f"p = {gpu_change.p_value:.3g}) and tok/s {tok_change.pct:+.2f}% "
             f"({tok_change.ci_low_pct:+.2f}% to {tok_change.ci_high_pct:+.2f}%, p = {tok_change.p_value:.3g}): "
             f"a slowdown of {which} past its threshold is possible but not significant at p < {rule.alpha:g}. "
-            f"Over the repeats, {noise} (max - min over median); "
-            "raise measure.repeats, quiet the runner, or set thresholds from `guard calibrate`"
+            f"Over the repeats, {noise} (max - min over median). "
+            + _what_would_decide(undecided, by_name[base].repeats, confidence)
         )
     thresholds = (rule.gpu_pct, rule.tok_pct)
     marginal = any(v == "regression" and m.low < t for v, m, t in zip(verdicts, (gpu, tok), thresholds))

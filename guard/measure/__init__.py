@@ -3,9 +3,11 @@
 from guard.measure._models import ArmMeasurement, BatchRun, RepeatResult
 from guard.measure._runner import ArmTarget, HarnessSpec, run_interleaved
 from guard.measure._schedule import interleave
-from guard.measure._stats import Change, Spread, relative_change, spread
+from guard.measure._stats import MOST_REPEATS, PASS_RATE, Change, Spread, relative_change, repeats_to_rule_out, spread
 
 __all__ = [
+    "MOST_REPEATS",
+    "PASS_RATE",
     "ArmMeasurement",
     "ArmTarget",
     "BatchRun",
@@ -15,6 +17,7 @@ __all__ = [
     "Spread",
     "interleave",
     "relative_change",
+    "repeats_to_rule_out",
     "run_interleaved",
     "spread",
 ]

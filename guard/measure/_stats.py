@@ -65,3 +65,32 @@ def relative_change(before: list[float], after: list[float], confidence: float =
         p_value=p_value,
         confidence=confidence,
     )
+
+
+# repeats_to_rule_out's defaults: an unchanged commit should pass this often, and more
+# repeats than MOST_REPEATS per arm are not worth counting.
+PASS_RATE = 0.95
+MOST_REPEATS = 200
+
+
+def repeats_to_rule_out(
+    by_arm: list[list[float]], threshold_pct: float, confidence: float = 0.95, power: float = PASS_RATE,
+    most: int = MOST_REPEATS,
+) -> int | None:
+    """About how many repeats per arm it takes for a commit that changes nothing to pass a
+    `threshold_pct` slowdown `power` of the time, at the noise of `by_arm` (the repeats of
+    each arm, whose own means are set aside). The interval's upper bound must fall under the
+    threshold: that needs (t_confidence + t_power) x the standard error <= log(1 + threshold).
+    None when more than `most` would be needed; an estimate, as the spread is itself estimated."""
+    logs = [[math.log(v) for v in values] for values in by_arm if len(values) >= 2]
+    if not logs or min(min(values) for values in by_arm) <= 0:
+        raise ValueError("needs positive values, at least two in an arm")
+    dof = sum(len(values) - 1 for values in logs)
+    variance = sum(statistics.variance(values) * (len(values) - 1) for values in logs) / dof
+    limit = math.log1p(threshold_pct / 100)
+    for n in range(2, most + 1):
+        df = 2 * n - 2
+        se = math.sqrt(2 * variance / n)
+        if (stats.t.ppf(0.5 + confidence / 2, df) + stats.t.ppf(power, df)) * se <= limit:
+            return n
+    return None
