@@ -13,7 +13,9 @@ from guard._errors import HarnessError
 from guard.checkout import ArmRef, build_arm, resolve_arms
 from guard.compare import compare
 from guard.config import GuardConfig, Thresholds, write_thresholds
-from guard.measure import MOST_REPEATS, PASS_RATE, ArmTarget, HarnessSpec, repeats_to_rule_out, run_interleaved
+from guard.measure import (
+    MOST_REPEATS, PASS_RATE, ArmTarget, HarnessSpec, check_cpus, repeats_to_rule_out, run_interleaved,
+)
 from guard.pipeline import Progress, default_cache_dir
 
 # A suggested threshold is this many times the widest A/A interval bound seen, so an
@@ -61,12 +63,13 @@ def calibrate(
     cache_dir: Path | None = None,
 ) -> Calibration:
     repo = repo.resolve()
+    check_cpus(config.measure.cpus)
     _, arm_ref = resolve_arms(repo, ref, ref, config.target_branch)
     built = build_arm(repo, ArmRef(name="aa", ref=ref, sha=arm_ref.sha), config.build,
                       cache_dir or default_cache_dir(repo), progress)
     targets = [
         ArmTarget(name=name, python=built.python, worktree=built.worktree, env=built.env,
-                  pass_env=config.build.pass_env)
+                  pass_env=config.build.pass_env, cpus=config.measure.cpus)
         for name in "ab"
     ]
     spec = HarnessSpec(

@@ -16,7 +16,7 @@ from guard.checkout import (
 )
 from guard.compare import Comparison, compare, confirm_near_threshold
 from guard.config import GuardConfig, load_thresholds
-from guard.measure import ArmMeasurement, ArmTarget, HarnessSpec, run_interleaved
+from guard.measure import ArmMeasurement, ArmTarget, HarnessSpec, check_cpus, run_interleaved
 from guard.report import ArmInfo, Environment, Report, WorkloadInfo, trace_sections, write_report
 
 Progress = Callable[[str], None]
@@ -49,6 +49,7 @@ def run_guard(
     base_ref, head_ref = resolve_arms(repo, base, head, config.target_branch)
     progress(f"base {base_ref.ref} = {base_ref.sha[:12]}, head {head_ref.ref} = {head_ref.sha[:12]}")
     gpu_pct, tok_pct = _thresholds(config, config_dir or repo)
+    check_cpus(config.measure.cpus)
     cache_dir = cache_dir or default_cache_dir(repo)
     exposed = persisted_credentials(repo)
     security = []
@@ -67,7 +68,7 @@ def run_guard(
         arms.append(info)
         if arm is not None:
             targets.append(ArmTarget(name=arm.name, python=arm.python, worktree=arm.worktree, env=arm.env,
-                                   pass_env=config.build.pass_env))
+                                   pass_env=config.build.pass_env, cpus=config.measure.cpus))
         else:
             measurements[ref.name] = ArmMeasurement(arm=ref.name, error=info.error, log_tail=info.log_tail)
     _add_ablation_arms(config, arms, targets, measurements)

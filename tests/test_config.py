@@ -62,6 +62,8 @@ repeats = 3
         ("[build]\nmethod = 'conda'", "build.method", "'conda'", "'venv' or 'none'"),
         ("[workload]\nentry = 'no-colon'", "workload.entry", "'no-colon'", "pkg.module:function"),
         ("[measure]\nrepeats = 1", "measure.repeats", "1", "greater than or equal to 2"),
+        ("[measure]\ncpus = [2, -1]", "measure.cpus", "[2, -1]", "CPU ids are 0 or more"),
+        ("[measure]\ncpus = [3, 3]", "measure.cpus", "[3, 3]", "must not repeat"),
     ],
 )
 def test_bad_value_names_key_value_and_expectation(

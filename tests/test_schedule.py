@@ -7,7 +7,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-from guard.measure import ArmTarget, HarnessSpec, interleave, run_interleaved
+import pytest
+
+from guard._errors import ConfigError
+from guard.measure import ArmTarget, HarnessSpec, check_cpus, interleave, run_interleaved
 
 WORKLOAD = textwrap.dedent(
     """
@@ -160,3 +163,15 @@ def test_profile_repeats_profiles_only_the_first_processes_of_each_round(tmp_pat
 
     for arm in ("base", "head"):
         assert [profiled(arm, r) for r in range(4)] == [8, 0, 8, 0]
+
+
+def test_a_pinned_arm_runs_on_its_cpus_and_a_bad_cpu_is_a_config_error(tmp_path: Path) -> None:
+    usable = sorted(os.sched_getaffinity(0))
+    targets, spec, _ = _setup(tmp_path)
+    targets[1] = targets[1].model_copy(update={"cpus": usable[-1:]})
+    results = run_interleaved(targets, spec, 1, tmp_path / "runs", timeout_s=120)
+    assert results["head"].repeats[0].environment["cpus"] == usable[-1:]  # as the process saw itself
+    assert results["base"].repeats[0].environment["cpus"] == usable
+    check_cpus(usable[:1])  # allowed: no error
+    with pytest.raises(ConfigError, match=rf"measure.cpus lists CPU\(s\) {max(usable) + 1000}, but the guard may only"):
+        check_cpus([usable[0], max(usable) + 1000])

@@ -88,6 +88,20 @@ class MeasureConfig(_Section):
     )
     confidence: float = Field(default=0.95, gt=0.5, lt=1)
     timeout_s: float = Field(default=1800, gt=0, description="Limit for one harness process.")
+    cpus: list[int] = Field(
+        default_factory=list,
+        description="CPU ids every harness process is pinned to (Linux), e.g. cores near the GPU; "
+        "empty: not pinned. The host side of a step then runs on the same cores in every process.",
+    )
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpu_ids(cls, value: list[int]) -> list[int]:
+        if any(c < 0 for c in value):
+            raise ValueError("CPU ids are 0 or more")
+        if len(set(value)) != len(value):
+            raise ValueError("CPU ids must not repeat")
+        return value
 
 
 class CaptureConfig(_Section):

@@ -3,7 +3,7 @@
 Usage: python run.py SPEC.json RESULT.json
 
 SPEC: {"entry", "root", "options", "batch_sizes", "steps", "warmup_steps", "arm", "repeat",
-       "profile_steps" (optional, 0 = none), "trace_dir" (optional)}
+       "profile_steps" (optional, 0 = none), "trace_dir" (optional), "cpus" (optional: pin to these)}
 Exit codes: 0 done, 3 the workload failed (RESULT.json then holds "error").
 Imports only the standard library and torch: this file runs in the arm's environment.
 """
@@ -250,6 +250,7 @@ def environment(torch: Any) -> dict[str, Any]:
         "gpu": None,
         "gpu_capability": None,
         "driver": None,
+        "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
     }
     if torch is not None and torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name()
@@ -315,6 +316,10 @@ def main(argv: list[str]) -> int:
         "started_at": time.time(),
         "timings_s": timings,
     }
+    if spec.get("cpus"):
+        # before torch starts its threads: they, and the host side of every step (launches,
+        # the copy back, Python), stay on these cores in every process
+        os.sched_setaffinity(0, spec["cpus"])
     try:
         import torch
     except ImportError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 
 from guard._env import untrusted_env
+from guard._errors import ConfigError
 from guard.harness import HARNESS_SCRIPT
 from guard.measure._models import ArmMeasurement, RepeatResult
 from guard.measure._schedule import interleave
@@ -26,6 +28,7 @@ class ArmTarget(BaseModel):
     worktree: Path
     env: dict[str, str] = {}
     pass_env: list[str] = []  # secret-looking variables the arm may still see (build.pass_env)
+    cpus: list[int] = []  # the CPUs its processes may run on (measure.cpus); empty: wherever the OS puts them
 
 
 class HarnessSpec(BaseModel):
@@ -107,6 +110,7 @@ def _run_one(target: ArmTarget, spec: HarnessSpec, repeat: int, run_dir: Path, t
         "arm": target.name,
         "repeat": repeat,
         "trace_dir": str(run_dir / "traces"),
+        "cpus": target.cpus,  # the harness pins itself before it imports torch
     }
     spec_path.write_text(json.dumps(payload, indent=2))
     result_path.unlink(missing_ok=True)
@@ -131,6 +135,19 @@ def _run_one(target: ArmTarget, spec: HarnessSpec, repeat: int, run_dir: Path, t
         return RepeatResult.model_validate(data)
     except ValidationError as exc:
         raise _RunFailed(f"harness result {result_path} is malformed: {exc}", _tail(log_path)) from None
+
+
+def check_cpus(cpus: list[int]) -> None:
+    """measure.cpus must be CPUs this process, and so its children, may run on."""
+    if not cpus:
+        return
+    usable = sorted(os.sched_getaffinity(0))
+    missing = sorted(set(cpus) - set(usable))
+    if missing:
+        raise ConfigError(
+            f"measure.cpus lists CPU(s) {', '.join(map(str, missing))}, but the guard may only run on "
+            f"{', '.join(map(str, usable))} here; list CPUs from those, or leave measure.cpus empty"
+        )
 
 
 def _read_result(path: Path) -> dict[str, Any] | None:

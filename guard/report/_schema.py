@@ -42,6 +42,7 @@ class Environment(BaseModel):
     platform: str | None = None
     hostname: str | None = None
     cpu: str | None = None
+    cpus: list[int] | None = None  # the CPUs the harness process could run on (measure.cpus pins them)
     gpu_state: dict[str, Any] = {}  # NVML fingerprint fields shared by every repeat
 
 
