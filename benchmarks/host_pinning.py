@@ -1,0 +1,115 @@
+"""Does pinning the harness to CPUs (measure.cpus) steady tok/s between fresh processes?
+
+Usage: python benchmarks/host_pinning.py [--cpus 2,3] [--repeats 10] [--steps 128]
+                                         [--warmup-steps 32] [--options 'layers = 30'] [--out FILE.json]
+
+Runs the reference engine in fresh harness processes, alternating an unpinned and a pinned
+one (the guard's own runner, so exactly what `measure.cpus` does), and prints for each the
+spread of tok/s and of GPU ms per step over its processes, the ratio pinned / unpinned of
+the standard deviations, and how many repeats per arm would keep a 1% threshold at each
+noise (`repeats_to_rule_out`). Side by side in one run, so the machine's state is shared.
+On a CPU the "GPU ms" are host-clock ms per step. Default CPUs: the first one this process
+may use; on a GPU host, pick cores on the GPU's NUMA node (`nvidia-smi topo -m`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from guard._errors import GuardError  # noqa: E402
+from guard.measure import ArmTarget, HarnessSpec, check_cpus, repeats_to_rule_out, run_interleaved  # noqa: E402
+
+THRESHOLD_PCT = 1.0
+
+
+def _log_sd_pct(values: list[float]) -> float:
+    return statistics.stdev(math.log(v) for v in values) * 100
+
+
+def _figures(values: list[float]) -> dict[str, object]:
+    return {
+        "values": values,
+        "spread_pct": (max(values) - min(values)) / statistics.median(values) * 100,
+        "sd_pct": _log_sd_pct(values),
+        "repeats_for_1pct": repeats_to_rule_out([values], THRESHOLD_PCT),
+    }
+
+
+def _cpus(text: str) -> list[int]:
+    try:
+        return [int(c) for c in text.split(",")]
+    except ValueError:
+        raise GuardError(f"--cpus {text!r}: expected comma-separated CPU ids, e.g. 2,3") from None
+
+
+def _bad(message: str) -> int:
+    print(f"host_pinning: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cpus", default=None, help="comma-separated CPU ids for the pinned arm")
+    p.add_argument("--repeats", type=int, default=10, help="processes per arm")
+    p.add_argument("--steps", type=int, default=128)
+    p.add_argument("--warmup-steps", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--options", default="", help="reference engine options, as TOML, e.g. 'layers = 30'")
+    p.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    args = p.parse_args(argv)
+    try:
+        cpus = _cpus(args.cpus) if args.cpus else sorted(os.sched_getaffinity(0))[:1]
+        options = tomllib.loads(args.options)
+        check_cpus(cpus)
+    except tomllib.TOMLDecodeError as exc:
+        return _bad(f"--options {args.options!r} is not TOML ({exc}), e.g. 'layers = 30'")
+    except GuardError as exc:
+        return _bad(str(exc))
+    spec = HarnessSpec(entry="guard.engine:make", options=options,
+                       batch_sizes=[args.batch_size], steps=args.steps, warmup_steps=args.warmup_steps)
+    targets = [ArmTarget(name=name, python=Path(sys.executable), worktree=ROOT, cpus=pins)
+               for name, pins in (("unpinned", []), ("pinned", cpus))]
+    with tempfile.TemporaryDirectory() as tmp:
+        results = run_interleaved(targets, spec, args.repeats, Path(tmp), timeout_s=600,
+                                  progress=lambda m: print(m, file=sys.stderr))
+    failed = [f"{name}: {m.error}" for name, m in results.items() if m.error]
+    if failed:
+        return _bad(f"a harness process failed: {failed[0]}")
+    arms = {}
+    for name, measurement in results.items():
+        runs = [r.runs[0] for r in measurement.repeats]
+        arms[name] = {
+            "cpus": measurement.repeats[0].environment.get("cpus"),
+            "timer": runs[0].timer,
+            "tok_per_s": _figures([r.tok_per_s for r in runs]),
+            "gpu_ms_per_step": _figures([r.gpu_ms_per_step for r in runs]),
+        }
+    ratio = {metric: arms["pinned"][metric]["sd_pct"] / arms["unpinned"][metric]["sd_pct"]  # type: ignore[index]
+             if arms["unpinned"][metric]["sd_pct"] else None  # type: ignore[index]
+             for metric in ("tok_per_s", "gpu_ms_per_step")}
+    report = {"repeats": args.repeats, "steps": args.steps, "batch_size": args.batch_size,
+              "options": spec.options, "arms": arms, "sd_ratio_pinned_over_unpinned": ratio}
+    for name, arm in arms.items():
+        for metric in ("tok_per_s", "gpu_ms_per_step"):
+            f = arm[metric]
+            print(f"{name:9s} {metric:16s} sd {f['sd_pct']:.3f}%  spread {f['spread_pct']:.2f}%  "
+                  f"repeats for {THRESHOLD_PCT:g}%: {f['repeats_for_1pct'] or 'more than 200'}")
+    print("sd pinned / unpinned: " + ", ".join(f"{m} {r:.2f}" if r is not None else f"{m} n/a"
+                                               for m, r in ratio.items()))
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
