@@ -17,6 +17,7 @@ from guard.measure import (
     MOST_REPEATS, PASS_RATE, ArmTarget, HarnessSpec, check_cpus, repeats_to_rule_out, run_interleaved,
 )
 from guard.pipeline import Progress, default_cache_dir
+from guard.trace import analyze, read_trace
 
 # A suggested threshold is this many times the widest A/A interval bound seen, so an
 # unchanged commit passes with room to spare; and never under the floor.
@@ -36,6 +37,16 @@ class FarRepeat(BaseModel):
     off_pct: float  # from the median of all repeats
 
 
+class GapNoise(BaseModel):
+    """The gaps between kernels over the profiled processes of both sides: how far the trace's
+    figures move when nothing changed (a PR's trace diff is read against this)."""
+
+    traces: int
+    median_gap_us: list[float]
+    idle_ms_per_step: list[float]
+    largest_1pct_gaps_ms_per_step: list[float]
+
+
 class NoiseFloor(BaseModel):
     batch_size: int
     gpu_ms_per_step: float
@@ -49,6 +60,7 @@ class NoiseFloor(BaseModel):
     repeats_needed_at_pct: float | None = None
     gpu_ms_repeats_needed: int | None = None
     tok_per_s_repeats_needed: int | None = None
+    gaps: GapNoise | None = None  # None: no profiled pass (no GPU, or workload.profile_steps = 0)
 
 
 class Calibration(BaseModel):
@@ -74,7 +86,8 @@ def calibrate(
     ]
     spec = HarnessSpec(
         entry=config.workload.entry, options=config.workload.options, batch_sizes=config.workload.batch_sizes,
-        steps=config.workload.steps, warmup_steps=config.workload.warmup_steps, profile_steps=0,
+        steps=config.workload.steps, warmup_steps=config.workload.warmup_steps,
+        profile_steps=config.workload.profile_steps, profile_repeats=config.workload.profile_repeats,
     )
     progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
     measurements = run_interleaved(
@@ -106,6 +119,8 @@ def calibrate(
             tok_per_s_repeats_needed=repeats_to_rule_out(
                 [a.tok_per_s.values for a in batch.arms], config.measure.threshold_pct, config.measure.confidence
             ),
+            gaps=gap_noise([Path(run.trace) for m in measurements.values() for r in m.repeats
+                            for run in r.runs if run.batch_size == batch.batch_size and run.trace]),
         ))
     suggested = Thresholds(
         gpu_ms_pct=_suggest(max(abs(b) for n in noise for b in n.gpu_ms_aa_ci_pct)),
@@ -123,6 +138,7 @@ def calibrate(
         if n.gpu_ms_far_repeats:
             lines.append(far_repeats_line(n, 2 * result.repeats))
         lines.append(repeats_needed_line(n, config.measure.repeats))
+        lines.append(gap_noise_line(n))
     lines.append(f"Thresholds: {SAFETY_FACTOR:g} x the widest A/A interval bound, at least {FLOOR_PCT}%.")
     out.parent.mkdir(parents=True, exist_ok=True)
     write_thresholds(out, suggested, "\n".join(lines))
@@ -131,6 +147,34 @@ def calibrate(
 
 def _suggest(widest_pct: float) -> float:
     return max(FLOOR_PCT, math.ceil(widest_pct * SAFETY_FACTOR * 10) / 10)
+
+
+def gap_noise(traces: list[Path]) -> GapNoise | None:
+    """The gap figures of every profiled process's trace; None without traces."""
+    if not traces:
+        return None
+    figures = [analyze(read_trace(path)) for path in traces]
+    return GapNoise(
+        traces=len(figures),
+        median_gap_us=[f.gaps.median_gap_us for f in figures if f.gaps.median_gap_us is not None],
+        idle_ms_per_step=[f.idle_ms_per_step for f in figures],
+        largest_1pct_gaps_ms_per_step=[f.gaps.largest_1pct_gaps_ms_per_step for f in figures],
+    )
+
+
+def gap_noise_line(noise: NoiseFloor) -> str:
+    gaps = noise.gaps
+    if gaps is None:
+        return f"bs {noise.batch_size}: no profiled pass (no GPU, or workload.profile_steps = 0): no gap figures."
+
+    def span(values: list[float], digits: int) -> str:
+        return f"{min(values):.{digits}f}-{max(values):.{digits}f}" if values else "n/a"
+
+    return (
+        f"bs {noise.batch_size}: over {gaps.traces} profiled processes, median gap {span(gaps.median_gap_us, 3)} us, "
+        f"idle {span(gaps.idle_ms_per_step, 4)} ms per step, largest 1% of gaps "
+        f"{span(gaps.largest_1pct_gaps_ms_per_step, 4)} ms per step."
+    )
 
 
 def repeats_needed_line(noise: NoiseFloor, repeats: int) -> str:

@@ -273,6 +273,7 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
                        out.read_text())
     assert needed, out.read_text()
     assert all(int(n) >= 2 for n in (needed.group(2), needed.group(4)) if n)
+    assert "bs 1: no profiled pass (no GPU, or workload.profile_steps = 0): no gap figures." in out.read_text()
     assert (tmp_path / "thr-runs").is_dir()  # the A/A runs are kept beside the file
 
     # The thresholds file, named in the config, sets the report's thresholds.
