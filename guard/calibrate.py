@@ -28,6 +28,9 @@ FLOOR_PCT = 0.25
 # OUTLIER_MIN_PCT from it.
 OUTLIER_SIGMAS = 5.0
 OUTLIER_MIN_PCT = 0.1
+# Profiled processes per side for the gap figures, unless workload.profile_repeats says how
+# many: enough for a range, without profiling every one of the A/A's processes.
+PROFILED_PER_SIDE = 3
 
 
 class FarRepeat(BaseModel):
@@ -87,7 +90,8 @@ def calibrate(
     spec = HarnessSpec(
         entry=config.workload.entry, options=config.workload.options, batch_sizes=config.workload.batch_sizes,
         steps=config.workload.steps, warmup_steps=config.workload.warmup_steps,
-        profile_steps=config.workload.profile_steps, profile_repeats=config.workload.profile_repeats,
+        profile_steps=config.workload.profile_steps,
+        profile_repeats=config.workload.profile_repeats or PROFILED_PER_SIDE,
     )
     progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
     measurements = run_interleaved(
