@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from guard._errors import HarnessError
+from guard._errors import HarnessError, TraceError
 from guard.checkout import ArmRef, build_arm, resolve_arms
 from guard.compare import compare
 from guard.config import GuardConfig, Thresholds, write_thresholds
@@ -45,6 +45,7 @@ class GapNoise(BaseModel):
     figures move when nothing changed (a PR's trace diff is read against this)."""
 
     traces: int
+    unreadable: list[str] = []  # traces that could not be read, with why: skipped, not fatal
     median_gap_us: list[float]
     idle_ms_per_step: list[float]
     largest_1pct_gaps_ms_per_step: list[float]
@@ -157,9 +158,15 @@ def gap_noise(traces: list[Path]) -> GapNoise | None:
     """The gap figures of every profiled process's trace; None without traces."""
     if not traces:
         return None
-    figures = [analyze(read_trace(path)) for path in traces]
+    figures, unreadable = [], []
+    for path in traces:
+        try:
+            figures.append(analyze(read_trace(path)))
+        except TraceError as exc:  # one bad trace must not cost the A/A's timings
+            unreadable.append(f"{path.name}: {exc.message}")
     return GapNoise(
         traces=len(figures),
+        unreadable=unreadable,
         median_gap_us=[f.gaps.median_gap_us for f in figures if f.gaps.median_gap_us is not None],
         idle_ms_per_step=[f.idle_ms_per_step for f in figures],
         largest_1pct_gaps_ms_per_step=[f.gaps.largest_1pct_gaps_ms_per_step for f in figures],
@@ -174,10 +181,13 @@ def gap_noise_line(noise: NoiseFloor) -> str:
     def span(values: list[float], digits: int) -> str:
         return f"{min(values):.{digits}f}-{max(values):.{digits}f}" if values else "n/a"
 
+    skipped = ""
+    if gaps.unreadable:
+        skipped = f" {len(gaps.unreadable)} trace(s) could not be read: {'; '.join(gaps.unreadable)}."
     return (
         f"bs {noise.batch_size}: over {gaps.traces} profiled processes, median gap {span(gaps.median_gap_us, 3)} us, "
         f"idle {span(gaps.idle_ms_per_step, 4)} ms per step, largest 1% of gaps "
-        f"{span(gaps.largest_1pct_gaps_ms_per_step, 4)} ms per step."
+        f"{span(gaps.largest_1pct_gaps_ms_per_step, 4)} ms per step." + skipped
     )
 
 

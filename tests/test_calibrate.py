@@ -31,3 +31,13 @@ def test_without_traces_there_are_no_gap_figures() -> None:
     assert gap_noise([]) is None
     assert gap_noise_line(_noise()) == (
         "bs 1: no profiled pass (no GPU, or workload.profile_steps = 0): no gap figures.")
+
+
+def test_a_trace_that_cannot_be_read_is_named_and_skipped(tmp_path: Path) -> None:
+    broken = tmp_path / "a-0-bs1.trace.json.gz"
+    broken.write_bytes(b"not a trace")
+    gaps = gap_noise([ONE_GRAPH, broken])
+    assert gaps is not None and gaps.traces == 1 and len(gaps.median_gap_us) == 1
+    (why,) = gaps.unreadable
+    assert why.startswith("a-0-bs1.trace.json.gz: ")
+    assert "1 trace(s) could not be read: a-0-bs1.trace.json.gz: " in gap_noise_line(_noise(gaps=gaps))
