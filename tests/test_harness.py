@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -312,3 +313,9 @@ def test_profiled_pass_writes_a_step_ranged_trace_and_times_its_parts(tmp_path: 
     assert sum(1 for e in events if e.get("name") == "guard.step" and e.get("ph") == "X") == 3
     parts = ["setup and warmup", "profiler and steps", "trace export"]
     assert seen == [f"profiled pass: {part}" for part in parts]
+
+
+def test_a_cpu_the_process_may_not_use_is_a_clear_failure(tmp_path: Path) -> None:
+    code, result, _ = run_harness(tmp_path, engine_spec(cpus=[max(os.sched_getaffinity(0)) + 4096]))
+    assert code == 3
+    assert result["error"]["stage"] == "pin" and "could not pin this process to CPUs" in result["error"]["message"]

@@ -319,7 +319,14 @@ def main(argv: list[str]) -> int:
     if spec.get("cpus"):
         # before torch starts its threads: they, and the host side of every step (launches,
         # the copy back, Python), stay on these cores in every process
-        os.sched_setaffinity(0, spec["cpus"])
+        try:
+            os.sched_setaffinity(0, spec["cpus"])
+        except (OSError, ValueError) as exc:
+            message = f"could not pin this process to CPUs {spec['cpus']}: {exc}; check measure.cpus"
+            result["error"] = {"stage": "pin", "type": type(exc).__name__, "message": message, "traceback": ""}
+            out_path.write_text(json.dumps(result))
+            log(f"failed at pin: {message}")
+            return 3
     try:
         import torch
     except ImportError:
