@@ -1,6 +1,6 @@
 """Report: `report.json` (versioned schema) and `comment.md` (rendered from templates/)."""
 
-from guard.report._render import render_comment, title
+from guard.report._render import render_comment
 from guard.report._schema import (
     SCHEMA_VERSION,
     ArmInfo,
@@ -8,6 +8,7 @@ from guard.report._schema import (
     Report,
     WorkloadInfo,
 )
+from guard.report._title import title
 from guard.report._traces import ArmTraces, TraceSection, trace_sections
 from guard.report._write import ReportError, read_report, write_report
 
