@@ -11,6 +11,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 _ENTRY_RE = re.compile(r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def _distinct_at_least(values: list[int], least: int, too_small: str, what: str) -> list[int]:
+    """A list of whole numbers, each `least` or more, none twice."""
+    if any(v < least for v in values):
+        raise ValueError(too_small)
+    if len(set(values)) != len(values):
+        raise ValueError(f"{what} must not repeat")
+    return values
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -44,11 +53,7 @@ class WorkloadConfig(_Section):
     @field_validator("batch_sizes")
     @classmethod
     def _positive_unique(cls, value: list[int]) -> list[int]:
-        if any(b < 1 for b in value):
-            raise ValueError("every batch size must be 1 or more")
-        if len(set(value)) != len(value):
-            raise ValueError("batch sizes must not repeat")
-        return value
+        return _distinct_at_least(value, 1, "every batch size must be 1 or more", "batch sizes")
 
 
 class BuildConfig(_Section):
@@ -97,11 +102,7 @@ class MeasureConfig(_Section):
     @field_validator("cpus")
     @classmethod
     def _cpu_ids(cls, value: list[int]) -> list[int]:
-        if any(c < 0 for c in value):
-            raise ValueError("CPU ids are 0 or more")
-        if len(set(value)) != len(value):
-            raise ValueError("CPU ids must not repeat")
-        return value
+        return _distinct_at_least(value, 0, "CPU ids are 0 or more", "CPU ids")
 
 
 class CaptureConfig(_Section):
