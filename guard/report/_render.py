@@ -10,7 +10,7 @@ from guard.measure import Change
 from guard.cause import capture_summary, location
 from guard.report._attribution import attribution
 from guard.report._schema import ArmInfo, Report
-from guard.report._title import noisy_sentence, title
+from guard.report._title import noisy_sentence, step_metric, title
 from guard.report._trace_text import profile_scale, trace_bullets
 from guard.report._traces import TraceSection
 
@@ -74,7 +74,7 @@ def render_comment(report: Report) -> str:
         capture_sentence=_capture_sentence(report),
         capture_places=_capture_places(report),
         attribution=lambda b: attribution(b, next((t for t in report.traces if t.batch_size == b.batch_size), None)),
-        step_metric="GPU ms per decode step" if gpu_timed else "ms per decode step (CPU)",
+        step_metric=step_metric(report),
         launch_notes=launch_notes(report),
         timer_note=(
             "GPU time per step from CUDA events around each step, queued ahead of its start so the host's "

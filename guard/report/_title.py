@@ -62,7 +62,7 @@ def title(report: Report) -> str:
         return f"{change} makes decode faster: {pct:+.1f}% {metric} at batch size {best.batch_size}"
     if report.verdict == "inconclusive":
         noisy = [b for b in measured if b.verdict == "inconclusive"]
-        what = _undecided(noisy, step) or "the measurement was"
+        what = " and ".join(_undecided(noisy, step)) or "the measurement was"
         return f"Decode speed with {change}: inconclusive at {_sizes(noisy)}, {what} too noisy to decide"
     return f"No decode slowdown with {change} (threshold {report.threshold_pct:g}% per step)"
 
@@ -75,22 +75,25 @@ def _deciding(batch: BatchComparison, verdict: str, step: str) -> tuple[str, flo
     return step, batch.gpu_ms_change.pct  # type: ignore[union-attr]
 
 
-def _undecided(batches: list[BatchComparison], step: str) -> str | None:
-    """'tok/s', 'GPU time per step' or both: the metrics that could not be decided."""
-    metrics = [m for m, field in ((step, "gpu_ms_verdict"), ("tok/s", "tok_per_s_verdict"))
-               if any(getattr(b, field) == "inconclusive" for b in batches)]
-    return " and ".join(metrics) or None
+def _undecided(batches: list[BatchComparison], step: str) -> list[str]:
+    """The metrics that could not be decided: the step time, tok/s, or both (none in older reports)."""
+    return [m for m, field in ((step, "gpu_ms_verdict"), ("tok/s", "tok_per_s_verdict"))
+            if any(getattr(b, field) == "inconclusive" for b in batches)]
+
+
+def step_metric(report: Report) -> str:
+    """How the comment names the step time: GPU time where CUDA events timed it."""
+    return "GPU ms per decode step" if report.gpu_timed() else "ms per decode step (CPU)"
 
 
 def noisy_sentence(report: Report) -> str:
     """What an inconclusive result could not tell apart, metric by metric, and what it could."""
     noisy = [b for b in report.batch_sizes if b.verdict == "inconclusive"]
-    step = "GPU ms per decode step" if report.gpu_timed() else "ms per decode step (CPU)"
+    step = step_metric(report)
     limits = {step: report.threshold_pct, "tok/s": report.tok_threshold_pct or report.threshold_pct}
-    undecided = _undecided(noisy, step)
-    if undecided is None:  # an older report: no per-metric verdicts
+    metrics = _undecided(noisy, step)
+    if not metrics:  # an older report: no per-metric verdicts
         return f"was too noisy to tell a {report.threshold_pct:g}% slowdown from none"
-    metrics = undecided.split(" and ")
     text = "was too noisy to tell " + " or ".join(f"a {limits[m]:g}% slowdown in {m}" for m in metrics) + " from none"
     ruled_out = [m for m in limits if m not in metrics]
     if ruled_out:
