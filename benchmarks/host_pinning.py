@@ -85,18 +85,19 @@ def main(argv: list[str] | None = None) -> int:
     failed = [f"{name}: {m.error}" for name, m in results.items() if m.error]
     if failed:
         return _bad(f"a harness process failed: {failed[0]}")
-    arms = {}
-    for name, measurement in results.items():
-        runs = [r.runs[0] for r in measurement.repeats]
-        arms[name] = {
-            "cpus": measurement.repeats[0].environment.get("cpus"),
-            "timer": runs[0].timer,
-            "tok_per_s": _figures([r.tok_per_s for r in runs]),
-            "gpu_ms_per_step": _figures([r.gpu_ms_per_step for r in runs]),
-        }
-    ratio = {metric: arms["pinned"][metric]["sd_pct"] / arms["unpinned"][metric]["sd_pct"]  # type: ignore[index]
-             if arms["unpinned"][metric]["sd_pct"] else None  # type: ignore[index]
-             for metric in ("tok_per_s", "gpu_ms_per_step")}
+    metrics = ("tok_per_s", "gpu_ms_per_step")
+    values = {name: {metric: [getattr(r.runs[0], metric) for r in m.repeats] for metric in metrics}
+              for name, m in results.items()}
+    arms = {
+        name: {"cpus": results[name].repeats[0].environment.get("cpus"),
+               "timer": results[name].repeats[0].runs[0].timer}
+        | {metric: _figures(series) for metric, series in by_metric.items()}
+        for name, by_metric in values.items()
+    }
+    sd = {name: {metric: _log_sd_pct(series) for metric, series in by_metric.items()}
+          for name, by_metric in values.items()}
+    ratio = {metric: sd["pinned"][metric] / sd["unpinned"][metric] if sd["unpinned"][metric] else None
+             for metric in metrics}
     report = {"repeats": args.repeats, "steps": args.steps, "batch_size": args.batch_size,
               "options": spec.options, "arms": arms, "sd_ratio_pinned_over_unpinned": ratio}
     for name, arm in arms.items():
