@@ -43,3 +43,29 @@ def test_profiled_pass_writes_a_trace_per_batch_size(tmp_path: Path) -> None:
         steps = [e for e in events if e.get("name") == "guard.step" and e.get("cat") == "user_annotation"]
         assert len(steps) == 5
         assert any(e.get("cat") == "kernel" for e in events)
+
+
+@pytest.mark.gpu
+def test_pinned_process_keeps_to_its_cpu_and_times_the_profiled_pass_in_phases(tmp_path: Path) -> None:
+    import os
+
+    cpu = max(os.sched_getaffinity(0))
+    spec = {
+        "entry": "guard.engine:make", "root": str(REPO_ROOT), "options": {"layers": 2},
+        "batch_sizes": [1], "steps": 8, "warmup_steps": 2, "arm": "head", "repeat": 1,
+        "profile_steps": 4, "trace_dir": str(tmp_path / "traces"), "cpus": [cpu],
+    }
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    proc = subprocess.run(
+        [sys.executable, str(HARNESS), str(tmp_path / "spec.json"), str(tmp_path / "out.json")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "out.json").read_text())
+    assert result["environment"]["cpus"] == [cpu]
+    timings = result["timings_s"]
+    profiled = ["profiled pass: setup and warmup", "profiled pass: profiler and steps", "profiled pass: trace export"]
+    for name in ["import torch", "fingerprint", "engine", "timed passes", *profiled]:
+        assert timings[name] > 0, (name, timings)
+    (run,) = result["runs"]
+    assert run["timer"] == "cuda_event" and Path(run["trace"]).is_file()
