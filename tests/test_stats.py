@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from guard.measure import relative_change, repeats_to_rule_out, spread
+from guard.measure import relative_change, repeats_to_decide, repeats_to_rule_out, spread
 
 
 def welch_expected(before: list[float], after: list[float], confidence: float) -> dict[str, float]:
@@ -219,3 +219,26 @@ def test_repeats_to_rule_out_ignores_each_arms_own_level_and_gives_up_past_most(
     assert repeats_to_rule_out([[1.0, 1.5, 0.7], [1.1, 0.6, 1.4]], 1.0, most=50) is None
     with pytest.raises(ValueError):
         repeats_to_rule_out([[1.0]], 1.0)
+
+
+def test_repeats_to_decide_tells_a_change_from_the_threshold_as_often_as_it_promises() -> None:
+    sigma = 0.0005  # 0.05% between repeats (sd), about GPU time per step on the H200
+    rng = np.random.default_rng(11)
+    sample = [list(np.exp(rng.normal(0.0, sigma, 400))), list(np.exp(rng.normal(0.0, sigma, 400)))]
+    n = repeats_to_decide(sample, 0.45, 0.5)
+    assert n is not None and 20 <= n <= 35  # (t + t) x sigma x sqrt(2 / n) <= 0.05 points: about 26
+
+    def decided(repeats: int, seed: int) -> float:
+        rng = np.random.default_rng(seed)
+        shift = np.log1p(0.0045)
+        hits = 0
+        for _ in range(2000):
+            before, after = np.exp(rng.normal(0.0, sigma, repeats)), np.exp(rng.normal(shift, sigma, repeats))
+            hits += relative_change(list(before), list(after)).ci_high_pct < 0.5
+        return hits / 2000
+
+    assert decided(n, seed=3) >= 0.93
+    assert decided(max(2, n // 4), seed=4) < 0.8
+    # the farther from the threshold, the fewer; at the threshold itself, never
+    assert repeats_to_decide(sample, 0.3, 0.5) < n  # type: ignore[operator]
+    assert repeats_to_decide(sample, 0.5, 0.5) is None

@@ -29,13 +29,14 @@ def redecide(record: PairRecord, gpu_pct: float, tok_pct: float, confirm: bool) 
     if record.verdict == "invalid" or len(record.arms) < 2:
         return "invalid", False  # not like for like (tokens, hardware, a failed arm): no timing verdict
     def both_rounds(_first: Comparison) -> Comparison | None:
-        return _compare(record, record.rounds, gpu_pct, tok_pct) if record.rounds >= 2 else None
+        return compare_pair(record, record.rounds, gpu_pct, tok_pct) if record.rounds >= 2 else None
 
-    comparison, _, wanted = confirm_near_threshold(_compare(record, 1, gpu_pct, tok_pct), confirm, both_rounds)
+    comparison, _, wanted = confirm_near_threshold(compare_pair(record, 1, gpu_pct, tok_pct), confirm, both_rounds)
     return comparison.verdict, wanted
 
 
-def _compare(record: PairRecord, rounds: int, gpu_pct: float, tok_pct: float) -> Comparison:
+def compare_pair(record: PairRecord, rounds: int, gpu_pct: float, tok_pct: float) -> Comparison:
+    """The compare stage on the pair's recorded repeats of its first `rounds` rounds."""
     measurements = {arm.arm: _measurement(record, arm.arm, rounds) for arm in record.arms}
     return compare(
         measurements, "base", "head", [record.batch_size], gpu_pct, record.confidence, record.alpha, tok_pct

@@ -14,6 +14,9 @@ Verdict = Literal["pass", "regression", "improvement", "inconclusive", "invalid"
 VERDICT_SEVERITY: tuple[Verdict, ...] = ("invalid", "regression", "inconclusive", "improvement", "pass")
 
 
+MetricKey = Literal["gpu_ms", "tok_per_s"]  # the two metrics a verdict is decided on
+
+
 class TokenMismatch(BaseModel):
     """Where two token sequences first differ. `step` counts generated tokens from 1,
     warmup steps included; `sequence` is the row of the batch."""
@@ -47,6 +50,9 @@ class BatchComparison(BaseModel):
     # each metric's own verdict; `verdict` is the more severe of the two (None in older reports)
     gpu_ms_verdict: Verdict | None = None
     tok_per_s_verdict: Verdict | None = None
+    # the inconclusive metrics whose slowdown is significant: undecided because the change
+    # sits at the threshold, not because it is lost in the noise
+    at_threshold: list[MetricKey] = []
     hash_match: bool | None = None
     mismatch: TokenMismatch | None = None
     near_threshold: bool = False  # inconclusive, or a regression whose interval reaches under the threshold

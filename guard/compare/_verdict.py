@@ -7,9 +7,10 @@ from typing import Callable
 
 from guard.compare._fingerprint import check_measurements
 from guard.compare._hashes import first_mismatch
-from guard.compare._models import VERDICT_SEVERITY, ArmStats, BatchComparison, Comparison, Verdict
+from guard.compare._models import VERDICT_SEVERITY, ArmStats, BatchComparison, Comparison, MetricKey, Verdict
 from guard.measure import (
-    MOST_REPEATS, PASS_RATE, ArmMeasurement, RepeatResult, Spread, relative_change, repeats_to_rule_out, spread,
+    MOST_REPEATS, PASS_RATE, ArmMeasurement, RepeatResult, Spread, relative_change, repeats_to_decide,
+    repeats_to_rule_out, spread,
 )
 
 
@@ -77,6 +78,46 @@ def _what_would_decide(undecided: list[tuple[str, list[Spread], float]], repeats
         f"At this spread, an unchanged commit needs {' and '.join(needed)} {PASS_RATE:.0%} of the time "
         f"(this run: {repeats}); or quiet the runner, or set thresholds from `guard calibrate`"
     )
+
+
+@dataclass(frozen=True)
+class _Metric:
+    key: MetricKey
+    label: str
+    verdict: Verdict
+    slowdown: _Slowdown
+    threshold: float
+    spreads: list[Spread]  # base, head
+
+
+def _why_undecided(
+    metrics: list[_Metric], at_threshold: list[MetricKey], arms: tuple[str, str], repeats: int, rule: _Rule
+) -> list[str]:
+    """Per undecided metric, what keeps it open: a real slowdown at its threshold (and the
+    repeats that would tell which side it is on), or the noise (and what would quiet it)."""
+    why = []
+    for m in metrics:
+        if m.key in at_threshold:
+            n = repeats_to_decide([s.values for s in m.spreads], m.slowdown.pct, m.threshold, rule.confidence)
+            count = f"more than {MOST_REPEATS}" if n is None else f"about {n}"
+            why.append(
+                f"{m.label} is slower (p < {rule.alpha:g}), and its interval holds the {m.threshold:g}% threshold: "
+                f"the slowdown is real, whether it reaches the threshold is not decided. Telling "
+                f"{m.slowdown.pct:+.2f}% from {m.threshold:g}% at this spread takes {count} repeats per arm "
+                f"(this run: {repeats})."
+            )
+    noisy = [m for m in metrics if m.verdict == "inconclusive" and m.key not in at_threshold]
+    if noisy:
+        spread_text = "; ".join(
+            f"{m.label} spread {arms[0]} {m.spreads[0].spread_pct:.2f}%, {arms[1]} {m.spreads[1].spread_pct:.2f}%"
+            for m in noisy
+        )
+        why.append(
+            f"A slowdown of {' and '.join(m.label for m in noisy)} past its threshold is possible but not "
+            f"significant at p < {rule.alpha:g}. Over the repeats, {spread_text} (max - min over median). "
+            + _what_would_decide([(m.label, m.spreads, m.threshold) for m in noisy], repeats, rule.confidence)
+        )
+    return why
 
 
 def _most_severe(verdicts: list[Verdict]) -> Verdict:
@@ -169,33 +210,31 @@ def _compare_batch(
     tok = _Slowdown(-tok_change.pct, -tok_change.ci_high_pct, -tok_change.ci_low_pct, tok_change.p_value)
     verdicts = (gpu.verdict(rule.gpu_pct, rule.alpha), tok.verdict(rule.tok_pct, rule.alpha))
     verdict = _most_severe(list(verdicts))
+    at_threshold: list[MetricKey] = []
     if verdict == "inconclusive":
-        undecided = [
-            (label, [getattr(by_name[name], field) for name in (base, head)], threshold)
-            for label, field, v, threshold in (("GPU ms per step", "gpu_ms_per_step", verdicts[0], rule.gpu_pct),
-                                               ("tok/s", "tok_per_s", verdicts[1], rule.tok_pct))
-            if v == "inconclusive"
+        metrics = [
+            _Metric("gpu_ms", "GPU ms per step", verdicts[0], gpu, rule.gpu_pct,
+                    [by_name[name].gpu_ms_per_step for name in (base, head)]),
+            _Metric("tok_per_s", "tok/s", verdicts[1], tok, rule.tok_pct,
+                    [by_name[name].tok_per_s for name in (base, head)]),
         ]
-        noise = "; ".join(
-            f"{label} spread {base} {spreads[0].spread_pct:.2f}%, {head} {spreads[1].spread_pct:.2f}%"
-            for label, spreads, _ in undecided
-        )
-        which = " and ".join(label for label, _, _ in undecided)
-        reasons.append(
+        # A significant slowdown left undecided sits at the threshold: the noise is not what
+        # keeps it open, so the spread's advice (repeats for an unchanged commit) does not apply.
+        at_threshold = [m.key for m in metrics if m.verdict == "inconclusive" and m.slowdown.p_value < rule.alpha]
+        changes = (
             f"batch size {batch_size}: undecided. GPU ms per step changed {gpu_change.pct:+.2f}% "
             f"({confidence:.0%} interval {gpu_change.ci_low_pct:+.2f}% to {gpu_change.ci_high_pct:+.2f}%, "
             f"p = {gpu_change.p_value:.3g}) and tok/s {tok_change.pct:+.2f}% "
-            f"({tok_change.ci_low_pct:+.2f}% to {tok_change.ci_high_pct:+.2f}%, p = {tok_change.p_value:.3g}): "
-            f"a slowdown of {which} past its threshold is possible but not significant at p < {rule.alpha:g}. "
-            f"Over the repeats, {noise} (max - min over median). "
-            + _what_would_decide(undecided, by_name[base].repeats, confidence)
+            f"({tok_change.ci_low_pct:+.2f}% to {tok_change.ci_high_pct:+.2f}%, p = {tok_change.p_value:.3g})."
         )
+        why = _why_undecided(metrics, at_threshold, (base, head), by_name[base].repeats, rule)
+        reasons.append(" ".join([changes, *why]))
     thresholds = (rule.gpu_pct, rule.tok_pct)
     marginal = any(v == "regression" and m.low < t for v, m, t in zip(verdicts, (gpu, tok), thresholds))
     return BatchComparison(
         batch_size=batch_size, verdict=verdict, reasons=reasons, arms=arms,
         gpu_ms_change=gpu_change, tok_per_s_change=tok_change, end_to_end_gpu_ms_change=e2e_change,
-        gpu_ms_verdict=verdicts[0], tok_per_s_verdict=verdicts[1],
+        gpu_ms_verdict=verdicts[0], tok_per_s_verdict=verdicts[1], at_threshold=at_threshold,
         hash_match=True,
         near_threshold=verdict == "inconclusive" or marginal,
     )

@@ -3,7 +3,9 @@
 from guard.measure._models import ArmMeasurement, BatchRun, RepeatResult
 from guard.measure._runner import ArmTarget, HarnessSpec, check_cpus, run_interleaved
 from guard.measure._schedule import interleave
-from guard.measure._stats import MOST_REPEATS, PASS_RATE, Change, Spread, relative_change, repeats_to_rule_out, spread
+from guard.measure._stats import (
+    MOST_REPEATS, PASS_RATE, Change, Spread, relative_change, repeats_to_decide, repeats_to_rule_out, spread,
+)
 
 __all__ = [
     "MOST_REPEATS",
@@ -18,6 +20,7 @@ __all__ = [
     "check_cpus",
     "interleave",
     "relative_change",
+    "repeats_to_decide",
     "repeats_to_rule_out",
     "run_interleaved",
     "spread",

@@ -82,15 +82,34 @@ def repeats_to_rule_out(
     each arm, whose own means are set aside). The interval's upper bound must fall under the
     threshold: that needs (t_confidence + t_power) x the standard error <= log(1 + threshold).
     None when more than `most` would be needed; an estimate, as the spread is itself estimated."""
+    return _repeats_for_margin(by_arm, math.log1p(threshold_pct / 100), confidence, power, most)
+
+
+def repeats_to_decide(
+    by_arm: list[list[float]], change_pct: float, threshold_pct: float, confidence: float = 0.95,
+    power: float = PASS_RATE, most: int = MOST_REPEATS,
+) -> int | None:
+    """About how many repeats per arm it takes to tell a change of `change_pct` from the
+    threshold `power` of the time, were that the true change, at the noise of `by_arm`: the
+    interval must leave the threshold out on the change's side. None when more than `most`
+    would be needed (a change at the threshold itself can never be told from it)."""
+    margin = abs(math.log1p(threshold_pct / 100) - math.log1p(change_pct / 100))
+    return _repeats_for_margin(by_arm, margin, confidence, power, most)
+
+
+def _repeats_for_margin(
+    by_arm: list[list[float]], margin: float, confidence: float, power: float, most: int
+) -> int | None:
+    """The fewest repeats per arm whose interval's half width, plus the power's share, fits
+    in `margin` (a distance on the log scale) at the pooled within-arm variance of `by_arm`."""
     logs = [[math.log(v) for v in values] for values in by_arm if len(values) >= 2]
     if not logs or min(min(values) for values in by_arm) <= 0:
         raise ValueError("needs positive values, at least two in an arm")
     dof = sum(len(values) - 1 for values in logs)
     variance = sum(statistics.variance(values) * (len(values) - 1) for values in logs) / dof
-    limit = math.log1p(threshold_pct / 100)
     for n in range(2, most + 1):
         df = 2 * n - 2
         se = math.sqrt(2 * variance / n)
-        if (stats.t.ppf(0.5 + confidence / 2, df) + stats.t.ppf(power, df)) * se <= limit:
+        if (stats.t.ppf(0.5 + confidence / 2, df) + stats.t.ppf(power, df)) * se <= margin:
             return n
     return None

@@ -10,8 +10,8 @@ from guard.measure import Change
 from guard.cause import capture_summary, location
 from guard.report._attribution import attribution
 from guard.report._schema import ArmInfo, Report
-from guard.report._title import noisy_sentence, step_metric, title
-from guard.report._trace_text import profile_scale, trace_bullets
+from guard.report._title import undecided_sentence, step_metric, title
+from guard.report._trace_text import gap_arithmetic, profile_scale, trace_bullets
 from guard.report._traces import TraceSection
 
 COMMENT_TEMPLATE = "comment.md.j2"
@@ -66,7 +66,8 @@ def render_comment(report: Report) -> str:
         failed=[a for a in report.arms if a.status != "ok"],
         trace_sections=_sections_to_show(report),
         trace_bullets=trace_bullets,
-        noisy_sentence=noisy_sentence(report) if report.verdict == "inconclusive" else "",
+        gap_arithmetic=gap_arithmetic,
+        undecided_sentence=undecided_sentence(report) if report.verdict == "inconclusive" else "",
         profile_scale=lambda section: profile_scale(
             next((b for b in report.batch_sizes if b.batch_size == section.batch_size), None),
             section, report.base, report.head,
@@ -129,8 +130,9 @@ def _capture_places(report: Report) -> list[str]:
 
 
 def _sections_to_show(report: Report) -> list[TraceSection]:
-    """The trace paragraph is for the batch sizes that got slower."""
-    slower = {b.batch_size for b in report.batch_sizes if b.verdict == "regression"}
+    """The trace paragraph is for the batch sizes that got slower: regressions, and real
+    slowdowns left undecided at the threshold."""
+    slower = {b.batch_size for b in report.batch_sizes if b.verdict == "regression" or b.at_threshold}
     return [s for s in report.traces if s.batch_size in slower]
 
 

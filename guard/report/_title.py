@@ -4,6 +4,7 @@ which metric could not be decided."""
 from __future__ import annotations
 
 from guard.compare import BatchComparison
+from guard.measure import Change
 from guard.report._attribution import cause_tag
 from guard.report._schema import Report
 
@@ -61,9 +62,18 @@ def title(report: Report) -> str:
         metric, pct = _deciding(best, "improvement", step)
         return f"{change} makes decode faster: {pct:+.1f}% {metric} at batch size {best.batch_size}"
     if report.verdict == "inconclusive":
-        noisy = [b for b in measured if b.verdict == "inconclusive"]
-        what = " and ".join(_undecided(noisy, step)) or "the measurement was"
-        return f"Decode speed with {change}: inconclusive at {_sizes(noisy)}, {what} too noisy to decide"
+        undecided = [b for b in measured if b.verdict == "inconclusive"]
+        parts = []
+        close = _at_threshold(undecided, step)
+        if close:
+            limits = _limits(report, step)
+            changes = " and ".join(f"{c.pct:+.2f}% {m}" for m, _, c in close)
+            where = f"at the {limits[close[0][0]]:g}% threshold" if len(close) == 1 else "each at its threshold"
+            parts.append(f"{changes}, {where}")
+        noisy = _undecided(undecided, step)
+        if noisy or not close:
+            parts.append(f"{' and '.join(noisy) or 'the measurement was'} too noisy to decide")
+        return f"Decode speed with {change}: inconclusive at {_sizes(undecided)}, " + "; ".join(parts)
     return f"No decode slowdown with {change} (threshold {report.threshold_pct:g}% per step)"
 
 
@@ -75,10 +85,33 @@ def _deciding(batch: BatchComparison, verdict: str, step: str) -> tuple[str, flo
     return step, batch.gpu_ms_change.pct  # type: ignore[union-attr]
 
 
+# (how the comment names the metric, given the step metric's name; its verdict; its key in at_threshold)
+def _metrics(step: str) -> tuple[tuple[str, str, str], ...]:
+    return ((step, "gpu_ms_verdict", "gpu_ms"), ("tok/s", "tok_per_s_verdict", "tok_per_s"))
+
+
 def _undecided(batches: list[BatchComparison], step: str) -> list[str]:
-    """The metrics that could not be decided: the step time, tok/s, or both (none in older reports)."""
-    return [m for m, field in ((step, "gpu_ms_verdict"), ("tok/s", "tok_per_s_verdict"))
-            if any(getattr(b, field) == "inconclusive" for b in batches)]
+    """The metrics too noisy to decide: the step time, tok/s, or both (none in older reports).
+    A significant slowdown left undecided at its threshold is not noise (`_at_threshold`)."""
+    return [m for m, field, key in _metrics(step)
+            if any(getattr(b, field) == "inconclusive" and key not in b.at_threshold for b in batches)]
+
+
+def _at_threshold(batches: list[BatchComparison], step: str) -> list[tuple[str, BatchComparison, Change]]:
+    """Per metric, the batch size whose real slowdown sits at the threshold (the largest such)."""
+    found = []
+    for metric, _, key in _metrics(step):
+        sign = 1 if key == "gpu_ms" else -1  # tok/s falls when decode slows
+        hits = [(b, c) for b in batches if key in b.at_threshold
+                and (c := b.gpu_ms_change if key == "gpu_ms" else b.tok_per_s_change) is not None]
+        if hits:
+            b, c = max(hits, key=lambda hit: sign * hit[1].pct)
+            found.append((metric, b, c))
+    return found
+
+
+def _limits(report: Report, step: str) -> dict[str, float]:
+    return {step: report.threshold_pct, "tok/s": report.tok_threshold_pct or report.threshold_pct}
 
 
 def step_metric(report: Report) -> str:
@@ -86,16 +119,27 @@ def step_metric(report: Report) -> str:
     return "GPU ms per decode step" if report.gpu_timed() else "ms per decode step (CPU)"
 
 
-def noisy_sentence(report: Report) -> str:
-    """What an inconclusive result could not tell apart, metric by metric, and what it could."""
-    noisy = [b for b in report.batch_sizes if b.verdict == "inconclusive"]
+def undecided_sentence(report: Report) -> str:
+    """What an inconclusive result could not decide, metric by metric, and what it could:
+    a metric lost in the noise, or a real slowdown too close to its threshold to call."""
+    undecided = [b for b in report.batch_sizes if b.verdict == "inconclusive"]
     step = step_metric(report)
-    limits = {step: report.threshold_pct, "tok/s": report.tok_threshold_pct or report.threshold_pct}
-    metrics = _undecided(noisy, step)
-    if not metrics:  # an older report: no per-metric verdicts
+    limits = _limits(report, step)
+    close = _at_threshold(undecided, step)
+    noisy = _undecided(undecided, step)
+    if not close and not noisy:  # an older report: no per-metric verdicts
         return f"was too noisy to tell a {report.threshold_pct:g}% slowdown from none"
-    text = "was too noisy to tell " + " or ".join(f"a {limits[m]:g}% slowdown in {m}" for m in metrics) + " from none"
-    ruled_out = [m for m in limits if m not in metrics]
-    if ruled_out:
-        text += f"; a {limits[ruled_out[0]]:g}% slowdown in {ruled_out[0]} is ruled out"
+    level = f"{report.confidence:.0%}"
+    clauses = [
+        f"shows a real slowdown, {m} {c.pct:+.2f}% ({level} interval {c.ci_low_pct:+.2f}% to {c.ci_high_pct:+.2f}%) "
+        f"at batch size {b.batch_size}, too close to the {limits[m]:g}% threshold to say whether it reaches it"
+        for m, b, c in close
+    ]
+    if noisy:
+        clauses.append("was too noisy to tell " + " or ".join(f"a {limits[m]:g}% slowdown in {m}" for m in noisy)
+                       + " from none")
+    text = ", and ".join(clauses)
+    decided = [m for m in limits if m not in noisy and m not in {m for m, _, _ in close}]
+    if decided:
+        text += f"; a {limits[decided[0]]:g}% slowdown in {decided[0]} is ruled out"
     return text

@@ -59,14 +59,28 @@ def profile_scale(batch: BatchComparison | None, section: TraceSection, base: st
     )
 
 
+def gap_arithmetic(section: TraceSection) -> str | None:
+    """The diff's sum of the gaps' change over the kernels of a step, where idle time is a
+    real part of the change; on a kernel slowdown, gaps that moved by a fraction of a
+    nanosecond make no story."""
+    change = section.diff
+    return change.gap_arithmetic if change is not None and _idle_is_material(change) else None
+
+
+def _idle_is_material(change: TraceDiff) -> bool:
+    """Idle time grew, and by at least MATERIAL_IDLE_SHARE of all that grew."""
+    idle = change.idle_ms_per_step.delta
+    if not idle or idle <= 0:
+        return False
+    grown = idle + max(change.busy_ms_per_step_from_counts, 0) + max(change.busy_ms_per_step_from_durations, 0)
+    return idle >= MATERIAL_IDLE_SHARE * grown
+
+
 def _steady_median(change: TraceDiff) -> str | None:
     """When idle grew but the median gap did not, the time is in the tail of the gaps."""
     median, idle = change.gaps.median_gap_us, change.idle_ms_per_step
     tail = change.gaps.largest_1pct_gaps_ms_per_step
-    if median.before is None or median.delta != 0 or not idle.delta or idle.delta <= 0 or tail.delta is None:
-        return None
-    grown = idle.delta + max(change.busy_ms_per_step_from_counts, 0) + max(change.busy_ms_per_step_from_durations, 0)
-    if idle.delta < MATERIAL_IDLE_SHARE * grown:
+    if median.before is None or median.delta != 0 or tail.delta is None or not _idle_is_material(change):
         return None  # e.g. kernels got slower and idle moved by a few ns: no story to tell about gaps
     return (
         f"The median gap between consecutive kernels stays at {median.before:.3f} us; "
