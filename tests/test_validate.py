@@ -317,6 +317,9 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
     assert calibrated["gpu_ms_pct"] == summary["thresholds"]["gpu_ms_pct"]
     markdown = (out / "summary.md").read_text()
     assert "no trace" in markdown and f"| aa-01 | A/A | {aa_verdict} |" in markdown
+    # every pair of the folder, and the last invocation's own plan (every kind, by default)
+    assert markdown.splitlines()[2] == ("5 pairs in this folder. The last invocation planned 5 "
+                                        "(aa 1, idle-1 1, kernel-1 1, idle-0.5 1, kernel-0.5 1): 5 done (complete).")
     # the idle heads change a setting capture reads; the A/A and kernel heads do not
     assert {r["pair_id"]: r["capture_changed"] for r in records} == {
         "aa-01": False, "idle-1-01": True, "kernel-1-01": False, "idle-0.5-01": True, "kernel-0.5-01": False}

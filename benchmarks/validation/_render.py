@@ -24,7 +24,9 @@ def render_markdown(summary: Summary, invocations: list[str]) -> str:
 def _status(summary: Summary) -> list[str]:
     planned = sum(summary.planned.values())
     state = "complete" if summary.complete else "incomplete: continue with `--resume`"
-    return [f"{summary.done} of {planned} planned pairs done ({state}).", ""]
+    kinds = ", ".join(f"{kind} {count}" for kind, count in summary.planned.items())
+    return [f"{len(summary.pairs)} pairs in this folder. The last invocation planned {planned} ({kinds}): "
+            f"{summary.done} done ({state}).", ""]
 
 
 def _environment(summary: Summary) -> list[str]:
