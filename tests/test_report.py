@@ -145,7 +145,7 @@ def test_a_real_slowdown_at_the_threshold_is_not_called_noise() -> None:
     comment = render_comment(report)
     assert comment.splitlines()[1].endswith(
         "inconclusive at batch size 1, +0.49% GPU time per step, at the 0.5% threshold**")
-    assert ("shows a real slowdown, GPU ms per decode step +0.49% (95% interval +0.45% to +0.52%) at batch "
+    assert ("shows a significant slowdown, GPU ms per decode step +0.49% (95% interval +0.45% to +0.52%) at batch "
             "size 1, too close to the 0.5% threshold to say whether it reaches it; a 4.8% slowdown in tok/s is "
             "ruled out.") in comment
     assert "too noisy" not in comment and "unchanged commit" not in comment
@@ -155,6 +155,17 @@ def test_a_real_slowdown_at_the_threshold_is_not_called_noise() -> None:
     assert "most of the change is kernel durations" in comment
     assert report.traces[0].diff is not None and report.traces[0].diff.gap_arithmetic is not None
     assert "kernels per step, the mean gap's change adds" not in comment
+
+
+def test_a_pass_names_a_significant_rise_under_the_threshold_and_an_a_a_pair_does_not() -> None:
+    """H200 pairs kernel-0.5-03 (+0.45% against 0.5%, p = 1.4e-12) and aa-01 (+0.02%)."""
+    under = render_comment(_pair_report("h200-30l", "kernel-0.5-03"))
+    assert under.splitlines()[1].endswith(
+        "; +0.45% GPU time per step at batch size 1 is significant but under it**")
+    assert ("GPU ms per decode step did rise at batch size 1: +0.45% (95% interval +0.41% to +0.49%, "
+            "p = 1.4e-12), under the 0.5% threshold.") in under
+    plain = render_comment(_pair_report("h200-30l", "aa-01"))
+    assert plain.splitlines()[1].endswith("(threshold 0.5% per step)**") and "did rise" not in plain
 
 
 def _one_batch(report: Report, **update: object) -> Report:

@@ -93,7 +93,7 @@ class _Metric:
 def _why_undecided(
     metrics: list[_Metric], at_threshold: list[MetricKey], arms: tuple[str, str], repeats: int, rule: _Rule
 ) -> list[str]:
-    """Per undecided metric, what keeps it open: a real slowdown at its threshold (and the
+    """Per undecided metric, what keeps it open: a significant slowdown at its threshold (and the
     repeats that would tell which side it is on), or the noise (and what would quiet it)."""
     why = []
     for m in metrics:
@@ -102,7 +102,7 @@ def _why_undecided(
             count = f"more than {MOST_REPEATS}" if n is None else f"about {n}"
             why.append(
                 f"{m.label} is slower (p < {rule.alpha:g}), and its interval holds the {m.threshold:g}% threshold: "
-                f"the slowdown is real, whether it reaches the threshold is not decided. Telling "
+                f"the slowdown is significant, whether it reaches the threshold is not decided. Telling "
                 f"{m.slowdown.pct:+.2f}% from {m.threshold:g}% at this spread takes {count} repeats per arm "
                 f"(this run: {repeats})."
             )

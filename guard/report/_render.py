@@ -10,7 +10,7 @@ from guard.measure import Change
 from guard.cause import capture_summary, location
 from guard.report._attribution import attribution
 from guard.report._schema import ArmInfo, Report
-from guard.report._title import undecided_sentence, step_metric, title
+from guard.report._title import step_metric, title, undecided_sentence, under_threshold_sentence
 from guard.report._trace_text import gap_arithmetic, profile_scale, trace_bullets
 from guard.report._traces import TraceSection
 
@@ -68,6 +68,7 @@ def render_comment(report: Report) -> str:
         trace_bullets=trace_bullets,
         gap_arithmetic=gap_arithmetic,
         undecided_sentence=undecided_sentence(report) if report.verdict == "inconclusive" else "",
+        under_threshold_sentence=under_threshold_sentence(report) if report.verdict == "pass" else "",
         profile_scale=lambda section: profile_scale(
             next((b for b in report.batch_sizes if b.batch_size == section.batch_size), None),
             section, report.base, report.head,

@@ -9,6 +9,10 @@ from guard.report._attribution import cause_tag
 from guard.report._schema import Report
 
 
+# A significant rise in step time under the threshold is named in a passing comment when it
+# is at least this share of the threshold.
+NOTABLE_SHARE = 0.5
+
 def _sizes(batches: list[BatchComparison]) -> str:
     sizes = [str(b.batch_size) for b in batches]
     return f"batch size {sizes[0]}" if len(sizes) == 1 else f"batch sizes {', '.join(sizes)}"
@@ -74,7 +78,32 @@ def title(report: Report) -> str:
         if noisy or not close:
             parts.append(f"{' and '.join(noisy) or 'the measurement was'} too noisy to decide")
         return f"Decode speed with {change}: inconclusive at {_sizes(undecided)}, " + "; ".join(parts)
+    under = _real_but_under(report)
+    if under is not None and under.gpu_ms_change is not None:
+        return (f"No decode slowdown past the {report.threshold_pct:g}% threshold with {change}; "
+                f"{under.gpu_ms_change.pct:+.2f}% {step} at batch size {under.batch_size} is significant but under it")
     return f"No decode slowdown with {change} (threshold {report.threshold_pct:g}% per step)"
+
+
+def _real_but_under(report: Report) -> BatchComparison | None:
+    """The batch size of a passing report whose step time rose significantly and by at least
+    NOTABLE_SHARE of the threshold, if any (the largest rise): under the threshold, yet a
+    slowdown a reviewer should hear of; a significant +0.02% is not worth the headline."""
+    notable = NOTABLE_SHARE * report.threshold_pct
+    risen = [b for b in report.batch_sizes if b.gpu_ms_change is not None
+             and b.gpu_ms_change.pct >= notable and b.gpu_ms_change.p_value < report.alpha]
+    return max(risen, key=lambda b: b.gpu_ms_change.pct) if risen else None  # type: ignore[union-attr]
+
+
+def under_threshold_sentence(report: Report) -> str:
+    """For a pass: the significant rise in step time that stayed under the threshold, if any."""
+    under = _real_but_under(report)
+    if under is None or under.gpu_ms_change is None:
+        return ""
+    c, metric = under.gpu_ms_change, step_metric(report)
+    return (f"{metric[0].upper()}{metric[1:]} did rise at batch size {under.batch_size}: {c.pct:+.2f}% "
+            f"({report.confidence:.0%} interval {c.ci_low_pct:+.2f}% to {c.ci_high_pct:+.2f}%, p = {c.p_value:.2g}), "
+            f"under the {report.threshold_pct:g}% threshold.")
 
 
 def _deciding(batch: BatchComparison, verdict: str, step: str) -> tuple[str, float]:
@@ -98,7 +127,7 @@ def _undecided(batches: list[BatchComparison], step: str) -> list[str]:
 
 
 def _at_threshold(batches: list[BatchComparison], step: str) -> list[tuple[str, BatchComparison, Change]]:
-    """Per metric, the batch size whose real slowdown sits at the threshold (the largest such)."""
+    """Per metric, the batch size whose significant slowdown sits at the threshold (the largest such)."""
     found = []
     for metric, _, key in _metrics(step):
         sign = 1 if key == "gpu_ms" else -1  # tok/s falls when decode slows
@@ -121,7 +150,7 @@ def step_metric(report: Report) -> str:
 
 def undecided_sentence(report: Report) -> str:
     """What an inconclusive result could not decide, metric by metric, and what it could:
-    a metric lost in the noise, or a real slowdown too close to its threshold to call."""
+    a metric lost in the noise, or a significant slowdown too close to its threshold to call."""
     undecided = [b for b in report.batch_sizes if b.verdict == "inconclusive"]
     step = step_metric(report)
     limits = _limits(report, step)
@@ -131,8 +160,8 @@ def undecided_sentence(report: Report) -> str:
         return f"was too noisy to tell a {report.threshold_pct:g}% slowdown from none"
     level = f"{report.confidence:.0%}"
     clauses = [
-        f"shows a real slowdown, {m} {c.pct:+.2f}% ({level} interval {c.ci_low_pct:+.2f}% to {c.ci_high_pct:+.2f}%) "
-        f"at batch size {b.batch_size}, too close to the {limits[m]:g}% threshold to say whether it reaches it"
+        f"shows a significant slowdown, {m} {c.pct:+.2f}% "
+        f"({level} interval {c.ci_low_pct:+.2f}% to {c.ci_high_pct:+.2f}%) at batch size {b.batch_size}, too close to the {limits[m]:g}% threshold to say whether it reaches it"
         for m, b, c in close
     ]
     if noisy:
