@@ -161,7 +161,8 @@ def undecided_sentence(report: Report) -> str:
     level = f"{report.confidence:.0%}"
     clauses = [
         f"shows a significant slowdown, {m} {c.pct:+.2f}% "
-        f"({level} interval {c.ci_low_pct:+.2f}% to {c.ci_high_pct:+.2f}%) at batch size {b.batch_size}, too close to the {limits[m]:g}% threshold to say whether it reaches it"
+        f"({level} interval {c.ci_low_pct:+.2f}% to {c.ci_high_pct:+.2f}%) at batch size {b.batch_size}, "
+        f"too close to the {limits[m]:g}% threshold to say whether it reaches it"
         for m, b, c in close
     ]
     if noisy:
