@@ -152,6 +152,7 @@ def test_a_real_slowdown_at_the_threshold_is_not_called_noise() -> None:
     # where the time went, as for a regression: two kernels swapped variant; idle did not grow,
     # so the gap sum (a fraction of a nanosecond per gap here) is left out
     assert "2 kernel(s) run as another variant of the same function" in comment
+    assert "is ruled out. The kernels themselves are slower: `softmax_warp_forward`" in comment
     assert "most of the change is kernel durations" in comment
     assert report.traces[0].diff is not None and report.traces[0].diff.gap_arithmetic is not None
     assert "kernels per step, the mean gap's change adds" not in comment

@@ -75,7 +75,12 @@ def render_comment(report: Report) -> str:
         ),
         capture_sentence=_capture_sentence(report),
         capture_places=_capture_places(report),
-        attribution=lambda b: attribution(b, next((t for t in report.traces if t.batch_size == b.batch_size), None)),
+        attribution=lambda b: attribution(b, _section(report, b.batch_size)),
+        # where the time of a significant slowdown at the threshold went, as for a regression
+        undecided_causes=" ".join(
+            text for b in report.batch_sizes if b.at_threshold
+            if (text := attribution(b, _section(report, b.batch_size)))
+        ) if report.verdict == "inconclusive" else "",
         step_metric=step_metric(report),
         launch_notes=launch_notes(report),
         timer_note=(
@@ -130,9 +135,13 @@ def _capture_places(report: Report) -> list[str]:
     return lines
 
 
+def _section(report: Report, batch_size: int) -> TraceSection | None:
+    return next((t for t in report.traces if t.batch_size == batch_size), None)
+
+
 def _sections_to_show(report: Report) -> list[TraceSection]:
-    """The trace paragraph is for the batch sizes that got slower: regressions, and real
-    slowdowns left undecided at the threshold."""
+    """The trace paragraph is for the batch sizes that got slower: regressions, and
+    significant slowdowns left undecided at the threshold."""
     slower = {b.batch_size for b in report.batch_sizes if b.verdict == "regression" or b.at_threshold}
     return [s for s in report.traces if s.batch_size in slower]
 

@@ -13,6 +13,7 @@ from guard.report._schema import Report
 # is at least this share of the threshold.
 NOTABLE_SHARE = 0.5
 
+
 def _sizes(batches: list[BatchComparison]) -> str:
     sizes = [str(b.batch_size) for b in batches]
     return f"batch size {sizes[0]}" if len(sizes) == 1 else f"batch sizes {', '.join(sizes)}"
@@ -78,14 +79,14 @@ def title(report: Report) -> str:
         if noisy or not close:
             parts.append(f"{' and '.join(noisy) or 'the measurement was'} too noisy to decide")
         return f"Decode speed with {change}: inconclusive at {_sizes(undecided)}, " + "; ".join(parts)
-    under = _real_but_under(report)
+    under = _significant_but_under(report)
     if under is not None and under.gpu_ms_change is not None:
         return (f"No decode slowdown past the {report.threshold_pct:g}% threshold with {change}; "
                 f"{under.gpu_ms_change.pct:+.2f}% {step} at batch size {under.batch_size} is significant but under it")
     return f"No decode slowdown with {change} (threshold {report.threshold_pct:g}% per step)"
 
 
-def _real_but_under(report: Report) -> BatchComparison | None:
+def _significant_but_under(report: Report) -> BatchComparison | None:
     """The batch size of a passing report whose step time rose significantly and by at least
     NOTABLE_SHARE of the threshold, if any (the largest rise): under the threshold, yet a
     slowdown a reviewer should hear of; a significant +0.02% is not worth the headline."""
@@ -97,7 +98,7 @@ def _real_but_under(report: Report) -> BatchComparison | None:
 
 def under_threshold_sentence(report: Report) -> str:
     """For a pass: the significant rise in step time that stayed under the threshold, if any."""
-    under = _real_but_under(report)
+    under = _significant_but_under(report)
     if under is None or under.gpu_ms_change is None:
         return ""
     c, metric = under.gpu_ms_change, step_metric(report)
