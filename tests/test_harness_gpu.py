@@ -14,20 +14,23 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 HARNESS = REPO_ROOT / "guard" / "harness" / "run.py"
 
 
-@pytest.mark.gpu
-def test_profiled_pass_writes_a_trace_per_batch_size(tmp_path: Path) -> None:
-    spec = {
-        "entry": "guard.engine:make", "root": str(REPO_ROOT), "options": {"layers": 2},
-        "batch_sizes": [1, 3], "steps": 8, "warmup_steps": 2, "arm": "base", "repeat": 0,
-        "profile_steps": 5, "trace_dir": str(tmp_path / "traces"),
-    }
+def _run_harness(tmp_path: Path, spec: dict[str, object]) -> dict:
+    """One harness process on the reference engine; its result, once it exited 0."""
+    spec = {"entry": "guard.engine:make", "root": str(REPO_ROOT), "options": {"layers": 2},
+            "steps": 8, "warmup_steps": 2, "trace_dir": str(tmp_path / "traces"), **spec}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     proc = subprocess.run(
         [sys.executable, str(HARNESS), str(tmp_path / "spec.json"), str(tmp_path / "out.json")],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    result = json.loads((tmp_path / "out.json").read_text())
+    return json.loads((tmp_path / "out.json").read_text())
+
+
+@pytest.mark.gpu
+def test_profiled_pass_writes_a_trace_per_batch_size(tmp_path: Path) -> None:
+    spec = {"batch_sizes": [1, 3], "arm": "base", "repeat": 0, "profile_steps": 5}
+    result = _run_harness(tmp_path, spec)
     for run in result["runs"]:
         assert run["timer"] == "cuda_event"
         # warmup, the end-to-end pass and the GPU-timed pass; the profiled steps are not recorded
@@ -50,18 +53,8 @@ def test_pinned_process_keeps_to_its_cpu_and_times_the_profiled_pass_in_phases(t
     import os
 
     cpu = max(os.sched_getaffinity(0))
-    spec = {
-        "entry": "guard.engine:make", "root": str(REPO_ROOT), "options": {"layers": 2},
-        "batch_sizes": [1], "steps": 8, "warmup_steps": 2, "arm": "head", "repeat": 1,
-        "profile_steps": 4, "trace_dir": str(tmp_path / "traces"), "cpus": [cpu],
-    }
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    proc = subprocess.run(
-        [sys.executable, str(HARNESS), str(tmp_path / "spec.json"), str(tmp_path / "out.json")],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads((tmp_path / "out.json").read_text())
+    spec = {"batch_sizes": [1], "arm": "head", "repeat": 1, "profile_steps": 4, "cpus": [cpu]}
+    result = _run_harness(tmp_path, spec)
     assert result["environment"]["cpus"] == [cpu]
     timings = result["timings_s"]
     profiled = ["profiled pass: setup and warmup", "profiled pass: profiler and steps", "profiled pass: trace export"]
