@@ -282,3 +282,26 @@ def test_a_kernel_swapped_for_another_variant_is_a_slower_kernel_on_h200_figures
     assert all(any(family in name for name in recorded) for family in families)
     assert again.busy_ms_per_step_from_durations > 10 * abs(again.busy_ms_per_step_from_counts)
     assert cause_tag(batch, section.model_copy(update={"diff": again})) == "slower kernels"
+
+
+def _committed_reports() -> list[Path]:
+    docs = REPO_ROOT / "docs"
+    return sorted([*docs.rglob("report.json"), *docs.rglob("report.json.gz")])
+
+
+def test_every_block_of_the_comment_starts_after_a_blank_line() -> None:
+    """On GitHub a line right under a paragraph joins it: a trace section's first line, a
+    heading or a table would read as the previous paragraph's tail. Every report the H200
+    wrote into docs/ is rendered again."""
+    paths = _committed_reports()
+    assert len(paths) >= 40
+    joined = []
+    for path in paths:
+        raw = path.read_bytes()
+        report = Report.model_validate_json(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+        lines = render_comment(report).splitlines()
+        for above, line in zip(lines, lines[1:]):
+            table_starts = line.startswith("|") and not above.startswith("|")
+            if (table_starts or line.startswith(("Profiler over", "### ", "<details>"))) and above.strip():
+                joined.append(f"{path.relative_to(REPO_ROOT)}: {line[:40]!r} under {above[-40:]!r}")
+    assert joined == []
