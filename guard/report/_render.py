@@ -8,6 +8,7 @@ import jinja2
 
 from guard.measure import Change
 from guard.cause import capture_summary, location
+from guard.report._ablation import ablation_lines
 from guard.report._attribution import attribution
 from guard.report._schema import ArmInfo, Report
 from guard.report._title import step_metric, title, undecided_sentence, under_threshold_sentence
@@ -83,6 +84,7 @@ def render_comment(report: Report) -> str:
         ) if report.verdict == "inconclusive" else "",
         step_metric=step_metric(report),
         launch_notes=launch_notes(report),
+        ablations=ablation_lines(report),
         timer_note=(
             "GPU time per step from CUDA events around each step, queued ahead of its start so the host's "
             "launch time is left out; tok/s from the wall clock of a separate pass as the decode loop runs."

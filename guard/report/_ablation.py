@@ -1,0 +1,74 @@
+"""What each ablation arm undoes: its GPU time per step against base, and, where the head
+is a regression, the share of the head's slowdown it takes back.
+
+The share is (head - ablation) / (head - base) on the changes against base, the same
+geometric-mean ratios the table's change row gives. It is a point figure: read it with the
+two intervals beside it.
+"""
+
+from __future__ import annotations
+
+from guard.compare import ArmStats, BatchComparison
+from guard.measure import Change, relative_change
+from guard.report._schema import ArmInfo, Report
+
+# Shares this close to 0 or 1 are said as "none" and "all".
+_EDGE = 0.02
+
+
+def ablation_lines(report: Report) -> list[str]:
+    """One line per ablation arm that ran, with a clause per batch size it was measured at."""
+    lines = []
+    for arm in report.arms:
+        if arm.source is None or arm.status != "ok":
+            continue
+        clauses = [c for b in report.batch_sizes if (c := _clause(report, arm, b))]
+        if clauses:
+            lines.append(f"{_what(arm)}: " + "; ".join(clauses) + ".")
+    return lines
+
+
+def _what(arm: ArmInfo) -> str:
+    overrides = ", ".join(f"`{k}={v}`" for k, v in sorted(arm.env.items()))
+    built = f"the {arm.source} build" + (f" with {overrides}" if overrides else "")
+    return f"`{arm.name}` ({built})"
+
+
+def _stats(batch: BatchComparison, name: str) -> ArmStats | None:
+    return next((a for a in batch.arms if a.arm == name), None)
+
+
+def _clause(report: Report, arm: ArmInfo, batch: BatchComparison) -> str | None:
+    base, ablated = _stats(batch, report.base), _stats(batch, arm.name)
+    if base is None or ablated is None:
+        return None
+    change = _against_base(base, ablated, report.confidence)
+    if change is None:
+        return None
+    text = f"at batch size {batch.batch_size}, {change.pct:+.2f}% over base"
+    if change.ci_low_pct != change.ci_high_pct:
+        text += f" ({change.ci_low_pct:+.2f}% to {change.ci_high_pct:+.2f}%)"
+    head = batch.gpu_ms_change
+    if batch.verdict != "regression" or head is None or head.pct <= 0:
+        return text
+    return f"{text}, {_share(head.pct, change.pct)} the head's {head.pct:+.2f}%"
+
+
+def _against_base(base: ArmStats, ablated: ArmStats, confidence: float) -> Change | None:
+    before, after = base.gpu_ms_per_step.values, ablated.gpu_ms_per_step.values
+    try:
+        return relative_change(before, after, confidence)
+    except ValueError:  # fewer than two repeats: the medians alone, without an interval
+        if not before or not after or base.gpu_ms_per_step.median <= 0:
+            return None
+        pct = (ablated.gpu_ms_per_step.median / base.gpu_ms_per_step.median - 1) * 100
+        return Change(pct=pct, ci_low_pct=pct, ci_high_pct=pct, p_value=1.0, confidence=confidence)
+
+
+def _share(head_pct: float, ablated_pct: float) -> str:
+    taken_back = (head_pct - ablated_pct) / head_pct
+    if taken_back >= 1 - _EDGE:
+        return "taking back all of"
+    if taken_back <= _EDGE:
+        return "taking back none of"
+    return f"taking back {taken_back:.0%} of"

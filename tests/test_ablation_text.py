@@ -1,0 +1,97 @@
+"""The comment's ablation lines: what each ablation arm undoes, on the H200 demo's figures."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from guard.measure import Spread
+from guard.report import Report, render_comment
+from guard.report._ablation import ablation_lines
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEMO = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"
+
+
+def _demo() -> Report:
+    return Report.model_validate_json(DEMO.read_text())
+
+
+def _values(report: Report, batch_size: int, arm: str) -> list[float]:
+    batch = next(b for b in report.batch_sizes if b.batch_size == batch_size)
+    return next(a for a in batch.arms if a.arm == arm).gpu_ms_per_step.values
+
+
+def _pct(after: list[float], before: list[float]) -> float:
+    return (statistics.geometric_mean(after) / statistics.geometric_mean(before) - 1) * 100
+
+
+def test_the_share_each_batch_size_takes_back_is_the_ablations_distance_from_the_head() -> None:
+    report = _demo()
+    [line] = ablation_lines(report)
+    assert line.startswith("`head-unpadded` (the head build with `REFENGINE_CAPTURE_BATCH_SIZES=1,2`): ")
+    for batch_size in (1, 2):
+        base, head, unpadded = (_values(report, batch_size, a) for a in ("base", "head", "head-unpadded"))
+        head_pct, unpadded_pct = _pct(head, base), _pct(unpadded, base)
+        share = (head_pct - unpadded_pct) / head_pct
+        assert (f"at batch size {batch_size}, {unpadded_pct:+.2f}% over base (") in line
+        assert f"taking back {share:.0%} of the head's {head_pct:+.2f}%" in line
+    # padding 1 -> 4 is nearly all of batch size 1's regression, about half of batch size 2's
+    assert "taking back 96% of" in line and "taking back 52% of" in line
+    comment = render_comment(report)
+    assert f"- {line}" in comment
+    assert comment.index(line) < comment.index("Profiler over")
+
+
+def _with_unpadded(report: Report, batch_size: int, scale: float) -> Report:
+    """The ablation arm's repeats at `scale` times base's, at one batch size."""
+    batches = []
+    for batch in report.batch_sizes:
+        if batch.batch_size == batch_size:
+            base = next(a for a in batch.arms if a.arm == "base").gpu_ms_per_step.values
+            values = [v * scale for v in base]
+            spread = Spread(median=statistics.median(values), min=min(values), max=max(values), values=values)
+            arms = [
+                a.model_copy(update={"gpu_ms_per_step": spread}) if a.arm == "head-unpadded" else a
+                for a in batch.arms
+            ]
+            batch = batch.model_copy(update={"arms": arms})
+        batches.append(batch)
+    return report.model_copy(update={"batch_sizes": batches})
+
+
+def test_all_or_none_of_the_slowdown_is_said_in_words() -> None:
+    report = _demo()
+    faster = ablation_lines(_with_unpadded(report, 1, 0.99))[0]
+    assert "at batch size 1, -1.00% over base" in faster and "taking back all of the head's +36.99%" in faster
+    as_slow = ablation_lines(_with_unpadded(report, 1, 1.40))[0]
+    assert "taking back none of the head's +36.99%" in as_slow
+    assert "taking back 52% of" in as_slow  # batch size 2 is untouched
+
+
+def test_a_batch_size_that_did_not_regress_gets_the_change_alone_and_a_failed_arm_no_line() -> None:
+    report = _demo()
+    batches = [b.model_copy(update={"verdict": "pass"}) if b.batch_size == 2 else b for b in report.batch_sizes]
+    [line] = ablation_lines(report.model_copy(update={"batch_sizes": batches}))
+    second = line[line.index("at batch size 2"):]
+    assert "over base" in second and "taking back" not in second
+    arms = [a.model_copy(update={"status": "run_failed"}) if a.source else a for a in report.arms]
+    failed = report.model_copy(update={"arms": arms})
+    assert ablation_lines(failed) == []
+    assert "What the ablation arms undo" not in render_comment(failed)
+
+
+def test_one_repeat_gives_the_medians_ratio_without_an_interval() -> None:
+    report = _demo()
+    batches = []
+    for batch in report.batch_sizes:
+        arms = []
+        for a in batch.arms:
+            one = a.gpu_ms_per_step.values[:1]
+            spread = Spread(median=one[0], min=one[0], max=one[0], values=one)
+            arms.append(a.model_copy(update={"gpu_ms_per_step": spread}))
+        batches.append(batch.model_copy(update={"arms": arms}))
+    [line] = ablation_lines(report.model_copy(update={"batch_sizes": batches}))
+    base, unpadded = _values(report, 1, "base")[0], _values(report, 1, "head-unpadded")[0]
+    clause = f"at batch size 1, {(unpadded / base - 1) * 100:+.2f}% over base"
+    assert clause in line and not line[line.index(clause) + len(clause):].startswith(" (")
