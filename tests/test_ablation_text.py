@@ -95,3 +95,15 @@ def test_one_repeat_gives_the_medians_ratio_without_an_interval() -> None:
     base, unpadded = _values(report, 1, "base")[0], _values(report, 1, "head-unpadded")[0]
     clause = f"at batch size 1, {(unpadded / base - 1) * 100:+.2f}% over base"
     assert clause in line and not line[line.index(clause) + len(clause):].startswith(" (")
+
+
+def test_an_arm_from_the_base_build_reproduces_a_share_of_the_slowdown() -> None:
+    report = _demo()
+    arms = [a.model_copy(update={"source": "base"}) if a.source else a for a in report.arms]
+    [line] = ablation_lines(report.model_copy(update={"arms": arms}))
+    assert line.startswith("`head-unpadded` (the base build with ")
+    for batch_size in (1, 2):
+        base, head, unpadded = (_values(report, batch_size, a) for a in ("base", "head", "head-unpadded"))
+        head_pct, unpadded_pct = _pct(head, base), _pct(unpadded, base)
+        assert f"reproducing {unpadded_pct / head_pct:.0%} of the head's {head_pct:+.2f}%" in line
+    assert "taking back" not in line

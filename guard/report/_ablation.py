@@ -1,9 +1,10 @@
 """What each ablation arm undoes: its GPU time per step against base, and, where the head
-is a regression, the share of the head's slowdown it takes back.
+is a regression, the share of the head's slowdown it takes back (an arm from the head
+build) or reproduces (an arm from the base build).
 
-The share is (head - ablation) / (head - base) on the changes against base, the same
-geometric-mean ratios the table's change row gives. It is a point figure: read it with the
-two intervals beside it.
+The shares are (head - ablation) / (head - base) and (ablation - base) / (head - base), on
+the changes against base, the same geometric-mean ratios the table's change row gives.
+They are point figures: read them with the two intervals beside them.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def _clause(report: Report, arm: ArmInfo, batch: BatchComparison) -> str | None:
     head = batch.gpu_ms_change
     if batch.verdict != "regression" or head is None or head.pct <= 0:
         return text
-    return f"{text}, {_share(head.pct, change.pct)} the head's {head.pct:+.2f}%"
+    if arm.source == report.base:  # the base build with something of the head's turned on
+        return f"{text}, {_share(head.pct, change.pct, 'reproducing')} the head's {head.pct:+.2f}%"
+    return f"{text}, {_share(head.pct, change.pct, 'taking back')} the head's {head.pct:+.2f}%"
 
 
 def _against_base(base: ArmStats, ablated: ArmStats, confidence: float) -> Change | None:
@@ -65,10 +68,12 @@ def _against_base(base: ArmStats, ablated: ArmStats, confidence: float) -> Chang
         return Change(pct=pct, ci_low_pct=pct, ci_high_pct=pct, p_value=1.0, confidence=confidence)
 
 
-def _share(head_pct: float, ablated_pct: float) -> str:
-    taken_back = (head_pct - ablated_pct) / head_pct
-    if taken_back >= 1 - _EDGE:
-        return "taking back all of"
-    if taken_back <= _EDGE:
-        return "taking back none of"
-    return f"taking back {taken_back:.0%} of"
+def _share(head_pct: float, ablated_pct: float, verb: str) -> str:
+    """How much of the head's slowdown the arm takes back (a head build with part of the
+    change undone) or reproduces (a base build with part of it done)."""
+    share = (head_pct - ablated_pct) / head_pct if verb == "taking back" else ablated_pct / head_pct
+    if share >= 1 - _EDGE:
+        return f"{verb} all of"
+    if share <= _EDGE:
+        return f"{verb} none of"
+    return f"{verb} {share:.0%} of"
