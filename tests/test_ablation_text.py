@@ -34,7 +34,7 @@ def test_the_share_each_batch_size_takes_back_is_the_ablations_distance_from_the
         base, head, unpadded = (_values(report, batch_size, a) for a in ("base", "head", "head-unpadded"))
         head_pct, unpadded_pct = _pct(head, base), _pct(unpadded, base)
         share = (head_pct - unpadded_pct) / head_pct
-        assert (f"at batch size {batch_size}, {unpadded_pct:+.2f}% over base (") in line
+        assert (f"at batch size {batch_size}, {unpadded_pct:+.2f}% against base (") in line
         assert f"taking back {share:.0%} of the head's {head_pct:+.2f}%" in line
     # padding 1 -> 4 is nearly all of batch size 1's regression, about half of batch size 2's
     assert "taking back 96% of" in line and "taking back 52% of" in line
@@ -63,7 +63,7 @@ def _with_unpadded(report: Report, batch_size: int, scale: float) -> Report:
 def test_all_or_none_of_the_slowdown_is_said_in_words() -> None:
     report = _demo()
     faster = ablation_lines(_with_unpadded(report, 1, 0.99))[0]
-    assert "at batch size 1, -1.00% over base" in faster and "taking back all of the head's +36.99%" in faster
+    assert "at batch size 1, -1.00% against base" in faster and "taking back all of the head's +36.99%" in faster
     as_slow = ablation_lines(_with_unpadded(report, 1, 1.40))[0]
     assert "taking back none of the head's +36.99%" in as_slow
     assert "taking back 52% of" in as_slow  # batch size 2 is untouched
@@ -74,11 +74,11 @@ def test_a_batch_size_that_did_not_regress_gets_the_change_alone_and_a_failed_ar
     batches = [b.model_copy(update={"verdict": "pass"}) if b.batch_size == 2 else b for b in report.batch_sizes]
     [line] = ablation_lines(report.model_copy(update={"batch_sizes": batches}))
     second = line[line.index("at batch size 2"):]
-    assert "over base" in second and "taking back" not in second
+    assert "against base" in second and "taking back" not in second
     arms = [a.model_copy(update={"status": "run_failed"}) if a.source else a for a in report.arms]
     failed = report.model_copy(update={"arms": arms})
     assert ablation_lines(failed) == []
-    assert "What the ablation arms undo" not in render_comment(failed)
+    assert "The ablation arms, in GPU ms per step" not in render_comment(failed)
 
 
 def test_one_repeat_gives_the_medians_ratio_without_an_interval() -> None:
@@ -93,7 +93,7 @@ def test_one_repeat_gives_the_medians_ratio_without_an_interval() -> None:
         batches.append(batch.model_copy(update={"arms": arms}))
     [line] = ablation_lines(report.model_copy(update={"batch_sizes": batches}))
     base, unpadded = _values(report, 1, "base")[0], _values(report, 1, "head-unpadded")[0]
-    clause = f"at batch size 1, {(unpadded / base - 1) * 100:+.2f}% over base"
+    clause = f"at batch size 1, {(unpadded / base - 1) * 100:+.2f}% against base"
     assert clause in line and not line[line.index(clause) + len(clause):].startswith(" (")
 
 

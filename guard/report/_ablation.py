@@ -46,7 +46,7 @@ def _clause(report: Report, arm: ArmInfo, batch: BatchComparison) -> str | None:
     change = _against_base(base, ablated, report.confidence)
     if change is None:
         return None
-    text = f"at batch size {batch.batch_size}, {change.pct:+.2f}% over base"
+    text = f"at batch size {batch.batch_size}, {change.pct:+.2f}% against base"
     if change.ci_low_pct != change.ci_high_pct:
         text += f" ({change.ci_low_pct:+.2f}% to {change.ci_high_pct:+.2f}%)"
     head = batch.gpu_ms_change
