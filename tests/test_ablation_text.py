@@ -78,7 +78,7 @@ def test_a_batch_size_that_did_not_regress_gets_the_change_alone_and_a_failed_ar
     arms = [a.model_copy(update={"status": "run_failed"}) if a.source else a for a in report.arms]
     failed = report.model_copy(update={"arms": arms})
     assert ablation_lines(failed) == []
-    assert "The ablation arms, in GPU ms per step" not in render_comment(failed)
+    assert "The ablation arms, in" not in render_comment(failed)
 
 
 def test_one_repeat_gives_the_medians_ratio_without_an_interval() -> None:
@@ -107,3 +107,14 @@ def test_an_arm_from_the_base_build_reproduces_a_share_of_the_slowdown() -> None
         head_pct, unpadded_pct = _pct(head, base), _pct(unpadded, base)
         assert f"reproducing {unpadded_pct / head_pct:.0%} of the head's {head_pct:+.2f}%" in line
     assert "taking back" not in line
+
+
+def test_the_heading_names_the_step_time_as_it_was_timed() -> None:
+    report = _demo()
+    assert "The ablation arms, in GPU ms per decode step against base (95% interval):" in render_comment(report)
+    batches = [
+        b.model_copy(update={"arms": [a.model_copy(update={"timer": "perf_counter"}) for a in b.arms]})
+        for b in report.batch_sizes
+    ]
+    on_cpu = render_comment(report.model_copy(update={"batch_sizes": batches}))
+    assert "The ablation arms, in ms per decode step (CPU) against base (95% interval):" in on_cpu
