@@ -223,9 +223,9 @@ def _compare_batch(
         at_threshold = [m.key for m in metrics if m.verdict == "inconclusive" and m.slowdown.p_value < rule.alpha]
         changes = (
             f"batch size {batch_size}: undecided. GPU ms per step changed {gpu_change.pct:+.2f}% "
-            f"({confidence:.0%} interval {gpu_change.ci_low_pct:+.2f}% to {gpu_change.ci_high_pct:+.2f}%, "
+            f"({confidence:.0%} interval {gpu_change.interval()}, "
             f"p = {gpu_change.p_value:.3g}) and tok/s {tok_change.pct:+.2f}% "
-            f"({tok_change.ci_low_pct:+.2f}% to {tok_change.ci_high_pct:+.2f}%, p = {tok_change.p_value:.3g})."
+            f"({tok_change.interval()}, p = {tok_change.p_value:.3g})."
         )
         why = _why_undecided(metrics, at_threshold, (base, head), by_name[base].repeats, rule)
         reasons.append(" ".join([changes, *why]))

@@ -38,6 +38,10 @@ class Change(BaseModel):
     p_value: float
     confidence: float
 
+    def interval(self) -> str:
+        """The interval as the comment and the reasons write it: '+0.38% to +0.66%'."""
+        return f"{self.ci_low_pct:+.2f}% to {self.ci_high_pct:+.2f}%"
+
 
 def relative_change(before: list[float], after: list[float], confidence: float = 0.95) -> Change:
     if len(before) < 2 or len(after) < 2:

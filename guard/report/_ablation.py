@@ -43,29 +43,26 @@ def _clause(report: Report, arm: ArmInfo, batch: BatchComparison) -> str | None:
     base, ablated = _stats(batch, report.base), _stats(batch, arm.name)
     if base is None or ablated is None:
         return None
-    change = _against_base(base, ablated, report.confidence)
-    if change is None:
-        return None
-    text = f"at batch size {batch.batch_size}, {change.pct:+.2f}% against base"
-    if change.ci_low_pct != change.ci_high_pct:
-        text += f" ({change.ci_low_pct:+.2f}% to {change.ci_high_pct:+.2f}%)"
+    pct, change = _against_base(base, ablated, report.confidence)
+    text = f"at batch size {batch.batch_size}, {pct:+.2f}% against base"
+    if change is not None:
+        text += f" ({change.interval()})"
     head = batch.gpu_ms_change
     if batch.verdict != "regression" or head is None or head.pct <= 0:
         return text
     if arm.source == report.base:  # the base build with something of the head's turned on
-        return f"{text}, {_share(head.pct, change.pct, 'reproducing')} the head's {head.pct:+.2f}%"
-    return f"{text}, {_share(head.pct, change.pct, 'taking back')} the head's {head.pct:+.2f}%"
+        return f"{text}, {_share(head.pct, pct, 'reproducing')} the head's {head.pct:+.2f}%"
+    return f"{text}, {_share(head.pct, pct, 'taking back')} the head's {head.pct:+.2f}%"
 
 
-def _against_base(base: ArmStats, ablated: ArmStats, confidence: float) -> Change | None:
-    before, after = base.gpu_ms_per_step.values, ablated.gpu_ms_per_step.values
+def _against_base(base: ArmStats, ablated: ArmStats, confidence: float) -> tuple[float, Change | None]:
+    """The step time's change against base in percent, and its interval where the repeats give
+    one; with a single repeat, the ratio of the medians alone."""
     try:
-        return relative_change(before, after, confidence)
-    except ValueError:  # fewer than two repeats: the medians alone, without an interval
-        if not before or not after or base.gpu_ms_per_step.median <= 0:
-            return None
-        pct = (ablated.gpu_ms_per_step.median / base.gpu_ms_per_step.median - 1) * 100
-        return Change(pct=pct, ci_low_pct=pct, ci_high_pct=pct, p_value=1.0, confidence=confidence)
+        change = relative_change(base.gpu_ms_per_step.values, ablated.gpu_ms_per_step.values, confidence)
+    except ValueError:
+        return (ablated.gpu_ms_per_step.median / base.gpu_ms_per_step.median - 1) * 100, None
+    return change.pct, change
 
 
 def _share(head_pct: float, ablated_pct: float, verb: str) -> str:

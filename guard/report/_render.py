@@ -48,7 +48,7 @@ def _pct(value: float) -> str:
 
 
 def _ci(change: Change) -> str:
-    return f"{change.ci_low_pct:+.2f}% to {change.ci_high_pct:+.2f}%"
+    return change.interval()
 
 
 def render_comment(report: Report) -> str:

@@ -103,7 +103,7 @@ def under_threshold_sentence(report: Report) -> str:
         return ""
     c, metric = under.gpu_ms_change, step_metric(report)
     return (f"{metric[0].upper()}{metric[1:]} did rise at batch size {under.batch_size}: {c.pct:+.2f}% "
-            f"({report.confidence:.0%} interval {c.ci_low_pct:+.2f}% to {c.ci_high_pct:+.2f}%, p = {c.p_value:.2g}), "
+            f"({report.confidence:.0%} interval {c.interval()}, p = {c.p_value:.2g}), "
             f"under the {report.threshold_pct:g}% threshold.")
 
 
@@ -162,7 +162,7 @@ def undecided_sentence(report: Report) -> str:
     level = f"{report.confidence:.0%}"
     clauses = [
         f"shows a significant slowdown, {m} {c.pct:+.2f}% "
-        f"({level} interval {c.ci_low_pct:+.2f}% to {c.ci_high_pct:+.2f}%) at batch size {b.batch_size}, "
+        f"({level} interval {c.interval()}) at batch size {b.batch_size}, "
         f"too close to the {limits[m]:g}% threshold to say whether it reaches it"
         for m, b, c in close
     ]
