@@ -338,8 +338,15 @@ def test_venv_made_from_a_venv_sees_that_venvs_packages(shared_repo: Repo, tmp_p
     _, head = _arms(shared_repo)
     config = BuildConfig(method="venv", install="", python=str(parent_python))
     built = build_arm(shared_repo.path, head, config, tmp_path / "cache")
-    code = "import parent_only_mod, pth_only_mod, torch; print(parent_only_mod.WHERE, '|', pth_only_mod.WHERE)"
+    code = "import parent_only_mod, pth_only_mod; print(parent_only_mod.WHERE, '|', pth_only_mod.WHERE)"
     assert run_in_arm(built, code, cwd=tmp_path) == "parent venv | pth dir"
+    # and whatever else the parent sees, torch included where it has one: no more, no less
+    probe = "import importlib.util as u; print(sorted(n for n in ('torch', 'numpy', 'pydantic') if u.find_spec(n)))"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    in_parent = subprocess.run(
+        [str(parent_python), "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert run_in_arm(built, probe, cwd=tmp_path) == in_parent.stdout.strip()
 
 
 @pytest.mark.slow
