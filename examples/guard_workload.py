@@ -3,7 +3,7 @@
 Put a file like this in your engine's repository (the default place is
 bench/guard_workload.py) and point `[workload] entry` at its `make` function.
 The harness calls make(**options) once per process, then for each batch size
-setup(batch_size) and warmup + timed calls of step().
+setup(batch_size) and warmup + timed calls of step(tokens).
 """
 
 from __future__ import annotations
@@ -41,7 +41,12 @@ class TinyGreedyDecoder:
             with torch.cuda.graph(self.graph):
                 self._decode()
 
-    def step(self) -> torch.Tensor:
+    def step(self, tokens: torch.Tensor | None = None) -> torch.Tensor:
+        # Teacher forcing: the harness passes this step's input ids (on self.device), the same
+        # in every process, so that a near-tie in one process's argmax cannot change the next
+        # step's work. None: decode from the last output, as a free-running loop does.
+        if tokens is not None:
+            self.token.copy_(tokens)
         if self.graph is not None:
             self.graph.replay()
         else:

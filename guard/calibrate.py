@@ -14,7 +14,8 @@ from guard.checkout import ArmRef, build_arm, resolve_arms
 from guard.compare import compare
 from guard.config import GuardConfig, Thresholds, write_thresholds
 from guard.measure import (
-    MOST_REPEATS, PASS_RATE, ArmTarget, HarnessSpec, check_cpus, repeats_to_rule_out, run_interleaved,
+    MOST_REPEATS, PASS_RATE, ArmTarget, HarnessSpec, check_cpus, prepare_reference, repeats_to_rule_out,
+    run_interleaved,
 )
 from guard.pipeline import Progress, default_cache_dir
 from guard.trace import analyze, read_trace
@@ -94,15 +95,19 @@ def calibrate(
         profile_steps=config.workload.profile_steps,
         profile_repeats=config.workload.profile_repeats or PROFILED_PER_SIDE,
     )
+    runs = out.parent / f"{out.stem}-runs"
+    spec, reference = prepare_reference(targets[0], spec, runs, config.measure.timeout_s,
+                                        config.workload.reference_file, f"{ref} {arm_ref.sha[:8]}", progress)
     progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
     measurements = run_interleaved(
-        targets, spec, config.measure.repeats, out.parent / f"{out.stem}-runs", config.measure.timeout_s, progress
+        targets, spec, config.measure.repeats, runs, config.measure.timeout_s, progress
     )
     failed = [m.error for m in measurements.values() if m.error]
     if failed:
         raise HarnessError("aa", failed[0])
     comparison = compare(measurements, "a", "b", spec.batch_sizes, config.measure.threshold_pct,
-                         config.measure.confidence, config.measure.alpha)
+                         config.measure.confidence, config.measure.alpha,
+                         reference=reference.tokens.source if reference.tokens else None)
     noise = []
     for batch in comparison.batches:
         if batch.gpu_ms_change is None or batch.tok_per_s_change is None:

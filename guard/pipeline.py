@@ -16,7 +16,9 @@ from guard.checkout import (
 )
 from guard.compare import Comparison, compare, confirm_near_threshold
 from guard.config import GuardConfig, load_thresholds
-from guard.measure import ArmMeasurement, ArmTarget, HarnessSpec, check_cpus, run_interleaved
+from guard.measure import (
+    ArmMeasurement, ArmTarget, HarnessSpec, ReferenceOutcome, check_cpus, prepare_reference, run_interleaved,
+)
 from guard.report import ArmInfo, Environment, Report, WorkloadInfo, trace_sections, write_report
 
 Progress = Callable[[str], None]
@@ -83,6 +85,13 @@ def run_guard(
         profile_repeats=config.workload.profile_repeats,
     )
     repeats = config.measure.repeats
+    base_target = next((t for t in targets if t.name == base_ref.name), None)
+    reference = ReferenceOutcome()
+    if base_target is not None:
+        spec, reference = prepare_reference(
+            base_target, spec, out_dir / "runs", config.measure.timeout_s, config.workload.reference_file,
+            f"base {base_ref.sha[:8]}", progress,
+        )
     if targets:
         progress(
             f"measuring {len(targets)} arm(s) x {repeats} repeats, interleaved; "
@@ -95,6 +104,7 @@ def run_guard(
             {a.name: measurements[a.name] for a in arms},
             base_ref.name, head_ref.name, spec.batch_sizes,
             gpu_pct, config.measure.confidence, config.measure.alpha, tok_pct,
+            reference=reference.tokens.source if reference.tokens else None,
         )
 
     def confirmation_round(first: Comparison) -> Comparison:
@@ -137,7 +147,10 @@ def run_guard(
         confidence=comparison.confidence,
         rounds=rounds,
         workload=WorkloadInfo(
-            **spec.model_dump(), repeats=repeats, described=_described(measurements, head_ref.name)
+            **spec.model_dump(exclude={"reference"}), repeats=repeats,
+            described=_described(measurements, head_ref.name),
+            reference=reference.tokens.source if reference.tokens else None,
+            reference_error=reference.error,
         ),
         environment=_environment(measurements, [base_ref.name, head_ref.name]).model_copy(
             update={"gpu_state": comparison.gpu_fingerprint}

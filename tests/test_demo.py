@@ -38,7 +38,13 @@ def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
     comment = (out / "comment.md").read_text()
     assert proc.stdout.strip() == comment.strip()  # the demo prints the comment it wrote
     assert report["schema_version"] == 1
-    assert report["hash_match"] is True
+    # every process was forced with base's reference, and on a CPU in float32 each reproduced it
+    assert report["hash_match"] is None and report["workload"]["reference"].startswith("base ")
+    for batch in report["batch_sizes"]:
+        agreement = batch["agreement"]
+        assert agreement["exact"] is True and agreement["unforced"] == []
+        assert {a["arm"] for a in agreement["arms"]} == {"base", "head", "head-unpadded"}
+        assert all(d == 0 for a in agreement["arms"] for d in a["disagreements"])
     assert [a["status"] for a in report["arms"]] == ["ok", "ok", "ok"]
     assert [a["build_method"] for a in report["arms"]] == ["venv", "venv", "venv"]
     # Head pads batch size 1 up to 4 on the CPU too: clearly more work per step.

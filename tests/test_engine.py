@@ -53,6 +53,25 @@ def test_long_kv_layers_keep_tokens_and_lengthen_only_their_caches_on_cpu() -> N
         RefEngine(device="cpu", long_kv_layers=3, **SMALL)
 
 
+def test_forcing_follows_the_given_ids_and_reproduces_its_own_on_cpu() -> None:
+    free = decode(RefEngine(device="cpu", **SMALL), 2, 10)
+    engine = RefEngine(device="cpu", capture_batch_sizes=(4,), **SMALL)  # padded: forced rows are the real ones
+    engine.setup(2)
+    forced = [engine.step(None if i == 0 else torch.tensor(free[i - 1])).tolist() for i in range(10)]
+    assert forced == free
+    engine.setup(2)
+    other = [engine.step(torch.tensor([(t + 1) % 8192 for t in free[i]])).tolist() for i in range(10)]
+    assert other != free[1:] + [free[-1]]  # other inputs, other outputs
+
+
+def test_bf16_runs_and_is_deterministic_on_cpu() -> None:
+    engine = RefEngine(device="cpu", dtype="bfloat16", **SMALL)
+    tokens = decode(engine, 1, 10)
+    assert engine.describe()["dtype"] == "bfloat16"
+    assert engine.weights.lm_head.dtype == torch.bfloat16
+    assert tokens == decode(RefEngine(device="cpu", dtype="bfloat16", **SMALL), 1, 10)
+
+
 def test_bad_capture_mode() -> None:
     with pytest.raises(ValueError, match="capture_mode"):
         RefEngine(device="cpu", capture_mode="whole", **SMALL)

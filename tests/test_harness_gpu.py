@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,49 @@ def test_pinned_process_keeps_to_its_cpu_and_times_the_profiled_pass_in_phases(t
         assert timings[name] > 0, (name, timings)
     (run,) = result["runs"]
     assert run["timer"] == "cuda_event" and Path(run["trace"]).is_file()
+
+
+@pytest.mark.gpu
+def test_forced_gpu_process_reproduces_its_reference_and_times_the_host(tmp_path: Path) -> None:
+    """On a GPU the reference covers warmup and both timed passes; forced with it, a float32
+    process of the reference engine reproduces every id, graphs and all; and the GPU-timed pass
+    records the host's enqueue time of every step."""
+    ref_dir, run_dir = tmp_path / "ref", tmp_path / "run"
+    ref_dir.mkdir()
+    run_dir.mkdir()
+    reference = _run_harness(ref_dir, {"batch_sizes": [1, 2], "arm": "base", "repeat": 0, "mode": "reference",
+                                       "profile_steps": 4})
+    assert reference["accepts_tokens"] is True
+    rows = {r["batch_size"]: r["tokens"] for r in reference["runs"]}
+    assert all(len(tokens) == 2 + 2 * 8 for tokens in rows.values())
+    path = tmp_path / "reference.json"
+    path.write_text(json.dumps({"format": "regression-guard reference tokens", "source": "test",
+                                "batch_sizes": {str(k): v for k, v in rows.items()}}))
+    result = _run_harness(run_dir, {"batch_sizes": [1, 2], "arm": "head", "repeat": 0, "reference": str(path),
+                                    "profile_steps": 4})
+    for run in result["runs"]:
+        assert run["forced"] is True and run["timer"] == "cuda_event"
+        assert run["disagreements"] == 0, run["first_disagreement"]
+        assert len(run["host_ms"]) == 8 and all(ms > 0 for ms in run["host_ms"])
+        assert run["host_ms_per_step"] == pytest.approx(statistics.median(run["host_ms"]))
+        assert Path(run["trace"]).is_file()  # the profiled pass ran forced too
+
+
+@pytest.mark.gpu
+def test_bf16_reference_engine_forced_processes_do_the_same_work(tmp_path: Path) -> None:
+    """bf16: forced processes may disagree with the reference at near-ties, never by much."""
+    options = {"layers": 4, "dtype": "bfloat16"}
+    ref_dir = tmp_path / "ref"
+    ref_dir.mkdir()
+    reference = _run_harness(ref_dir, {"batch_sizes": [1], "arm": "base", "repeat": 0, "mode": "reference",
+                                       "options": options})
+    path = tmp_path / "reference.json"
+    path.write_text(json.dumps({"format": "regression-guard reference tokens", "source": "test",
+                                "batch_sizes": {"1": reference["runs"][0]["tokens"]}}))
+    for repeat in range(2):
+        out = tmp_path / f"run{repeat}"
+        out.mkdir()
+        (run,) = _run_harness(out, {"batch_sizes": [1], "arm": "head", "repeat": repeat, "options": options,
+                                    "reference": str(path)})["runs"]
+        assert run["forced"] is True
+        assert run["disagreements"] <= run["compared"] * 0.2, run["first_disagreement"]

@@ -220,7 +220,8 @@ def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path
         capture_output=True, text=True, timeout=600, env=os.environ | {"JITTER_COUNTER": str(tmp_path / "count")},
     )
     report = json.loads((out / "report.json").read_text())
-    assert (tmp_path / "count").read_text() == "12"  # 2 arms x 3 repeats x 2 rounds, one process each
+    # the reference process, then 2 arms x 3 repeats x 2 rounds, one process each
+    assert (tmp_path / "count").read_text() == "13"
     assert "one confirmation round" in proc.stderr
     assert report["rounds"] == 2
     assert [a["repeats"] for a in report["arms"]] == [6, 6]

@@ -123,7 +123,7 @@ class ArmValues(BaseModel):
     arm: str
     timer: str
     sha256: str
-    deterministic: bool
+    deterministic: bool | None  # None: the inputs were forced (the agreement judges the tokens)
     gpu_ms_per_step: list[float]
     tok_per_s: list[float]
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from guard.measure import Change, Spread
+from guard.measure import Change, Spread, TokenMismatch
 
 Verdict = Literal["pass", "regression", "improvement", "inconclusive", "invalid"]
 
@@ -16,15 +16,9 @@ VERDICT_SEVERITY: tuple[Verdict, ...] = ("invalid", "regression", "inconclusive"
 
 MetricKey = Literal["gpu_ms", "tok_per_s"]  # the two metrics a verdict is decided on
 
-
-class TokenMismatch(BaseModel):
-    """Where two token sequences first differ. `step` counts generated tokens from 1,
-    warmup steps included; `sequence` is the row of the batch."""
-
-    step: int
-    sequence: int
-    expected: int
-    found: int
+# An arm's GPU-timed pass outran its hold when more than this share of its steps were still
+# being launched as the hold ran out: their GPU time then includes the host's launch time.
+UNHELD_SHARE = 0.05
 
 
 class ArmStats(BaseModel):
@@ -34,9 +28,54 @@ class ArmStats(BaseModel):
     tok_per_s: Spread
     # CUDA-event time of the end-to-end pass, the host's launch time included (GPU only)
     end_to_end_gpu_ms_per_step: Spread | None = None
+    # the host's enqueue time per step in the GPU-timed pass, median per process (GPU only)
+    host_ms_per_step: Spread | None = None
     timer: str
     sha256: str  # the token hash of the first repeat; `deterministic` says if all agree
-    deterministic: bool
+    deterministic: bool | None  # None when the inputs were forced: then `Agreement` judges the tokens
+    steps: int = 0  # timed steps per pass
+    # per process, the GPU-timed steps whose launch outlasted the hold (their time includes host time)
+    unheld_steps: list[int] = []
+
+    @property
+    def unheld_share(self) -> float:
+        """Of all its GPU-timed steps, the share whose launch outlasted the hold."""
+        return sum(self.unheld_steps) / (self.steps * len(self.unheld_steps)) if self.unheld_steps and self.steps else 0
+
+    @property
+    def outran_hold(self) -> bool:
+        return self.unheld_share > UNHELD_SHARE
+
+
+class ArmAgreement(BaseModel):
+    """One arm's processes, forced with the reference: how often their outputs disagreed."""
+
+    arm: str
+    disagreements: list[int]  # per process, in the order they ran
+    compared: int  # (step, sequence) outputs compared per process
+    output_changed: bool = False  # against base, by the rule in compare/_agreement.py
+    # base is exact, and some of this arm's processes disagreed, not all: not a change by the rule
+    some_disagree: bool = False
+    excess: float = 0.0  # mean disagreements above base's (0 for base)
+    min_excess: float = 0.0  # what the rule asks of `excess` (0: base is exact, one in every process counts)
+    first_disagreement: TokenMismatch | None = None
+
+    @property
+    def most_pct(self) -> float:
+        """The largest share of outputs that disagreed in one process, in percent."""
+        return max(self.disagreements) / self.compared * 100 if self.compared else 0.0
+
+
+class Agreement(BaseModel):
+    """Teacher-forced runs of one batch size: every process decoded from the same inputs."""
+
+    reference: str  # where the forced ids came from
+    exact: bool  # every base process reproduced the reference exactly
+    arms: list[ArmAgreement]
+    unforced: list[str] = []  # arms whose step() took no input ids, so they ran free: not like for like
+
+    def arm(self, name: str) -> ArmAgreement | None:
+        return next((a for a in self.arms if a.arm == name), None)
 
 
 class BatchComparison(BaseModel):
@@ -47,14 +86,16 @@ class BatchComparison(BaseModel):
     gpu_ms_change: Change | None = None  # head vs base; positive is slower
     tok_per_s_change: Change | None = None  # head vs base; negative is slower
     end_to_end_gpu_ms_change: Change | None = None  # head vs base, launch time included; informative
+    host_ms_change: Change | None = None  # head vs base, host enqueue time per step; informative
     # each metric's own verdict; `verdict` is the more severe of the two (None in older reports)
     gpu_ms_verdict: Verdict | None = None
     tok_per_s_verdict: Verdict | None = None
     # the inconclusive metrics whose slowdown is significant: undecided because the change
     # sits at the threshold, not because it is lost in the noise
     at_threshold: list[MetricKey] = []
-    hash_match: bool | None = None
+    hash_match: bool | None = None  # None when the inputs were forced: `agreement` says instead
     mismatch: TokenMismatch | None = None
+    agreement: Agreement | None = None  # teacher-forced runs: how often outputs disagreed, and the rule's call
     near_threshold: bool = False  # inconclusive, or a regression whose interval reaches under the threshold
 
 

@@ -7,7 +7,10 @@ from typing import Callable
 
 from guard.compare._fingerprint import check_measurements
 from guard.compare._hashes import first_mismatch
-from guard.compare._models import VERDICT_SEVERITY, ArmStats, BatchComparison, Comparison, MetricKey, Verdict
+from guard.compare._agreement import agreement
+from guard.compare._models import (
+    VERDICT_SEVERITY, Agreement, ArmStats, BatchComparison, Comparison, MetricKey, Verdict,
+)
 from guard.measure import (
     MOST_REPEATS, PASS_RATE, ArmMeasurement, RepeatResult, Spread, relative_change, repeats_to_decide,
     repeats_to_rule_out, spread,
@@ -23,8 +26,10 @@ def compare(
     confidence: float,
     alpha: float = 0.01,
     tok_threshold_pct: float | None = None,
+    reference: str | None = None,
 ) -> Comparison:
-    """`threshold_pct` applies to GPU ms per step, `tok_threshold_pct` (default the same) to tok/s."""
+    """`threshold_pct` applies to GPU ms per step, `tok_threshold_pct` (default the same) to tok/s.
+    `reference` names where forced runs' input ids came from."""
     reasons = [
         f"arm '{name}' has no results: {m.error}" for name, m in measurements.items() if m.error and not m.repeats
     ] + [
@@ -35,7 +40,7 @@ def compare(
     fingerprints = check_measurements(measurements)
     reasons += fingerprints.invalid_reasons
     rule = _Rule(threshold_pct, tok_threshold_pct or threshold_pct, alpha, confidence)
-    batches = [_compare_batch(measurements, base, head, bs, rule) for bs in batch_sizes]
+    batches = [_compare_batch(measurements, base, head, bs, rule, reference) for bs in batch_sizes]
     hash_matches = [b.hash_match for b in batches if b.hash_match is not None]
     verdict: Verdict = "invalid" if reasons else _most_severe([b.verdict for b in batches])
     return Comparison(
@@ -130,16 +135,29 @@ def _most_severe(verdicts: list[Verdict]) -> Verdict:
 def _arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmStats:
     runs = [r.run_for(batch_size) for r in repeats]
     end_to_end = [r.end_to_end_gpu_ms_per_step for r in runs]
+    host = [r.host_ms_per_step for r in runs]
+    forced = all(r.forced for r in runs)
     return ArmStats(
         arm=arm,
         repeats=len(runs),
         gpu_ms_per_step=spread([r.gpu_ms_per_step for r in runs]),
         tok_per_s=spread([r.tok_per_s for r in runs]),
         end_to_end_gpu_ms_per_step=spread(end_to_end) if None not in end_to_end else None,  # type: ignore[arg-type]
+        host_ms_per_step=spread(host) if None not in host else None,  # type: ignore[arg-type]
         timer=runs[0].timer,
         sha256=runs[0].sha256,
-        deterministic=len({r.sha256 for r in runs}) == 1,
+        deterministic=None if forced else len({r.sha256 for r in runs}) == 1,
+        steps=runs[0].steps,
+        unheld_steps=[r.unheld_steps for r in runs] if runs[0].timer == "cuda_event" else [],
     )
+
+
+# What a workload needs to be forced, for messages about one that is not.
+FORCING_HINT = (
+    "a workload whose step() takes this step's input ids is forced with one reference sequence in every process, "
+    "which makes bf16 decode like for like: `def step(self, tokens=None):` and, first in it, "
+    "`if tokens is not None: self.input_ids.copy_(tokens)` (docs/workload-protocol.md)"
+)
 
 
 @dataclass(frozen=True)
@@ -151,27 +169,24 @@ class _Rule:
 
 
 def _compare_batch(
-    measurements: dict[str, ArmMeasurement], base: str, head: str, batch_size: int, rule: _Rule
+    measurements: dict[str, ArmMeasurement], base: str, head: str, batch_size: int, rule: _Rule,
+    reference: str | None = None,
 ) -> BatchComparison:
     usable = {name: m.repeats for name, m in measurements.items() if m.repeats}
     arms = [_arm_stats(name, repeats, batch_size) for name, repeats in usable.items()]
-    reasons: list[str] = []
-    for name, repeats in usable.items():
-        reference = repeats[0].run_for(batch_size)
-        for other in repeats[1:]:
-            run = other.run_for(batch_size)
-            if run.sha256 != reference.sha256:
-                where = first_mismatch(reference.tokens, run.tokens)
-                at = f" (first at step {where.step}, sequence {where.sequence})" if where else ""
-                reasons.append(
-                    f"batch size {batch_size}: arm '{name}' is not deterministic: repeat {other.repeat + 1} "
-                    f"generated other tokens than repeat {repeats[0].repeat + 1}{at}; "
-                    "fix the workload's seeds or nondeterministic kernels before comparing"
-                )
-                break
     if base not in usable or head not in usable:
-        return BatchComparison(batch_size=batch_size, verdict="invalid", reasons=reasons, arms=arms)
+        return BatchComparison(batch_size=batch_size, verdict="invalid", reasons=_unforced_reasons(
+            usable, batch_size), arms=arms)
+    runs = {name: [r.run_for(batch_size) for r in repeats] for name, repeats in usable.items()}
+    if any(run.forced for arm_runs in runs.values() for run in arm_runs):
+        agreed = agreement(runs, base, reference or "the reference")
+        head_agreement = agreed.arm(head)
+        if agreed.unforced or head_agreement is None or head_agreement.output_changed:
+            # the render layer says which arm ran free, or where the head's output changed
+            return BatchComparison(batch_size=batch_size, verdict="invalid", arms=arms, agreement=agreed)
+        return _compare_timings(batch_size, arms, base, head, rule, agreement=agreed)
 
+    reasons = _unforced_reasons(usable, batch_size)
     base_run = usable[base][0].run_for(batch_size)
     head_run = usable[head][0].run_for(batch_size)
     hash_match = base_run.sha256 == head_run.sha256
@@ -179,16 +194,44 @@ def _compare_batch(
     if not hash_match:
         mismatch = first_mismatch(base_run.tokens, head_run.tokens)
         where = f" first at step {mismatch.step}, sequence {mismatch.sequence}" if mismatch else ""
+        own = " (and base's own repeats differ too: see above)" if reasons else ""
         reasons.append(
-            f"batch size {batch_size}: output tokens differ between {base} and {head}{where}; "
+            f"batch size {batch_size}: output tokens differ between {base} and {head}{where}{own}; "
             "the runs are not like for like, so their timings are not compared"
+            + (f". If the workload is not deterministic, {FORCING_HINT}" if reasons else "")
         )
     if reasons:
         return BatchComparison(
             batch_size=batch_size, verdict="invalid", reasons=reasons, arms=arms,
             hash_match=hash_match, mismatch=mismatch,
         )
+    return _compare_timings(batch_size, arms, base, head, rule, hash_match=True)
 
+
+def _unforced_reasons(usable: dict[str, list[RepeatResult]], batch_size: int) -> list[str]:
+    """Free-running arms whose repeats generated different tokens: the workload is not deterministic."""
+    reasons = []
+    for name, repeats in usable.items():
+        first = repeats[0].run_for(batch_size)
+        for other in repeats[1:]:
+            run = other.run_for(batch_size)
+            if run.sha256 != first.sha256:
+                where = first_mismatch(first.tokens, run.tokens)
+                at = f" (first at step {where.step}, sequence {where.sequence})" if where else ""
+                reasons.append(
+                    f"batch size {batch_size}: arm '{name}' is not deterministic: repeat {other.repeat + 1} "
+                    f"generated other tokens than repeat {repeats[0].repeat + 1}{at}. In bf16 no seed fixes this: "
+                    + FORCING_HINT
+                )
+                break
+    return reasons
+
+
+def _compare_timings(
+    batch_size: int, arms: list[ArmStats], base: str, head: str, rule: _Rule,
+    hash_match: bool | None = None, agreement: Agreement | None = None,
+) -> BatchComparison:
+    reasons: list[str] = []
     by_name = {a.arm: a for a in arms}
     too_few = [name for name in (base, head) if by_name[name].repeats < 2]
     if too_few:
@@ -196,7 +239,8 @@ def _compare_batch(
             f"batch size {batch_size}: arm '{too_few[0]}' finished fewer than 2 repeats, "
             "too few to estimate a change"
         )
-        return BatchComparison(batch_size=batch_size, verdict="invalid", reasons=reasons, arms=arms, hash_match=True)
+        return BatchComparison(batch_size=batch_size, verdict="invalid", reasons=reasons, arms=arms,
+                               hash_match=hash_match, agreement=agreement)
     confidence = rule.confidence
     gpu_change = relative_change(
         by_name[base].gpu_ms_per_step.values, by_name[head].gpu_ms_per_step.values, confidence
@@ -205,6 +249,11 @@ def _compare_batch(
     e2e_base, e2e_head = by_name[base].end_to_end_gpu_ms_per_step, by_name[head].end_to_end_gpu_ms_per_step
     e2e_change = (
         relative_change(e2e_base.values, e2e_head.values, confidence) if e2e_base and e2e_head else None
+    )
+    host_base, host_head = by_name[base].host_ms_per_step, by_name[head].host_ms_per_step
+    host_change = (
+        relative_change(host_base.values, host_head.values, confidence)
+        if host_base and host_head and min(host_base.values + host_head.values) > 0 else None
     )
     gpu = _Slowdown(gpu_change.pct, gpu_change.ci_low_pct, gpu_change.ci_high_pct, gpu_change.p_value)
     tok = _Slowdown(-tok_change.pct, -tok_change.ci_high_pct, -tok_change.ci_low_pct, tok_change.p_value)
@@ -234,8 +283,9 @@ def _compare_batch(
     return BatchComparison(
         batch_size=batch_size, verdict=verdict, reasons=reasons, arms=arms,
         gpu_ms_change=gpu_change, tok_per_s_change=tok_change, end_to_end_gpu_ms_change=e2e_change,
+        host_ms_change=host_change,
         gpu_ms_verdict=verdicts[0], tok_per_s_verdict=verdicts[1], at_threshold=at_threshold,
-        hash_match=True,
+        hash_match=hash_match, agreement=agreement,
         near_threshold=verdict == "inconclusive" or marginal,
     )
 

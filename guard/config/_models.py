@@ -42,6 +42,11 @@ class WorkloadConfig(_Section):
         default=0, ge=0,
         description="Processes per arm and round that run the profiled pass, the first ones (0: every one).",
     )
+    reference_file: str | None = Field(
+        default=None,
+        description="Reference-tokens JSON in the repository (read from the base commit) whose ids force every "
+        "step's input; default: a free-running greedy pass of the base build, in its own process.",
+    )
 
     @field_validator("entry")
     @classmethod

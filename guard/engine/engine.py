@@ -98,12 +98,16 @@ class RefEngine:
             self._capture()
         self._prefill()
 
-    def step(self) -> torch.Tensor:
+    def step(self, tokens: torch.Tensor | None = None) -> torch.Tensor:
+        """One decode step. `tokens`: this step's input ids (teacher forcing), written into the
+        static input the graphs read; None decodes from the engine's own last output."""
         assert self.state is not None, "call setup(batch_size) first"
         if self.positions_used >= self.spec.max_len:
             raise RuntimeError(
                 f"decoded past max_len={self.spec.max_len}; pass a larger max_len in the workload options"
             )
+        if tokens is not None:
+            self.state.token[: self.batch].copy_(tokens)
         if self.graphs:
             for index, graph in enumerate(self.graphs):
                 graph.replay()

@@ -3,8 +3,12 @@
 Usage: python run.py SPEC.json RESULT.json
 
 SPEC: {"entry", "root", "options", "batch_sizes", "steps", "warmup_steps", "arm", "repeat",
-       "profile_steps" (optional, 0 = none), "trace_dir" (optional), "cpus" (optional: pin to these)}
-Exit codes: 0 done, 3 the workload failed (RESULT.json then holds "error").
+       "profile_steps" (optional, 0 = none), "trace_dir" (optional), "cpus" (optional: pin to these),
+       "mode" (optional: "measure", the default, or "reference"),
+       "reference" (optional: a reference-tokens JSON whose ids force every step's input)}
+A "reference" process decodes free-running, untimed, and writes the ids every measured process
+is then forced with (see `forcing`). Exit codes: 0 done, 3 the workload failed (RESULT.json
+then holds "error").
 Imports only the standard library and torch: this file runs in the arm's environment.
 """
 
@@ -16,6 +20,7 @@ import shutil
 import tempfile
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import platform
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 PROTOCOL_VERSION = 1
+REFERENCE_FORMAT = "regression-guard reference tokens"
 
 
 class WorkloadError(Exception):
@@ -84,6 +90,68 @@ def uses_cuda(output: Any) -> bool:
     return getattr(device, "type", None) == "cuda"
 
 
+def accepts_tokens(workload: Any) -> bool:
+    """Whether the workload's step() takes the step's input ids (teacher forcing)."""
+    try:
+        params = list(inspect.signature(workload.step).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                  inspect.Parameter.VAR_POSITIONAL)
+    return any(p.kind in positional for p in params)
+
+
+class Feed:
+    """The input ids of each step after a setup. Free-running (no reference): None, the
+    workload decodes from its own last output. Forced: step k (k >= 1) gets the reference's
+    output of step k - 1, a view of one tensor preloaded on the device, so no host copy
+    happens per step; the first step decodes from the workload's own prefill."""
+
+    def __init__(self, torch: Any, rows: list[list[int]] | None, device: Any, batch_size: int) -> None:
+        self.rows = rows
+        self.views: list[Any] = []
+        if rows is not None:
+            if any(len(row) != batch_size for row in rows):
+                raise WorkloadError(f"the reference tokens for batch size {batch_size} have rows of another width")
+            ids = torch.tensor(rows, dtype=torch.int64, device=device if device is not None else "cpu")
+            self.views = list(ids.unbind(0))
+        self.k = 0
+
+    @property
+    def forced(self) -> bool:
+        return self.rows is not None
+
+    def reset(self) -> None:
+        self.k = 0
+
+    def next(self) -> Any:
+        """The input of the next step (None on the first one, or when free-running)."""
+        k, self.k = self.k, self.k + 1
+        if self.rows is None or k == 0:
+            return None
+        if k > len(self.views):
+            raise WorkloadError(f"the reference tokens hold {len(self.views)} steps, fewer than this pass needs")
+        return self.views[k - 1]
+
+
+def call_step(workload: Any, feed: Feed | None) -> Any:
+    return workload.step(feed.next()) if feed is not None else workload.step()
+
+
+def disagreements(tokens: list[list[int]], reference: list[list[int]]) -> dict[str, Any]:
+    """How often the workload's own output differs from the reference it was forced with:
+    (step, sequence) pairs, and the first of them (step counted from 1)."""
+    count, first = 0, None
+    for step, (row, ref) in enumerate(zip(tokens, reference), start=1):
+        for sequence, (found, expected) in enumerate(zip(row, ref)):
+            if found != expected:
+                count += 1
+                if first is None:
+                    first = {"step": step, "sequence": sequence, "expected": expected, "found": found}
+    compared = sum(len(row) for row in tokens[: len(reference)])
+    return {"disagreements": count, "compared": compared, "first_disagreement": first}
+
+
 # The GPU-timed pass holds each step behind a short spin on the GPU (torch.cuda._sleep), so
 # the host has queued the whole step before the step's start event runs. The figure is then
 # the GPU's own time for the step, not how fast this process's host launched it, which
@@ -120,15 +188,23 @@ def hold_us_for(enqueue_us: list[float]) -> float:
     return min(HOLD_MAX_US, max(HOLD_MIN_US, 2 * p90))
 
 
-def run_batch(workload: Any, torch: Any, batch_size: int, steps: int, warmup_steps: int) -> dict[str, Any]:
+def workload_device(workload: Any) -> Any:
+    return getattr(workload, "device", None)
+
+
+def run_batch(
+    workload: Any, torch: Any, batch_size: int, steps: int, warmup_steps: int,
+    reference: list[list[int]] | None = None,
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     workload.setup(batch_size)
     setup_s = time.perf_counter() - t0
     describe = getattr(workload, "describe", None)
     described = describe() if callable(describe) else {}
+    feed = Feed(torch, reference, workload_device(workload), batch_size) if reference is not None else None
     tokens: list[list[int]] = []
     for _ in range(warmup_steps):
-        tokens.append(token_ids(workload.step(), batch_size))
+        tokens.append(token_ids(call_step(workload, feed), batch_size))
 
     # End-to-end pass: tok/s from the wall clock, as a decode loop sees it. CUDA events are
     # recorded whenever CUDA is present and kept as a diagnostic (they include the host's
@@ -146,7 +222,7 @@ def run_batch(workload: Any, torch: Any, batch_size: int, steps: int, warmup_ste
         if cuda_ok:
             starts[i].record()
         s0 = time.perf_counter()
-        out = workload.step()
+        out = call_step(workload, feed)
         enqueue_us.append((time.perf_counter() - s0) * 1e6)
         if cuda_ok:
             ends[i].record()
@@ -166,24 +242,31 @@ def run_batch(workload: Any, torch: Any, batch_size: int, steps: int, warmup_ste
         "tok_per_s": batch_size * steps / wall_s,
         "gpu_ms_per_step": statistics.median(host_ms) if host_ms else 0.0,
         "step_ms": host_ms,
+        "forced": feed is not None,
     }
     if on_cuda:
         unheld = [s.elapsed_time(e) for s, e in zip(starts, ends)]
         run["end_to_end_gpu_ms_per_step"] = statistics.median(unheld)
-        held = _gpu_timed_pass(workload, torch, batch_size, steps, hold_us_for(enqueue_us), tokens)
+        held = _gpu_timed_pass(workload, torch, batch_size, steps, hold_us_for(enqueue_us), tokens, feed)
         run |= held | {"timer": "cuda_event", "gpu_ms_per_step": statistics.median(held["step_ms"])}
+        run["host_ms_per_step"] = statistics.median(held["host_ms"])
     run |= {"tokens": tokens, "sha256": tokens_sha256(tokens), "workload": described}
+    if reference is not None:
+        run |= disagreements(tokens, reference)
     return run
 
 
 def _gpu_timed_pass(
-    workload: Any, torch: Any, batch_size: int, steps: int, hold_us: float, tokens: list[list[int]]
+    workload: Any, torch: Any, batch_size: int, steps: int, hold_us: float, tokens: list[list[int]],
+    feed: Feed | None,
 ) -> dict[str, Any]:
-    """Every step held behind a spin of hold_us on the GPU, then timed by CUDA events."""
+    """Every step held behind a spin of hold_us on the GPU, then timed by CUDA events. The
+    host's enqueue time of each step is its host time: what CUDA graphs save."""
     rate = hold_cycles_per_us(torch)
     hold_cycles = int(hold_us * rate) if rate else 0
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+    host_ms: list[float] = []
     unheld = 0
     torch.cuda.synchronize()
     for i in range(steps):
@@ -191,17 +274,37 @@ def _gpu_timed_pass(
             torch.cuda._sleep(hold_cycles)
         t0 = time.perf_counter()  # the spin starts about now: the GPU was idle
         starts[i].record()
-        out = workload.step()
+        out = call_step(workload, feed)
         ends[i].record()
-        if (time.perf_counter() - t0) * 1e6 > hold_us:
+        enqueue_s = time.perf_counter() - t0
+        host_ms.append(enqueue_s * 1e3)
+        if enqueue_s * 1e6 > hold_us:
             unheld += 1  # the host was still launching when the hold ran out
         tokens.append(token_ids(out, batch_size))
     torch.cuda.synchronize()
     return {
         "step_ms": [s.elapsed_time(e) for s, e in zip(starts, ends)],
+        "host_ms": host_ms,
         "hold_us": hold_us if hold_cycles else 0.0,
         "unheld_steps": unheld if hold_cycles else steps,
     }
+
+
+def reference_batch(
+    workload: Any, torch: Any, batch_size: int, steps: int, warmup_steps: int, profile_steps: int
+) -> dict[str, Any]:
+    """A free-running greedy pass, untimed, as long as a measured process's passes: warmup and
+    one timed pass on a CPU; on a GPU, the second (GPU-timed) pass too, or the profiled pass
+    if that is longer. Its outputs are the ids every measured process is forced with."""
+    workload.setup(batch_size)
+    tokens: list[list[int]] = []
+    total = warmup_steps + steps
+    while len(tokens) < total:
+        out = workload.step(None) if accepts_tokens(workload) else workload.step()
+        tokens.append(token_ids(out, batch_size))
+        if len(tokens) == 1 and uses_cuda(out):
+            total = warmup_steps + max(2 * steps, profile_steps)
+    return {"batch_size": batch_size, "tokens": tokens, "sha256": tokens_sha256(tokens)}
 
 
 def profile_batch(
@@ -212,6 +315,7 @@ def profile_batch(
     steps: int,
     trace_path: Path,
     phase: Callable[[str], None] = lambda name: None,
+    reference: list[list[int]] | None = None,
 ) -> dict[str, Any]:
     """A separate pass under the profiler, after the timed ones: it says where the time went.
     Its timings are inflated by the profiler and never used as figures. `phase(name)` is
@@ -219,13 +323,14 @@ def profile_batch(
     from torch.profiler import ProfilerActivity, profile, record_function
 
     workload.setup(batch_size)
+    feed = Feed(torch, reference, workload_device(workload), batch_size) if reference is not None else None
     for _ in range(warmup_steps):
-        token_ids(workload.step(), batch_size)
+        token_ids(call_step(workload, feed), batch_size)
     phase("profiled pass: setup and warmup")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             with record_function("guard.step"):  # the analysis splits the trace into steps by this range
-                token_ids(workload.step(), batch_size)
+                token_ids(call_step(workload, feed), batch_size)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
     phase("profiled pass: profiler and steps")
@@ -237,6 +342,14 @@ def profile_batch(
             shutil.copyfileobj(src, dst)
     phase("profiled pass: trace export")
     return {"trace": str(trace_path), "profile_steps": steps}
+
+
+def load_reference(path: str) -> dict[int, list[list[int]]]:
+    """Batch size -> one row of ids per step, from a reference-tokens file the guard wrote."""
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict) or data.get("format") != REFERENCE_FORMAT:
+        raise WorkloadError(f"{path} is not a reference-tokens file")
+    return {int(size): rows for size, rows in data["batch_sizes"].items()}
 
 
 def environment(torch: Any) -> dict[str, Any]:
@@ -345,12 +458,30 @@ def main(argv: list[str]) -> int:
         for name in ("setup", "step"):
             if not callable(getattr(workload, name, None)):
                 raise WorkloadError(f"the object returned by {spec['entry']} has no {name}() method")
+        forcing = accepts_tokens(workload)
+        result["accepts_tokens"] = forcing
+        if spec.get("mode") == "reference":
+            runs = []
+            for batch_size in spec["batch_sizes"] if forcing else []:  # nothing to force a free-running one with
+                stage = f"reference pass, batch size {batch_size}"
+                log(f"reference: batch size {batch_size}, free-running greedy decode")
+                runs.append(reference_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"],
+                                            spec.get("profile_steps", 0)))
+            phase("reference passes")
+            result |= {"runs": runs, "finished_at": time.time()}
+            out_path.write_text(json.dumps(result))
+            return 0
+        references = load_reference(spec["reference"]) if spec.get("reference") and forcing else {}
         runs = []
         for batch_size in spec["batch_sizes"]:
             stage = f"batch size {batch_size}"
+            reference = references.get(batch_size)
+            if spec.get("reference") and forcing and reference is None:
+                raise WorkloadError(f"the reference tokens have no batch size {batch_size}")
             log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch size {batch_size}, "
-                f"{spec['warmup_steps']} warmup + {spec['steps']} timed steps")
-            runs.append(run_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"]))
+                f"{spec['warmup_steps']} warmup + {spec['steps']} timed steps"
+                + (", inputs forced" if reference is not None else ""))
+            runs.append(run_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"], reference))
         phase("timed passes")
         # Profiled passes come after every timed pass: a profiler session leaves the process
         # slower (H200: +22% GPU time per step afterwards; benchmarks/profiler_aftereffect.py).
@@ -366,7 +497,7 @@ def main(argv: list[str]) -> int:
             phase("timed passes")  # what came between: nothing to speak of
             run |= profile_batch(
                 workload, torch, batch_size, spec["warmup_steps"], profile_steps, Path(spec["trace_dir"]) / name,
-                phase,
+                phase, references.get(batch_size),
             )
         result["runs"] = runs
         teardown = getattr(workload, "teardown", None)

@@ -1,6 +1,11 @@
 """Measurement: run the harness for each arm in fresh processes, interleaved, and summarise."""
 
-from guard.measure._models import ArmMeasurement, BatchRun, RepeatResult
+from guard.measure._models import (
+    REFERENCE_FORMAT, ArmMeasurement, BatchRun, ReferenceTokens, RepeatResult, TokenMismatch,
+)
+from guard.measure._reference import (
+    ReferenceOutcome, load_reference_file, make_reference, prepare_reference, rows_needed, write_reference,
+)
 from guard.measure._runner import ArmTarget, HarnessSpec, check_cpus, run_interleaved
 from guard.measure._schedule import interleave
 from guard.measure._stats import (
@@ -12,16 +17,25 @@ __all__ = [
     "PASS_RATE",
     "ArmMeasurement",
     "ArmTarget",
+    "REFERENCE_FORMAT",
+    "ReferenceTokens",
+    "TokenMismatch",
     "BatchRun",
     "Change",
     "HarnessSpec",
+    "ReferenceOutcome",
     "RepeatResult",
     "Spread",
     "check_cpus",
     "interleave",
+    "load_reference_file",
+    "make_reference",
+    "prepare_reference",
     "relative_change",
     "repeats_to_decide",
     "repeats_to_rule_out",
+    "rows_needed",
     "run_interleaved",
     "spread",
+    "write_reference",
 ]

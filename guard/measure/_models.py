@@ -7,6 +7,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 
+class TokenMismatch(BaseModel):
+    """Where a token record first differs from another. `step` counts generated tokens from
+    1, warmup steps included; `sequence` is the row of the batch."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step: int
+    sequence: int
+    expected: int
+    found: int
+
+
 class BatchRun(BaseModel):
     """One batch size in one process: warmup, then `steps` timed decode steps."""
 
@@ -24,11 +36,21 @@ class BatchRun(BaseModel):
     end_to_end_gpu_ms_per_step: float | None = None  # CUDA events of the end-to-end pass (host launch included)
     hold_us: float = 0.0  # the GPU spin each timed step waited behind (CUDA), 0 without one
     unheld_steps: int = 0  # timed steps the host was still launching when the hold ran out
+    # the host's enqueue time of each step of the GPU-timed pass, and its median (CUDA only):
+    # launch-bound time, which the held GPU figure leaves out and CUDA graphs remove
+    host_ms: list[float] = []
+    host_ms_per_step: float | None = None
     tokens: list[list[int]]  # one row per step (warmup included), one id per sequence
     sha256: str
     workload: dict[str, Any] = {}
     trace: str | None = None  # gzipped profiler trace of the profiled pass, on a GPU
     profile_steps: int = 0
+    # teacher forcing: every step's input came from the reference; then how many (step,
+    # sequence) outputs differed from the reference, out of how many, and the first
+    forced: bool = False
+    disagreements: int | None = None
+    compared: int = 0
+    first_disagreement: TokenMismatch | None = None
 
 
 class RepeatResult(BaseModel):
@@ -58,3 +80,18 @@ class ArmMeasurement(BaseModel):
     repeats: list[RepeatResult] = []
     error: str | None = None
     log_tail: str = ""
+
+
+REFERENCE_FORMAT = "regression-guard reference tokens"  # harness/run.py checks the same string
+
+
+class ReferenceTokens(BaseModel):
+    """The ids every measured process is forced with: per batch size, the output of each step
+    of one free-running greedy pass (of the base build, or a file the team commits)."""
+
+    format: str = REFERENCE_FORMAT
+    source: str  # where they came from: "base abc12345 (reference process)", or the file's path
+    batch_sizes: dict[int, list[list[int]]]
+
+    def rows_for(self, batch_size: int) -> list[list[int]] | None:
+        return self.batch_sizes.get(batch_size)

@@ -39,6 +39,7 @@ class HarnessSpec(BaseModel):
     warmup_steps: int
     profile_steps: int = 0
     profile_repeats: int = 0  # the first N processes per arm and round are profiled; 0: all
+    reference: str | None = None  # reference-tokens file that forces every step's input (see _reference)
 
 
 def run_interleaved(
@@ -68,7 +69,7 @@ def run_interleaved(
             profiled = not spec.profile_repeats or repeat - first_repeat < spec.profile_repeats
             result = _run_one(by_name[arm], spec if profiled else spec.model_copy(update={"profile_steps": 0}),
                               repeat, run_dir, timeout_s)
-        except _RunFailed as failed:
+        except RunFailed as failed:
             measurement.error = failed.message
             measurement.log_tail = failed.log_tail
             progress(f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{last} FAILED: {failed.message}")
@@ -93,7 +94,7 @@ def _where_seconds_went(result: RepeatResult) -> str:
     return f"{total:.1f} s" + (": " + ", ".join(f"{name} {s:.1f}" for s, name in shown) if shown else "")
 
 
-class _RunFailed(Exception):
+class RunFailed(Exception):
     def __init__(self, message: str, log_tail: str) -> None:
         super().__init__(message)
         self.message = message
@@ -101,11 +102,21 @@ class _RunFailed(Exception):
 
 
 def _run_one(target: ArmTarget, spec: HarnessSpec, repeat: int, run_dir: Path, timeout_s: float) -> RepeatResult:
-    stem = f"{target.name}-{repeat}"
+    data = run_harness(target, spec.model_dump(), f"{target.name}-{repeat}", run_dir, timeout_s, repeat=repeat)
+    try:
+        return RepeatResult.model_validate(data)
+    except ValidationError as exc:
+        raise RunFailed(f"harness result for {target.name} repeat {repeat + 1} is malformed: {exc}", "") from None
+
+
+def run_harness(
+    target: ArmTarget, spec: dict[str, Any], stem: str, run_dir: Path, timeout_s: float, repeat: int = 0
+) -> dict[str, Any]:
+    """One harness process in the arm's environment; its result JSON, or RunFailed."""
     spec_path = run_dir / f"{stem}.spec.json"
     result_path = run_dir / f"{stem}.json"
     log_path = run_dir / f"{stem}.log"
-    payload = spec.model_dump() | {
+    payload = spec | {
         "root": str(target.worktree),
         "arm": target.name,
         "repeat": repeat,
@@ -122,19 +133,16 @@ def _run_one(target: ArmTarget, spec: HarnessSpec, repeat: int, run_dir: Path, t
                 cmd, cwd=target.worktree, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s
             )
         except subprocess.TimeoutExpired:
-            raise _RunFailed(f"timed out after {timeout_s:.0f} s (measure.timeout_s)", _tail(log_path)) from None
+            raise RunFailed(f"timed out after {timeout_s:.0f} s (measure.timeout_s)", _tail(log_path)) from None
         except OSError as exc:
-            raise _RunFailed(f"could not start {target.python}: {exc}", "") from None
+            raise RunFailed(f"could not start {target.python}: {exc}", "") from None
     data = _read_result(result_path)
     if data is not None and "error" in data:
         err = data["error"]
-        raise _RunFailed(f"{err['type']} at {err['stage']}: {err['message']}", _tail(log_path))
+        raise RunFailed(f"{err['type']} at {err['stage']}: {err['message']}", _tail(log_path))
     if proc.returncode != 0 or data is None:
-        raise _RunFailed(f"harness exited with code {proc.returncode} and no result", _tail(log_path))
-    try:
-        return RepeatResult.model_validate(data)
-    except ValidationError as exc:
-        raise _RunFailed(f"harness result {result_path} is malformed: {exc}", _tail(log_path)) from None
+        raise RunFailed(f"harness exited with code {proc.returncode} and no result", _tail(log_path))
+    return data
 
 
 def check_cpus(cpus: list[int]) -> None:

@@ -9,7 +9,9 @@ import jinja2
 from guard.measure import Change
 from guard.cause import capture_summary, location
 from guard.report._ablation import ablation_lines
+from guard.report import _like_for_like as like_for_like
 from guard.report._attribution import attribution
+from guard.report._launches import fallout_lines, unheld_notes
 from guard.report._schema import ArmInfo, Report
 from guard.report._title import step_metric, title, undecided_sentence, under_threshold_sentence
 from guard.report._trace_text import gap_arithmetic, profile_scale, trace_bullets
@@ -84,6 +86,12 @@ def render_comment(report: Report) -> str:
         ) if report.verdict == "inconclusive" else "",
         step_metric=step_metric(report),
         launch_notes=launch_notes(report),
+        agreement_sentence=like_for_like.agreement_sentence(report),
+        reference_note=like_for_like.reference_note(report),
+        forced_reasons=like_for_like.agreement_reasons(report),
+        host_timed=any(a.host_ms_per_step is not None for b in report.batch_sizes for a in b.arms),
+        fallout_lines=fallout_lines(report),
+        unheld_notes=unheld_notes(report),
         ablations=ablation_lines(report),
         timer_note=(
             "GPU time per step from CUDA events around each step, queued ahead of its start so the host's "

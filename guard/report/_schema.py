@@ -55,6 +55,8 @@ class WorkloadInfo(BaseModel):
     profile_steps: int = 0
     repeats: int
     described: dict[str, Any] = {}  # what the workload says of itself (describe()), per batch size
+    reference: str | None = None  # where the ids that forced every step's input came from; None: free-running
+    reference_error: str | None = None  # the reference process failed, so the processes ran free
 
 
 class Report(BaseModel):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from guard.compare import BatchComparison
 from guard.measure import Change
+from guard.report import _like_for_like as like_for_like
 from guard.report._attribution import cause_tag
+from guard.report._launches import fallout_title
 from guard.report._schema import Report
 
 
@@ -21,24 +23,34 @@ def _sizes(batches: list[BatchComparison]) -> str:
 
 def _why_invalid(report: Report) -> str:
     """The first cause, in a few words; the Why section has the whole message."""
+    forced = like_for_like.why_invalid(report)
     for arm in report.arms:
         if arm.status == "build_failed":
             return f"the {arm.name} arm failed to build"
         if arm.status == "run_failed":
             return f"the workload failed on the {arm.name} arm"
+    if forced:
+        return forced
     for batch in report.batch_sizes:
         if batch.hash_match is False:
             where = f", first at step {batch.mismatch.step}" if batch.mismatch else ""
             return f"output tokens differ between base and head at batch size {batch.batch_size}{where}"
     for batch in report.batch_sizes:
         for arm in batch.arms:
-            if not arm.deterministic:
+            if arm.deterministic is False:
                 return f"the workload is not deterministic on the {arm.arm} arm (batch size {batch.batch_size})"
     return "see the reasons below"
 
 
 def title(report: Report) -> str:
-    """One line: which change, what got slower, where, and by how much."""
+    """One line: which change, what got slower, where, and by how much; and whether decode
+    fell out of its CUDA graphs, which is said even when GPU time moved little."""
+    headline = _headline(report)
+    fallout = fallout_title(report) if report.verdict != "invalid" else ""
+    return f"{headline}; {fallout}" if fallout else headline
+
+
+def _headline(report: Report) -> str:
     head = report.arm(report.head)
     change = f"{head.subject} ({head.sha[:8]})" if head.subject else head.sha[:8]
     measured = [b for b in report.batch_sizes if b.gpu_ms_change is not None]

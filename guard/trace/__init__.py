@@ -1,7 +1,7 @@
 """Trace analysis: read a profiler trace, split it into decode steps, measure each step,
 and compare two traces."""
 
-from guard.trace._diff import BeforeAfter, GapChange, KernelChange, StreamChange, TraceDiff, diff
+from guard.trace._diff import BeforeAfter, GapChange, KernelChange, LaunchChange, StreamChange, TraceDiff, diff
 from guard.trace._figures import (
     GapFigures,
     KernelFigures,
@@ -36,6 +36,7 @@ __all__ = [
     "StreamFigures",
     "Trace",
     "TraceDiff",
+    "LaunchChange",
     "TraceFigures",
     "analyze",
     "assign_steps",

@@ -54,6 +54,15 @@ class KernelChange(BaseModel):
     busy_ms_per_step: BeforeAfter
 
 
+class LaunchChange(BaseModel):
+    """Host launches per step, base -> head. `fell_out_of_graphs`: head launches fewer CUDA
+    graphs and more kernels itself, so part of its decode step no longer replays a graph."""
+
+    graph_launches_per_step: BeforeAfter
+    kernel_launches_per_step: BeforeAfter
+    fell_out_of_graphs: bool = False
+
+
 class TraceDiff(BaseModel):
     base_source: str
     head_source: str
@@ -62,6 +71,7 @@ class TraceDiff(BaseModel):
     api_calls_identical: bool  # the same API calls per step, name by name
     kernels_per_step: BeforeAfter
     api_calls_changed: dict[str, BeforeAfter]
+    launches: LaunchChange | None = None  # None in reports written before launches were counted
     busy_ms_per_step: BeforeAfter
     union_ms_per_step: BeforeAfter
     span_ms_per_step: BeforeAfter
@@ -133,6 +143,7 @@ def diff(base: TraceFigures, head: TraceFigures) -> TraceDiff:
         api_calls_identical=not api_changed,
         kernels_per_step=_pair(base.kernels_per_step, head.kernels_per_step),
         api_calls_changed=api_changed,
+        launches=_launches(base, head),
         busy_ms_per_step=_pair(base.busy_ms_per_step, head.busy_ms_per_step),
         union_ms_per_step=_pair(base.union_ms_per_step, head.union_ms_per_step),
         span_ms_per_step=span,
@@ -334,3 +345,14 @@ def _where_time_went(span: BeforeAfter, idle: BeforeAfter, from_counts_ms: float
     largest = max(causes, key=lambda cause: abs(causes[cause]))
     parts = ", ".join(f"{cause} {value:+.4f} ms" for cause, value in causes.items())
     return f"{span_text}; most of the change is {largest}: {parts}."
+
+
+def _launches(base: TraceFigures, head: TraceFigures) -> LaunchChange:
+    graphs = _pair(base.graph_launches_per_step, head.graph_launches_per_step)
+    kernels = _pair(base.kernel_launches_per_step, head.kernel_launches_per_step)
+    fell_out = (
+        base.graph_launches_per_step > 0
+        and head.graph_launches_per_step < base.graph_launches_per_step - COUNT_TOLERANCE
+        and head.kernel_launches_per_step > base.kernel_launches_per_step + COUNT_TOLERANCE
+    )
+    return LaunchChange(graph_launches_per_step=graphs, kernel_launches_per_step=kernels, fell_out_of_graphs=fell_out)

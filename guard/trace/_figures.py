@@ -11,6 +11,8 @@ out are floats (us or ms), unrounded.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,6 +104,10 @@ class TraceFigures(BaseModel):
     streams: list[StreamFigures] = Field(description="ranked: kernels per step descending, then first appearance")
     gaps: GapFigures
     api_calls_per_step: dict[str, float]
+    # host launches per step, from the API calls: a step captured in CUDA graphs launches a few
+    # graphs and almost no kernels; one that fell out of its graphs launches every kernel itself
+    graph_launches_per_step: float = 0.0
+    kernel_launches_per_step: float = 0.0
     kernels: list[KernelFigures] = Field(description="by name, busiest first")
     per_step: StepSeries
     dropped_activities: int
@@ -141,6 +147,7 @@ def analyze(trace: Trace, steps: int | None = None) -> TraceFigures:
     if len(np.unique(kernels.device)) > 1:
         warnings.append("kernels of several devices: union, span and idle are taken across all of them")
 
+    api_calls = _api_calls_per_step(trace, assignment)
     per_step = StepSeries(
         kernels=kernel_counts.tolist(),
         memcpys=_count_kind(gpu.kind, step, MEMCPY, step_count).tolist(),
@@ -173,7 +180,9 @@ def analyze(trace: Trace, steps: int | None = None) -> TraceFigures:
         ),
         streams=streams,
         gaps=gaps,
-        api_calls_per_step=_api_calls_per_step(trace, assignment),
+        api_calls_per_step=api_calls,
+        graph_launches_per_step=launches_per_step(api_calls, GRAPH_LAUNCH_API),
+        kernel_launches_per_step=launches_per_step(api_calls, KERNEL_LAUNCH_API),
         kernels=_kernel_figures(kernels, gpu.names, step_count),
         per_step=per_step,
         dropped_activities=assignment.dropped_activities,
@@ -331,6 +340,17 @@ def _largest_gaps_sum_ns(gap_ns: np.ndarray, gap_step: np.ndarray, step_count: i
     rank_in_step = np.arange(len(step)) - np.searchsorted(step, step)
     keep = rank_in_step < wanted[step]
     return np.bincount(step[keep], weights=gap_ns[order][keep], minlength=step_count)
+
+
+# The runtime and driver calls that launch work, as the PyTorch profiler and Nsight Systems
+# name them (Nsight appends a version: cudaGraphLaunch_v10000, cudaLaunchKernel_v7000).
+GRAPH_LAUNCH_API = re.compile(r"^(?:cuda|cu|hip)GraphLaunch")
+KERNEL_LAUNCH_API = re.compile(r"^(?:cudaLaunchKernel|cuLaunchKernel|cudaLaunchCooperativeKernel|hipLaunchKernel"
+                               r"|hipModuleLaunchKernel|hipExtModuleLaunchKernel)")
+
+
+def launches_per_step(api_calls_per_step: dict[str, float], api: re.Pattern[str]) -> float:
+    return sum(count for name, count in api_calls_per_step.items() if api.match(name))
 
 
 def _api_calls_per_step(trace: Trace, assignment: StepAssignment) -> dict[str, float]:

@@ -1,0 +1,144 @@
+"""The reference every measured process is forced with (teacher forcing).
+
+In bf16, fresh processes of one commit break near-ties in the argmax differently, so their
+free-running greedy tokens part ways after a few dozen steps, and with them the work each
+step does. Forced with one fixed sequence of inputs, every process of every arm does the same
+work step by step; how often a process's own output disagrees with the reference is then a
+figure to compare, not a reason to give up. The reference comes from one free-running pass of
+the base build, in its own untimed process before the measured ones, or from a file the team
+commits (`workload.reference_file`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ValidationError
+
+from guard._errors import ConfigError
+from guard.measure._models import REFERENCE_FORMAT, ReferenceTokens
+from guard.measure._runner import ArmTarget, HarnessSpec, RunFailed, run_harness
+
+REFERENCE_STEM = "reference"
+REFERENCE_FILE = "reference-tokens.json"
+
+
+class ReferenceOutcome(BaseModel):
+    """What the reference stage hands on. `path` is set when processes are to be forced."""
+
+    tokens: ReferenceTokens | None = None
+    accepts_tokens: bool = False  # the workload's step() takes its input ids
+    path: Path | None = None
+    error: str | None = None  # the reference process failed: measured processes run free
+    seconds: float = 0.0
+
+
+def rows_needed(spec: HarnessSpec) -> int:
+    """Steps after a setup that a measured process may decode: warmup, then on a GPU two timed
+    passes, or the profiled pass if that is longer."""
+    return spec.warmup_steps + max(2 * spec.steps, spec.profile_steps)
+
+
+def make_reference(
+    target: ArmTarget, spec: HarnessSpec, run_dir: Path, timeout_s: float, source: str
+) -> ReferenceOutcome:
+    """Run the reference process on `target` (the base build) and write the file the measured
+    processes read. A workload whose step() takes no ids is not forced."""
+    run_dir = run_dir.resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    payload = spec.model_dump() | {"mode": "reference", "reference": None}
+    try:
+        data = run_harness(target, payload, REFERENCE_STEM, run_dir, timeout_s)
+    except RunFailed as failed:
+        return ReferenceOutcome(error=failed.message, seconds=time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    if not data.get("accepts_tokens"):
+        return ReferenceOutcome(accepts_tokens=False, seconds=seconds)
+    tokens = ReferenceTokens(
+        source=source, batch_sizes={int(run["batch_size"]): run["tokens"] for run in data.get("runs", [])}
+    )
+    return ReferenceOutcome(tokens=tokens, accepts_tokens=True, path=write_reference(tokens, run_dir), seconds=seconds)
+
+
+def write_reference(tokens: ReferenceTokens, run_dir: Path) -> Path:
+    path = run_dir / REFERENCE_FILE
+    path.write_text(tokens.model_dump_json())
+    return path
+
+
+def load_reference_file(path: Path, shown_as: str, spec: HarnessSpec) -> ReferenceTokens:
+    """A committed reference file, checked: every batch size measured, rows as wide as the
+    batch, enough steps, ids that are whole numbers of 0 or more."""
+    hint = "write it with the guard (copy runs/reference-tokens.json of an earlier run), or remove reference_file"
+    try:
+        data: Any = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"workload.reference_file: {shown_as} not found in the base commit; {hint}") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"workload.reference_file: {shown_as} is not JSON ({exc}); {hint}") from None
+    if not isinstance(data, dict) or data.get("format") != REFERENCE_FORMAT:
+        raise ConfigError(f"workload.reference_file: {shown_as} is not a reference-tokens file; {hint}")
+    try:
+        tokens = ReferenceTokens.model_validate(data | {"source": shown_as})
+    except ValidationError as exc:
+        raise ConfigError(f"workload.reference_file: {shown_as} is malformed: {exc.errors()[0]['msg']}; {hint}") from None
+    need = rows_needed(spec)
+    for size in spec.batch_sizes:
+        rows = tokens.rows_for(size)
+        if rows is None:
+            raise ConfigError(f"workload.reference_file: {shown_as} has no batch size {size}; {hint}")
+        if len(rows) < need:
+            raise ConfigError(
+                f"workload.reference_file: {shown_as} holds {len(rows)} steps at batch size {size}, fewer than "
+                f"the {need} a process decodes (warmup_steps + 2 x steps); {hint}"
+            )
+        if any(len(row) != size or any(not isinstance(t, int) or t < 0 for t in row) for row in rows):
+            raise ConfigError(
+                f"workload.reference_file: {shown_as}, batch size {size}: every row must hold {size} token ids "
+                f"(whole numbers, 0 or more); {hint}"
+            )
+    return tokens
+
+
+def prepare_reference(
+    target: ArmTarget,
+    spec: HarnessSpec,
+    run_dir: Path,
+    timeout_s: float,
+    reference_file: str | None,
+    source: str,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[HarnessSpec, ReferenceOutcome]:
+    """The spec every measured process gets, forcing from the reference when there is one, and
+    the reference stage's outcome. `target` is the base build; a `reference_file` is read
+    from its worktree (the base commit), and must lie inside it."""
+    run_dir = run_dir.resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if reference_file:
+        worktree = target.worktree.resolve()
+        path = (worktree / reference_file).resolve()
+        if not path.is_relative_to(worktree):
+            raise ConfigError(f"workload.reference_file: {reference_file} lies outside the repository; "
+                              "give a path inside it, relative to its root")
+        tokens = load_reference_file(path, reference_file, spec)
+        written = write_reference(tokens, run_dir)
+        progress(f"reference: {reference_file} from the base commit forces every step's input")
+        return spec.model_copy(update={"reference": str(written)}), ReferenceOutcome(
+            tokens=tokens, accepts_tokens=True, path=written
+        )
+    progress(f"reference: a free-running greedy pass of {source}, untimed, for the ids every process is forced with")
+    outcome = make_reference(target, spec, run_dir, timeout_s, source)
+    if outcome.error:
+        progress(f"reference: failed ({outcome.error}); the measured processes run free")
+    elif not outcome.accepts_tokens:
+        progress("reference: the workload's step() takes no input ids, so its processes run free "
+                 "(tokens must then match exactly)")
+    else:
+        progress(f"reference: {rows_needed(spec)} steps per batch size in {outcome.seconds:.1f} s")
+    if outcome.path is None:
+        return spec, outcome
+    return spec.model_copy(update={"reference": str(outcome.path)}), outcome

@@ -1,0 +1,96 @@
+"""The comment's words on whether the arms did the same work: forced inputs and how often the
+outputs agreed with the reference, from the comparison's `Agreement` of each batch size."""
+
+from __future__ import annotations
+
+from guard.compare import Agreement, ArmAgreement, BatchComparison
+from guard.report._schema import Report
+
+
+def _forced(report: Report) -> list[tuple[BatchComparison, Agreement]]:
+    return [(b, b.agreement) for b in report.batch_sizes if b.agreement is not None]
+
+
+def agreement_sentence(report: Report) -> str:
+    """What the forcing says of the work, for a comparison that was made: exact, or noise."""
+    forced = _forced(report)
+    if not forced or any(b.verdict == "invalid" for b, _ in forced):
+        return ""
+    source = forced[0][1].reference
+    if all(a.exact for _, a in forced):
+        flips = [(b.batch_size, arm) for b, a in forced for arm in a.arms if arm.some_disagree]
+        if not flips:
+            return (f"Every step's input was forced from {source}, and every process of every arm reproduced its "
+                    "tokens exactly, so the work is like for like.")
+        size, arm = flips[0]
+        dirty = sum(1 for d in arm.disagreements if d)
+        return (f"Every step's input was forced from {source}, so the work is like for like; every base process "
+                f"reproduced its tokens exactly, while {dirty} of {len(arm.disagreements)} {arm.arm} processes "
+                f"disagreed with them (at most {max(arm.disagreements)} of {arm.compared} outputs, batch size {size}): "
+                f"not in every process, so not a change of output, but {arm.arm}'s tokens may not be deterministic.")
+    every = [arm for _, a in forced for arm in a.arms]
+    lowest = min(100 - arm.most_pct for arm in every)
+    most = {name: max((arm.most_pct for arm in every if arm.arm == name), default=0.0)
+            for name in (report.base, report.head)}
+    return (f"Every step's input was forced from {source}: forced alike, each process's own greedy tokens agree "
+            f"with it on {lowest:.1f}% of steps or more, and base's own processes disagree with it as often as "
+            f"head's (up to {most[report.base]:.1f}% and {most[report.head]:.1f}%), so this is numerical noise "
+            "(near-ties in the argmax) and the work is like for like.")
+
+
+def agreement_reasons(report: Report) -> list[str]:
+    """Why a forced comparison is not valid: an arm that ran free, or a head whose output changed."""
+    reasons = []
+    for batch, agreement in _forced(report):
+        if batch.verdict != "invalid":
+            continue
+        size = batch.batch_size
+        for name in agreement.unforced:
+            reasons.append(
+                f"batch size {size}: the {name} arm's workload takes no input ids (`step(tokens)`), so it ran free "
+                f"while the other arms were forced from {agreement.reference}: not like for like"
+            )
+        head = agreement.arm(report.head)
+        if head is not None and head.output_changed:
+            reasons.append(f"batch size {size}: {changed_text(report, agreement, head)}")
+    return reasons
+
+
+def changed_text(report: Report, agreement: Agreement, arm: ArmAgreement) -> str:
+    """The head's output changed: how its disagreements compare with base's, and the first one."""
+    first = arm.first_disagreement
+    where = (f" (first at step {first.step}, sequence {first.sequence}: {first.found} where the reference has "
+             f"{first.expected})" if first else "")
+    counts = ", ".join(str(d) for d in arm.disagreements)
+    if agreement.exact:
+        return (f"the output of {arm.arm} changed: forced with the same inputs, every base process reproduced "
+                f"{agreement.reference} exactly, and {arm.arm}'s processes disagreed with it on {counts} of "
+                f"{arm.compared} outputs{where}; the runs are not like for like, so their timings are not compared")
+    base = agreement.arm(report.base)
+    base_counts = ", ".join(str(d) for d in base.disagreements) if base else "?"
+    return (f"the output of {arm.arm} changed: forced with the same inputs, its processes disagreed with "
+            f"{agreement.reference} on {counts} of {arm.compared} outputs, every one more often than base's own "
+            f"processes ({base_counts}), {arm.excess:.1f} more on average (the rule asks {arm.min_excess:g}){where}; "
+            "this is more than numerical noise, so the timings are not compared")
+
+
+def why_invalid(report: Report) -> str | None:
+    """The forced comparison's cause of an invalid verdict, in a few words, for the title."""
+    for batch, agreement in _forced(report):
+        if batch.verdict != "invalid":
+            continue
+        if agreement.unforced:
+            return f"the {agreement.unforced[0]} arm's workload could not be forced (batch size {batch.batch_size})"
+        head = agreement.arm(report.head)
+        if head is not None and head.output_changed:
+            first = f", first at step {head.first_disagreement.step}" if head.first_disagreement else ""
+            return f"the head's output changed at batch size {batch.batch_size}{first}"
+    return None
+
+
+def reference_note(report: Report) -> str:
+    """A failed reference pass: the processes ran free."""
+    if not report.workload.reference_error:
+        return ""
+    return (f"The reference pass of base failed ({report.workload.reference_error}), so no step's input was "
+            "forced and the tokens had to match exactly.")

@@ -1,0 +1,359 @@
+"""Teacher forcing: the reference process, forced measured processes, and the agreement rule,
+from the harness subprocess up to whole `guard run` pipelines on real git repositories."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from guard.compare import agreement, false_alarm_bound
+from guard.measure import REFERENCE_FORMAT, BatchRun, TokenMismatch
+from tests.conftest import commit_all, git
+from tests.test_harness import engine_spec, run_harness
+
+STEPS, WARMUP = 8, 3
+
+
+# -- the harness ----------------------------------------------------------------------------
+
+
+def write_reference(path: Path, rows_by_size: dict[int, list[list[int]]]) -> Path:
+    path.write_text(json.dumps({"format": REFERENCE_FORMAT, "source": "test",
+                                "batch_sizes": {str(k): v for k, v in rows_by_size.items()}}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("reference")
+    rc, result, stderr = run_harness(tmp, engine_spec(mode="reference", steps=STEPS, warmup_steps=WARMUP), "ref")
+    assert rc == 0, stderr
+    return result
+
+
+def test_reference_process_decodes_free_running_as_long_as_a_measured_one(reference_run: dict[str, Any]) -> None:
+    assert reference_run["accepts_tokens"] is True
+    assert [r["batch_size"] for r in reference_run["runs"]] == [1, 2]
+    for run in reference_run["runs"]:
+        # on a CPU a measured process decodes warmup + one timed pass after each setup
+        assert len(run["tokens"]) == WARMUP + STEPS
+        assert all(len(row) == run["batch_size"] for row in run["tokens"])
+        assert "step_ms" not in run  # untimed
+
+
+def test_forced_with_its_own_reference_a_process_reproduces_it(
+    tmp_path: Path, reference_run: dict[str, Any]
+) -> None:
+    rows = {r["batch_size"]: r["tokens"] for r in reference_run["runs"]}
+    spec = engine_spec(steps=STEPS, warmup_steps=WARMUP, reference=str(write_reference(tmp_path / "r.json", rows)))
+    rc, result, stderr = run_harness(tmp_path, spec)
+    assert rc == 0, stderr
+    for run in result["runs"]:
+        assert run["forced"] is True
+        assert run["tokens"] == rows[run["batch_size"]]
+        assert run["disagreements"] == 0 and run["first_disagreement"] is None
+        assert run["compared"] == (WARMUP + STEPS) * run["batch_size"]
+    assert "inputs forced" in stderr
+
+
+def test_forced_inputs_steer_the_decode(tmp_path: Path, reference_run: dict[str, Any]) -> None:
+    """Other ids forced at one step: the outputs up to it are the reference's, the next one
+    follows the forced id, so it disagrees, and the forcing from then on keeps the rest close."""
+    rows = {r["batch_size"]: [list(row) for row in r["tokens"]] for r in reference_run["runs"]}
+    planted = {size: [list(row) for row in tokens] for size, tokens in rows.items()}
+    k = 5  # the reference output of step k + 1 (1-based) is the input of step k + 2
+    planted[1][k] = [(planted[1][k][0] + 17) % 8192]
+    spec = engine_spec(steps=STEPS, warmup_steps=WARMUP, batch_sizes=[1],
+                       reference=str(write_reference(tmp_path / "r.json", planted)))
+    rc, result, stderr = run_harness(tmp_path, spec)
+    assert rc == 0, stderr
+    run = result["runs"][0]
+    # step k+1 itself was not steered: its output is the reference's true id, not the planted one
+    assert run["first_disagreement"] == {"step": k + 1, "sequence": 0, "expected": planted[1][k][0],
+                                         "found": rows[1][k][0]}
+    assert run["tokens"][:k] == rows[1][:k]
+    assert run["tokens"][k + 1] != rows[1][k + 1]  # step k+2 decoded from the planted id
+    assert run["disagreements"] >= 2
+
+
+def test_a_workload_without_step_tokens_runs_free(tmp_path: Path) -> None:
+    (tmp_path / "wl.py").write_text(
+        "class W:\n"
+        "    def setup(self, b): self.b, self.t = b, 0\n"
+        "    def step(self):\n"
+        "        self.t += 1\n"
+        "        return [self.t % 7] * self.b\n"
+        "def make(): return W()\n"
+    )
+    base = {"entry": "wl.py:make", "root": str(tmp_path), "options": {}, "batch_sizes": [1], "steps": 3,
+            "warmup_steps": 1, "arm": "base", "repeat": 0}
+    rc, ref, stderr = run_harness(tmp_path, base | {"mode": "reference"}, "ref")
+    assert rc == 0, stderr
+    assert ref["accepts_tokens"] is False and ref["runs"] == []  # nothing to force it with: no passes
+    reference = write_reference(tmp_path / "r.json", {1: [[1], [2], [3], [4]]})
+    rc, result, stderr = run_harness(tmp_path, base | {"reference": str(reference)})
+    assert rc == 0, stderr
+    assert result["runs"][0]["forced"] is False and "disagreements" not in result["runs"][0]
+
+
+def test_a_reference_too_short_for_the_pass_is_a_clear_failure(tmp_path: Path) -> None:
+    spec = engine_spec(steps=STEPS, warmup_steps=WARMUP, batch_sizes=[1],
+                       reference=str(write_reference(tmp_path / "r.json", {1: [[3]] * 4})))
+    rc, result, stderr = run_harness(tmp_path, spec)
+    assert rc == 3
+    assert "the reference tokens hold 4 steps, fewer than this pass needs" in result["error"]["message"]
+
+
+# -- the rule -------------------------------------------------------------------------------
+
+
+def forced_runs(counts: list[int], compared: int = 400) -> list[BatchRun]:
+    return [
+        BatchRun(batch_size=1, steps=8, warmup_steps=2, timer="perf_counter", setup_s=0, wall_s=1, tok_per_s=1,
+                 gpu_ms_per_step=1, step_ms=[1.0], tokens=[[0]], sha256=str(i), forced=True, disagreements=d,
+                 compared=compared,
+                 first_disagreement=TokenMismatch(step=3, sequence=0, expected=1, found=2) if d else None)
+        for i, d in enumerate(counts)
+    ]
+
+
+def test_exact_base_makes_a_disagreement_in_every_head_process_a_change() -> None:
+    found = agreement({"base": forced_runs([0, 0, 0]), "head": forced_runs([1, 1, 2])}, "base", "ref")
+    assert found.exact is True
+    head = found.arm("head")
+    assert head is not None and head.output_changed is True and head.min_excess == 0
+    assert head.first_disagreement == TokenMismatch(step=3, sequence=0, expected=1, found=2)
+    # a near-tie in one process is not a change of output, but is kept for the comment
+    rare = agreement({"base": forced_runs([0, 0, 0]), "head": forced_runs([0, 1, 0])}, "base", "ref").arm("head")
+    assert rare is not None and rare.output_changed is False and rare.some_disagree is True
+    same = agreement({"base": forced_runs([0, 0]), "head": forced_runs([0, 0])}, "base", "ref").arm("head")
+    assert same is not None and same.output_changed is False and same.some_disagree is False
+
+
+def test_noisy_base_needs_every_head_process_above_and_enough_excess() -> None:
+    base = forced_runs([4, 5, 5])  # max 5, mean 4.67; with 400 outputs the excess asked is max(2, 0.5% of 400) = 2
+    cases = {
+        (6, 6, 6): False,  # every one above, but only 1.33 more on average
+        (7, 7, 6): True,  # every one above, 2.0 more on average
+        (5, 20, 20): False,  # one head process at base's highest: not above it
+        (40, 200, 90): True,
+    }
+    for counts, changed in cases.items():
+        head = agreement({"base": base, "head": forced_runs(list(counts))}, "base", "ref").arm("head")
+        assert head is not None
+        assert head.output_changed is changed, counts
+        assert head.excess == pytest.approx(sum(counts) / 3 - 14 / 3)
+        assert head.min_excess == 2
+    # the excess asked scales with the outputs compared: 0.5% of 4,000 is 20
+    head = agreement({"base": forced_runs([4, 5, 5], 4000), "head": forced_runs([9, 30, 14], 4000)}, "base", "ref")
+    assert head.arm("head").min_excess == 20 and head.arm("head").output_changed is False  # type: ignore[union-attr]
+
+
+def test_arms_that_ran_free_are_named_not_judged() -> None:
+    free = [r.model_copy(update={"forced": False, "disagreements": None}) for r in forced_runs([0, 0])]
+    found = agreement({"base": forced_runs([1, 2]), "head": free}, "base", "ref")
+    assert found.unforced == ["head"] and found.arm("head") is None
+
+
+def test_the_false_alarm_bound_is_what_a_simulation_of_alike_arms_gives() -> None:
+    """Alike arms (D drawn from one distribution, here rare: 1% per output of 100, so that a
+    base of 5 clean processes happens), 5 processes each: 'every head above every base' calls a
+    change at most 1/252 of the time, whether base came out exact or not."""
+    rng = random.Random(7)
+    trials, calls, above = 20000, 0, 0
+    for _ in range(trials):
+        base_d = [sum(rng.random() < 0.01 for _ in range(100)) for _ in range(5)]
+        head_d = [sum(rng.random() < 0.01 for _ in range(100)) for _ in range(5)]
+        above += min(head_d) > max(base_d)
+        found = agreement({"base": forced_runs(base_d, 100), "head": forced_runs(head_d, 100)}, "base", "ref")
+        calls += found.arm("head").output_changed  # type: ignore[union-attr]
+    bound = false_alarm_bound(5, 5)
+    assert bound == pytest.approx(1 / 252)
+    assert above / trials <= bound * 1.5  # ties make it rarer than the bound; 1.5: room for the draw
+    assert calls <= above
+
+
+# -- whole pipelines ------------------------------------------------------------------------
+
+# Greedy decode whose argmax breaks near-ties differently in every process (as bf16 does on a
+# GPU, where each process picks its own kernels): with FLIP, an output is the runner-up. The
+# per-process seed comes from a counter file, so the test's processes differ from one another
+# while every run of the test is the same.
+NOISY = '''
+import os
+import random
+
+FLIP = {flip}
+SHIFT = {shift}
+WORK = {work}
+AT = {at}  # the one step (from 1) whose output is another token; 0: none
+
+
+def _process_seed():
+    path = os.environ["NOISY_COUNTER"]
+    n = int(open(path).read()) if os.path.exists(path) else 0
+    with open(path, "w") as f:
+        f.write(str(n + 1))
+    return n
+
+
+class Workload:
+    def __init__(self):
+        self.rng = random.Random(1000 + _process_seed())
+
+    def setup(self, batch_size):
+        self.last = [row + 1 for row in range(batch_size)]
+        self.t = 0
+
+    def step({params}):
+        {force}
+        acc = 0
+        for i in range(WORK):
+            acc += i * i
+        self.t += 1
+        out = []
+        for t in self.last:
+            best = (t * 7 + 3 + SHIFT + (self.t == AT)) % 101
+            if self.rng.random() < FLIP:
+                best = (best + 1) % 101
+            out.append(best)
+        self.last = out
+        return out
+
+
+def make():
+    return Workload()
+'''
+
+CONFIG = """
+[workload]
+entry = "wl.py:make"
+batch_sizes = [1]
+steps = 40
+warmup_steps = 4
+[build]
+method = "none"
+install = ""
+[measure]
+repeats = 4
+confirm = false
+"""
+
+
+def write_noisy(repo: Path, flip: float, shift: int = 0, work: int = 2000, forcing: bool = True, at: int = 0) -> None:
+    params, force = ("self, tokens=None", "if tokens is not None: self.last = tokens.tolist()") if forcing \
+        else ("self", "pass")
+    (repo / "wl.py").write_text(NOISY.format(flip=flip, shift=shift, work=work, at=at, params=params, force=force))
+
+
+def noisy_repo(tmp_path: Path, flip: float, forcing: bool = True) -> Path:
+    repo = tmp_path / "engine"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    (repo / "guard.toml").write_text(CONFIG)
+    write_noisy(repo, flip, forcing=forcing)
+    commit_all(repo, "noisy engine")
+    git(repo, "checkout", "--quiet", "-b", "feature")
+    return repo
+
+
+def run_guard(repo: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], str]:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, env=os.environ | {"NOISY_COUNTER": str(tmp_path / "count")},
+    )
+    assert (out / "report.json").exists(), proc.stderr
+    return proc, json.loads((out / "report.json").read_text()), (out / "comment.md").read_text()
+
+
+@pytest.mark.slow
+def test_noisy_argmax_a_a_is_judged_not_invalid(tmp_path: Path) -> None:
+    repo = noisy_repo(tmp_path, flip=0.05)
+    (repo / "note.txt").write_text("no code change\n")
+    commit_all(repo, "a change that cannot matter")
+    proc, report, comment = run_guard(repo, tmp_path)
+    assert report["verdict"] in ("pass", "inconclusive"), report["reasons"]
+    assert proc.returncode == 0, proc.stderr
+    found = report["batch_sizes"][0]["agreement"]
+    assert found["exact"] is False
+    assert all(any(d > 0 for d in arm["disagreements"]) for arm in found["arms"])  # every arm is noisy
+    assert found["arms"][1]["output_changed"] is False
+    assert "numerical noise" in comment and "like for like" in comment
+    # free-running, these processes would have parted ways: their own reference tokens differ
+    assert len({r["sha256"] for r in report["batch_sizes"][0]["arms"]}) >= 1
+
+
+@pytest.mark.slow
+def test_noisy_argmax_with_another_output_is_invalid(tmp_path: Path) -> None:
+    repo = noisy_repo(tmp_path, flip=0.05)
+    write_noisy(repo, flip=0.05, shift=1)  # the next token is another one: the model changed
+    commit_all(repo, "shift every output by one")
+    proc, report, comment = run_guard(repo, tmp_path)
+    assert proc.returncode == 2
+    assert report["verdict"] == "invalid"
+    head = report["batch_sizes"][0]["agreement"]["arms"][1]
+    assert head["arm"] == "head" and head["output_changed"] is True
+    assert min(head["disagreements"]) > 0.8 * head["compared"]
+    assert "the output of head changed" in comment
+    assert "the head's output changed at batch size 1, first at step 1" in comment.splitlines()[1]
+
+
+@pytest.mark.slow
+def test_noisy_argmax_slower_head_is_a_regression(tmp_path: Path) -> None:
+    repo = noisy_repo(tmp_path, flip=0.05)
+    write_noisy(repo, flip=0.05, work=20000)  # ten times the work per step, the same tokens
+    commit_all(repo, "ten times the work")
+    proc, report, comment = run_guard(repo, tmp_path)
+    assert report["verdict"] == "regression", report["reasons"]
+    assert proc.returncode == 1
+    assert report["batch_sizes"][0]["gpu_ms_change"]["pct"] > 100
+    assert "numerical noise" in comment
+
+
+@pytest.mark.slow
+def test_an_exact_engine_whose_head_changes_one_token_is_invalid(tmp_path: Path) -> None:
+    repo = noisy_repo(tmp_path, flip=0.0)
+    write_noisy(repo, flip=0.0, at=20)  # one other token, at step 20, in every process
+    commit_all(repo, "one token changes")
+    proc, report, comment = run_guard(repo, tmp_path)
+    assert report["verdict"] == "invalid"
+    found = report["batch_sizes"][0]["agreement"]
+    assert found["exact"] is True
+    head = found["arms"][1]
+    assert head["output_changed"] is True and head["disagreements"] == [1, 1, 1, 1]
+    assert head["first_disagreement"]["step"] == 20
+    assert "every base process reproduced" in comment
+    assert "first at step 20" in comment.splitlines()[1]
+
+
+@pytest.mark.slow
+def test_an_exact_base_and_a_head_with_rare_flips_is_judged_and_the_flips_reported(tmp_path: Path) -> None:
+    repo = noisy_repo(tmp_path, flip=0.0)
+    write_noisy(repo, flip=0.01)  # near-ties in some processes, not all: not a change by the rule
+    commit_all(repo, "a rounding change")
+    proc, report, comment = run_guard(repo, tmp_path)
+    head = report["batch_sizes"][0]["agreement"]["arms"][1]
+    assert min(head["disagreements"]) == 0 < max(head["disagreements"])  # the seeds give this mix
+    assert head["output_changed"] is False and head["some_disagree"] is True
+    assert report["verdict"] != "invalid", report["reasons"]
+    assert "not in every process" in comment
+
+
+@pytest.mark.slow
+def test_a_free_running_noisy_workload_is_told_how_to_support_forcing(tmp_path: Path) -> None:
+    repo = noisy_repo(tmp_path, flip=0.05, forcing=False)
+    (repo / "note.txt").write_text("no code change\n")
+    commit_all(repo, "a change that cannot matter")
+    proc, report, comment = run_guard(repo, tmp_path)
+    assert report["verdict"] == "invalid"
+    assert report["batch_sizes"][0]["agreement"] is None
+    assert "is not deterministic" in comment
+    assert "`def step(self, tokens=None):`" in comment and "self.input_ids.copy_(tokens)" in comment

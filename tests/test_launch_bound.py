@@ -1,0 +1,124 @@
+"""Launch-bound time: launch counts from traces, decode that fell out of its CUDA graphs, host
+time per step, and GPU-timed passes whose host outran its hold."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from guard.compare import UNHELD_SHARE
+from guard.measure import relative_change, spread
+from guard.report import Report, render_comment
+from guard.report._traces import TraceSection
+from guard.trace import analyze, diff, read_trace
+from guard.trace._figures import GRAPH_LAUNCH_API, KERNEL_LAUNCH_API, launches_per_step
+from tests.test_trace_analysis import annotated_trace
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "traces"
+ONE_GRAPH = FIXTURES / "h200-harness-guard-step-one-graph.json.gz"
+PIECEWISE = FIXTURES / "h200-harness-guard-step-piecewise.json.gz"
+EXAMPLE = REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json"
+
+
+def raw_launches(path: Path) -> tuple[float, float]:
+    """Graph and kernel launches per step, counted from the trace's JSON by name alone."""
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    steps = sum(1 for e in events if e.get("name") == "guard.step" and e.get("ph") == "X"
+                and e.get("cat") == "user_annotation")
+    names = [e["name"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    graphs = sum(1 for n in names if n == "cudaGraphLaunch")
+    kernels = sum(1 for n in names if n in ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx",
+                                            "cudaLaunchKernelExC"))
+    return graphs / steps, kernels / steps
+
+
+def test_launch_names_of_both_profilers_count() -> None:
+    calls = {"cudaGraphLaunch": 1.0, "cudaGraphLaunch_v10000": 2.0, "cuGraphLaunch": 1.0,
+             "cudaLaunchKernel": 3.0, "cuLaunchKernelEx": 4.0, "cudaLaunchKernel_v7000": 5.0,
+             "cudaMemcpyAsync": 7.0, "cudaGraphInstantiate": 9.0}
+    assert launches_per_step(calls, GRAPH_LAUNCH_API) == 4.0
+    assert launches_per_step(calls, KERNEL_LAUNCH_API) == 12.0
+
+
+@pytest.mark.parametrize("path", [ONE_GRAPH, PIECEWISE])
+def test_h200_traces_give_the_launches_their_events_hold(path: Path) -> None:
+    figures = analyze(read_trace(path))
+    graphs, kernels = raw_launches(path)
+    assert figures.graph_launches_per_step == pytest.approx(graphs)
+    assert figures.kernel_launches_per_step == pytest.approx(kernels)
+
+
+def test_a_head_that_launches_its_kernels_itself_fell_out_of_its_graphs() -> None:
+    graphed = analyze(read_trace(ONE_GRAPH))
+    eager = analyze(annotated_trace())  # every kernel its own cudaLaunchKernel, no graph
+    assert graphed.graph_launches_per_step == 1 and eager.graph_launches_per_step == 0
+    change = diff(graphed, eager).launches
+    assert change is not None and change.fell_out_of_graphs is True
+    assert change.kernel_launches_per_step.after == eager.kernel_launches_per_step
+    # the other way round, and a head that splits its graph into more, did not
+    assert diff(eager, graphed).launches.fell_out_of_graphs is False  # type: ignore[union-attr]
+    piecewise = analyze(read_trace(PIECEWISE))
+    assert diff(graphed, piecewise).launches.fell_out_of_graphs is False  # type: ignore[union-attr]
+
+
+def test_the_title_says_decode_fell_out_of_its_graphs_even_when_it_passes() -> None:
+    fell = diff(analyze(read_trace(ONE_GRAPH)), analyze(annotated_trace()))
+    report = Report.model_validate_json(EXAMPLE.read_text())
+    batch = report.batch_sizes[0]
+    passing = batch.model_copy(update={"verdict": "pass", "gpu_ms_verdict": "pass", "tok_per_s_verdict": "pass"})
+    report = report.model_copy(update={
+        "verdict": "pass", "batch_sizes": [passing], "capture": None,
+        "traces": [TraceSection(batch_size=1, profile_steps=8, arms=[], diff=fell)],
+    })
+    comment = render_comment(report)
+    title = comment.splitlines()[1]
+    launches = fell.launches
+    assert launches is not None
+    after, before = launches.kernel_launches_per_step.after, launches.kernel_launches_per_step.before
+    assert (after, before) == (6, raw_launches(ONE_GRAPH)[1])  # 6 hand-made kernels; the fixture's own launches
+    assert title.startswith("**No decode slowdown")
+    assert (f"decode fell out of its CUDA graphs at batch size 1 (0 of 1 graph launches per step left; "
+            f"{after:.0f} kernel launches per step instead of {before:.0f})") in title
+    assert "**Decode fell out of its CUDA graphs at batch size 1**" in comment
+    kept = report.model_copy(update={"traces": [TraceSection(
+        batch_size=1, profile_steps=8, arms=[], diff=diff(analyze(read_trace(ONE_GRAPH)), analyze(read_trace(ONE_GRAPH))))]})
+    assert "fell out" not in render_comment(kept)
+
+
+def test_host_time_per_step_is_its_own_metric_with_an_interval() -> None:
+    report = Report.model_validate_json(EXAMPLE.read_text())
+    batch = report.batch_sizes[0]
+    base_host, head_host = [0.020, 0.021, 0.020], [1.9, 2.0, 2.1]
+    arms = [a.model_copy(update={"host_ms_per_step": spread(v)})
+            for a, v in zip(batch.arms, (base_host, head_host))]
+    change = relative_change(base_host, head_host)
+    report = report.model_copy(update={"batch_sizes": [batch.model_copy(update={
+        "arms": arms, "host_ms_change": change})]})
+    comment = render_comment(report)
+    assert "| tok/s | host ms per step |" in comment
+    assert f"| {change.pct:+.2f}% ({change.interval()}) |" in comment
+    assert "| 0.020 |" in comment and "| 2.000 |" in comment
+
+
+def test_an_arm_whose_host_outran_its_hold_is_flagged() -> None:
+    report = Report.model_validate_json(EXAMPLE.read_text())
+    batch = report.batch_sizes[0]
+    steps = 100
+    base, head = batch.arms[0], batch.arms[1]
+    held = base.model_copy(update={"steps": steps, "unheld_steps": [0, 1, 0]})
+    outran = head.model_copy(update={"steps": steps, "unheld_steps": [90, 96, 99]})
+    assert held.outran_hold is False and outran.outran_hold is True
+    assert outran.unheld_share == pytest.approx(285 / 300)
+    assert UNHELD_SHARE == 0.05
+    one = report.model_copy(update={"batch_sizes": [batch.model_copy(update={"arms": [held, outran]})]})
+    comment = render_comment(one)
+    assert "only the head arm's host was still launching steps when their hold ran out (base 0%, head 95%" in comment
+    base_outran = base.model_copy(update={"steps": steps, "unheld_steps": [50, 60, 70]})
+    both = report.model_copy(update={"batch_sizes": [batch.model_copy(update={"arms": [base_outran, outran]})]})
+    assert "includes launch time in both arms" in render_comment(both)
+    neither = report.model_copy(update={"batch_sizes": [batch.model_copy(update={"arms": [held, held]})]})
+    assert "hold ran out" not in render_comment(neither)
