@@ -102,8 +102,8 @@ class HFDecode:
             self.source = str(model)
             self.model = self._load(transformers, model, attn_implementation)
         else:
-            self.source = f"random {model_type if config is None else config.get('model_type', model_type)}"
             self.model = self._build(transformers, config, model_type, sizes, attn_implementation)
+            self.source = f"random {self.model.config.model_type}"
         self.model = self.model.to(device=self.device).eval().requires_grad_(False)
         text_config = self.model.config.get_text_config(decoder=True)
         self.config = text_config
