@@ -46,11 +46,15 @@ def kernels_per_step(engine: RefEngine, steps: int, trace_path: Path | None) -> 
     events = json.loads(data)["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
     streams = collections.Counter(e.get("args", {}).get("stream") for e in kernels)
-    launches = sum(1 for e in events if e.get("name") == "cudaGraphLaunch")
+    names = [str(e.get("name", "")) for e in events if e.get("cat") != "kernel"]
+    launches = sum(1 for name in names if name.startswith(("cudaGraphLaunch", "cuGraphLaunch")))
+    # kernels the host launched one by one; a graph's kernels count in kernels_per_step only
+    kernel_launches = sum(1 for name in names if name.startswith(("cudaLaunchKernel", "cuLaunchKernel")))
     return {
         "kernels_per_step": len(kernels) / steps,
         "streams": {str(k): v / steps for k, v in sorted(streams.items(), key=str)},
         "graph_launches_per_step": launches / steps,
+        "kernel_launches_per_step": kernel_launches / steps,
     }
 
 
