@@ -154,3 +154,11 @@ def test_split_step_is_two_graphs_with_the_same_tokens() -> None:
     assert decode(RefEngine(long_kv_layers=2, layers=4), 2, 16) == eager
     assert len(split.graphs) == 2 and split.idle_us == 0  # two graphs; the wait between them is a no-op
     assert len(injected.graphs) == 2 and injected.idle_after == 0
+
+
+def test_a_split_head_decodes_what_one_gemm_does_on_cpu() -> None:
+    """Split along d_model and summed with index_add_, the head computes the same logits (up
+    to rounding): in float32 the same greedy tokens come out."""
+    assert decode(RefEngine(device="cpu", head_splits=4, **SMALL), 2, 12) == decode(RefEngine(device="cpu", **SMALL), 2, 12)
+    with pytest.raises(ValueError, match="head_splits"):
+        RefEngine(device="cpu", head_splits=3, **SMALL)

@@ -55,6 +55,8 @@ class RefEngine:
         self.spec = ModelSpec(**spec_fields)
         if not 0 <= self.spec.long_kv_layers <= self.spec.layers:
             raise ValueError(f"long_kv_layers must be between 0 and layers ({self.spec.layers})")
+        if self.spec.head_splits < 0 or (self.spec.head_splits and self.spec.d_model % self.spec.head_splits):
+            raise ValueError(f"head_splits must be 0 or divide d_model ({self.spec.d_model})")
         self.prompt_len = prompt_len
         self.capture_mode = capture_mode or os.environ.get(MODE_ENV) or CAPTURE_MODE
         if self.capture_mode not in ("step", "layer"):
@@ -140,6 +142,7 @@ class RefEngine:
             "vocab": self.spec.vocab,
             "max_len": self.spec.max_len,
             "long_kv_layers": self.spec.long_kv_layers,
+            "head_splits": self.spec.head_splits,
             "capture_mode": self.capture_mode if self.graphs else "eager",
             "graphs_per_step": len(self.graphs),
             "idle_us": self.idle_us,

@@ -27,6 +27,11 @@ class ModelSpec:
     # work in those layers' attention. A knob to make kernels slower by a chosen amount.
     long_kv_layers: int = 0
     long_kv_len: int = 2048
+    # The LM head's GEMM split along d_model into this many parts whose partial logits are
+    # summed in the model's dtype with atomic adds (index_add_), in an order that varies from
+    # run to run on a GPU: the nondeterminism of split-K decode GEMMs, which in bf16 breaks
+    # near-ties in the argmax differently from process to process. 0: one GEMM (deterministic).
+    head_splits: int = 0
 
     def kv_len(self, layer: int) -> int:
         return max(self.long_kv_len, self.max_len) if layer < self.long_kv_layers else self.max_len
@@ -172,7 +177,17 @@ class Decoder:
             return (torch.nn.functional.silu(h @ lw["s_gate"]) * (h @ lw["s_up"])) @ lw["s_down"]
 
     def head(self, x: torch.Tensor, state: DecodeState) -> None:
-        logits = _rms_norm(x, self.w.norm_f) @ self.w.lm_head
+        h = _rms_norm(x, self.w.norm_f)
+        splits = self.spec.head_splits
+        if splits:
+            batch, width = h.shape
+            parts = h.view(batch, splits, width // splits).transpose(0, 1)  # [splits, B, d / splits]
+            partial = parts @ self.w.lm_head.view(splits, width // splits, -1)  # [splits, B, vocab]
+            logits = torch.zeros(batch, partial.shape[-1], device=h.device, dtype=h.dtype)
+            rows = torch.arange(batch, device=h.device).repeat(splits)
+            logits.index_add_(0, rows, partial.reshape(splits * batch, -1))
+        else:
+            logits = h @ self.w.lm_head
         state.token.copy_(logits.argmax(-1))
         state.pos.add_(1)
 
