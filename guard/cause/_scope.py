@@ -73,12 +73,12 @@ class ScopeIndex:
         return scopes
 
     def _called_apis(self, node: ast.AST) -> list[str]:
-        """APIs in the calls (and torch.compile modes) inside `node`, annotations left out."""
+        """APIs in the calls inside `node`, annotations left out. A torch.compile call is not one:
+        whether it captures, and what it captures, is for _compile to say."""
         fragments: list[str] = []
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call):
                 fragments.append(self._segment(sub.func) + "()")
-                fragments += [self._segment(k) for k in sub.keywords if k.arg == "mode"]
             elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 # a bare decorator such as @cuda_graph_runner is a call too
                 fragments += [self._segment(d) for d in sub.decorator_list if not isinstance(d, ast.Call)]
