@@ -142,9 +142,12 @@ class _FileCheck:
     def _scope_apis(self, block: Block) -> list[str]:
         if self._head_index is None and self._base_index is None:
             return [a.name for a in find_apis(block.header)]  # only git's hunk header to go by
-        head = _union(self._head_index, block.new_start, len(block.added))
-        base = _union(self._base_index, block.old_start, len(block.removed))
-        return list(dict.fromkeys(a for scope in [*head, *base] for a in scope.apis))
+        found: list[str] = []
+        for index, start, count in ((self._head_index, block.new_start, len(block.added)),
+                                    (self._base_index, block.old_start, len(block.removed))):
+            lines = range(start, start + count)
+            found += [a for scope in _union(index, start, count) for a in scope.apis_at(lines)]
+        return list(dict.fromkeys(found))
 
     @cached_property
     def _head_index(self) -> ScopeIndex | None:

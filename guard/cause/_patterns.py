@@ -19,11 +19,14 @@ class ApiPattern:
     is_call: bool  # True when the name reads naturally as "a `name` call" in prose
     reason: str
     spell: Callable[[re.Match[str]], str] | None = None  # how a match is named, when `name` is None
+    # True for the row of names that only say "cuda graph" (CUDAGraphRunner, capture_cudagraph):
+    # calling such a def is not itself a graph API call
+    name_only: bool = False
 
 
 def _row(pattern: str, name: str | None, is_call: bool, reason: str, flags: int = 0,
-         spell: Callable[[re.Match[str]], str] | None = None) -> ApiPattern:
-    return ApiPattern(re.compile(pattern, flags), name, is_call, reason, spell)
+         spell: Callable[[re.Match[str]], str] | None = None, name_only: bool = False) -> ApiPattern:
+    return ApiPattern(re.compile(pattern, flags), name, is_call, reason, spell, name_only)
 
 
 # torch._dynamo (and torch.compiler) settings that decide where a compiled graph is split, or
@@ -84,7 +87,7 @@ API_PATTERNS: tuple[ApiPattern, ...] = (
          False, "engine settings that turn CUDA graphs off or size them (enforce_eager, eager_mode...)",
          re.IGNORECASE, spell=lambda m: canonical(m[0])),
     _row(r"\w*cuda[_-]?graph\w*", None, False,
-         "names such as CUDAGraphRunner, cuda_graph_max_bs, enable_cudagraph", re.IGNORECASE),
+         "names such as CUDAGraphRunner, cuda_graph_max_bs, enable_cudagraph", re.IGNORECASE, name_only=True),
 )
 
 # Names that change capture only inside code a capturing torch.compile traces: a graph break
@@ -109,6 +112,7 @@ PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
 class ApiMatch:
     name: str
     is_call: bool
+    name_only: bool = False
 
 
 def find_apis(text: str, rows: tuple[ApiPattern, ...] = API_PATTERNS) -> list[ApiMatch]:
@@ -121,7 +125,7 @@ def find_apis(text: str, rows: tuple[ApiPattern, ...] = API_PATTERNS) -> list[Ap
             if any(s <= start and end <= e for s, e in taken):
                 continue
             taken.append((start, end))
-            found.append((start, ApiMatch(_display(row, match), row.is_call)))
+            found.append((start, ApiMatch(_display(row, match), row.is_call, row.name_only)))
     seen: set[str] = set()
     ordered: list[ApiMatch] = []
     for _, api in sorted(found, key=lambda item: item[0]):
