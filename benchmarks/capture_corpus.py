@@ -38,7 +38,7 @@ INDEX = CORPUS / "index.json"
 Label = Literal["capture", "other"]
 
 # Python files up to this many lines keep the whole file as context; larger ones their enclosing defs.
-FULL_FILE_LINES = 1500
+FULL_FILE_LINES = 2500
 # A file section larger than this after the def-level context falls back to a few lines around each change.
 MAX_SECTION_BYTES = 60_000
 FALLBACK_CONTEXT_LINES = 25
