@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from guard.cause._compile import DECIDING_ARGUMENTS, CompileView, Site
 from guard.cause._models import CaptureSetting, CompileReach
 from guard.cause._patterns import find_region_apis
+from guard.cause._values import Source
 
 
 @dataclass
@@ -57,7 +58,7 @@ class CompileCheck:
                 if touched and self._captures(site, view, other):
                     add(self._reach("call-site", side, site, view, other))
             for site, argument, source in view.sources_touching(start, end):
-                if not any(source.start <= n <= source.end for n in lines):
+                if not any(source.start <= n <= source.end for n in lines) or self._kept(site, source, view, other):
                     continue
                 deciding = argument in DECIDING_ARGUMENTS or argument.startswith("**")
                 if deciding or self._captures(site, view, other):
@@ -80,6 +81,12 @@ class CompileCheck:
             found.added_apis = [a.name for a in find_region_apis("\n".join(added.values()))]
             found.removed_apis = [a.name for a in find_region_apis("\n".join(removed.values()))]
         return found
+
+    def _kept(self, site: Site, source: Source, view: CompileView, other: CompileView | None) -> bool:
+        """Whether the other version has the same value as written: the change is elsewhere on its lines."""
+        paired = _pair(site, view, other)
+        return paired is not None and any(s.name == source.name and s.text == source.text
+                                          for _, s in paired.sources())
 
     def _captures(self, site: Site, view: CompileView, other: CompileView | None) -> bool:
         paired = _pair(site, view, other)

@@ -44,6 +44,7 @@ class Source:
     start: int
     end: int
     via: str | None = None  # the self attribute the value reaches the expression through, if any
+    text: str = ""  # the value as written, to tell a changed value from one that shares its line
 
 
 @dataclass
@@ -158,14 +159,14 @@ class ValueResolver:
         origin = inner.origin
         if constant and origin == "literal":
             origin = "constant"
-        own = Source(name, stmt.lineno, stmt.end_lineno or stmt.lineno, via)
+        own = Source(name, stmt.lineno, stmt.end_lineno or stmt.lineno, via, ast.unparse(stmt))
         return Resolved(inner.value, origin, inner.overridable, inner.env_var, [own, *inner.sources])
 
     def _default(self, name: str, default: ast.expr | None, via: str | None, seen: frozenset[str]) -> Resolved:
         if default is None:
             return Resolved(UNKNOWN, "parameter", True)
         inner = self.resolve(default, MODULE, via, seen)
-        own = Source(f"{name}=", default.lineno, default.end_lineno or default.lineno, via)
+        own = Source(f"{name}=", default.lineno, default.end_lineno or default.lineno, via, ast.unparse(default))
         return Resolved(inner.value, "parameter", True, inner.env_var, [own, *inner.sources])
 
     def _self_attribute(self, attr: str, where: Where, via: str | None, seen: frozenset[str]) -> Resolved:
@@ -203,13 +204,14 @@ class ValueResolver:
         for cls in self.classes.values():
             for stmt, value in _assignments(cls.body, descend_defs=False).get(attr, []):
                 inner = self.resolve(value, MODULE, via, seen)
-                own = Source(f"{cls.name}.{attr}", stmt.lineno, stmt.end_lineno or stmt.lineno, via)
+                own = Source(f"{cls.name}.{attr}", stmt.lineno, stmt.end_lineno or stmt.lineno, via,
+                             ast.unparse(stmt))
                 results.append(Resolved(inner.value, "config", True, inner.env_var, [own, *inner.sources]))
                 results += self._constructor_keywords(cls.name, attr, via, seen)
         for call, default in _argparse_options(self.tree).get(attr, []):
             inner = self.resolve(default, MODULE, via, seen) if default is not None else Resolved(None, "literal")
             flag = f"--{attr.replace('_', '-')}"
-            own = Source(flag, call.lineno, call.end_lineno or call.lineno, via)
+            own = Source(flag, call.lineno, call.end_lineno or call.lineno, via, ast.unparse(call))
             results.append(Resolved(inner.value, "argument", True, inner.env_var, [own, *inner.sources]))
         if not results:
             # the object itself may come from this file: its own sources still decide the field
@@ -226,7 +228,7 @@ class ValueResolver:
                     if keyword.arg == attr:
                         inner = self.resolve(keyword.value, self.where(node.lineno), via, seen)
                         own = Source(f"{cls_name}({attr}=)", keyword.value.lineno,
-                                     keyword.value.end_lineno or keyword.value.lineno, via)
+                                     keyword.value.end_lineno or keyword.value.lineno, via, ast.unparse(keyword.value))
                         found.append(Resolved(inner.value, "config", True, inner.env_var, [own, *inner.sources]))
         return found
 
