@@ -498,6 +498,19 @@ def test_a_graph_break_in_a_function_that_is_never_compiled_is_not_capture(tmp_p
     assert changes.files == []
 
 
+def test_setting_an_attribute_of_torch_does_not_assign_torch(tmp_path):
+    repo, base = make_repo(tmp_path, {"generate.py": """\
+        import torch
+
+        torch._inductor.config.fx_graph_cache = False
+
+        def main():
+            torch.profiler._utils._init_for_cuda_graphs()
+        """})
+    changes = changes_after(repo, base, ("generate.py", "fx_graph_cache = False", "fx_graph_cache = True"))
+    assert changes.files == []  # main() reads `torch`, but the line sets an inductor cache option
+
+
 def test_compile_words_in_prose_are_not_capture(tmp_path):
     repo, base = make_repo(tmp_path, {"README.md": "# Engine\n\nRuns eagerly.\n"})
     changes = changes_after(repo, base, ("README.md", "Runs eagerly.",

@@ -23,9 +23,9 @@ from guard.cause._scope import ScopeIndex
 from guard.cause._values import UNKNOWN, Resolved, Source, ValueResolver, Where
 
 CAPTURING_MODES = frozenset({"reduce-overhead", "max-autotune"})
-# Arguments whose value decides whether a site captures at all, and those that shape what it captures.
+# Arguments whose value decides whether a site captures at all (fullgraph, dynamic and the
+# rest only shape what a capturing site captures).
 DECIDING_ARGUMENTS = ("mode", "options", "backend")
-SHAPING_ARGUMENTS = ("fullgraph", "dynamic")
 _COMPILE = "torch.compile"
 
 
@@ -73,14 +73,14 @@ class Site:
 
     def sources(self) -> list[tuple[str, Source]]:
         """(argument, source) for every statement whose value reaches one of the site's arguments."""
-        found = [(name, s) for name, value in self.arguments.items() if name != "_target" for s in value.sources]
+        found = [(name, s) for name, value in self.arguments.items() for s in value.sources]
         found += [(f"**{name}", s) for name, value in self.spread.items() for s in value.sources]
         found += [("condition", s) for gate in self.gates for s in gate.sources]
         return found
 
     def key(self) -> tuple[str, str, str]:
         """What pairs a site of base with its version in head."""
-        target = ast.unparse(self.target_expr) if self.target_expr is not None else ""
+        target = ast.unparse(self.target_expr) if self.target_expr is not None else self.target or ""
         return (self.form, self.caller, target)
 
     def model(self) -> CompileSite:

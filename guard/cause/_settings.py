@@ -172,9 +172,10 @@ def _assigned_names(stmt: ast.stmt) -> list[str]:
         return []
     names: list[str] = []
     for target in targets:
-        for node in ast.walk(target):
-            if isinstance(node, ast.Name):
-                names.append(node.id)
+        # `torch._inductor.config.x = ...` sets an attribute of torch; it does not assign `torch`
+        elements = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+        names += [e.id for e in elements if isinstance(e, ast.Name)]
+        names += [e.value.id for e in elements if isinstance(e, ast.Starred) and isinstance(e.value, ast.Name)]
     return names
 
 
