@@ -2,7 +2,15 @@
 
 from guard.cause._detect import find_capture_changes
 from guard.cause._location import location
-from guard.cause._models import CaptureChange, CaptureChanges, CaptureHunk, CaptureSetting, LineRange
+from guard.cause._models import (
+    CaptureChange,
+    CaptureChanges,
+    CaptureHunk,
+    CaptureSetting,
+    CompileReach,
+    CompileSite,
+    LineRange,
+)
 from guard.cause._patterns import API_PATTERNS
 from guard.cause._summary import capture_summary
 
@@ -12,6 +20,8 @@ __all__ = [
     "CaptureChanges",
     "CaptureHunk",
     "CaptureSetting",
+    "CompileReach",
+    "CompileSite",
     "LineRange",
     "capture_summary",
     "find_capture_changes",

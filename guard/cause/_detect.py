@@ -1,10 +1,13 @@
 """find_capture_changes: which hunks of `git diff base...head` touch CUDA graph capture.
 
 A block of changed lines counts when
- - its added or removed lines name a graph API (see _patterns.API_PATTERNS), or
+ - its added or removed lines name a graph API (see _patterns.API_PATTERNS) or change an
+   engine's graph setting (see _engines), or
  - the def it sits in calls one, or a def/class around it is named for one (a Python
    file's scopes come from its own source; other files fall back to git's hunk header), or
  - it assigns a module-level setting that capture code reads (see _settings), or
+ - it reaches a torch.compile site that captures: the call itself, a value its arguments
+   read, code the compiled function traces, a call of the compiled function (see _compile_check), or
  - its file matches one of the `[capture] globs`.
 """
 
@@ -15,7 +18,10 @@ from functools import cached_property
 from pathlib import Path
 
 from guard.cause import _git
+from guard.cause._compile import CompileView
+from guard.cause._compile_check import BlockReach, CompileCheck
 from guard.cause._diff import Block, FileDiff, parse_diff
+from guard.cause._engines import canonical, is_setting, unchanged_settings
 from guard.cause._globs import matching_glob
 from guard.cause._models import CaptureChange, CaptureChanges, CaptureHunk, CaptureSetting, LineRange, MatchedBy
 from guard.cause._patterns import code_text, find_apis, is_comment_line, is_doc_path, is_python_path
@@ -65,12 +71,22 @@ class _FileCheck:
 
     def _hunk(self, block: Block) -> CaptureHunk | None:
         path = self.diff.path
-        added_apis = [] if self.prose else [a.name for a in find_apis(code_text(block.added, path))]
-        removed_apis = [] if self.prose else [a.name for a in find_apis(code_text(block.removed, path))]
+        added_text, removed_text = code_text(block.added, path), code_text(block.removed, path)
+        added_apis = [] if self.prose else [a.name for a in find_apis(added_text)]
+        removed_apis = [] if self.prose else [a.name for a in find_apis(removed_text)]
+        # an engine setting given the same value on both sides is left as it was
+        kept = unchanged_settings(removed_text, added_text)
+        if kept:
+            added_apis = [a for a in added_apis if not (is_setting(a) and canonical(a) in kept)]
+            removed_apis = [a for a in removed_apis if not (is_setting(a) and canonical(a) in kept)]
         # blank and comment-only changes do not change what runs, whatever def they sit in
         has_code = any(line.strip() and not is_comment_line(line, path) for _, line in block.lines)
         scope_apis = self._scope_apis(block) if has_code and not self.prose else []
         settings = self._settings(block) if has_code else []
+        compiled = self._compile(block) if has_code and not self.prose else BlockReach()
+        added_apis += [a for a in compiled.added_apis if a not in added_apis]
+        removed_apis += [a for a in compiled.removed_apis if a not in removed_apis]
+        settings += [s for s in compiled.settings if s not in settings]
 
         matched: list[MatchedBy] = []
         if added_apis or removed_apis or scope_apis:
@@ -79,6 +95,10 @@ class _FileCheck:
             matched.append("glob")
         if settings:
             matched.append("capture-setting")
+        if any(r.how in ("call-site", "captured-call") for r in compiled.reaches):
+            matched.append("compile")
+        if any(r.how == "compiled-code" for r in compiled.reaches):
+            matched.append("compiled-code")
         if not matched:
             return None
         return CaptureHunk(
@@ -90,9 +110,29 @@ class _FileCheck:
             removed_apis=removed_apis,
             scope_apis=[a for a in scope_apis if a not in added_apis and a not in removed_apis],
             settings=settings,
+            compile=compiled.reaches,
             function=self._function(block),
             excerpt=_excerpt(block),
         )
+
+    def _compile(self, block: Block) -> BlockReach:
+        if self._compile_check is None:
+            return BlockReach()
+        path = self.diff.path
+
+        def code(lines: list[str], start: int) -> dict[int, str]:
+            return {start + i: line for i, line in enumerate(lines)
+                    if line.strip() and not is_comment_line(line, path)}
+
+        return self._compile_check.block(code(block.added, block.new_start), code(block.removed, block.old_start))
+
+    @cached_property
+    def _compile_check(self) -> CompileCheck | None:
+        views = [CompileView(index) if index is not None and index.tree is not None else None
+                 for index in (self._head_index, self._base_index)]
+        if all(view is None or not view.sites for view in views):
+            return None
+        return CompileCheck(*views)
 
     # -- scopes -------------------------------------------------------------------------
 
@@ -102,9 +142,12 @@ class _FileCheck:
     def _scope_apis(self, block: Block) -> list[str]:
         if self._head_index is None and self._base_index is None:
             return [a.name for a in find_apis(block.header)]  # only git's hunk header to go by
-        head = _union(self._head_index, block.new_start, len(block.added))
-        base = _union(self._base_index, block.old_start, len(block.removed))
-        return list(dict.fromkeys(a for scope in [*head, *base] for a in scope.apis))
+        found: list[str] = []
+        for index, start, count in ((self._head_index, block.new_start, len(block.added)),
+                                    (self._base_index, block.old_start, len(block.removed))):
+            lines = range(start, start + count)
+            found += [a for scope in _union(index, start, count) for a in scope.apis_at(lines)]
+        return list(dict.fromkeys(found))
 
     @cached_property
     def _head_index(self) -> ScopeIndex | None:

@@ -6,8 +6,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-MatchedBy = Literal["api", "glob", "capture-setting"]
+MatchedBy = Literal["api", "glob", "capture-setting", "compile", "compiled-code"]
+MATCH_ORDER: tuple[MatchedBy, ...] = ("api", "glob", "capture-setting", "compile", "compiled-code")
 FileStatus = Literal["added", "modified", "deleted", "renamed", "copied"]
+CompileForm = Literal["call", "decorator"]
+# Where a compile argument's value comes from; "default": the argument is not given.
+ModeSource = Literal[
+    "literal", "constant", "environment", "parameter", "attribute", "config", "argument", "unknown", "default"
+]
+# How a changed block reaches a compile site: it edits the call or decorator, a value one of
+# its arguments reads, code the compiled target traces, or a call of what the site returned.
+CompileHow = Literal["call-site", "argument", "compiled-code", "captured-call"]
 
 
 class _Frozen(BaseModel):
@@ -39,6 +48,59 @@ class CaptureSetting(_Frozen):
         description="The capture call whose condition reads it, e.g. '_capture()'; None: a capture def reads it.",
     )
     via: str | None = Field(default=None, description="The self attribute it is read through, if any.")
+    argument: str | None = Field(
+        default=None,
+        description="The torch.compile argument it reaches: 'mode', 'options', 'backend', 'fullgraph', 'dynamic', "
+        "'**<name>', or 'condition' (an if around the call); None: capture code reads it.",
+    )
+
+
+class CompileSite(_Frozen):
+    """A torch.compile call or decorator in one version of a file, as far as that file tells."""
+
+    line: int = Field(ge=1, description="First line of the call or decorator in that version.")
+    caller: str = Field(description="Qualified name of the def holding the call, or 'module level'.")
+    form: CompileForm
+    target: str | None = Field(
+        default=None,
+        description="What it compiles: the qualified name of a def ('Decoder.forward' for a module), "
+        "or the argument's text when the file does not show the def.",
+    )
+    mode: str | None = Field(
+        default=None, description="The mode the file gives it (an environment or parameter default counts); "
+        "None: no mode given, or not known.")
+    mode_known: bool = Field(description="The file fixes the mode: a literal, a constant, or none given.")
+    mode_source: ModeSource
+    env_var: str | None = Field(default=None, description="The environment variable that can override the mode.")
+    backend: str | None = None
+    fullgraph: bool | None = None
+    dynamic: bool | None = None
+    cudagraphs_option: bool | None = Field(default=None, description='options["triton.cudagraphs"], when given.')
+    captures_graphs: bool = Field(description="A capturing mode or option, or a mode the file does not fix.")
+
+
+class CompileReach(_Frozen):
+    """How a changed block reaches a torch.compile site (at least one of head and base is set)."""
+
+    how: CompileHow
+    head: CompileSite | None = Field(default=None, description="The site in head, if it is there.")
+    base: CompileSite | None = Field(default=None, description="The site in the merge base, if it was there.")
+    argument: str | None = Field(default=None, description="For 'argument': which argument the value reaches.")
+    function: str | None = Field(
+        default=None, description="For 'compiled-code': the traced def the change sits in; for 'captured-call': "
+        "the def holding the call.")
+    chain: list[str] = Field(
+        default_factory=list, description="For 'compiled-code': the defs from the compiled target down to `function`.")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mode_before(self) -> str | None:
+        return self.base.mode if self.base is not None else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mode_after(self) -> str | None:
+        return self.head.mode if self.head is not None else None
 
 
 class CaptureHunk(_Frozen):
@@ -54,6 +116,7 @@ class CaptureHunk(_Frozen):
         default_factory=list, description="Graph APIs the enclosing def calls, or its def/class names say."
     )
     settings: list[CaptureSetting] = Field(default_factory=list)
+    compile: list[CompileReach] = Field(default_factory=list, description="The torch.compile sites it reaches.")
     function: str | None = Field(default=None, description="Qualified name of the enclosing def or class.")
     excerpt: list[str] = Field(default_factory=list, description="The first changed lines, '+'/'-' prefixed.")
 
@@ -85,7 +148,7 @@ class CaptureChange(_Frozen):
         found = {m for h in self.hunks for m in h.matched_by}
         if self.glob is not None:
             found.add("glob")  # also when there are no text hunks: a binary change, a pure rename
-        return [m for m in ("api", "glob", "capture-setting") if m in found]  # type: ignore[misc]
+        return [m for m in MATCH_ORDER if m in found]
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -2,6 +2,9 @@
 
 A def "uses" an API when it calls one (its body or decorators), not when it merely names
 the type in an annotation: `self.graphs: list[CUDAGraph]` in __init__ captures nothing.
+A def that only calls defs named for CUDA graphs (`self.capture_cudagraph()`) uses them at
+those calls: its anchors are the statements making them and the if/for/while headers
+around them, so the rest of a long `__init__` or `main` is not capture code.
 Files that do not parse fall back to looking back for `def`/`class` lines by indentation.
 """
 
@@ -25,6 +28,13 @@ class Scope:
     end: int
     apis: list[str] = field(default_factory=list)  # APIs its name says, and for a def, those it calls
     node: ast.AST | None = None
+    # API -> the line spans where it counts, for APIs the def has only by calling defs named for graphs
+    anchors: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def apis_at(self, lines: range) -> list[str]:
+        """The APIs that make a change on `lines` a change to capture code."""
+        return [a for a in self.apis
+                if a not in self.anchors or any(s <= n <= e for n in lines for s, e in self.anchors[a])]
 
 
 class ScopeIndex:
@@ -60,32 +70,46 @@ class ScopeIndex:
                     starts = [child.lineno] + [d.lineno for d in child.decorator_list]
                     kind = "class" if isinstance(child, ast.ClassDef) else "def"
                     apis = [a.name for a in find_apis(child.name)]
+                    anchors: dict[str, list[tuple[int, int]]] = {}
                     if kind == "def":
-                        apis += [a for a in self._called_apis(child) if a not in apis]
+                        called, anchors = self._called_apis(child, parents)
+                        anchors = {a: spans for a, spans in anchors.items() if a not in apis}
+                        apis += [a for a in called if a not in apis]
                     scopes.append(Scope(kind, child.name, qualname, min(starts),
-                                        child.end_lineno or child.lineno, apis, child))
+                                        child.end_lineno or child.lineno, apis, child, anchors))
                     visit(child, qualname + ".")
                 else:
                     visit(child, prefix)
 
+        parents = {id(child): parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
         visit(tree, "")
         scopes.sort(key=lambda s: (s.start, -s.end))
         return scopes
 
-    def _called_apis(self, node: ast.AST) -> list[str]:
-        """APIs in the calls (and torch.compile modes) inside `node`, annotations left out."""
-        fragments: list[str] = []
+    def _called_apis(self, node: ast.AST, parents: dict[int, ast.AST]
+                     ) -> tuple[list[str], dict[str, list[tuple[int, int]]]]:
+        """APIs in the calls inside `node`, annotations left out, and the anchors of those it only
+        calls by a graph-ish name. A torch.compile call is not one: whether it captures, and
+        what it captures, is for _compile to say."""
+        fragments: list[tuple[str, ast.AST]] = []
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call):
-                fragments.append(self._segment(sub.func) + "()")
-                fragments += [self._segment(k) for k in sub.keywords if k.arg == "mode"]
+                fragments.append((self._segment(sub.func) + "()", sub))
             elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 # a bare decorator such as @cuda_graph_runner is a call too
-                fragments += [self._segment(d) for d in sub.decorator_list if not isinstance(d, ast.Call)]
+                fragments += [(self._segment(d), d) for d in sub.decorator_list if not isinstance(d, ast.Call)]
         seen: list[str] = []
-        for fragment in fragments:
-            seen += [a.name for a in find_apis(fragment) if a.name not in seen]
-        return seen
+        anchors: dict[str, list[tuple[int, int]]] = {}
+        primitive: set[str] = set()
+        for fragment, where in fragments:
+            for api in find_apis(fragment):
+                if api.name not in seen:
+                    seen.append(api.name)
+                if api.name_only:
+                    anchors.setdefault(api.name, []).extend(_anchor_spans(where, node, parents))
+                else:
+                    primitive.add(api.name)
+        return seen, {a: spans for a, spans in anchors.items() if a not in primitive}
 
     def _segment(self, node: ast.AST) -> str:
         start, end = getattr(node, "lineno", 0), getattr(node, "end_lineno", 0)
@@ -130,6 +154,24 @@ class ScopeIndex:
                 break
             end = number
         return end
+
+
+def _anchor_spans(call: ast.AST, function: ast.AST, parents: dict[int, ast.AST]) -> list[tuple[int, int]]:
+    """The statement holding `call`, and the headers of the if/for/while blocks around it in `function`."""
+    spans: list[tuple[int, int]] = []
+    current: ast.AST = call
+    while current is not function:
+        parent = parents.get(id(current))
+        if parent is None:
+            break
+        if isinstance(current, ast.stmt) and not spans:
+            spans.append((current.lineno, current.end_lineno or current.lineno))
+        if isinstance(parent, (ast.If, ast.While)) and current is not parent.test:
+            spans.append((parent.test.lineno, parent.test.end_lineno or parent.test.lineno))
+        elif isinstance(parent, (ast.For, ast.AsyncFor)) and current is not parent.iter:
+            spans.append((parent.lineno, parent.iter.end_lineno or parent.iter.lineno))
+        current = parent
+    return spans
 
 
 def _indent(line: str) -> str:

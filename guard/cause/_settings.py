@@ -19,7 +19,7 @@ import ast
 from dataclasses import dataclass
 
 from guard.cause._patterns import find_apis
-from guard.cause._scope import ScopeIndex
+from guard.cause._scope import Scope, ScopeIndex
 
 _SELF_NAMES = ("self", "cls")
 
@@ -172,9 +172,10 @@ def _assigned_names(stmt: ast.stmt) -> list[str]:
         return []
     names: list[str] = []
     for target in targets:
-        for node in ast.walk(target):
-            if isinstance(node, ast.Name):
-                names.append(node.id)
+        # `torch._inductor.config.x = ...` sets an attribute of torch; it does not assign `torch`
+        elements = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+        names += [e.id for e in elements if isinstance(e, ast.Name)]
+        names += [e.value.id for e in elements if isinstance(e, ast.Starred) and isinstance(e.value, ast.Name)]
     return names
 
 
@@ -182,7 +183,7 @@ def _readers(index: ScopeIndex) -> list[Reader]:
     capture = index.capture_defs()
     capture_names = {s.name for s in capture}
     capture_quals = {s.qualname for s in capture}
-    readers = [Reader(s.qualname, None, *_reads(s.node)) for s in capture if s.node is not None]
+    readers = [Reader(s.qualname, None, *_reads(s.node, _anchor_spans(s))) for s in capture if s.node is not None]
     assert index.tree is not None
     for node in ast.walk(index.tree):
         # the test of an if/while, or the iterable of a for, decides whether the capture below it runs
@@ -217,10 +218,22 @@ def _capture_call(body: list[ast.stmt], capture_names: set[str]) -> str | None:
     return None
 
 
-def _reads(node: ast.AST | None) -> tuple[frozenset[str], frozenset[str]]:
+def _anchor_spans(scope: Scope) -> list[tuple[int, int]] | None:
+    """Where a capture def reads what decides capture: everywhere, or, for a def that only calls
+    defs named for graphs, at those calls and the conditions around them (see _scope)."""
+    if not scope.apis or any(a not in scope.anchors for a in scope.apis):
+        return None
+    return [span for a in scope.apis for span in scope.anchors[a]]
+
+
+def _reads(node: ast.AST | None, spans: list[tuple[int, int]] | None = None
+           ) -> tuple[frozenset[str], frozenset[str]]:
     names: set[str] = set()
     attrs: set[str] = set()
     for sub in ast.walk(node) if node is not None else ():
+        line = getattr(sub, "lineno", None)
+        if spans is not None and (line is None or not any(s <= line <= e for s, e in spans)):
+            continue
         if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
             names.add(sub.id)
         elif (

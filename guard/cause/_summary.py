@@ -7,7 +7,7 @@ that the change caused the slowdown: that is for the measurements to show.
 from __future__ import annotations
 
 from guard.cause._location import DEFAULT_SERVER, format_place
-from guard.cause._models import CaptureChange, CaptureChanges, CaptureHunk, CaptureSetting
+from guard.cause._models import CaptureChange, CaptureChanges, CaptureHunk, CaptureSetting, CompileReach, CompileSite
 from guard.cause._patterns import reads_as_call
 
 MAX_FILES = 3
@@ -45,7 +45,7 @@ def _predicate(change: CaptureChange, plural: bool) -> str:
     if _api_hunks(change) or not (_settings(change) or change.glob):
         return f"{verb} CUDA graph capture: {'they' if plural else 'it'} {_what(change, plural)}"
     if _settings(change):
-        return f"{verb} settings that CUDA graph capture reads: {_settings_phrase(_settings(change))}"
+        return f"{verb} settings that CUDA graph capture reads: {_settings_phrase(_settings(change), _reaches(change))}"
     return f"{verb} a file listed in the capture globs (`{change.glob}`)"
 
 
@@ -68,8 +68,10 @@ def _what(change: CaptureChange, plural: bool) -> str:
         scoped = [h for h in hunks if h.scope_apis]
         if scoped:
             clauses.append(_scope_phrase(scoped, plural))
+    named_compile = any("torch.compile" in a for a in (*added, *removed))
+    clauses += _compile_phrases([r for h in hunks for r in h.compile], plural, named_compile)
     if _settings(change):
-        clauses.append(f"{_verb('changes', plural)} {_settings_phrase(_settings(change))}")
+        clauses.append(f"{_verb('changes', plural)} {_settings_phrase(_settings(change), _reaches(change))}")
     if not clauses:
         what = "a binary file" if change.binary else "a file"
         clauses.append(f"{_verb('changes', plural)} {what} listed in the capture globs (`{change.glob}`)")
@@ -104,6 +106,11 @@ def _settings(change: CaptureChange) -> list[CaptureSetting]:
     return [s for h in change.hunks for s in h.settings]
 
 
+def _reaches(change: CaptureChange) -> list[CompileReach]:
+    """The compile arguments the file's changed values reach."""
+    return [r for h in change.hunks for r in h.compile if r.how == "argument"]
+
+
 def _apis_phrase(names: list[str]) -> str:
     quoted = [f"`{n}`" for n in names]
     if all(reads_as_call(n) for n in names):
@@ -120,7 +127,7 @@ def _scope_phrase(hunks: list[CaptureHunk], plural: bool) -> str:
     return f"{edits} {_join([f'`{f}`' for f in functions])}, which use{'s' if len(functions) == 1 else ''} {apis}"
 
 
-def _settings_phrase(settings: list[CaptureSetting]) -> str:
+def _settings_phrase(settings: list[CaptureSetting], reaches: list[CompileReach] | None = None) -> str:
     by_name: dict[str, list[CaptureSetting]] = {}
     for setting in settings:
         by_name.setdefault(setting.name, []).append(setting)
@@ -129,11 +136,69 @@ def _settings_phrase(settings: list[CaptureSetting]) -> str:
         use = uses[0]  # the first reader is enough to say why it counts
         via = f" through `{use.via}`" if use.via else ""
         label = f"the default of `{name[:-1]}`" if name.endswith("=") else f"`{name}`"  # a parameter's default
-        if use.gates:
+        if use.argument is not None:
+            what = "a condition around" if use.argument == "condition" else f"the `{use.argument}` of"
+            reach = next((r for r in reaches or [] if r.argument == use.argument), None)
+            change = _mode_change(reach) if reach is not None and use.argument == "mode" else ""
+            parts.append(f"{label} ({what} the `torch.compile` in `{use.reader}`{via}{change})")
+        elif use.gates:
             parts.append(f"{label} (decides the `{use.gates}` call in `{use.reader}`{via})")
         else:
             parts.append(f"{label} (read by `{use.reader}`{via})")
     return _join(parts)
+
+
+def _compile_phrases(reaches: list[CompileReach], plural: bool, named: bool) -> list[str]:
+    """Clauses for the compile sites the changes reach: the calls, the code they trace, calls of what they return."""
+    clauses = []
+    sites = [r for r in reaches if r.how == "call-site"]
+    if sites and not named:
+        reach = sites[0]
+        verb = "adds" if reach.base is None else "removes" if reach.head is None else "changes"
+        clauses.append(f"{_verb(verb, plural)} {_site_phrase(reach)}{_mode_change(reach)}")
+    traced = _unique_reaches([r for r in reaches if r.how == "compiled-code"], lambda r: r.function)
+    if traced:
+        parts = []
+        for reach in traced[:MAX_PLACES]:
+            via = f" (called from `{reach.chain[-2]}`)" if len(reach.chain) > 1 else ""
+            parts.append(f"`{reach.function}`{via}")
+        site = traced[0].head or traced[0].base
+        clauses.append(f"{_verb('edits', plural)} {_join(parts)}, traced by {_site_phrase(traced[0], site)}")
+    calls = _unique_reaches([r for r in reaches if r.how == "captured-call"], lambda r: _site(r).line)
+    if calls:
+        clauses.append(f"{_verb('changes', plural)} a call of what {_site_phrase(calls[0])} returns")
+    return clauses
+
+
+def _site_phrase(reach: CompileReach, site: CompileSite | None = None) -> str:
+    """ "the `torch.compile` of `decode_one_token` (line 352, mode "reduce-overhead")"."""
+    site = site or _site(reach)
+    target = f" of `{site.target}`" if site.target else ""
+    if site.env_var:
+        mode = f"mode from `{site.env_var}`" + (f', default "{site.mode}"' if site.mode else "")
+    else:
+        mode = f'mode "{site.mode}"' if site.mode else "no mode" if site.mode_known else "mode not known"
+    return f"the `torch.compile`{target} (line {site.line}, {mode})"
+
+
+def _mode_change(reach: CompileReach) -> str:
+    before, after = reach.mode_before, reach.mode_after
+    if reach.base is None or reach.head is None or before == after:
+        return ""
+    return f': mode "{before}" -> "{after}"' if before and after else ""
+
+
+def _site(reach: CompileReach) -> CompileSite:
+    site = reach.head or reach.base
+    assert site is not None
+    return site
+
+
+def _unique_reaches(reaches: list[CompileReach], key: object) -> list[CompileReach]:
+    seen: dict[object, CompileReach] = {}
+    for reach in reaches:
+        seen.setdefault(key(reach), reach)  # type: ignore[operator]
+    return list(seen.values())
 
 
 def _verb(third_person: str, plural: bool) -> str:
