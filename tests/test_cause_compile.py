@@ -167,6 +167,60 @@ def test_a_graph_break_in_the_forward_of_a_layer_the_compiled_function_calls_is_
     assert reach.chain == ["CompiledDecoder._decode_one", "Layer.forward"]
 
 
+FACTORY = '''\
+import torch
+from torch import nn
+
+
+class Transformer(nn.Module):
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(layers)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def build_model(layers):
+    with torch.device("meta"):
+        model = Transformer(layers)
+    model.to_empty(device="cpu")
+    return model.eval().requires_grad_(False)
+
+
+class Decode:
+    def __init__(self):
+        self.model = build_model(2)
+        self._decode = torch.compile(self._decode_one, mode="reduce-overhead")
+
+    def _decode_one(self, x):
+        return self.model(x).argmax(-1)
+'''
+
+
+def test_a_graph_break_in_a_module_a_factory_of_the_file_builds_is_found(tmp_path):
+    """`self.model = build_model(...)`: the compiled function calls a module whose class the
+    factory's return value holds, through a chain of methods that return it."""
+    repo, base = make_repo(tmp_path, {"decode.py": FACTORY})
+    changes = changes_after(repo, base, ("decode.py", "            x = layer(x)\n",
+                                         "            x = layer(x)\n            torch._dynamo.graph_break()\n"))
+    hunk = only_hunk(changes)
+    assert hunk.function == "Transformer.forward"
+    assert hunk.added_apis == ["torch._dynamo.graph_break"]
+    [reach] = hunk.compile
+    assert reach.chain == ["Decode._decode_one", "Transformer.forward"]
+    # and with the factory annotated instead: `-> Transformer`
+    annotated = FACTORY.replace("def build_model(layers):", "def build_model(layers) -> Transformer:").replace(
+        "    return model.eval().requires_grad_(False)", "    return model")
+    (tmp_path / "annotated").mkdir()
+    repo2, base2 = make_repo(tmp_path / "annotated", {"decode.py": annotated})
+    changes = changes_after(repo2, base2, ("decode.py", "            x = layer(x)\n",
+                                           "            x = layer(x)\n            torch._dynamo.graph_break()\n"))
+    assert only_hunk(changes).compile[0].chain == ["Decode._decode_one", "Transformer.forward"]
+
+
 def test_the_default_of_the_mode_parameter_and_the_attribute_it_is_stored_in_count(tmp_path):
     repo, base = make_repo(tmp_path, {"decoder.py": DECODER})
     changes = changes_after(repo, base, ("decoder.py", "mode: str | None = None,", 'mode: str | None = "default",'))

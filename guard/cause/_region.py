@@ -126,7 +126,7 @@ class Regions:
 
     # -- which classes of the file an expression holds -----------------------------------
 
-    def _classes_of(self, expr: ast.expr, where: Where) -> list[ast.ClassDef]:
+    def _classes_of(self, expr: ast.expr, where: Where, depth: int = 0) -> list[ast.ClassDef]:
         """Classes of this file whose instances `expr` holds (or, for a list of modules, contains)."""
         assigned: list[ast.expr] = []
         annotations: list[ast.expr] = []
@@ -144,13 +144,31 @@ class Regions:
             assigned = [expr]
         names = [n.func.id for v in assigned for n in ast.walk(v)
                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+        found = [self.classes[n] for n in names if n in self.classes]
+        for name in names:  # a module-level factory of the file: what it returns
+            if name in self.functions and depth < MAX_DEPTH:
+                found += self._returned(self.functions[name], depth + 1)
         for annotation in annotations:
             for node in ast.walk(annotation):
                 if isinstance(node, ast.Name):
                     names.append(node.id)
                 elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                     names.append(node.value)  # a string annotation: `model: "Transformer"`
-        return [self.classes[n] for n in dict.fromkeys(names) if n in self.classes]
+        found += [self.classes[n] for n in names if n in self.classes]
+        return list({id(c): c for c in found}.values())
+
+    def _returned(self, function: FunctionNode, depth: int) -> list[ast.ClassDef]:
+        """Classes of the file whose instances `function` returns: `return Transformer(args)`, or
+        a name bound to one, through method chains that return the module (`model.eval()`)."""
+        if function.returns is not None:  # `def build_model(...) -> Transformer`
+            annotated = [n.id for n in ast.walk(function.returns) if isinstance(n, ast.Name) and n.id in self.classes]
+            if annotated:
+                return [self.classes[n] for n in annotated]
+        found: list[ast.ClassDef] = []
+        for node in ast.walk(function):
+            if isinstance(node, ast.Return) and node.value is not None:
+                found += self._classes_of(_chain_root(node.value), Where(function, None), depth)
+        return found
 
     def _forwards(self, classes: list[ast.ClassDef]) -> list[FunctionNode]:
         return [m for c in classes if (m := _method(c, "forward", self.classes) or _method(c, "__call__",
@@ -228,3 +246,10 @@ def _loop_sources(function: FunctionNode) -> dict[str, ast.expr]:
         if isinstance(target, ast.Name):
             found[target.id] = iterable
     return found
+
+
+def _chain_root(expr: ast.expr) -> ast.expr:
+    """`model.eval().requires_grad_(False)` -> `model`; `Transformer(args).to(device)` -> the call."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        expr = expr.func.value
+    return expr

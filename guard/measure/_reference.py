@@ -85,7 +85,8 @@ def load_reference_file(path: Path, shown_as: str, spec: HarnessSpec) -> Referen
     try:
         tokens = ReferenceTokens.model_validate(data | {"source": shown_as})
     except ValidationError as exc:
-        raise ConfigError(f"workload.reference_file: {shown_as} is malformed: {exc.errors()[0]['msg']}; {hint}") from None
+        problem = exc.errors()[0]["msg"]
+        raise ConfigError(f"workload.reference_file: {shown_as} is malformed: {problem}; {hint}") from None
     need = rows_needed(spec)
     for size in spec.batch_sizes:
         rows = tokens.rows_for(size)
