@@ -76,9 +76,13 @@ def test_a_graph_break_between_layers_splits_the_step_into_graphs(tmp_path: Path
     broken = module.make(**SMALL)
     assert profiled(broken)["graph_launches_per_step"] >= 2
     whole = make("compiled")
-    for workload in (broken, whole):
-        workload.setup(1)
-    assert agreement(decode(broken, [None] * 16), decode(whole, [None] * 16)) >= 0.9
+    whole.setup(1)
+    free = decode(whole, [None] * 16)
+    # forced with the whole graph's own tokens, the split one computes the same function: a
+    # near-tie may round the other way (free-running, one such flip changes every later token)
+    broken.setup(1)
+    forced = decode(broken, [None, *torch.tensor(free[:-1], device=broken.device)])
+    assert agreement(forced, free) >= 0.9
 
 
 @pytest.mark.gpu

@@ -1,6 +1,6 @@
 """Comparison and verdict: like-for-like check of output tokens, then timing changes."""
 
-from guard.compare._agreement import MIN_EXCESS, MIN_EXCESS_SHARE, agreement, false_alarm_bound
+from guard.compare._agreement import MIN_EXCESS, OUTPUT_CHANGE_SHARE, agreement, false_alarm_bound
 from guard.compare._fingerprint import FingerprintCheck, check_fingerprints, check_measurements
 from guard.compare._hashes import first_mismatch
 from guard.compare._models import (
@@ -10,7 +10,7 @@ from guard.compare._verdict import compare, confirm_near_threshold
 
 __all__ = [
     "MIN_EXCESS",
-    "MIN_EXCESS_SHARE",
+    "OUTPUT_CHANGE_SHARE",
     "UNHELD_SHARE",
     "Agreement",
     "ArmAgreement",

@@ -53,11 +53,13 @@ class ArmAgreement(BaseModel):
     arm: str
     disagreements: list[int]  # per process, in the order they ran
     compared: int  # (step, sequence) outputs compared per process
-    output_changed: bool = False  # against base, by the rule in compare/_agreement.py
+    output_changed: bool = False  # against base, by the rule in compare/_agreement.py: another function
+    # every process disagrees more than every base one, by less than a change of output: rounding
+    numerics_changed: bool = False
     # base is exact, and some of this arm's processes disagreed, not all: not a change by the rule
     some_disagree: bool = False
     excess: float = 0.0  # mean disagreements above base's (0 for base)
-    min_excess: float = 0.0  # what the rule asks of `excess` (0: base is exact, one in every process counts)
+    min_excess: float = 0.0  # what the rule asks of `excess` for a change of output
     first_disagreement: TokenMismatch | None = None
 
     @property

@@ -17,6 +17,17 @@ def agreement_sentence(report: Report) -> str:
     if not forced or any(b.verdict == "invalid" for b, _ in forced):
         return ""
     source = forced[0][1].reference
+    changed = [(b.batch_size, a, arm) for b, a in forced for arm in a.arms if arm.numerics_changed]
+    if changed:
+        size, agreement, arm = changed[0]
+        base = agreement.arm(report.base)
+        base_most = max(base.disagreements) if base else 0
+        counts = ", ".join(str(d) for d in arm.disagreements)
+        return (f"Every step's input was forced from {source}, so the work is like for like. The {arm.arm}'s "
+                f"arithmetic changed: at batch size {size} every one of its processes disagrees with the reference "
+                f"more often than base's own ({counts} of {arm.compared} outputs, against at most {base_most}), a "
+                "rounding-level difference such as another kernel or fusion gives in bf16, under the "
+                f"{arm.min_excess / arm.compared:.0%} of outputs at which the guard calls the output changed.")
     if all(a.exact for _, a in forced):
         flips = [(b.batch_size, arm) for b, a in forced for arm in a.arms if arm.some_disagree]
         if not flips:
