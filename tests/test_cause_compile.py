@@ -12,6 +12,7 @@ import pytest
 
 from guard.cause import CaptureChanges, CaptureHunk, capture_summary, find_capture_changes
 from tests.conftest import commit_all, git
+from tests.test_cause import edit
 
 # The reference engine's compiled decoder, as the gpt-fast style workload spells it.
 DECODER = '''\
@@ -73,13 +74,6 @@ def make_repo(tmp_path: Path, files: dict[str, str]) -> tuple[Path, str]:
     base = commit_all(path, "base")
     git(path, "checkout", "--quiet", "-b", "head")
     return path, base
-
-
-def edit(repo: Path, name: str, old: str, new: str) -> None:
-    target = repo / name
-    text = target.read_text()
-    assert old in text, f"{old!r} not in {name}"
-    target.write_text(text.replace(old, new, 1))
 
 
 def changes_after(repo: Path, base: str, *edits: tuple[str, str, str]) -> CaptureChanges:

@@ -11,11 +11,13 @@ reference. Per batch size, each arm is judged against base:
   and its timings are not compared.
 - `numerics_changed`: every one of its processes disagrees more often than every base
   process, by less than that. A change of kernels or of fusion rounds bf16 differently, and a
-  near-tie in the argmax then goes the other way, in every process alike: on the H200 a graph
-  break in a compiled decode step made 5 of 144 outputs (3.5%) differ in each of its
-  processes, against 0 to 1 in base's, while a sign flipped in the rotary embedding (another
-  function) changes most of them. The work is still the same, step by step, so the timings
-  are compared and the comment says what changed.
+  near-tie in the argmax then goes the other way, in every process alike. Measured on the
+  H200, a graph break in a compiled decode step made 5 of 144 outputs (3.5%) differ in each
+  of its processes (4 layers, d_model 1024), and 2 of 16 (12.5%) in the smallest test model
+  (2 layers, d_model 256, 2,048 tokens), against 0 to 1 in base's; a sign flipped in the
+  rotary embedding, another function, made 73 of 144 (51%) differ. The floor sits between.
+  The work is still the same, step by step, so the timings are compared and the comment
+  says what changed.
 
 Under the null (both arms' D drawn alike, in any distribution), "every one above every one"
 happens with probability 1 / C(n_a + n_b, n_a) at most: 1/252 = 0.40% for 5 and 5 processes,
@@ -37,7 +39,7 @@ from guard.compare._models import Agreement, ArmAgreement
 from guard.measure import BatchRun
 
 MIN_EXCESS = 2.0  # disagreements per process, on average
-OUTPUT_CHANGE_SHARE = 0.10  # of the outputs compared per process: more than rounding moves
+OUTPUT_CHANGE_SHARE = 0.25  # of the outputs compared per process: more than rounding moved, measured
 
 
 def agreement(runs: dict[str, list[BatchRun]], base: str, reference: str) -> Agreement:

@@ -41,8 +41,18 @@ def _explain(batch: BatchComparison, section: TraceSection | None) -> tuple[str 
     if gpu is None or tok is None:
         return None, None
     host = _host_bound(batch)
-    if host is not None:
+    # GPU time that rose past the threshold is explained by the trace, where the trace has a
+    # cause for it (a graph break idles the GPU between graphs, and the host's work between
+    # them slows the loop further); host time alone explains a slowdown the GPU did not see
+    if host is not None and (batch.gpu_ms_verdict != "regression" or section is None or section.diff is None):
         return "host time", host
+    tag, sentence = _from_trace(batch, section)
+    if host is not None:
+        return (tag or "host time"), " ".join(part for part in (sentence, host) if part)
+    return tag, sentence
+
+
+def _from_trace(batch: BatchComparison, section: TraceSection | None) -> tuple[str | None, str | None]:
     if section is None or section.diff is None:
         return None, None
     change = section.diff

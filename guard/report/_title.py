@@ -7,7 +7,7 @@ from guard.compare import BatchComparison
 from guard.measure import Change
 from guard.report import _like_for_like as like_for_like
 from guard.report._attribution import cause_tag
-from guard.report._launches import fallout_title
+from guard.report._launches import fallout_title, fell_out
 from guard.report._schema import Report
 
 
@@ -64,9 +64,12 @@ def _headline(report: Report) -> str:
         )
         sections = {t.batch_size: t for t in report.traces}
         parts, named = [], set()
+        fell = {size for size, _ in fell_out(report)}
         for b in slow:
             metric, pct = _deciding(b, "regression", step)
             tag = cause_tag(b, sections.get(b.batch_size))
+            if tag == "no CUDA graph" and b.batch_size in fell:
+                tag = None  # the title's last part says it, with the counts
             parts.append(f"{pct:+.1f}%{'' if metric in named else ' ' + metric} at batch size {b.batch_size}"
                          + (f" ({tag})" if tag else ""))
             named.add(metric)

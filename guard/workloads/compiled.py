@@ -114,6 +114,40 @@ def fill_seeded(module: nn.Module, seed: int) -> None:
             param.copy_(values)
 
 
+@dataclass(frozen=True)
+class DecodeSettings:
+    """The options both built-in workloads share, checked: how and where decode runs."""
+
+    prompt_len: int
+    seed: int
+    dtype: torch.dtype
+    device: torch.device
+    mode: str
+    fullgraph: bool
+    compiled: bool  # torch.compile runs (on a CPU only when asked: inductor's C++ backend, no graphs)
+    cuda_graphs: bool  # the mode captures CUDA graphs and the device has them
+
+
+def decode_settings(
+    prompt_len: int, max_len: int, seed: int, dtype: object, device: object, mode: str | None, fullgraph: bool,
+    compile_on_cpu: bool,
+) -> DecodeSettings:
+    positive_int("max_len", max_len)
+    positive_int("prompt_len", prompt_len)
+    if prompt_len >= max_len:
+        raise ValueError(f"prompt_len ({prompt_len}) must be less than max_len ({max_len})")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer of 0 or more, not {seed!r}")
+    chosen = pick_device(device)
+    chosen_mode = parse_mode(mode or COMPILE_MODE)
+    compiled = chosen_mode != "none" and (chosen.type == "cuda" or bool(compile_on_cpu))
+    return DecodeSettings(
+        prompt_len=prompt_len, seed=seed, dtype=parse_dtype(dtype), device=chosen, mode=chosen_mode,
+        fullgraph=bool(fullgraph), compiled=compiled,
+        cuda_graphs=compiled and chosen.type == "cuda" and chosen_mode in GRAPH_MODES,
+    )
+
+
 # -- the model -------------------------------------------------------------------------
 
 
@@ -321,20 +355,11 @@ class CompiledDecode:
     ) -> None:
         self.args = ModelArgs(layers=layers, d_model=d_model, n_heads=n_heads, ffn=ffn, vocab=vocab, max_len=max_len)
         self.args.check()
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be an integer of 0 or more, not {seed!r}")
-        self.prompt_len = positive_int("prompt_len", prompt_len)
-        if prompt_len >= max_len:
-            raise ValueError(f"prompt_len ({prompt_len}) must be less than max_len ({max_len})")
-        self.seed = seed
-        self.dtype = parse_dtype(dtype)
-        self.device = pick_device(device)
+        settings = decode_settings(prompt_len, max_len, seed, dtype, device, mode, fullgraph, compile_on_cpu)
+        self.prompt_len, self.seed, self.dtype, self.device = (
+            settings.prompt_len, settings.seed, settings.dtype, settings.device)
         self.mode = mode or COMPILE_MODE
-        parse_mode(self.mode)
-        self.fullgraph = bool(fullgraph)
-        # On a CPU decode runs eagerly unless asked otherwise (inductor's C++ backend, no graphs).
-        self.compiled = self.mode != "none" and (self.device.type == "cuda" or bool(compile_on_cpu))
-        self.cuda_graphs = self.compiled and self.device.type == "cuda" and self.mode in GRAPH_MODES
+        self.fullgraph, self.compiled, self.cuda_graphs = settings.fullgraph, settings.compiled, settings.cuda_graphs
 
         self.model = build_model(self.args, seed, self.device, self.dtype)
         self._decode = self._decode_one

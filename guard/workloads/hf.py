@@ -17,14 +17,10 @@ from pathlib import Path
 import torch
 
 from .compiled import (
-    COMPILE_MODE,
-    GRAPH_MODES,
     WARMUP_CALLS,
     check_options,
+    decode_settings,
     fill_seeded,
-    parse_dtype,
-    parse_mode,
-    pick_device,
     positive_int,
     seeded_prompt,
     weights_checksum,
@@ -81,20 +77,12 @@ class HFDecode:
         sizes = {"layers": layers, "d_model": d_model, "n_heads": n_heads, "n_kv_heads": n_kv_heads,
                  "ffn": ffn, "vocab": vocab}
         sizes = {name: positive_int(name, value) for name, value in sizes.items() if value is not None}
-        self.max_len = positive_int("max_len", max_len)
-        self.prompt_len = positive_int("prompt_len", prompt_len)
-        if prompt_len >= max_len:
-            raise ValueError(f"prompt_len ({prompt_len}) must be less than max_len ({max_len})")
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be an integer of 0 or more, not {seed!r}")
-        self.seed = seed
-        self.dtype = parse_dtype(dtype)
-        self.device = pick_device(device)
-        self.mode = mode or COMPILE_MODE
-        parse_mode(self.mode)
-        self.fullgraph = bool(fullgraph)
-        self.compiled = self.mode != "none" and (self.device.type == "cuda" or bool(compile_on_cpu))
-        self.cuda_graphs = self.compiled and self.device.type == "cuda" and self.mode in GRAPH_MODES
+        settings = decode_settings(prompt_len, max_len, seed, dtype, device, mode, fullgraph, compile_on_cpu)
+        self.max_len = max_len
+        self.prompt_len, self.seed, self.dtype, self.device = (
+            settings.prompt_len, settings.seed, settings.dtype, settings.device)
+        self.mode = settings.mode
+        self.fullgraph, self.compiled, self.cuda_graphs = settings.fullgraph, settings.compiled, settings.cuda_graphs
 
         if model is not None:
             if config is not None or sizes:
