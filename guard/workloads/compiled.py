@@ -148,6 +148,25 @@ def decode_settings(
     )
 
 
+def next_input(
+    input_ids: torch.Tensor, last: torch.Tensor, tokens: torch.Tensor | None, position: int, max_len: int,
+    prompt_len: int, cache: str,
+) -> None:
+    """Write the next step's input into the static buffer the decode reads: the forced ids, or,
+    free-running, the last output. Past the static cache, a message that says what to change."""
+    if position >= max_len:
+        raise RuntimeError(
+            f"decoded past max_len={max_len}: the {cache} holds the {prompt_len}-token prompt and "
+            f"{max_len - prompt_len} steps; pass a larger max_len in the workload options"
+        )
+    if tokens is None:
+        input_ids.copy_(last)
+        return
+    if tuple(tokens.shape) != tuple(input_ids.shape):
+        raise ValueError(f"step(tokens): expected {input_ids.shape[0]} ids, got shape {tuple(tokens.shape)}")
+    input_ids.copy_(tokens)  # copied, not kept: the caller's tensor is a view of its own
+
+
 # -- the model -------------------------------------------------------------------------
 
 
@@ -405,17 +424,8 @@ class CompiledDecode:
         state = self.state
         if state is None:
             raise RuntimeError("step() before setup(batch_size)")
-        if self.position >= self.args.max_len:
-            raise RuntimeError(
-                f"decoded past max_len={self.args.max_len}: the static KV cache holds the {self.prompt_len}-token "
-                f"prompt and {self.args.max_len - self.prompt_len} steps; pass a larger max_len in the workload options"
-            )
-        if tokens is None:
-            state.input_ids.copy_(state.last)  # free-running: decode from our own last output
-        else:
-            if tuple(tokens.shape) != (self.batch_size,):
-                raise ValueError(f"step(tokens): expected {self.batch_size} ids, got shape {tuple(tokens.shape)}")
-            state.input_ids.copy_(tokens)  # forced: the caller's ids, copied, not kept
+        next_input(state.input_ids, state.last, tokens, self.position, self.args.max_len, self.prompt_len,
+                   "static KV cache")
         state.last.copy_(self._call_decode(state))
         state.pos.add_(1)
         self.position += 1

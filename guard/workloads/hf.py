@@ -21,6 +21,7 @@ from .compiled import (
     check_options,
     decode_settings,
     fill_seeded,
+    next_input,
     positive_int,
     seeded_prompt,
     weights_checksum,
@@ -189,17 +190,7 @@ class HFDecode:
     def step(self, tokens: torch.Tensor | None = None) -> torch.Tensor:
         if self.input_ids is None or self.last is None:
             raise RuntimeError("step() before setup(batch_size)")
-        if self.position >= self.max_len:
-            raise RuntimeError(
-                f"decoded past max_len={self.max_len}: the StaticCache holds the {self.prompt_len}-token prompt "
-                f"and {self.max_len - self.prompt_len} steps; pass a larger max_len in the workload options"
-            )
-        if tokens is None:
-            self.input_ids.copy_(self.last)  # free-running: decode from our own last output
-        else:
-            if tuple(tokens.shape) != (self.batch_size,):
-                raise ValueError(f"step(tokens): expected {self.batch_size} ids, got shape {tuple(tokens.shape)}")
-            self.input_ids.copy_(tokens)  # forced: the caller's ids, copied, not kept
+        next_input(self.input_ids, self.last, tokens, self.position, self.max_len, self.prompt_len, "StaticCache")
         self.last.copy_(self._call_decode())
         self.position += 1
         return self.last
