@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from guard.compare import agreement, first_mismatch  # noqa: E402
 from guard.measure import ArmTarget, BatchRun, HarnessSpec, ReferenceTokens, write_reference  # noqa: E402
+from guard.measure._disagreements import count_disagreements  # noqa: E402
 from guard.measure._runner import RunFailed, run_harness  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,7 +70,12 @@ def run_case(name: str, entry: str, options: dict[str, Any], args: argparse.Name
     result: dict[str, Any] = {"case": name, "entry": entry, "options": options, "seconds": 0.0,
                               "environment": forced[0].get("environment", {}), "batch_sizes": {}}
     for size in args.batch_sizes:
-        forced_runs = [BatchRun.model_validate(next(r for r in p["runs"] if r["batch_size"] == size)) for p in forced]
+        forced_runs = []
+        for p in forced:
+            run = BatchRun.model_validate(next(r for r in p["runs"] if r["batch_size"] == size))
+            count, compared, first = count_disagreements(run.tokens, rows[size])
+            forced_runs.append(run.model_copy(update={"disagreements": count, "compared": compared,
+                                                      "first_disagreement": first}))
         free_runs = [next(r for r in p["runs"] if r["batch_size"] == size) for p in free]
         counts = [int(r.disagreements or 0) for r in forced_runs]
         diverged = []

@@ -15,6 +15,7 @@ import pytest
 
 from guard.compare import agreement, false_alarm_bound
 from guard.measure import REFERENCE_FORMAT, BatchRun, TokenMismatch
+from guard.measure._disagreements import count_disagreements
 from tests.conftest import commit_all, git
 from tests.test_harness import engine_spec, run_harness
 
@@ -58,8 +59,9 @@ def test_forced_with_its_own_reference_a_process_reproduces_it(
     for run in result["runs"]:
         assert run["forced"] is True
         assert run["tokens"] == rows[run["batch_size"]]
-        assert run["disagreements"] == 0 and run["first_disagreement"] is None
-        assert run["compared"] == (WARMUP + STEPS) * run["batch_size"]
+        assert "disagreements" not in run  # the guard counts them, not the process
+        assert count_disagreements(run["tokens"], rows[run["batch_size"]]) == (
+            0, (WARMUP + STEPS) * run["batch_size"], None)
     assert "inputs forced" in stderr
 
 
@@ -75,12 +77,12 @@ def test_forced_inputs_steer_the_decode(tmp_path: Path, reference_run: dict[str,
     rc, result, stderr = run_harness(tmp_path, spec)
     assert rc == 0, stderr
     run = result["runs"][0]
+    count, _, first = count_disagreements(run["tokens"], planted[1])
     # step k+1 itself was not steered: its output is the reference's true id, not the planted one
-    assert run["first_disagreement"] == {"step": k + 1, "sequence": 0, "expected": planted[1][k][0],
-                                         "found": rows[1][k][0]}
+    assert first == TokenMismatch(step=k + 1, sequence=0, expected=planted[1][k][0], found=rows[1][k][0])
     assert run["tokens"][:k] == rows[1][:k]
     assert run["tokens"][k + 1] != rows[1][k + 1]  # step k+2 decoded from the planted id
-    assert run["disagreements"] >= 2
+    assert count >= 2
 
 
 def test_a_workload_without_step_tokens_runs_free(tmp_path: Path) -> None:
@@ -100,7 +102,7 @@ def test_a_workload_without_step_tokens_runs_free(tmp_path: Path) -> None:
     reference = write_reference(tmp_path / "r.json", {1: [[1], [2], [3], [4]]})
     rc, result, stderr = run_harness(tmp_path, base | {"reference": str(reference)})
     assert rc == 0, stderr
-    assert result["runs"][0]["forced"] is False and "disagreements" not in result["runs"][0]
+    assert result["runs"][0]["forced"] is False
 
 
 def test_a_reference_too_short_for_the_pass_is_a_clear_failure(tmp_path: Path) -> None:
@@ -109,6 +111,21 @@ def test_a_reference_too_short_for_the_pass_is_a_clear_failure(tmp_path: Path) -
     rc, result, stderr = run_harness(tmp_path, spec)
     assert rc == 3
     assert "the reference tokens hold 4 steps, fewer than this pass needs" in result["error"]["message"]
+
+
+def test_the_guard_counts_disagreements_whatever_the_process_claims() -> None:
+    """A measured process runs the head's code: a count it reports is replaced by the guard's."""
+    from guard.measure import ReferenceTokens, RepeatResult
+    from guard.measure._disagreements import with_disagreements
+
+    run = BatchRun(batch_size=2, steps=2, warmup_steps=1, timer="perf_counter", setup_s=0, wall_s=1, tok_per_s=1,
+                   gpu_ms_per_step=1, step_ms=[1.0], tokens=[[5, 6], [7, 9], [1, 2]], sha256="x", forced=True,
+                   disagreements=0, compared=6)  # claims a clean run
+    result = RepeatResult(arm="head", repeat=0, environment={}, runs=[run])
+    reference = ReferenceTokens(source="t", batch_sizes={2: [[5, 6], [7, 8], [1, 3], [4, 4]]})
+    (counted,) = with_disagreements(result, reference).runs
+    assert (counted.disagreements, counted.compared) == (2, 6)
+    assert counted.first_disagreement == TokenMismatch(step=2, sequence=1, expected=8, found=9)
 
 
 # -- the rule -------------------------------------------------------------------------------

@@ -45,8 +45,9 @@ class BatchRun(BaseModel):
     workload: dict[str, Any] = {}
     trace: str | None = None  # gzipped profiler trace of the profiled pass, on a GPU
     profile_steps: int = 0
-    # teacher forcing: every step's input came from the reference; then how many (step,
-    # sequence) outputs differed from the reference, out of how many, and the first
+    # teacher forcing: every step's input came from the reference (the process says so); then
+    # how many (step, sequence) outputs differed from it, out of how many, and the first, as
+    # the guard counted them from `tokens` (measure/_disagreements.py), never as the process says
     forced: bool = False
     disagreements: int | None = None
     compared: int = 0

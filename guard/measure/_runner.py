@@ -14,7 +14,8 @@ from pydantic import BaseModel, ValidationError
 from guard._env import untrusted_env
 from guard._errors import ConfigError
 from guard.harness import HARNESS_SCRIPT
-from guard.measure._models import ArmMeasurement, RepeatResult
+from guard.measure._disagreements import with_disagreements
+from guard.measure._models import ArmMeasurement, ReferenceTokens, RepeatResult
 from guard.measure._schedule import interleave
 
 LOG_TAIL_LINES = 30
@@ -102,11 +103,19 @@ class RunFailed(Exception):
 
 
 def _run_one(target: ArmTarget, spec: HarnessSpec, repeat: int, run_dir: Path, timeout_s: float) -> RepeatResult:
-    data = run_harness(target, spec.model_dump(), f"{target.name}-{repeat}", run_dir, timeout_s, repeat=repeat)
+    stem = f"{target.name}-{repeat}"
+    data = run_harness(target, spec.model_dump(), stem, run_dir, timeout_s, repeat=repeat)
     try:
-        return RepeatResult.model_validate(data)
+        result = RepeatResult.model_validate(data)
     except ValidationError as exc:
-        raise RunFailed(f"harness result for {target.name} repeat {repeat + 1} is malformed: {exc}", "") from None
+        raise RunFailed(f"harness result {run_dir / stem}.json is malformed: {exc}", _tail(run_dir / f"{stem}.log")
+                        ) from None
+    if spec.reference is None:  # nothing was forced, whatever the process says
+        return result.model_copy(update={"runs": [
+            r.model_copy(update={"forced": False, "disagreements": None, "compared": 0, "first_disagreement": None})
+            for r in result.runs]})
+    # the guard counts, from the ids the process generated and the reference it wrote itself
+    return with_disagreements(result, ReferenceTokens.model_validate_json(Path(spec.reference).read_text()))
 
 
 def run_harness(
