@@ -97,7 +97,7 @@ def calibrate(
     )
     runs = out.parent / f"{out.stem}-runs"
     spec, reference = prepare_reference(targets[0], spec, runs, config.measure.timeout_s,
-                                        config.workload.reference_file, f"{ref} {arm_ref.sha[:8]}", progress)
+                                        config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress)
     progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
     measurements = run_interleaved(
         targets, spec, config.measure.repeats, runs, config.measure.timeout_s, progress

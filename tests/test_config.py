@@ -64,6 +64,10 @@ repeats = 3
         ("[measure]\nrepeats = 1", "measure.repeats", "1", "greater than or equal to 2"),
         ("[measure]\ncpus = [2, -1]", "measure.cpus", "[2, -1]", "CPU ids are 0 or more"),
         ("[measure]\ncpus = [3, 3]", "measure.cpus", "[3, 3]", "must not repeat"),
+        ("[workload]\nreference_file = '../ref.json'", "workload.reference_file", "'../ref.json'", "inside the repo"),
+        ("[workload]\nreference_file = '[x](http://e.invalid).json'", "workload.reference_file",
+         "'[x](http://e.invalid).json'", "letters, digits"),
+        ("[workload]\nreference_file = 'bench/ref.txt'", "workload.reference_file", "'bench/ref.txt'", ".json file"),
     ],
 )
 def test_bad_value_names_key_value_and_expectation(

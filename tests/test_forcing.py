@@ -379,3 +379,60 @@ def test_a_free_running_noisy_workload_is_told_how_to_support_forcing(tmp_path: 
     assert report["batch_sizes"][0]["agreement"] is None
     assert "is not deterministic" in comment
     assert "`def step(self, tokens=None):`" in comment and "self.input_ids.copy_(tokens)" in comment
+
+
+def test_a_reference_name_that_carries_markdown_does_not_load_from_a_report() -> None:
+    """A report read back (by the commenter) is data: its reference name cannot be a link."""
+    from pydantic import ValidationError
+
+    from guard.report import Report
+
+    report = json.loads((Path(__file__).resolve().parents[1] / "docs" / "validation" / "h200-engines" / "pairs"
+                         / "compiled-graph-break" / "report.json").read_text())
+    assert report["workload"]["reference"].startswith("base ")
+    Report.model_validate(report)
+    report["workload"]["reference"] = "base [click](https://e.invalid)"
+    with pytest.raises(ValidationError, match="reference"):
+        Report.model_validate(report)
+
+
+@pytest.mark.slow
+def test_a_committed_reference_file_forces_every_process_and_a_bad_one_is_one_message(tmp_path: Path) -> None:
+    """The reference the guard wrote in one run, committed to base, forces the next run; no
+    reference process runs then. One too short for the run is refused with exit code 2."""
+    repo = noisy_repo(tmp_path, flip=0.0)
+    (repo / "note.txt").write_text("no code change\n")
+    commit_all(repo, "a change that cannot matter")
+    first, _, _ = run_guard(repo, tmp_path)
+    written = tmp_path / "out" / "runs" / "reference-tokens.json"
+    assert json.loads(written.read_text())["format"] == REFERENCE_FORMAT
+
+    git(repo, "checkout", "--quiet", "main")
+    (repo / "bench").mkdir()
+    (repo / "bench" / "reference.json").write_text(written.read_text())
+    (repo / "guard.toml").write_text(CONFIG.replace("[build]", 'reference_file = "bench/reference.json"\n[build]'))
+    commit_all(repo, "commit the reference tokens")
+    git(repo, "checkout", "--quiet", "feature")
+    git(repo, "merge", "--quiet", "main")
+    proc, report, comment = run_guard(repo, tmp_path / "again")
+    assert report["workload"]["reference"] == "bench/reference.json"
+    assert "free-running greedy pass" not in proc.stderr and "bench/reference.json from the base commit" in proc.stderr
+    assert report["batch_sizes"][0]["agreement"]["exact"] is True
+    assert "forced from bench/reference.json" in comment
+
+    git(repo, "checkout", "--quiet", "main")
+    data = json.loads(written.read_text())
+    data["batch_sizes"]["1"] = data["batch_sizes"]["1"][:10]
+    (repo / "bench" / "reference.json").write_text(json.dumps(data))
+    commit_all(repo, "a reference too short")
+    git(repo, "checkout", "--quiet", "feature")
+    git(repo, "merge", "--quiet", "main")
+    out = tmp_path / "short"
+    short = subprocess.run(
+        [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, env=os.environ | {"NOISY_COUNTER": str(tmp_path / "count")},
+    )
+    assert short.returncode == 2
+    assert "workload.reference_file: bench/reference.json holds 10 steps at batch size 1, fewer than the 44" in (
+        short.stderr)
+    assert "Traceback" not in short.stderr

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from guard.measure import Change, Spread, TokenMismatch
+from guard.measure import Change, SourceLabel, Spread, TokenMismatch
 
 Verdict = Literal["pass", "regression", "improvement", "inconclusive", "invalid"]
 
@@ -71,7 +71,7 @@ class ArmAgreement(BaseModel):
 class Agreement(BaseModel):
     """Teacher-forced runs of one batch size: every process decoded from the same inputs."""
 
-    reference: str  # where the forced ids came from
+    reference: SourceLabel  # where the forced ids came from
     exact: bool  # every base process reproduced the reference exactly
     arms: list[ArmAgreement]
     unforced: list[str] = []  # arms whose step() took no input ids, so they ran free: not like for like

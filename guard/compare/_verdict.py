@@ -179,7 +179,7 @@ def _compare_batch(
             usable, batch_size), arms=arms)
     runs = {name: [r.run_for(batch_size) for r in repeats] for name, repeats in usable.items()}
     if any(run.forced for arm_runs in runs.values() for run in arm_runs):
-        agreed = agreement(runs, base, reference or "the reference")
+        agreed = agreement(runs, base, reference or "reference")
         head_agreement = agreed.arm(head)
         if agreed.unforced or head_agreement is None or head_agreement.output_changed:
             # the render layer says which arm ran free, or where the head's output changed

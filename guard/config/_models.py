@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # "pkg.module:function" or "path/to/file.py:function"
 _ENTRY_RE = re.compile(r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_]*$")
+_REFERENCE_FILE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*\.json$")
 
 
 def _distinct_at_least(values: list[int], least: int, too_small: str, what: str) -> list[int]:
@@ -53,6 +54,16 @@ class WorkloadConfig(_Section):
     def _entry_shape(cls, value: str) -> str:
         if not _ENTRY_RE.match(value):
             raise ValueError("expected 'pkg.module:function' or 'path/file.py:function'")
+        return value
+
+    @field_validator("reference_file")
+    @classmethod
+    def _reference_path(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not _REFERENCE_FILE_RE.match(value) or ".." in value.split("/"):
+            raise ValueError("expected a relative path inside the repository to a .json file, of letters, digits "
+                             "and . _ / - (e.g. 'bench/reference-tokens.json')")
         return value
 
     @field_validator("batch_sizes")

@@ -130,7 +130,11 @@ class Feed:
         if self.rows is None or k == 0:
             return None
         if k > len(self.views):
-            raise WorkloadError(f"the reference tokens hold {len(self.views)} steps, fewer than this pass needs")
+            raise WorkloadError(
+                f"the reference tokens hold {len(self.views)} steps, fewer than this pass needs (on a GPU a process "
+                "decodes warmup_steps + 2 x steps after each setup): write workload.reference_file with the guard on "
+                "a machine like the one that runs it, or with fewer steps"
+            )
         return self.views[k - 1]
 
 

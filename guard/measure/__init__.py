@@ -1,7 +1,7 @@
 """Measurement: run the harness for each arm in fresh processes, interleaved, and summarise."""
 
 from guard.measure._models import (
-    REFERENCE_FORMAT, ArmMeasurement, BatchRun, ReferenceTokens, RepeatResult, TokenMismatch,
+    REFERENCE_FORMAT, ArmMeasurement, BatchRun, ReferenceTokens, RepeatResult, SourceLabel, TokenMismatch,
 )
 from guard.measure._reference import (
     ReferenceOutcome, load_reference_file, make_reference, prepare_reference, rows_needed, write_reference,
@@ -25,6 +25,7 @@ __all__ = [
     "HarnessSpec",
     "ReferenceOutcome",
     "RepeatResult",
+    "SourceLabel",
     "Spread",
     "check_cpus",
     "interleave",

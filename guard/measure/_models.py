@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StringConstraints
 
 
 class TokenMismatch(BaseModel):
@@ -84,6 +84,10 @@ class ArmMeasurement(BaseModel):
 
 
 REFERENCE_FORMAT = "regression-guard reference tokens"  # harness/run.py checks the same string
+# Where a reference came from, as the comment names it: "base 1a2b3c4d" or a repository path.
+# Letters, digits and . _ / - only, so a name read back from a report or a config cannot
+# carry markdown (a link, an image, a heading) into the comment.
+SourceLabel = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/ -]{0,199}$")]
 
 
 class ReferenceTokens(BaseModel):
@@ -91,7 +95,7 @@ class ReferenceTokens(BaseModel):
     of one free-running greedy pass (of the base build, or a file the team commits)."""
 
     format: str = REFERENCE_FORMAT
-    source: str  # where they came from: "base abc12345 (reference process)", or the file's path
+    source: SourceLabel  # where they came from: "base abc12345", or the file's path
     batch_sizes: dict[int, list[list[int]]]
 
     def rows_for(self, batch_size: int) -> list[list[int]] | None:

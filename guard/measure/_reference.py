@@ -87,7 +87,9 @@ def load_reference_file(path: Path, shown_as: str, spec: HarnessSpec) -> Referen
     except ValidationError as exc:
         problem = exc.errors()[0]["msg"]
         raise ConfigError(f"workload.reference_file: {shown_as} is malformed: {problem}; {hint}") from None
-    need = rows_needed(spec)
+    # a CPU process decodes warmup + steps; a GPU one more (rows_needed), which its harness
+    # checks with a message of its own: the file may come from either
+    need = spec.warmup_steps + spec.steps
     for size in spec.batch_sizes:
         rows = tokens.rows_for(size)
         if rows is None:
@@ -95,7 +97,7 @@ def load_reference_file(path: Path, shown_as: str, spec: HarnessSpec) -> Referen
         if len(rows) < need:
             raise ConfigError(
                 f"workload.reference_file: {shown_as} holds {len(rows)} steps at batch size {size}, fewer than "
-                f"the {need} a process decodes (warmup_steps + 2 x steps); {hint}"
+                f"the {need} a process decodes (warmup_steps + steps; on a GPU warmup_steps + 2 x steps); {hint}"
             )
         if any(len(row) != size or any(not isinstance(t, int) or t < 0 for t in row) for row in rows):
             raise ConfigError(

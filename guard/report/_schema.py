@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from guard.cause import CaptureChanges
 from guard.compare import BatchComparison, Verdict
+from guard.measure import SourceLabel
 from guard.report._traces import TraceSection
 
 SCHEMA_VERSION = 1
@@ -55,7 +56,7 @@ class WorkloadInfo(BaseModel):
     profile_steps: int = 0
     repeats: int
     described: dict[str, Any] = {}  # what the workload says of itself (describe()), per batch size
-    reference: str | None = None  # where the ids that forced every step's input came from; None: free-running
+    reference: SourceLabel | None = None  # where the ids that forced every step's input came from; None: free-running
     reference_error: str | None = None  # the reference process failed, so the processes ran free
 
 
