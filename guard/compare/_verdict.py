@@ -152,14 +152,6 @@ def _arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmSta
     )
 
 
-# What a workload needs to be forced, for messages about one that is not.
-FORCING_HINT = (
-    "a workload whose step() takes this step's input ids is forced with one reference sequence in every process, "
-    "which makes bf16 decode like for like: `def step(self, tokens=None):` and, first in it, "
-    "`if tokens is not None: self.input_ids.copy_(tokens)` (docs/workload-protocol.md)"
-)
-
-
 @dataclass(frozen=True)
 class _Rule:
     gpu_pct: float
@@ -194,11 +186,9 @@ def _compare_batch(
     if not hash_match:
         mismatch = first_mismatch(base_run.tokens, head_run.tokens)
         where = f" first at step {mismatch.step}, sequence {mismatch.sequence}" if mismatch else ""
-        own = " (and base's own repeats differ too: see above)" if reasons else ""
         reasons.append(
-            f"batch size {batch_size}: output tokens differ between {base} and {head}{where}{own}; "
+            f"batch size {batch_size}: output tokens differ between {base} and {head}{where}; "
             "the runs are not like for like, so their timings are not compared"
-            + (f". If the workload is not deterministic, {FORCING_HINT}" if reasons else "")
         )
     if reasons:
         return BatchComparison(
@@ -220,8 +210,7 @@ def _unforced_reasons(usable: dict[str, list[RepeatResult]], batch_size: int) ->
                 at = f" (first at step {where.step}, sequence {where.sequence})" if where else ""
                 reasons.append(
                     f"batch size {batch_size}: arm '{name}' is not deterministic: repeat {other.repeat + 1} "
-                    f"generated other tokens than repeat {repeats[0].repeat + 1}{at}. In bf16 no seed fixes this: "
-                    + FORCING_HINT
+                    f"generated other tokens than repeat {repeats[0].repeat + 1}{at}"
                 )
                 break
     return reasons

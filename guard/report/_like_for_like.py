@@ -105,3 +105,17 @@ def reference_note(report: Report) -> str:
         return ""
     return (f"The reference pass of base failed ({report.workload.reference_error}), so no step's input was "
             "forced and the tokens had to match exactly.")
+
+
+def forcing_hint(report: Report) -> str:
+    """For a free-running workload whose tokens differed, between repeats of one arm or between
+    base and head: no seed fixes that in bf16, forcing does, and it takes two lines."""
+    if report.workload.reference is not None:
+        return ""
+    differed = any(b.hash_match is False or any(a.deterministic is False for a in b.arms) for b in report.batch_sizes)
+    if not differed:
+        return ""
+    return ("The workload runs free, so its tokens must match exactly; in bf16 near-ties in the argmax break "
+            "differently from process to process, which no seed fixes. A workload whose step takes this step's "
+            "input ids is forced with one reference in every process instead: `def step(self, tokens=None):` and, "
+            "first in it, `if tokens is not None: self.input_ids.copy_(tokens)` (docs/workload-protocol.md).")

@@ -89,6 +89,7 @@ def render_comment(report: Report) -> str:
         agreement_sentence=like_for_like.agreement_sentence(report),
         reference_note=like_for_like.reference_note(report),
         forced_reasons=like_for_like.agreement_reasons(report),
+        forcing_hint=like_for_like.forcing_hint(report),
         host_timed=any(a.host_ms_per_step is not None for b in report.batch_sizes for a in b.arms),
         fallout_lines=fallout_lines(report),
         unheld_notes=unheld_notes(report),
