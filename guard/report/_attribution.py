@@ -10,6 +10,7 @@ from __future__ import annotations
 from guard.compare import BatchComparison
 from guard.report._trace_text import _count
 from guard.report._traces import TraceSection
+from guard.trace import TraceDiff
 
 # A cause is named as dominant when it carries at least this share of the change.
 DOMINANT_SHARE = 0.6
@@ -56,8 +57,7 @@ def _from_trace(batch: BatchComparison, section: TraceSection | None) -> tuple[s
     if section is None or section.diff is None:
         return None, None
     change = section.diff
-    launches = change.api_calls_changed.get("cudaGraphLaunch")
-    if launches is not None and (launches.before or 0) > 0 and (launches.after or 0) == 0:
+    if graphs_gone(change):
         return "no CUDA graph", (
             f"At batch size {batch.batch_size} the head no longer replays a CUDA graph: decode runs eagerly, "
             "kernel by kernel."
@@ -113,3 +113,13 @@ def _host_bound(batch: BatchComparison) -> str | None:
 
 def _short(name: str, limit: int = 60) -> str:
     return name if len(name) <= limit else name[: limit - 3] + "..."
+
+
+def graphs_gone(change: TraceDiff) -> bool:
+    """Base replayed CUDA graphs and head replays none: decode runs eagerly. From the launch
+    counts; reports written before they were counted have only the API calls."""
+    if change.launches is not None:
+        graphs = change.launches.graph_launches_per_step
+        return change.launches.fell_out_of_graphs and (graphs.after or 0) == 0
+    launches = change.api_calls_changed.get("cudaGraphLaunch")
+    return launches is not None and (launches.before or 0) > 0 and (launches.after or 0) == 0

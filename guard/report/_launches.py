@@ -4,14 +4,8 @@ profiled pass's launch counts), and GPU-timed passes whose host outran its hold.
 from __future__ import annotations
 
 from guard.report._schema import Report
+from guard.report._trace_text import _count
 from guard.trace import LaunchChange
-
-
-def _count(value: float | None) -> str:
-    """A count per step: whole where it is whole, else one decimal."""
-    if value is None:
-        return "?"
-    return f"{value:.0f}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
 
 
 def fell_out(report: Report) -> list[tuple[int, LaunchChange]]:
@@ -27,8 +21,8 @@ def fell_out(report: Report) -> list[tuple[int, LaunchChange]]:
 def fallout_counts(launches: LaunchChange) -> str:
     """'0 of 1 graph launches per step left; 216 kernel launches per step instead of 2'."""
     graphs, kernels = launches.graph_launches_per_step, launches.kernel_launches_per_step
-    return (f"{_count(graphs.after)} of {_count(graphs.before)} graph launches per step left; "
-            f"{_count(kernels.after)} kernel launches per step instead of {_count(kernels.before)}")
+    return (f"{_count(graphs.after or 0)} of {_count(graphs.before or 0)} graph launches per step left; "
+            f"{_count(kernels.after or 0)} kernel launches per step instead of {_count(kernels.before or 0)}")
 
 
 def fallout_title(report: Report) -> str:
