@@ -24,8 +24,8 @@ happens with probability 1 / C(n_a + n_b, n_a) at most: 1/252 = 0.40% for 5 and 
 1/184,756 for 10 and 10; the share condition only lowers it. The issue's stricter "an exact
 base (every D = 0) makes any disagreement a change" fails twice: it calls an unchanged head
 changed whenever base's processes all happen to be clean while one of the head's hits a rare
-near-tie (at a 5% chance per process of any disagreement, 18% of A/A comparisons of 5 and
-5), and it calls every bf16 kernel or capture change invalid, the changes the guard exists to
+near-tie (at a 5% chance per process of any disagreement, 0.95^5 x (1 - 0.95^5) = 17.5% of A/A
+comparisons of 5 and 5), and it calls every bf16 kernel or capture change invalid, the changes the guard exists to
 judge. Disagreements in some but not all of an arm's processes against an exact base are kept
 as `some_disagree`, for the comment to mention.
 """
