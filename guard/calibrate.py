@@ -100,7 +100,8 @@ def calibrate(
                                         config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress)
     progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
     measurements = run_interleaved(
-        targets, spec, config.measure.repeats, runs, config.measure.timeout_s, progress
+        targets, spec, config.measure.repeats, runs, config.measure.timeout_s, progress,
+        reference=reference.tokens if spec.reference else None,
     )
     failed = [m.error for m in measurements.values() if m.error]
     if failed:

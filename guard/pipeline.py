@@ -97,7 +97,8 @@ def run_guard(
             f"measuring {len(targets)} arm(s) x {repeats} repeats, interleaved; "
             f"batch sizes {spec.batch_sizes}, {spec.warmup_steps} warmup + {spec.steps} timed steps"
         )
-        measurements |= run_interleaved(targets, spec, repeats, out_dir / "runs", config.measure.timeout_s, progress)
+        measurements |= run_interleaved(targets, spec, repeats, out_dir / "runs", config.measure.timeout_s, progress,
+                                        reference=reference.tokens if spec.reference else None)
 
     def decide() -> Comparison:
         return compare(
@@ -112,7 +113,8 @@ def run_guard(
         progress(f"batch size(s) {near} near the threshold: one confirmation round of {repeats} repeats per arm")
         healthy = [t for t in targets if measurements[t.name].error is None]
         more = run_interleaved(
-            healthy, spec, repeats, out_dir / "runs", config.measure.timeout_s, progress, first_repeat=repeats
+            healthy, spec, repeats, out_dir / "runs", config.measure.timeout_s, progress, first_repeat=repeats,
+            reference=reference.tokens if spec.reference else None,
         )
         for name, extra in more.items():
             merged = measurements[name]

@@ -3,6 +3,7 @@ from the harness subprocess up to whole `guard run` pipelines on real git reposi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -126,6 +127,19 @@ def test_the_guard_counts_disagreements_whatever_the_process_claims() -> None:
     (counted,) = with_disagreements(result, reference).runs
     assert (counted.disagreements, counted.compared) == (2, 6)
     assert counted.first_disagreement == TokenMismatch(step=2, sequence=1, expected=8, found=9)
+
+
+def test_a_reference_file_changed_since_the_guard_wrote_it_is_refused(tmp_path: Path, reference_run) -> None:
+    rows = {r["batch_size"]: r["tokens"] for r in reference_run["runs"]}
+    path = write_reference(tmp_path / "r.json", rows)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    spec = engine_spec(steps=STEPS, warmup_steps=WARMUP, reference=str(path), reference_sha256=digest)
+    rc, _, stderr = run_harness(tmp_path, spec, "good")
+    assert rc == 0, stderr
+    rows[1][3] = [(rows[1][3][0] + 1) % 8192]  # what an earlier process of the arm's code could write
+    write_reference(path, rows)
+    rc, result, _ = run_harness(tmp_path, spec, "changed")
+    assert rc == 3 and "is not the reference the guard wrote" in result["error"]["message"]
 
 
 # -- the rule -------------------------------------------------------------------------------
@@ -436,3 +450,27 @@ def test_a_committed_reference_file_forces_every_process_and_a_bad_one_is_one_me
     assert "workload.reference_file: bench/reference.json holds 10 steps at batch size 1, fewer than the 44" in (
         short.stderr)
     assert "Traceback" not in short.stderr
+
+
+@pytest.mark.slow
+def test_a_head_that_rewrites_the_reference_does_not_change_what_base_is_forced_with(tmp_path: Path) -> None:
+    """The arm's code can write where its process runs; the guard writes the reference again
+    before every process and counts from its own copy, so base stays clean."""
+    repo = noisy_repo(tmp_path, flip=0.0)
+    source = (repo / "wl.py").read_text()
+    poison = (
+        "\n    def teardown(self):\n"
+        "        import json, sys\n"
+        "        spec = json.load(open(sys.argv[1]))\n"
+        "        data = json.load(open(spec['reference']))\n"
+        "        data['batch_sizes'] = {k: [[(t + 1) % 101 for t in row] for row in rows]\n"
+        "                               for k, rows in data['batch_sizes'].items()}\n"
+        "        json.dump(data, open(spec['reference'], 'w'))\n"
+    )
+    (repo / "wl.py").write_text(source.replace("\n\ndef make():", poison + "\n\ndef make():"))
+    commit_all(repo, "a head that rewrites the reference after each process")
+    proc, report, comment = run_guard(repo, tmp_path)
+    found = report["batch_sizes"][0]["agreement"]
+    assert found["exact"] is True, found  # base processes after a head one were forced as before
+    assert all(d == 0 for arm in found["arms"] for d in arm["disagreements"])
+    assert report["verdict"] != "invalid", report["reasons"]

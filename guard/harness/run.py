@@ -117,10 +117,6 @@ class Feed:
             self.views = list(ids.unbind(0))
         self.k = 0
 
-    @property
-    def forced(self) -> bool:
-        return self.rows is not None
-
     def reset(self) -> None:
         self.k = 0
 
@@ -289,8 +285,9 @@ def reference_batch(
     workload.setup(batch_size)
     tokens: list[list[int]] = []
     total = warmup_steps + steps
+    takes_ids = accepts_tokens(workload)
     while len(tokens) < total:
-        out = workload.step(None) if accepts_tokens(workload) else workload.step()
+        out = workload.step(None) if takes_ids else workload.step()
         tokens.append(token_ids(out, batch_size))
         if len(tokens) == 1 and uses_cuda(out):
             total = warmup_steps + max(2 * steps, profile_steps)
@@ -334,9 +331,13 @@ def profile_batch(
     return {"trace": str(trace_path), "profile_steps": steps}
 
 
-def load_reference(path: str) -> dict[int, list[list[int]]]:
-    """Batch size -> one row of ids per step, from a reference-tokens file the guard wrote."""
-    data = json.loads(Path(path).read_text())
+def load_reference(path: str, sha256: str | None = None) -> dict[int, list[list[int]]]:
+    """Batch size -> one row of ids per step, from a reference-tokens file the guard wrote,
+    checked against the hash the guard gave (an earlier process may have changed the file)."""
+    raw = Path(path).read_bytes()
+    if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
+        raise WorkloadError(f"{path} is not the reference the guard wrote (its sha256 differs)")
+    data = json.loads(raw)
     if not isinstance(data, dict) or data.get("format") != REFERENCE_FORMAT:
         raise WorkloadError(f"{path} is not a reference-tokens file")
     return {int(size): rows for size, rows in data["batch_sizes"].items()}
@@ -461,7 +462,8 @@ def main(argv: list[str]) -> int:
             result |= {"runs": runs, "finished_at": time.time()}
             out_path.write_text(json.dumps(result))
             return 0
-        references = load_reference(spec["reference"]) if spec.get("reference") and forcing else {}
+        references = load_reference(spec["reference"], spec.get("reference_sha256")) if (
+            spec.get("reference") and forcing) else {}
         runs = []
         for batch_size in spec["batch_sizes"]:
             stage = f"batch size {batch_size}"

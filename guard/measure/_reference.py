@@ -11,6 +11,7 @@ commits (`workload.reference_file`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -50,7 +51,7 @@ def make_reference(
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    payload = spec.model_dump() | {"mode": "reference", "reference": None}
+    payload = spec.model_dump() | {"mode": "reference", "reference": None, "reference_sha256": None}
     try:
         data = run_harness(target, payload, REFERENCE_STEM, run_dir, timeout_s)
     except RunFailed as failed:
@@ -68,6 +69,12 @@ def write_reference(tokens: ReferenceTokens, run_dir: Path) -> Path:
     path = run_dir / REFERENCE_FILE
     path.write_text(tokens.model_dump_json())
     return path
+
+
+def forced_spec(spec: HarnessSpec, tokens: ReferenceTokens, path: Path) -> HarnessSpec:
+    """The spec of a forced process: the file, and the hash the harness checks it against."""
+    digest = hashlib.sha256(tokens.model_dump_json().encode()).hexdigest()
+    return spec.model_copy(update={"reference": str(path), "reference_sha256": digest})
 
 
 def load_reference_file(path: Path, shown_as: str, spec: HarnessSpec) -> ReferenceTokens:
@@ -130,7 +137,7 @@ def prepare_reference(
         tokens = load_reference_file(path, reference_file, spec)
         written = write_reference(tokens, run_dir)
         progress(f"reference: {reference_file} from the base commit forces every step's input")
-        return spec.model_copy(update={"reference": str(written)}), ReferenceOutcome(
+        return forced_spec(spec, tokens, written), ReferenceOutcome(
             tokens=tokens, accepts_tokens=True, path=written
         )
     progress(f"reference: a free-running greedy pass of {source}, untimed, for the ids every process is forced with")
@@ -142,6 +149,6 @@ def prepare_reference(
                  "(tokens must then match exactly)")
     else:
         progress(f"reference: {rows_needed(spec)} steps per batch size in {outcome.seconds:.1f} s")
-    if outcome.path is None:
+    if outcome.path is None or outcome.tokens is None:
         return spec, outcome
-    return spec.model_copy(update={"reference": str(outcome.path)}), outcome
+    return forced_spec(spec, outcome.tokens, outcome.path), outcome

@@ -41,6 +41,7 @@ class HarnessSpec(BaseModel):
     profile_steps: int = 0
     profile_repeats: int = 0  # the first N processes per arm and round are profiled; 0: all
     reference: str | None = None  # reference-tokens file that forces every step's input (see _reference)
+    reference_sha256: str | None = None  # of that file as the guard wrote it: the harness checks it
 
 
 def run_interleaved(
@@ -51,10 +52,14 @@ def run_interleaved(
     timeout_s: float,
     progress: Callable[[str], None] = lambda _: None,
     first_repeat: int = 0,
+    reference: ReferenceTokens | None = None,
 ) -> dict[str, ArmMeasurement]:
     """Run every arm `repeats` times, alternating arms. An arm that fails stops being
     scheduled; the others go on, so their results are kept. Repeat indices start at
-    `first_repeat`, so a confirmation round does not overwrite the first round's files."""
+    `first_repeat`, so a confirmation round does not overwrite the first round's files.
+    With `reference` (and `spec.reference` its file) every process is forced from it."""
+    if (reference is None) != (spec.reference is None):
+        raise ValueError("run_interleaved: give the reference tokens and spec.reference together")
     run_dir = run_dir.resolve()  # the harness runs in the arm's worktree: a relative path would miss
     run_dir.mkdir(parents=True, exist_ok=True)
     by_name = {t.name: t for t in targets}
@@ -69,7 +74,7 @@ def run_interleaved(
         try:
             profiled = not spec.profile_repeats or repeat - first_repeat < spec.profile_repeats
             result = _run_one(by_name[arm], spec if profiled else spec.model_copy(update={"profile_steps": 0}),
-                              repeat, run_dir, timeout_s)
+                              repeat, run_dir, timeout_s, reference)
         except RunFailed as failed:
             measurement.error = failed.message
             measurement.log_tail = failed.log_tail
@@ -102,20 +107,27 @@ class RunFailed(Exception):
         self.log_tail = log_tail
 
 
-def _run_one(target: ArmTarget, spec: HarnessSpec, repeat: int, run_dir: Path, timeout_s: float) -> RepeatResult:
+def _run_one(
+    target: ArmTarget, spec: HarnessSpec, repeat: int, run_dir: Path, timeout_s: float,
+    reference: ReferenceTokens | None = None,
+) -> RepeatResult:
     stem = f"{target.name}-{repeat}"
+    if reference is not None and spec.reference is not None:
+        # written again before every process, from the guard's own copy: an earlier process
+        # (the arm's code) may have changed the file, and the harness checks its hash
+        Path(spec.reference).write_text(reference.model_dump_json())
     data = run_harness(target, spec.model_dump(), stem, run_dir, timeout_s, repeat=repeat)
     try:
         result = RepeatResult.model_validate(data)
     except ValidationError as exc:
         raise RunFailed(f"harness result {run_dir / stem}.json is malformed: {exc}", _tail(run_dir / f"{stem}.log")
                         ) from None
-    if spec.reference is None:  # nothing was forced, whatever the process says
+    if reference is None:  # nothing was forced, whatever the process says
         return result.model_copy(update={"runs": [
             r.model_copy(update={"forced": False, "disagreements": None, "compared": 0, "first_disagreement": None})
             for r in result.runs]})
-    # the guard counts, from the ids the process generated and the reference it wrote itself
-    return with_disagreements(result, ReferenceTokens.model_validate_json(Path(spec.reference).read_text()))
+    # the guard counts, from the ids the process generated and its own copy of the reference
+    return with_disagreements(result, reference)
 
 
 def run_harness(
