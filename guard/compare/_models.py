@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from guard.measure import Change, SourceLabel, Spread, TokenMismatch
 
@@ -37,14 +37,22 @@ class ArmStats(BaseModel):
     # per process, the GPU-timed steps whose launch outlasted the hold (their time includes host time)
     unheld_steps: list[int] = []
 
+    # more than UNHELD_SHARE of its GPU-timed steps were unheld: decided when compared, kept
+    outran_hold: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _decided_where_missing(cls, data: Any) -> Any:
+        """Reports written before the field existed: decided from their own unheld counts."""
+        if isinstance(data, dict) and "outran_hold" not in data and data.get("unheld_steps") and data.get("steps"):
+            unheld = data["unheld_steps"]
+            data = data | {"outran_hold": sum(unheld) > UNHELD_SHARE * data["steps"] * len(unheld)}
+        return data
+
     @property
     def unheld_share(self) -> float:
         """Of all its GPU-timed steps, the share whose launch outlasted the hold."""
         return sum(self.unheld_steps) / (self.steps * len(self.unheld_steps)) if self.unheld_steps and self.steps else 0
-
-    @property
-    def outran_hold(self) -> bool:
-        return self.unheld_share > UNHELD_SHARE
 
 
 class ArmAgreement(BaseModel):

@@ -9,7 +9,7 @@ from guard.compare._fingerprint import check_measurements
 from guard.compare._hashes import first_mismatch
 from guard.compare._agreement import agreement
 from guard.compare._models import (
-    VERDICT_SEVERITY, Agreement, ArmStats, BatchComparison, Comparison, MetricKey, Verdict,
+    UNHELD_SHARE, VERDICT_SEVERITY, Agreement, ArmStats, BatchComparison, Comparison, MetricKey, Verdict,
 )
 from guard.measure import (
     MOST_REPEATS, PASS_RATE, ArmMeasurement, RepeatResult, Spread, relative_change, repeats_to_decide,
@@ -137,6 +137,7 @@ def _arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmSta
     end_to_end = [r.end_to_end_gpu_ms_per_step for r in runs]
     host = [r.host_ms_per_step for r in runs]
     forced = all(r.forced for r in runs)
+    unheld = [r.unheld_steps for r in runs] if runs[0].timer == "cuda_event" else []
     return ArmStats(
         arm=arm,
         repeats=len(runs),
@@ -148,7 +149,8 @@ def _arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmSta
         sha256=runs[0].sha256,
         deterministic=None if forced else len({r.sha256 for r in runs}) == 1,
         steps=runs[0].steps,
-        unheld_steps=[r.unheld_steps for r in runs] if runs[0].timer == "cuda_event" else [],
+        unheld_steps=unheld,
+        outran_hold=bool(unheld) and sum(unheld) > UNHELD_SHARE * runs[0].steps * len(unheld),
     )
 
 
