@@ -48,7 +48,7 @@ def parse_case(text: str) -> tuple[str, str, dict[str, Any]]:
 def run_case(name: str, entry: str, options: dict[str, Any], args: argparse.Namespace, out: Path) -> dict[str, Any]:
     run_dir = out / name
     run_dir.mkdir(parents=True, exist_ok=True)
-    target = ArmTarget(name=name, python=Path(sys.executable), worktree=REPO)
+    target = ArmTarget(name=name, python=Path(sys.executable), worktree=REPO, user="")  # the guard's own engine
     spec = HarnessSpec(entry=entry, options=options, batch_sizes=args.batch_sizes, steps=args.steps,
                        warmup_steps=args.warmup_steps, profile_steps=0)
     started = time.perf_counter()

@@ -139,6 +139,7 @@ def _validate(args: argparse.Namespace, planned: dict[str, int], log: Log) -> in
     idle_grid = inputs.idle_grid(args.idle_grid_us)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="guard-validate-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    workdir.chmod(workdir.stat().st_mode | 0o055)  # run as root, the arms run as build.user, which must reach it
     run = Run(args, settings, planned, args.out, workdir, workdir / "engine-repo", log, Budget(args.budget_s))
     base_sha = make_engine_repo(run.repo, settings)
     long_kv_len = base_long_kv_len(run.repo)

@@ -86,7 +86,7 @@ def calibrate(
                       cache_dir or default_cache_dir(repo), progress)
     targets = [
         ArmTarget(name=name, python=built.python, worktree=built.worktree, env=built.env,
-                  pass_env=config.build.pass_env, cpus=config.measure.cpus)
+                  pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus)
         for name in "ab"
     ]
     spec = HarnessSpec(

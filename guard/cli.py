@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import guard
 from guard._errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, GuardError
 from guard.config import DEFAULT_CONFIG_NAME, load_config
+from guard.sandbox import restart_clean
 
 if TYPE_CHECKING:  # the report stage pulls in scipy; `guard analyze` needs none of it
     from guard.report import Report
@@ -107,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    args.own_process = argv is None  # started as the program, so it may restart itself
     try:
         if args.command == "run":
             return _run(args)
@@ -134,6 +136,8 @@ def _run(args: argparse.Namespace) -> int:
 
     config_path = args.config or args.repo / DEFAULT_CONFIG_NAME
     config = load_config(config_path, required=args.config is not None)
+    if args.own_process:  # before anything is built: this process, too, then holds no secret
+        restart_clean(config.build.pass_env)
     report = run_guard(
         args.repo, args.base, args.head, config, args.out, args.cache_dir, _progress,
         config_dir=config_path.parent, github_repo=args.github_repo,

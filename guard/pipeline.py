@@ -48,6 +48,10 @@ def run_guard(
     started = time.time()
     repo = repo.resolve()
     out_dir = out_dir.resolve()
+    try:  # the guard's before anything of the pull request runs, which then cannot make it its own
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GuardError(f"cannot make the output folder {out_dir} ({exc.strerror}); give --out a folder") from None
     base_ref, head_ref = resolve_arms(repo, base, head, config.target_branch)
     progress(f"base {base_ref.ref} = {base_ref.sha[:12]}, head {head_ref.ref} = {head_ref.sha[:12]}")
     gpu_pct, tok_pct = _thresholds(config, config_dir or repo)
@@ -70,7 +74,7 @@ def run_guard(
         arms.append(info)
         if arm is not None:
             targets.append(ArmTarget(name=arm.name, python=arm.python, worktree=arm.worktree, env=arm.env,
-                                   pass_env=config.build.pass_env, cpus=config.measure.cpus))
+                                   pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus))
         else:
             measurements[ref.name] = ArmMeasurement(arm=ref.name, error=info.error, log_tail=info.log_tail)
     _add_ablation_arms(config, arms, targets, measurements)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,40 @@ def commit_all(repo: Path, message: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Run as root, the guard runs the arms' code as an unprivileged user (build.user), which
+    must reach the test's repositories. pytest keeps root's temp folders under
+    /tmp/pytest-of-root, which every pytest session run as root makes 0700 again; so the
+    folders are made under a base of this checkout's own, one per session, instead."""
+    if os.geteuid() != 0 or config.option.basetemp is not None:
+        return
+    key = hashlib.sha256(str(config.rootpath).encode()).hexdigest()[:10]
+    root = Path(tempfile.gettempdir()) / f"guard-tests-{key}"
+    root.mkdir(mode=0o711, exist_ok=True)
+    for old in root.glob("session-*"):  # a finished session's folders go, a running one's stay
+        if not Path(f"/proc/{old.name.removeprefix('session-')}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    config.option.basetemp = str(root / f"session-{os.getpid()}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temp_folders_reachable_by_the_build_user(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Others may search (not list) the test's temp folders, as a runner's work folder lets them."""
+    if os.geteuid() != 0:
+        return
+    base = tmp_path_factory.getbasetemp()
+    base.chmod(base.stat().st_mode | 0o011)
+    made = tmp_path_factory.mktemp
+
+    def mktemp(basename: str, numbered: bool = True) -> Path:
+        path = made(basename, numbered)
+        path.chmod(path.stat().st_mode | 0o011)
+        return path
+
+    tmp_path_factory.mktemp = mktemp  # type: ignore[method-assign]  # tmp_path's folders come from it too
+
+
 def _cuda_available() -> bool:
     try:
         import torch
@@ -44,3 +81,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def writable_by_all(folder: Path) -> Path:
+    """A folder that a workload may leave notes in whoever it runs as (build.user, when the
+    tests run as root): sticky and writable by all, like /tmp."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o1777)
+    return folder

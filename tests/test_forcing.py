@@ -17,7 +17,7 @@ import pytest
 from guard.compare import agreement, false_alarm_bound
 from guard.measure import REFERENCE_FORMAT, BatchRun, TokenMismatch
 from guard.measure._disagreements import count_disagreements
-from tests.conftest import commit_all, git
+from tests.conftest import commit_all, git, writable_by_all
 from tests.test_harness import engine_spec, run_harness
 
 STEPS, WARMUP = 8, 3
@@ -276,6 +276,7 @@ warmup_steps = 4
 [build]
 method = "none"
 install = ""
+pass_env = ["NOISY_COUNTER"]
 [measure]
 repeats = 4
 confirm = false
@@ -288,22 +289,27 @@ def write_noisy(repo: Path, flip: float, shift: int = 0, work: int = 2000, forci
     (repo / "wl.py").write_text(NOISY.format(flip=flip, shift=shift, work=work, at=at, params=params, force=force))
 
 
-def noisy_repo(tmp_path: Path, flip: float, forcing: bool = True) -> Path:
+def noisy_repo(tmp_path: Path, flip: float, forcing: bool = True, config: str = CONFIG) -> Path:
     repo = tmp_path / "engine"
     repo.mkdir()
     git(repo, "init", "--quiet", "--initial-branch=main")
-    (repo / "guard.toml").write_text(CONFIG)
+    (repo / "guard.toml").write_text(config)
     write_noisy(repo, flip, forcing=forcing)
     commit_all(repo, "noisy engine")
     git(repo, "checkout", "--quiet", "-b", "feature")
     return repo
 
 
+def _counter(tmp_path: Path) -> Path:
+    """Where the workload counts its processes: a folder it may write, whoever it runs as."""
+    return writable_by_all(tmp_path / "notes") / "count"
+
+
 def run_guard(repo: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], str]:
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, env=os.environ | {"NOISY_COUNTER": str(tmp_path / "count")},
+        capture_output=True, text=True, timeout=600, env=os.environ | {"NOISY_COUNTER": str(_counter(tmp_path))},
     )
     assert (out / "report.json").exists(), proc.stderr
     return proc, json.loads((out / "report.json").read_text()), (out / "comment.md").read_text()
@@ -444,7 +450,7 @@ def test_a_committed_reference_file_forces_every_process_and_a_bad_one_is_one_me
     out = tmp_path / "short"
     short = subprocess.run(
         [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, env=os.environ | {"NOISY_COUNTER": str(tmp_path / "count")},
+        capture_output=True, text=True, timeout=600, env=os.environ | {"NOISY_COUNTER": str(_counter(tmp_path))},
     )
     assert short.returncode == 2
     assert "workload.reference_file: bench/reference.json holds 10 steps at batch size 1, fewer than the 44" in (
@@ -454,9 +460,11 @@ def test_a_committed_reference_file_forces_every_process_and_a_bad_one_is_one_me
 
 @pytest.mark.slow
 def test_a_head_that_rewrites_the_reference_does_not_change_what_base_is_forced_with(tmp_path: Path) -> None:
-    """The arm's code can write where its process runs; the guard writes the reference again
-    before every process and counts from its own copy, so base stays clean."""
-    repo = noisy_repo(tmp_path, flip=0.0)
+    """The arm's code can write where its process runs when it runs as the guard's user (a
+    runner that is not root; build.user = "" here); the guard writes the reference again
+    before every process and counts from its own copy, so base stays clean. (As the second
+    user it cannot write the reference at all: tests/test_attack_secrets.py.)"""
+    repo = noisy_repo(tmp_path, flip=0.0, config=CONFIG.replace("[build]", '[build]\nuser = ""'))
     source = (repo / "wl.py").read_text()
     poison = (
         "\n    def teardown(self):\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import commit_all, git
+from tests.conftest import commit_all, git, writable_by_all
 
 # A pure-Python workload: `WORK` sets how slow a step is, `TOKENS` what it generates.
 WORKLOAD = '''
@@ -207,7 +207,8 @@ def make(**options):
 @pytest.mark.slow
 def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, files={"wl.py": JITTER_WORKLOAD})
-    (repo / "guard.toml").write_text(CONFIG.format(method="none", install="", repeats=3).replace("[1, 2]", "[1]"))
+    config = CONFIG.format(method="none", install="", repeats=3).replace("[1, 2]", "[1]")
+    (repo / "guard.toml").write_text(config.replace("[measure]", 'pass_env = ["JITTER_COUNTER"]\n[measure]'))
     commit_all(repo, "noisy workload")
     git(repo, "checkout", "--quiet", "main")
     git(repo, "merge", "--quiet", "feature")
@@ -215,13 +216,14 @@ def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path
     (repo / "note.txt").write_text("no code change\n")
     commit_all(repo, "a change that cannot matter")
     out = tmp_path / "out"
+    counter = writable_by_all(tmp_path / "notes") / "count"  # the workload counts its processes there
     proc = subprocess.run(
         [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "same", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, env=os.environ | {"JITTER_COUNTER": str(tmp_path / "count")},
+        capture_output=True, text=True, timeout=600, env=os.environ | {"JITTER_COUNTER": str(counter)},
     )
     report = json.loads((out / "report.json").read_text())
     # the reference process, then 2 arms x 3 repeats x 2 rounds, one process each
-    assert (tmp_path / "count").read_text() == "13"
+    assert counter.read_text() == "13"
     assert "one confirmation round" in proc.stderr
     assert report["rounds"] == 2
     assert [a["repeats"] for a in report["arms"]] == [6, 6]

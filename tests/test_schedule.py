@@ -11,6 +11,7 @@ import pytest
 
 from guard._errors import ConfigError
 from guard.measure import ArmTarget, HarnessSpec, check_cpus, interleave, run_interleaved
+from tests.conftest import writable_by_all
 
 WORKLOAD = textwrap.dedent(
     """
@@ -56,11 +57,13 @@ def test_interleave_edge_cases() -> None:
 
 
 def _setup(tmp_path: Path, head_env: dict[str, str] | None = None) -> tuple[list[ArmTarget], HarnessSpec, Path]:
-    (tmp_path / "wl.py").write_text(WORKLOAD)
-    log = tmp_path / "steps.log"
+    worktree = tmp_path / "arm"
+    worktree.mkdir()
+    (worktree / "wl.py").write_text(WORKLOAD)
+    log = writable_by_all(tmp_path / "notes") / "steps.log"  # the workload writes it
     targets = [
-        ArmTarget(name="base", python=Path(sys.executable), worktree=tmp_path, env={"ARM": "base"}),
-        ArmTarget(name="head", python=Path(sys.executable), worktree=tmp_path, env={"ARM": "head"} | (head_env or {})),
+        ArmTarget(name="base", python=Path(sys.executable), worktree=worktree, env={"ARM": "base"}),
+        ArmTarget(name="head", python=Path(sys.executable), worktree=worktree, env={"ARM": "head"} | (head_env or {})),
     ]
     spec = HarnessSpec(entry="wl.py:make", options={"log": str(log)}, batch_sizes=[1], steps=2, warmup_steps=1)
     return targets, spec, log
@@ -141,7 +144,8 @@ def test_failing_arm_is_reported_and_other_arm_kept(tmp_path: Path) -> None:
 
 def test_missing_interpreter_is_an_arm_error(tmp_path: Path) -> None:
     targets, spec, _ = _setup(tmp_path)
-    targets[1] = ArmTarget(name="head", python=tmp_path / "no-such-python", worktree=tmp_path, env={"ARM": "head"})
+    targets[1] = ArmTarget(name="head", python=tmp_path / "no-such-python", worktree=targets[0].worktree,
+                           env={"ARM": "head"})
     results = run_interleaved(targets, spec, 2, tmp_path / "runs", timeout_s=120)
     assert results["head"].error is not None
     assert "no-such-python" in results["head"].error

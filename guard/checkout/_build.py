@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -22,11 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from guard._env import untrusted_env
 from guard._errors import BuildError
 from guard.checkout._git import add_worktree, prune_worktrees, worktree_head
 from guard.checkout._models import ArmRef, BuiltArm
 from guard.config._models import BuildConfig
+from guard.sandbox import LaunchError, PrUser, handed_over, pr_environment, pr_user, run_process
 
 # bump when the build procedure changes, so folders built the old way are not reused
 _LAYOUT_VERSION = 1
@@ -103,16 +102,19 @@ def _build_venv(
     deadline_s: float,
 ) -> Path:
     """Make the arm's venv, let it see the creating interpreter's packages, run the install command."""
-    parent_dirs = json.loads(_ask(arm, python, _SITE_DIRS_CODE, log, log_path, deadline_s))
+    # the guard's own steps run in the build folder: `python -m`/`-c` import from their working
+    # folder first, and the guard's may be the pull request's checkout
+    folder = venv_dir.parent
+    parent_dirs = json.loads(_ask(arm, python, _SITE_DIRS_CODE, log, log_path, deadline_s, folder))
 
     # no pip of its own: ensurepip's bundled setuptools (65 on Python 3.11) would shadow the
     # parent's newer one and break --no-build-isolation installs; the parent's pip is used instead
     argv = [str(python), "-m", "venv", "--system-site-packages", "--without-pip", str(venv_dir)]
     _run_step(arm, argv, f"creating the venv with `{python} -m venv`", log, log_path, deadline_s,
-              hint="check that build.python can make venvs (Debian/Ubuntu: install python3-venv)")
+              hint="check that build.python can make venvs (Debian/Ubuntu: install python3-venv)", cwd=folder)
     venv_python = venv_dir / "bin" / "python"
 
-    own_site, own_path = json.loads(_ask(arm, venv_python, _VENV_PATHS_CODE, log, log_path, deadline_s))
+    own_site, own_path = json.loads(_ask(arm, venv_python, _VENV_PATHS_CODE, log, log_path, deadline_s, folder))
     # --system-site-packages only reaches the base interpreter; when the guard runs in a venv,
     # that venv's packages (torch, typically) must stay visible, after the arm's own ones
     extra_dirs = [d for d in dict.fromkeys(parent_dirs) if d not in own_path and Path(d).is_dir()]
@@ -122,30 +124,39 @@ def _build_venv(
         (Path(own_site) / _PTH_NAME).write_text("".join(lines), encoding="utf-8")
         log.write(f"\nparent site-packages made visible via {Path(own_site) / _PTH_NAME}: {extra_dirs}\n")
 
-    _provide_pip(arm, venv_python, log, log_path, deadline_s)
+    _provide_pip(arm, venv_python, log, log_path, deadline_s, folder)
 
     if not build.install.strip():
         log.write("\nbuild.install is empty: nothing installed\n")
         return venv_python
-    env = untrusted_env(build.pass_env)  # the install runs the pull request's code
+    env = pr_environment(build.pass_env)  # the install runs the pull request's code
     env.pop("PYTHONHOME", None)
     env.update(
         VIRTUAL_ENV=str(venv_dir),
         PATH=f"{venv_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}",
         PIP_DISABLE_PIP_VERSION_CHECK="1",
     )
-    _run_step(arm, build.install, f"install command `{build.install}`", log, log_path, deadline_s,
-              cwd=worktree, env=env, hint="fix build.install in guard.toml or the arm's packaging")
+    user = pr_user(build.user)
+    if user is not None:
+        log.write(f"\nthe install runs as the user '{user.name}' (build.user), which may write the worktree and "
+                  "the venv until it ends\n")
+    # the worktree and venv are the install's to write while it runs, and read-only after it
+    with handed_over(user, [worktree, venv_dir]):
+        _run_step(arm, build.install, f"install command `{build.install}`", log, log_path, deadline_s,
+                  cwd=worktree, env=env, user=user, reads=[venv_python],
+                  hint="fix build.install in guard.toml or the arm's packaging")
     return venv_python
 
 
-def _provide_pip(arm: ArmRef, venv_python: Path, log: TextIO, log_path: Path, deadline_s: float) -> None:
+def _provide_pip(
+    arm: ArmRef, venv_python: Path, log: TextIO, log_path: Path, deadline_s: float, folder: Path
+) -> None:
     """Make `pip` in the venv's bin dir install into the venv, with pip from the parent if it has one."""
-    has_pip = _ask(arm, venv_python, _HAS_PIP_CODE, log, log_path, deadline_s).strip() == "True"
+    has_pip = _ask(arm, venv_python, _HAS_PIP_CODE, log, log_path, deadline_s, folder).strip() == "True"
     if not has_pip:
         argv = [str(venv_python), "-m", "ensurepip", "--default-pip"]
         _run_step(arm, argv, "installing pip into the venv with ensurepip", log, log_path, deadline_s,
-                  hint="install pip into the environment of build.python")
+                  hint="install pip into the environment of build.python", cwd=folder)
         return
     # `python -m pip` run by the venv's interpreter installs into the venv, wherever pip lives
     for name in ("pip", "pip3"):
@@ -166,11 +177,18 @@ def _run_step(
     hint: str,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
+    user: PrUser | None = None,
+    reads: list[Path] | None = None,
 ) -> None:
     """Run one build step with its output in the log; a failure or timeout is a BuildError."""
     shown = cmd if isinstance(cmd, str) else " ".join(cmd)
     log.write(f"\n$ {shown}\n")
-    exit_code = _run_logged(cmd, log, deadline_s - time.monotonic(), cwd=cwd, env=env)
+    log.flush()
+    try:
+        exit_code = run_process(cmd, stdout=log, timeout_s=deadline_s - time.monotonic(), cwd=cwd, env=env,
+                                user=user, reads=reads or [])
+    except LaunchError as exc:
+        _fail(arm, exc.message, log, log_path)
     if exit_code is None:
         log.write("\n[guard] killed: the build ran past build.timeout_s\n")
         _fail(arm, f"{what} timed out (build.timeout_s); raise build.timeout_s or speed the build up", log, log_path)
@@ -178,11 +196,11 @@ def _run_step(
         _fail(arm, f"{what} exited with code {exit_code}; {hint}", log, log_path)
 
 
-def _ask(arm: ArmRef, python: Path, code: str, log: TextIO, log_path: Path, deadline_s: float) -> str:
+def _ask(arm: ArmRef, python: Path, code: str, log: TextIO, log_path: Path, deadline_s: float, cwd: Path) -> str:
     """Run a one-line query in `python` and return what it printed."""
     try:
         proc = subprocess.run(
-            [str(python), "-c", code], capture_output=True, text=True, check=False,
+            [str(python), "-c", code], capture_output=True, text=True, check=False, cwd=cwd,
             timeout=max(deadline_s - time.monotonic(), 1.0),
         )
     except subprocess.TimeoutExpired:
@@ -191,41 +209,6 @@ def _ask(arm: ArmRef, python: Path, code: str, log: TextIO, log_path: Path, dead
         log.write(f"\n$ {python} -c {code!r}\n{proc.stdout}{proc.stderr}")
         _fail(arm, f"{python} failed a sysconfig query with exit code {proc.returncode}", log, log_path)
     return proc.stdout
-
-
-def _run_logged(
-    cmd: list[str] | str,
-    log: TextIO,
-    timeout_s: float,
-    *,
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-) -> int | None:
-    """Exit code of `cmd` with its output in `log`; None if it ran past `timeout_s` (it is killed)."""
-    log.flush()
-    if timeout_s <= 0:
-        return None
-    # own process group, so a timeout kills what a shell command started (pip, compilers), too
-    proc = subprocess.Popen(
-        cmd, shell=isinstance(cmd, str), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        return proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        return None
-    except BaseException:
-        _kill_group(proc)
-        raise
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
 
 
 def _fail(arm: ArmRef, message: str, log: TextIO, log_path: Path) -> NoReturn:

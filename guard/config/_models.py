@@ -86,8 +86,16 @@ class BuildConfig(_Section):
     pass_env: list[str] = Field(
         default_factory=list,
         description=(
-            "Variables the arm's build and workload may see although their names look like secrets "
-            "(TOKEN, SECRET, KEY...); all others of that kind are removed. Never name a write token here."
+            "Variables the arm's build and workload may see besides the allowlist (PATH, HOME, locale, CUDA, "
+            "torch, proxies...), passed as they are, e.g. HF_TOKEN. Never name a write token here."
+        ),
+    )
+    user: str = Field(
+        default="guard-pr",
+        pattern=r"^([a-z_][a-z0-9_-]{0,31})?$",
+        description=(
+            "Unprivileged user the build and workload run as when the guard runs as root, created if missing; "
+            "'' runs them as root, which lets them read every process's environment and write the cache."
         ),
     )
 

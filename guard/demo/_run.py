@@ -21,7 +21,11 @@ def run_demo(
     options_toml: str = "",
     progress: Callable[[str], None] = lambda _: None,
 ) -> Report:
-    parent = Path(tempfile.mkdtemp(prefix="guard-demo-")) if workdir is None else workdir
+    if workdir is None:
+        parent = Path(tempfile.mkdtemp(prefix="guard-demo-"))
+        parent.chmod(0o755)  # run as root, the arms' code runs as build.user, which must reach the repo
+    else:
+        parent = workdir
     repo = parent / "engine-repo"
     if repo.exists():
         raise FileExistsError(f"{repo} exists; pass an empty --workdir")

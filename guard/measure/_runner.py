@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
-from guard._env import untrusted_env
 from guard._errors import ConfigError
 from guard.harness import HARNESS_SCRIPT
 from guard.measure._disagreements import with_disagreements
 from guard.measure._models import ArmMeasurement, ReferenceTokens, RepeatResult
 from guard.measure._schedule import interleave
+from guard.sandbox import (
+    DEFAULT_PR_USER, LaunchError, pr_environment, pr_user, run_process, seal, seal_children, shared_folder,
+    writable_file,
+)
 
 LOG_TAIL_LINES = 30
 
@@ -28,7 +30,8 @@ class ArmTarget(BaseModel):
     python: Path
     worktree: Path
     env: dict[str, str] = {}
-    pass_env: list[str] = []  # secret-looking variables the arm may still see (build.pass_env)
+    pass_env: list[str] = []  # variables beyond the allowlist that the arm may see (build.pass_env)
+    user: str = DEFAULT_PR_USER  # who its processes run as when the guard is root (build.user)
     cpus: list[int] = []  # the CPUs its processes may run on (measure.cpus); empty: wherever the OS puts them
 
 
@@ -122,6 +125,7 @@ def _run_one(
     except ValidationError as exc:
         raise RunFailed(f"harness result {run_dir / stem}.json is malformed: {exc}", _tail(run_dir / f"{stem}.log")
                         ) from None
+    _check_traces(result, run_dir / "traces", run_dir / stem)
     if reference is None:  # nothing was forced, whatever the process says
         return result.model_copy(update={"runs": [
             r.model_copy(update={"forced": False, "disagreements": None, "compared": 0, "first_disagreement": None})
@@ -137,33 +141,54 @@ def run_harness(
     spec_path = run_dir / f"{stem}.spec.json"
     result_path = run_dir / f"{stem}.json"
     log_path = run_dir / f"{stem}.log"
+    trace_dir = run_dir / "traces"
     payload = spec | {
         "root": str(target.worktree),
         "arm": target.name,
         "repeat": repeat,
-        "trace_dir": str(run_dir / "traces"),
+        "trace_dir": str(trace_dir),
         "cpus": target.cpus,  # the harness pins itself before it imports torch
     }
     spec_path.write_text(json.dumps(payload, indent=2))
-    result_path.unlink(missing_ok=True)
-    env = untrusted_env(target.pass_env) | target.env | {"PYTHONUNBUFFERED": "1"}
+    # the process (the arm's code) may write its result file and add traces, nothing else here
+    user = pr_user(target.user)
+    writable_file(user, result_path)
+    shared_folder(user, trace_dir)
+    env = pr_environment(target.pass_env) | target.env | {"PYTHONUNBUFFERED": "1"}
     cmd = [str(target.python), str(HARNESS_SCRIPT), str(spec_path), str(result_path)]
     with log_path.open("w") as log:
         try:
-            proc = subprocess.run(
-                cmd, cwd=target.worktree, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s
-            )
-        except subprocess.TimeoutExpired:
-            raise RunFailed(f"timed out after {timeout_s:.0f} s (measure.timeout_s)", _tail(log_path)) from None
+            exit_code = run_process(cmd, stdout=log, timeout_s=timeout_s, cwd=target.worktree, env=env, user=user,
+                                    reads=[target.python, HARNESS_SCRIPT, spec_path])
+        except LaunchError as exc:
+            raise RunFailed(exc.message, "") from None
         except OSError as exc:
             raise RunFailed(f"could not start {target.python}: {exc}", "") from None
+        finally:
+            if user is not None:  # what it wrote is the guard's now: a later process cannot change it
+                seal(user, result_path)
+                seal_children(user, trace_dir)
+    if exit_code is None:
+        raise RunFailed(f"timed out after {timeout_s:.0f} s (measure.timeout_s)", _tail(log_path))
     data = _read_result(result_path)
     if data is not None and "error" in data:
         err = data["error"]
         raise RunFailed(f"{err['type']} at {err['stage']}: {err['message']}", _tail(log_path))
-    if proc.returncode != 0 or data is None:
-        raise RunFailed(f"harness exited with code {proc.returncode} and no result", _tail(log_path))
+    if exit_code != 0 or data is None:
+        raise RunFailed(f"harness exited with code {exit_code} and no result", _tail(log_path))
     return data
+
+
+def _check_traces(result: RepeatResult, trace_dir: Path, stem: Path) -> None:
+    """A trace the guard reads must be a file the process wrote in the traces folder: the
+    result names it, and the guard, perhaps root, must not read another file for it."""
+    for run in result.runs:
+        if run.trace is None:
+            continue
+        path = Path(run.trace)
+        if path.parent != trace_dir or not path.is_file() or path.is_symlink():
+            raise RunFailed(f"harness result {stem}.json names the trace {run.trace}, which is not a file the "
+                            f"process wrote in {trace_dir}", "")
 
 
 def check_cpus(cpus: list[int]) -> None:
@@ -181,9 +206,10 @@ def check_cpus(cpus: list[int]) -> None:
 
 def _read_result(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:

@@ -1,0 +1,32 @@
+"""How the guard runs pull-request code: with an allowlisted environment (`_env`), as an
+unprivileged user when the guard is root (`_user`), in process groups that end with the
+guard (`_process`), started by a guard that holds no secret itself (`_reexec`)."""
+
+from guard.sandbox._env import STEP_FILES, check_pass_env, guard_environment, is_allowed, pr_environment
+from guard.sandbox._process import LaunchError, check_reachable, end_all, run_process
+from guard.sandbox._reexec import MARKER, restart_clean
+from guard.sandbox._user import (
+    DEFAULT_PR_USER, PrUser, handed_over, pr_user, seal, seal_children, shared_folder, writable_file,
+)
+
+__all__ = [
+    "DEFAULT_PR_USER",
+    "MARKER",
+    "STEP_FILES",
+    "LaunchError",
+    "PrUser",
+    "check_pass_env",
+    "check_reachable",
+    "end_all",
+    "guard_environment",
+    "handed_over",
+    "is_allowed",
+    "pr_environment",
+    "pr_user",
+    "restart_clean",
+    "run_process",
+    "seal",
+    "seal_children",
+    "shared_folder",
+    "writable_file",
+]

@@ -1,0 +1,189 @@
+"""Starting the guard's child processes: each in a session (process group) of its own, as
+the pull-request user where there is one, never outliving the guard.
+
+Each group is recorded while its first process runs. When that process ends, the whole
+group is killed, so what it left running in the background goes with it; when the guard
+gets SIGTERM, SIGINT or SIGHUP, or exits, it kills every recorded group first. The group
+is killed before its first process is reaped, so its id cannot have passed to another
+process by then. A process that makes a session of its own (setsid) escapes all this;
+a PID namespace (Docker mode) is what would close that."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+from guard._errors import GuardError
+from guard.sandbox._user import PrUser
+
+_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_CHECK_READABLE = 'for p do if [ ! -r "$p" ] || { [ -d "$p" ] && [ ! -x "$p" ]; }; then printf "%s\\n" "$p"; fi; done'
+
+_live: dict[int, subprocess.Popen[bytes]] = {}  # process group id -> its first process
+_previous: dict[int, Any] = {}
+_installed = False
+_reachable: set[tuple[int, str]] = set()
+
+
+class LaunchError(GuardError):
+    """A process could not be started as the pull-request user: a path it needs is out of its reach."""
+
+
+def run_process(
+    cmd: Sequence[str] | str,
+    *,
+    stdout: IO[Any] | int,
+    timeout_s: float,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    user: PrUser | None = None,
+    reads: Sequence[Path] = (),
+) -> int | None:
+    """Exit code of `cmd` (a string runs in the shell), with stdout and stderr to `stdout`;
+    None when it ran past `timeout_s`. Its group is killed when it ends, however it ends.
+    With `user`, it runs as that user, with no other group, a fresh home and temp folder,
+    and `cwd` and `reads` are checked to be in its reach first."""
+    _install_handlers()
+    if timeout_s <= 0:
+        return None
+    if user is not None:
+        check_reachable(user, [p for p in (cwd, *reads, Path(tempfile.gettempdir())) if p is not None])
+    with _fresh_home(user) as home:
+        given = None if env is None and not home else dict(os.environ if env is None else env) | home
+        proc = subprocess.Popen(
+            cmd, shell=isinstance(cmd, str), cwd=cwd, env=given,
+            stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True,
+            **_identity(user),
+        )
+        _live[proc.pid] = proc
+        try:
+            exited = _wait_exited(proc, timeout_s)
+        finally:
+            _kill_group(proc.pid)
+            proc.wait()
+            _live.pop(proc.pid, None)
+    return proc.returncode if exited else None
+
+
+def end_all() -> None:
+    """Kill every process group the guard started that still runs."""
+    for group in list(_live):
+        _kill_group(group)
+
+
+def check_reachable(user: PrUser, paths: Sequence[Path]) -> None:
+    """Every path in `paths` is readable (folders: and searchable) by `user`, or a LaunchError.
+    A path that does not exist is left to fail the launch with its own message."""
+    wanted = [str(p) for p in dict.fromkeys(paths) if (user.uid, str(p)) not in _reachable and p.exists()]
+    if not wanted:
+        return
+    proc = subprocess.run(
+        ["/bin/sh", "-c", _CHECK_READABLE, "sh", *wanted], capture_output=True, text=True, check=False,
+        env={"PATH": "/usr/bin:/bin"}, cwd="/", **_identity(user),
+    )
+    missing = proc.stdout.splitlines() if proc.returncode == 0 else wanted
+    if missing:
+        raise LaunchError(
+            f"the user '{user.name}' that runs the pull request's code (build.user) cannot read {missing[0]}; "
+            "let others read and search every folder above it (chmod o+rx), or put it (--out, --cache-dir, "
+            "the guard's venv) under a folder that they can"
+        )
+    _reachable.update((user.uid, p) for p in wanted)
+
+
+def _identity(user: PrUser | None) -> dict[str, Any]:
+    if user is None:
+        return {}
+    return {"user": user.uid, "group": user.gid, "extra_groups": [], "umask": 0o022}
+
+
+@contextmanager
+def _fresh_home(user: PrUser | None) -> Iterator[dict[str, str]]:
+    """For the pull-request user, a home and temp folder of its own for one process, so that
+    nothing one process leaves there (a pip config, a user site-packages) reaches the next."""
+    if user is None:
+        yield {}
+        return
+    home = Path(tempfile.mkdtemp(prefix=f"{user.name}-home-"))
+    try:
+        os.chown(home, user.uid, user.gid)
+        # git in a build (a version from `git describe`) refuses the checkout's git data,
+        # which is root's, unless told to trust it; the user runs the checkout's code anyway
+        yield {"HOME": str(home), "TMPDIR": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
+               "USER": user.name, "LOGNAME": user.name,
+               "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _wait_exited(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Whether `proc` exited within `timeout_s`; it is left unreaped, so that its pid, the
+    group's id, is not reused before the group is killed."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        pidfd: int | None = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd (before Linux 5.3): poll
+        pidfd = None
+    try:
+        while True:
+            try:
+                if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    return True
+            except ChildProcessError:  # reaped already (SIGCHLD ignored)
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if pidfd is not None:
+                select.select([pidfd], [], [], left)
+            else:
+                time.sleep(min(left, 0.05))
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _kill_group(group: int) -> None:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _install_handlers() -> None:
+    """Once, from the main thread: on SIGTERM, SIGINT or SIGHUP, and at exit, end the groups."""
+    global _installed
+    if _installed or threading.current_thread() is not threading.main_thread():
+        return
+    _installed = True
+    atexit.register(end_all)
+    for signum in _SIGNALS:
+        previous = signal.getsignal(signum)
+        if previous == signal.SIG_IGN:  # under nohup, say: the guard goes on, and so do they
+            continue
+        _previous[signum] = previous
+        signal.signal(signum, _on_signal)
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    end_all()
+    previous = _previous.get(signum)
+    if callable(previous):  # SIGINT's KeyboardInterrupt
+        previous(signum, frame)
+        return
+    print(f"guard: stopped by {signal.Signals(signum).name}; its build and workload processes were ended",
+          file=sys.stderr, flush=True)
+    raise SystemExit(128 + signum)

@@ -1,0 +1,154 @@
+"""The unprivileged user that pull-request code runs as when the guard runs as root, and
+which folders it may write.
+
+Root's processes' environments are unreadable to it, and it can write only what the guard
+hands it: an arm's worktree and venv while that arm builds, one empty result file per
+harness process, the traces folder. Everything else the guard writes (build markers and
+logs, specs, the reference, report.json, comment.md) stays root's, and what the user
+wrote is sealed (made root's and read-only) as soon as the process that wrote it ends."""
+
+from __future__ import annotations
+
+import functools
+import os
+import pwd
+import re
+import shutil
+import stat
+import subprocess
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from guard._errors import ConfigError, GuardError
+
+DEFAULT_PR_USER = "guard-pr"
+_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+_NO_WRITE = ~(stat.S_IWGRP | stat.S_IWOTH)
+
+
+@dataclass(frozen=True)
+class PrUser:
+    name: str
+    uid: int
+    gid: int
+
+
+def pr_user(name: str) -> PrUser | None:
+    """The user pull-request code runs as: `name` (created if missing) when the guard runs
+    as root; None, the guard's own user, otherwise or when `name` is empty."""
+    if os.geteuid() != 0 or not name:
+        return None
+    return _ensure_user(name)
+
+
+@functools.cache
+def _ensure_user(name: str) -> PrUser:
+    if not _NAME.match(name):
+        raise ConfigError(f"build.user '{name}' is not a user name; use lower-case letters, digits, _ and -")
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        entry = _create_user(name)
+    if entry.pw_uid == 0:
+        raise ConfigError(f"build.user '{name}' is root; name an unprivileged user, or '' to run as the guard")
+    return PrUser(name=name, uid=entry.pw_uid, gid=entry.pw_gid)
+
+
+def _create_user(name: str) -> pwd.struct_passwd:
+    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+    # a system user with its own group, no home and no login: every process gets a fresh home
+    argv = [useradd, "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
+            "--shell", "/usr/sbin/nologin", name]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+        message = (proc.stderr or proc.stdout).strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        message = str(exc)
+    try:  # made here, or by another run at the same moment
+        return pwd.getpwnam(name)
+    except KeyError:
+        raise GuardError(
+            f"could not create the user '{name}' that pull-request code runs as ({message}); create it "
+            f"(useradd --system --user-group {name}) or set build.user to an existing unprivileged user"
+        ) from None
+
+
+def _entries(root: Path) -> Iterator[Path]:
+    """`root` and everything under it, without following symbolic links."""
+    yield root
+    if root.is_dir() and not root.is_symlink():
+        for folder, dirs, files in os.walk(root, followlinks=False):
+            for name in (*dirs, *files):
+                yield Path(folder) / name
+
+
+def hand_over(user: PrUser, paths: Iterable[Path]) -> None:
+    """Give the folders (or files) in `paths`, and all they hold, to `user` to write."""
+    for path in paths:
+        for entry in _entries(path):
+            os.chown(entry, user.uid, user.gid, follow_symlinks=False)
+
+
+def seal(user: PrUser, path: Path) -> None:
+    """Make what `user` owns in `path` the guard's, read-only to others: it can read and run
+    it still, but no longer change it. Set-id bits go; links are not followed, and what
+    someone else owns (a hard link to another's file) is left as it was."""
+    uid, gid = os.geteuid(), os.getegid()
+    for entry in _entries(path):
+        try:
+            info = entry.lstat()
+        except FileNotFoundError:
+            continue
+        if info.st_uid != user.uid:
+            continue
+        os.chown(entry, uid, gid, follow_symlinks=False)
+        if not stat.S_ISLNK(info.st_mode):
+            mode = stat.S_IMODE(info.st_mode) & 0o777 & _NO_WRITE
+            # group and others may read (and run) what the owner could: the user still loads it
+            os.chmod(entry, mode | ((mode & 0o500) >> 3) | ((mode & 0o500) >> 6))
+
+
+@contextmanager
+def handed_over(user: PrUser | None, paths: Iterable[Path]) -> Iterator[None]:
+    """`paths` are the user's to write inside the block, and sealed after it, however it ends."""
+    folders = list(paths)
+    if user is None:
+        yield
+        return
+    hand_over(user, folders)
+    try:
+        yield
+    finally:
+        for folder in folders:
+            seal(user, folder)
+
+
+def writable_file(user: PrUser | None, path: Path) -> None:
+    """An empty file at `path` that the user may write, in a folder it may not."""
+    path.unlink(missing_ok=True)
+    path.touch()
+    if user is not None:
+        os.chown(path, user.uid, user.gid)
+
+
+def shared_folder(user: PrUser | None, path: Path) -> None:
+    """A folder where the user may add files but not remove or change the guard's: the
+    guard's, group-writable for the user's group, sticky (like /tmp)."""
+    path.mkdir(parents=True, exist_ok=True)
+    if user is not None:
+        os.chown(path, os.geteuid(), user.gid, follow_symlinks=False)
+        os.chmod(path, 0o1775)
+
+
+def seal_children(user: PrUser | None, folder: Path) -> None:
+    """Seal what the user wrote inside `folder` (a shared one), not the folder itself; its
+    links go, so that the guard reading the folder reads only what was written there."""
+    if user is None or not folder.is_dir():
+        return
+    for child in folder.iterdir():
+        if child.is_symlink() and child.lstat().st_uid == user.uid:
+            child.unlink()
+        else:
+            seal(user, child)

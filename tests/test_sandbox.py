@@ -1,0 +1,146 @@
+"""guard.sandbox on its own, in real processes: the restart with a clean environment, the
+process groups, the second user's folders."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from guard._errors import GuardError
+from guard.sandbox import MARKER, handed_over, pr_user, run_process, seal_children, shared_folder
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the second user is used only by a guard run as root")
+
+# Says it started, restarts clean, then shows what it has; exits 3, as a verdict would.
+RESTARTING = '''
+import json, os, sys
+print("started", flush=True)
+from guard.sandbox import restart_clean
+try:
+    restart_clean(["KEEP_ME"])
+except Exception as exc:
+    print("refused:", exc, flush=True)
+    sys.exit(2)
+print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ), "utf8": sys.flags.utf8_mode}),
+      flush=True)
+sys.exit(3)
+'''
+
+
+def _restart(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "restarting.py"
+    script.write_text(RESTARTING)
+    workdir = tmp_path / "work"
+    workdir.mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, "-X", "utf8", str(script), "--head", "feature"], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_restart_happens_once_and_keeps_argv_cwd_and_exit_code(tmp_path: Path) -> None:
+    import json
+
+    env = os.environ | {"DEPLOY_KEY": "sentinel", "KEEP_ME": "kept", "GITHUB_ENV": "/runner/set_env",
+                        "GITHUB_REPOSITORY": "octo/engine"}
+    env.pop(MARKER, None)
+    proc = _restart(tmp_path, env)
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == ["started", "started"] and len(lines) == 3  # once restarted, then on: no loop
+    seen = json.loads(lines[2])
+    assert seen["argv"] == [str(tmp_path / "restarting.py"), "--head", "feature"]
+    assert seen["cwd"] == str(tmp_path / "work")
+    assert seen["env"][MARKER] == "1" and seen["env"]["KEEP_ME"] == "kept"
+    assert seen["env"]["GITHUB_REPOSITORY"] == "octo/engine"  # the guard's own, for links
+    assert "DEPLOY_KEY" not in seen["env"] and "GITHUB_ENV" not in seen["env"]
+    assert seen["utf8"] == 1 and "PYTHONUTF8" not in seen["env"]  # the interpreter's options came along too
+
+
+def test_a_marker_with_an_unclean_environment_is_refused_not_restarted_again(tmp_path: Path) -> None:
+    proc = _restart(tmp_path, {"PATH": os.environ["PATH"], MARKER: "1", "DEPLOY_KEY": "sentinel"})
+    assert proc.stdout.splitlines()[0] == "started" and proc.returncode == 2
+    assert f"refused: {MARKER} says this guard was restarted with a clean environment, yet it holds DEPLOY_KEY; " in (
+        proc.stdout
+    )
+
+
+def test_a_process_past_its_time_is_killed_with_its_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    started = time.monotonic()
+    with (tmp_path / "log").open("w") as log:
+        code = run_process(f"sleep 60 & echo $! > {pid_file}; wait", stdout=log, timeout_s=1.0, env=os.environ)
+    assert code is None and time.monotonic() - started < 20
+    child = Path(f"/proc/{pid_file.read_text().strip()}/stat")
+    assert not child.exists() or child.read_text().split(") ")[1].startswith("Z")
+
+
+def test_exit_codes_come_back_as_they_were(tmp_path: Path) -> None:
+    with (tmp_path / "log").open("w") as log:
+        assert run_process([sys.executable, "-c", "raise SystemExit(7)"], stdout=log, timeout_s=30) == 7
+        assert run_process("echo hello", stdout=log, timeout_s=30) == 0
+    assert (tmp_path / "log").read_text() == "hello\n"
+
+
+@needs_root
+def test_the_second_user_writes_what_it_is_handed_and_nothing_once_sealed(tmp_path: Path) -> None:
+    user = pr_user("guard-pr")
+    assert user is not None and user.uid != 0
+    folder = tmp_path / "worktree"
+    folder.mkdir()
+    (folder / "code.py").write_text("x = 1\n")
+    with (tmp_path / "log").open("w") as log, handed_over(user, [folder]):
+        # it writes its folder, makes a file only it can read, a set-uid one, a link out
+        script = ("echo y >> code.py && echo s > secret && chmod 600 secret && "
+                  "cp /bin/true suid && chmod 4755 suid && ln -s /etc/passwd link")
+        assert run_process(script, stdout=log, timeout_s=30, cwd=folder, env=os.environ, user=user) == 0
+    for entry in folder.iterdir():
+        info = entry.lstat()
+        assert info.st_uid == 0, entry
+        if not stat.S_ISLNK(info.st_mode):
+            assert info.st_mode & (stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID) == 0, entry
+    assert stat.S_IMODE((folder / "secret").stat().st_mode) == 0o644  # its own build can still read it
+    with (tmp_path / "log").open("w") as log:
+        code = run_process("echo z >> code.py", stdout=log, timeout_s=30, cwd=folder, env=os.environ, user=user)
+    assert code != 0 and (folder / "code.py").read_text() == "x = 1\ny\n"
+    assert "Permission denied" in (tmp_path / "log").read_text()
+
+
+@needs_root
+def test_a_shared_folder_keeps_what_was_sealed_and_drops_planted_links(tmp_path: Path) -> None:
+    user = pr_user("guard-pr")
+    assert user is not None
+    traces = tmp_path / "traces"
+    shared_folder(user, traces)
+    with (tmp_path / "log").open("w") as log:
+        assert run_process("echo one > a.json && ln -s /etc/shadow b.json", stdout=log, timeout_s=30, cwd=traces,
+                           env=os.environ, user=user) == 0
+    seal_children(user, traces)
+    assert sorted(p.name for p in traces.iterdir()) == ["a.json"]
+    with (tmp_path / "log").open("w") as log:  # a later process can neither change nor remove it
+        code = run_process("echo two > a.json || rm -f a.json; echo two > a.json", stdout=log, timeout_s=30,
+                           cwd=traces, env=os.environ, user=user)
+    assert code != 0 and (traces / "a.json").read_text() == "one\n"
+
+
+@needs_root
+def test_a_folder_out_of_the_second_users_reach_is_named(tmp_path: Path) -> None:
+    user = pr_user("guard-pr")
+    assert user is not None
+    hidden = tmp_path / "private"
+    hidden.mkdir(mode=0o700)
+    with (tmp_path / "log").open("w") as log, pytest.raises(GuardError) as caught:
+        run_process(["true"], stdout=log, timeout_s=30, cwd=hidden, env=os.environ, user=user)
+    assert caught.value.message.startswith(
+        f"the user 'guard-pr' that runs the pull request's code (build.user) cannot read {hidden}; "
+    )
+
+
+def test_no_second_user_when_the_name_is_empty_or_the_guard_is_not_root() -> None:
+    assert pr_user("") is None
+    if os.geteuid() != 0:
+        assert pr_user("guard-pr") is None
