@@ -2,8 +2,9 @@
 
 Covers what action.yml uses and no more: `${{ }}` expressions of contexts (inputs,
 github, runner, steps), string literals, `==`, `!=`, `!`, `&&`, `||`, parentheses and
-format(); step `if:` conditions (success() when there is none); `env:`; GITHUB_OUTPUT
-and GITHUB_STEP_SUMMARY files. Each step's script runs as
+format(); step `if:` conditions (success() when there is none); `env:`;
+`continue-on-error: true`; the steps context's `outputs`, `outcome` and `conclusion`;
+GITHUB_OUTPUT and GITHUB_STEP_SUMMARY files. Each step's script runs as
 `bash --noprofile --norc -eo pipefail FILE`, as for `shell: bash`.
 """
 
@@ -183,6 +184,15 @@ class StepRun:
     env: dict[str, str] = field(default_factory=dict)  # the step's `env:`, rendered
     stdout: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
+    continue_on_error: bool = False
+
+    @property
+    def outcome(self) -> str:
+        return "skipped" if not self.ran else "success" if self.exit_code == 0 else "failure"
+
+    @property
+    def conclusion(self) -> str:
+        return "success" if self.outcome == "failure" and self.continue_on_error else self.outcome
 
 
 @dataclass
@@ -193,7 +203,7 @@ class ActionRun:
 
     @property
     def succeeded(self) -> bool:
-        return all(step.exit_code == 0 for step in self.steps)
+        return all(step.conclusion != "failure" for step in self.steps)
 
     def step(self, name: str) -> StepRun:
         return next(step for step in self.steps if step.name == name)
@@ -223,7 +233,7 @@ def run_action(
 
     runs: list[StepRun] = []
     for index, step in enumerate(action["runs"]["steps"]):
-        succeeded = all(run.exit_code == 0 for run in runs)
+        succeeded = all(run.conclusion != "failure" for run in runs)
         condition = str(step.get("if", "success()")).replace("${{", "").replace("}}", "")
         # Without a status function, a condition holds only while every step before succeeded.
         if not re.search(r"\b(success|failure|always|cancelled)\(", condition):
@@ -231,6 +241,8 @@ def run_action(
         name = step.get("name", f"step {index}")
         if not truthy(evaluate(condition, contexts, succeeded)):
             runs.append(StepRun(name, step.get("id"), ran=False))
+            if step.get("id"):
+                contexts["steps"][step["id"]] = {"outputs": {}, "outcome": "skipped", "conclusion": "skipped"}
             continue
         step_env = {key: substitute(str(value), contexts) for key, value in (step.get("env") or {}).items()}
         output_file = runner_temp / f"output-{index}"
@@ -246,9 +258,11 @@ def run_action(
             cwd=workdir, env=env, capture_output=True, text=True,
         )
         outputs = read_output_file(output_file)
-        runs.append(StepRun(name, step.get("id"), True, proc.returncode, step_env, proc.stdout + proc.stderr, outputs))
+        run = StepRun(name, step.get("id"), True, proc.returncode, step_env, proc.stdout + proc.stderr, outputs,
+                      continue_on_error=step.get("continue-on-error") is True)
+        runs.append(run)
         if step.get("id"):
-            contexts["steps"][step["id"]] = {"outputs": outputs}
+            contexts["steps"][step["id"]] = {"outputs": outputs, "outcome": run.outcome, "conclusion": run.conclusion}
     action_outputs = {
         name: substitute(str(spec["value"]), contexts) for name, spec in (action.get("outputs") or {}).items()
     }

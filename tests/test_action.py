@@ -256,8 +256,9 @@ from pathlib import Path
 
 here = Path({root!r})
 scenario = json.loads((here / "scenario.json").read_text())
+parent = Path(f"/proc/{{os.getppid()}}/cmdline").read_bytes().decode().split("\\0")
 with open(here / "calls.jsonl", "a") as log:
-    log.write(json.dumps({{"argv": sys.argv[1:], "env": dict(os.environ)}}) + "\\n")
+    log.write(json.dumps({{"argv": sys.argv[1:], "env": dict(os.environ), "parent": parent}}) + "\\n")
 
 
 def arg(name):
@@ -386,6 +387,9 @@ def test_regression_on_a_pull_request_is_reported_commented_and_fails_the_job(ha
 
     (run_call,) = harness.calls("run")
     assert run_call["argv"] == ["run", "--repo", ".", "--head", HEAD_SHA, "--out", "guard-out", "--base", BASE_SHA]
+    # The step's exit code is the guard's (regression: 1); the step goes on to the summary.
+    run_step = result.step("Run regression-guard")
+    assert (run_step.exit_code, run_step.outcome, run_step.conclusion) == (1, "failure", "success")
     # The process that builds and runs the PR's code sees neither the action's token nor
     # one the workflow put in the job's environment.
     assert TOKEN not in json.dumps(run_call["env"]) and JOB_LEVEL_TOKEN not in json.dumps(run_call["env"])
@@ -414,6 +418,18 @@ def test_regression_on_a_pull_request_is_reported_commented_and_fails_the_job(ha
     log = (harness.root / "python.log").read_text()
     assert f"-m venv --system-site-packages {harness.workspace / 'runner-temp' / 'regression-guard-venv'}" in log
     assert f"pip -m pip install --quiet --disable-pip-version-check {ROOT}" in log
+
+
+def test_the_run_step_shell_gives_its_place_to_the_guard(harness: Harness) -> None:
+    """The step's shell holds the job's environment: it execs the guard, so that no process
+    between the runner and the PR's code keeps it. The summary step's shell, which runs
+    no PR code, stays the parent of its guard, which shows the test can tell the two apart."""
+    harness.run("pass", job_env={"DEPLOY_KEY": "sentinel-deploy-key"})
+    (run_call,) = harness.calls("run")
+    (summary_call,) = harness.calls("summary")
+    assert any(arg.endswith(".sh") for arg in summary_call["parent"]), summary_call["parent"]
+    assert not any(arg.endswith(".sh") for arg in run_call["parent"]), run_call["parent"]
+    assert "bash" not in Path(run_call["parent"][0]).name
 
 
 def test_regression_passes_the_job_when_fail_on_regression_is_false(harness: Harness) -> None:
@@ -446,8 +462,9 @@ def test_a_run_without_a_report_is_invalid_and_posts_nothing(harness: Harness) -
     stale.parent.mkdir()
     stale.write_text(json.dumps({"verdict": "pass", "reasons": []}))  # from an earlier job
     result = harness.run(None)
-    assert result.step("Run regression-guard").outputs["exit-code"] == "2"
-    assert "::error title=regression-guard::guard run exited with code 2 and wrote no report" in (
+    run_step = result.step("Run regression-guard")
+    assert (run_step.exit_code, run_step.outcome) == (2, "failure")
+    assert "::error title=regression-guard::guard run ended (failure) without writing a report" in (
         result.step("Summarize").stdout
     )
     assert result.outputs["verdict"] == "invalid" and result.outputs["report-path"] == ""

@@ -59,7 +59,8 @@ def test_action_measures_posts_once_and_fails_the_job_on_a_real_regression(tmp_p
         statuses = api.statuses("octo/engine", head_sha)
 
     run_step = first.step("Run regression-guard")
-    assert run_step.exit_code == 0, run_step.stdout  # the step records the exit code; the last step decides
+    # the guard's exit code (regression: 1) is the step's; the step goes on, the last one decides
+    assert (run_step.exit_code, run_step.conclusion) == (1, "success"), run_step.stdout
     assert "verdict: regression" in run_step.stdout
     assert first.outputs["verdict"] == "regression"
     assert float(first.outputs["tok-per-s-change"]) < -50  # ten times the work: tok/s far below half
