@@ -175,13 +175,18 @@ def _leaks(record: dict, planted: dict[str, str]) -> set[str]:
     return {name for name, value in planted.items() for text in texts if value in text}
 
 
-def _guard_run(repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _guard_run(repo: Path, env: dict[str, str]) -> dict:
+    """The report of a `guard run` whose arms both built and ran (steps of microseconds: any verdict)."""
     out, cache = env["PROBE_OUT"], env["PROBE_CACHE"]
-    return subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out", out,
          "--cache-dir", cache],
         capture_output=True, text=True, timeout=600, env=env,
     )
+    assert proc.returncode in (0, 1), proc.stderr
+    report = json.loads((Path(out) / "report.json").read_text())
+    assert [a["status"] for a in report["arms"]] == ["ok", "ok"], proc.stderr
+    return report
 
 
 def _is_guard(argv: list[str]) -> bool:
@@ -197,9 +202,7 @@ def test_code_run_as_the_guards_own_user_finds_no_secret_in_any_process_above_it
     git(repo, "config", "--local", "http.https://github.com/.extraheader", "AUTHORIZATION: basic c2VudGluZWw=")
     planted = SECRETS | _job_files(tmp_path)
     env = os.environ | planted | _probe_env(tmp_path)
-    proc = _guard_run(repo, env)
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads((Path(env["PROBE_OUT"]) / "report.json").read_text())
+    report = _guard_run(repo, env)
     assert any("persist-credentials: false" in w for w in report["warnings"])
 
     records = _records(tmp_path)
@@ -222,8 +225,7 @@ def test_code_run_as_the_second_user_reads_no_environment_above_it_and_writes_no
     repo = _repo(tmp_path, "")  # build.user: the default, guard-pr
     planted = SECRETS | _job_files(tmp_path)
     env = os.environ | planted | _probe_env(tmp_path)
-    proc = _guard_run(repo, env)
-    assert proc.returncode == 0, proc.stderr
+    _guard_run(repo, env)
 
     records = _records(tmp_path)
     assert sorted(r["stage"] for r in records) == ["build", "build", "workload", "workload", "workload", "workload"]
@@ -280,7 +282,7 @@ def test_through_the_action_no_step_shell_or_guard_above_the_pr_code_holds_a_sec
     inputs = {"python": str(runner_python), "out": probe["PROBE_OUT"], "cache-dir": probe["PROBE_CACHE"],
               "base": "main", "head": "feature"}
     result = run_action(action, inputs, github, repo, job_env)
-    assert result.step("Run regression-guard").exit_code == 0, result.step("Run regression-guard").stdout
+    assert result.step("Run regression-guard").exit_code in (0, 1), result.step("Run regression-guard").stdout
 
     runner_temp = repo / "runner-temp"  # where the composite runner keeps the step files
     planted = SECRETS | {"GITHUB_OUTPUT": str(runner_temp / "output-1"),
@@ -435,7 +437,7 @@ def test_what_a_build_leaves_running_ends_when_the_build_step_does(tmp_path: Pat
          str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")],
         env=os.environ | {"PROBE_DUMP": str(dumps)}, capture_output=True, text=True, timeout=600,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode in (0, 1), proc.stderr  # any verdict: the builds ran
     sleepers = [int(line) for line in (dumps / "sleeper.pid").read_text().split()]
     assert len(sleepers) == 2  # one per arm's build
     for sleeper in sleepers:
