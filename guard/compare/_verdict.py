@@ -12,8 +12,8 @@ from guard.compare._models import (
     UNHELD_SHARE, VERDICT_SEVERITY, Agreement, ArmStats, BatchComparison, Comparison, MetricKey, Verdict,
 )
 from guard.measure import (
-    MOST_REPEATS, PASS_RATE, ArmMeasurement, RepeatResult, Spread, relative_change, repeats_to_decide,
-    repeats_to_rule_out, spread,
+    MOST_REPEATS, PASS_RATE, ArmMeasurement, RepeatResult, Spread, detectable_change_pct, relative_change,
+    repeats_to_decide, repeats_to_rule_out, spread,
 )
 
 
@@ -248,7 +248,13 @@ def _compare_timings(
     )
     gpu = _Slowdown(gpu_change.pct, gpu_change.ci_low_pct, gpu_change.ci_high_pct, gpu_change.p_value)
     tok = _Slowdown(-tok_change.pct, -tok_change.ci_high_pct, -tok_change.ci_low_pct, tok_change.p_value)
-    verdicts = (gpu.verdict(rule.gpu_pct, rule.alpha), tok.verdict(rule.tok_pct, rule.alpha))
+    tok_values = [by_name[name].tok_per_s.values for name in (base, head)]
+    tok_detectable = detectable_change_pct(tok_values, min(len(v) for v in tok_values), confidence)
+    tok_gates = tok_detectable <= rule.tok_pct
+    verdicts = (
+        gpu.verdict(rule.gpu_pct, rule.alpha),
+        tok.verdict(rule.tok_pct, rule.alpha) if tok_gates else tok.shown_past(rule.tok_pct),
+    )
     verdict = _most_severe(list(verdicts))
     at_threshold: list[MetricKey] = []
     if verdict == "inconclusive":
@@ -276,6 +282,8 @@ def _compare_timings(
         gpu_ms_change=gpu_change, tok_per_s_change=tok_change, end_to_end_gpu_ms_change=e2e_change,
         host_ms_change=host_change,
         gpu_ms_verdict=verdicts[0], tok_per_s_verdict=verdicts[1], at_threshold=at_threshold,
+        tok_per_s_gates=tok_gates, tok_per_s_detectable_pct=tok_detectable,
+        tok_per_s_repeats_to_gate=None if tok_gates else repeats_to_rule_out(tok_values, rule.tok_pct, confidence),
         hash_match=hash_match, agreement=agreement,
         near_threshold=verdict == "inconclusive" or marginal,
     )
@@ -300,4 +308,13 @@ class _Slowdown:
             return "improvement"
         if self.high >= threshold_pct:
             return "inconclusive"
+        return "pass"
+
+    def shown_past(self, threshold_pct: float) -> Verdict:
+        """An informational metric's verdict: a change counts only when its whole interval is
+        past the threshold; anything else passes, as its noise cannot decide."""
+        if self.low >= threshold_pct:
+            return "regression"
+        if -self.high >= threshold_pct:
+            return "improvement"
         return "pass"

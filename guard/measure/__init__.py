@@ -9,7 +9,8 @@ from guard.measure._reference import (
 from guard.measure._runner import ArmTarget, HarnessSpec, check_cpus, run_interleaved
 from guard.measure._schedule import interleave
 from guard.measure._stats import (
-    MOST_REPEATS, PASS_RATE, Change, Spread, relative_change, repeats_to_decide, repeats_to_rule_out, spread,
+    MOST_REPEATS, PASS_RATE, Change, Spread, detectable_change_pct, relative_change, repeats_to_decide,
+    repeats_to_rule_out, spread,
 )
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "relative_change",
     "repeats_to_decide",
     "repeats_to_rule_out",
+    "detectable_change_pct",
     "rows_needed",
     "run_interleaved",
     "spread",

@@ -12,6 +12,7 @@ from guard.report._ablation import ablation_lines
 from guard.report import _like_for_like as like_for_like
 from guard.report._attribution import attribution
 from guard.report._launches import fallout_lines, unheld_notes
+from guard.report._roles import informational, tok_role_note
 from guard.report._schema import ArmInfo, Report
 from guard.report._title import step_metric, title, undecided_sentence, under_threshold_sentence
 from guard.report._trace_text import gap_arithmetic, profile_scale, trace_bullets
@@ -85,6 +86,8 @@ def render_comment(report: Report) -> str:
             if (text := attribution(b, _section(report, b.batch_size)))
         ) if report.verdict == "inconclusive" else "",
         step_metric=step_metric(report),
+        tok_gates=not informational(report),
+        tok_role_note=tok_role_note(report),
         launch_notes=launch_notes(report),
         agreement_sentence=like_for_like.agreement_sentence(report),
         reference_note=like_for_like.reference_note(report),
