@@ -13,6 +13,7 @@ from guard._errors import BuildError, GuardError
 from guard.cause import CaptureChanges, find_capture_changes
 from guard.checkout import (
     ArmRef, BuiltArm, build_arm, changed_files, commit_subject, persisted_credentials, resolve_arms,
+    uncommitted_changes,
 )
 from guard.compare import Comparison, compare, confirm_near_threshold
 from guard.config import GuardConfig, load_thresholds
@@ -50,6 +51,9 @@ def run_guard(
     out_dir = out_dir.resolve()
     base_ref, head_ref = resolve_arms(repo, base, head, config.target_branch)
     progress(f"base {base_ref.ref} = {base_ref.sha[:12]}, head {head_ref.ref} = {head_ref.sha[:12]}")
+    if dirty := uncommitted_changes(repo):
+        progress(f"warning: {len(dirty)} file(s) in the working tree have uncommitted changes ({dirty[0]}"
+                 f"{', ...' if len(dirty) > 1 else ''}); they are not measured: the guard builds the commits")
     gpu_pct, tok_pct = _thresholds(config, config_dir or repo)
     check_cpus(config.measure.cpus)
     cache_dir = cache_dir or default_cache_dir(repo)

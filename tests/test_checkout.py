@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from guard._errors import BuildError, GitError
-from guard.checkout import ArmRef, BuiltArm, build_arm, changed_files, resolve_arms
+from guard.checkout import ArmRef, BuiltArm, build_arm, changed_files, resolve_arms, uncommitted_changes
 from guard.config import BuildConfig
 
 # isolated from the machine's git config, with an identity so commits work anywhere
@@ -136,6 +136,25 @@ def test_unknown_ref_is_a_git_error_naming_it(repo: Repo) -> None:
 
     with pytest.raises(GitError, match="'also-missing' not found"):
         resolve_arms(repo.path, None, "also-missing", "main")
+
+
+def test_a_head_that_is_its_base_is_refused(repo: Repo) -> None:
+    with pytest.raises(GitError, match="are the same commit") as caught:
+        resolve_arms(repo.path, repo.feature_sha[:10], "feature", "main")
+    assert "guard calibrate" in caught.value.message
+    proc = subprocess.run([sys.executable, "-m", "guard", "run", "--repo", str(repo.path), "--base", "feature",
+                           "--head", "feature", "--out", str(repo.path.parent / "out")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "are the same commit" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_uncommitted_changes_are_listed_and_untracked_files_are_not(repo: Repo) -> None:
+    assert uncommitted_changes(repo.path) == []
+    name = git(repo.path, "ls-files").split()[0]
+    tracked = repo.path / name
+    tracked.write_text(tracked.read_text() + "\n# edited, not committed\n")
+    (repo.path / "scratch.txt").write_text("untracked")
+    assert uncommitted_changes(repo.path) == [name]
 
 
 def test_dash_ref_is_refused_not_passed_as_an_option(repo: Repo) -> None:

@@ -25,7 +25,20 @@ def resolve_arms(repo: Path, base: str | None, head: str, target_branch: str) ->
     else:
         base_sha = resolve_commit(repo, base)
         base_ref = base
+    if base_sha == head_sha:
+        raise GitError(
+            f"base ({base_ref}) and head ({head}) are the same commit, {head_sha[:12]}: there is nothing to "
+            "compare. Give the pull request's head, or measure this runner's noise on one commit with "
+            "`guard calibrate --ref REF`"
+        )
     return ArmRef(name="base", ref=base_ref, sha=base_sha), ArmRef(name="head", ref=head, sha=head_sha)
+
+
+def uncommitted_changes(repo: Path) -> list[str]:
+    """Tracked files the working tree changed: the guard builds commits, so it leaves them out."""
+    proc = _git_checked(repo, "status", "--porcelain", "-z", "--untracked-files=no",
+                        doing="check the working tree for uncommitted changes")
+    return [entry[3:] for entry in proc.stdout.split("\0") if len(entry) > 3]
 
 
 def changed_files(repo: Path, base_sha: str, head_sha: str) -> list[str]:

@@ -54,7 +54,7 @@ def run_interleaved(
     first_repeat: int = 0,
     reference: ReferenceTokens | None = None,
 ) -> dict[str, ArmMeasurement]:
-    """Run every arm `repeats` times, alternating arms. An arm that fails stops being
+    """Run every arm `repeats` times, alternating arms in mirrored rounds. An arm that fails stops being
     scheduled; the others go on, so their results are kept. Repeat indices start at
     `first_repeat`, so a confirmation round does not overwrite the first round's files.
     With `reference` (and `spec.reference` its file) every process is forced from it."""
@@ -64,7 +64,7 @@ def run_interleaved(
     run_dir.mkdir(parents=True, exist_ok=True)
     by_name = {t.name: t for t in targets}
     results = {t.name: ArmMeasurement(arm=t.name) for t in targets}
-    order = [(arm, first_repeat + r) for arm, r in interleave([t.name for t in targets], repeats)]
+    order = interleave([t.name for t in targets], repeats, first_repeat)
     last = first_repeat + repeats
     for index, (arm, repeat) in enumerate(order, start=1):
         measurement = results[arm]
