@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import guard
+from guard._crash import describe_failure
 from guard._errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, GuardError
+from guard._output import append_whole, check_out_dir, check_out_file
 from guard.config import DEFAULT_CONFIG_NAME, load_config
 
 if TYPE_CHECKING:  # the report stage pulls in scipy; `guard analyze` needs none of it
@@ -92,20 +94,24 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--report", type=Path, required=True, help="report.json written by `guard run`")
 
     steps_help = "decode steps in the trace; needed when it has no step ranges and no graph launches"
+    max_help = "largest trace read, in MiB uncompressed (default: 2048); a larger one is refused before it is held"
     analyze = sub.add_parser("analyze", help="kernel, idle and gap figures per decode step of one profiler trace")
     analyze.add_argument("trace", type=Path, help="Kineto JSON (.json, .json.gz) or Nsight Systems SQLite trace")
     analyze.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     analyze.add_argument("--steps", type=int, default=None, help=steps_help)
+    analyze.add_argument("--max-trace-mib", type=_positive_int, default=None, help=max_help)
 
     diff = sub.add_parser("diff", help="what changed per decode step between a base and a head trace")
     diff.add_argument("base_trace", type=Path)
     diff.add_argument("head_trace", type=Path)
     diff.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
     diff.add_argument("--steps", type=int, default=None, help=steps_help + " (applies to both)")
+    diff.add_argument("--max-trace-mib", type=_positive_int, default=None, help=max_help)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit 1 only for a regression: every failure, expected or not, is one line and exit 2."""
     args = _parser().parse_args(argv)
     try:
         if args.command == "run":
@@ -127,11 +133,27 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("guard: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of stdout went away (`guard analyze ... | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001  # a bug or the machine's limit: still one line, never exit 1
+        print(f"guard: error: {describe_failure(exc, args.command, _bug_dir(args))}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _bug_dir(args: argparse.Namespace) -> Path | None:
+    """Where a traceback is kept: beside the command's outputs when it writes any."""
+    if args.command in ("run", "demo"):
+        return args.out
+    if args.command == "calibrate":
+        return args.out.parent
+    return None
 
 
 def _run(args: argparse.Namespace) -> int:
     from guard.pipeline import run_guard
 
+    check_out_dir(args.out)
     config_path = args.config or args.repo / DEFAULT_CONFIG_NAME
     config = load_config(config_path, required=args.config is not None)
     report = run_guard(
@@ -145,6 +167,7 @@ def _run(args: argparse.Namespace) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     from guard.calibrate import calibrate
 
+    check_out_file(args.out)
     config_path = args.config or args.repo / DEFAULT_CONFIG_NAME
     config = load_config(config_path, required=args.config is not None)
     result = calibrate(args.repo, args.ref, config, args.out, _progress)
@@ -191,8 +214,7 @@ def _summary(args: argparse.Namespace) -> int:
 
     report = read_report(args.report)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
-        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as summary:
-            summary.write(render_comment(report) + "\n")
+        append_whole(Path(os.environ["GITHUB_STEP_SUMMARY"]), render_comment(report) + "\n")
     if os.environ.get("GITHUB_OUTPUT"):
         change = worst_tok_per_s_change_pct(report)
         write_outputs(Path(os.environ["GITHUB_OUTPUT"]), {
@@ -208,6 +230,7 @@ def _summary(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from guard.demo import run_demo
 
+    check_out_dir(args.out)
     report = run_demo(
         out_dir=args.out,
         workdir=args.workdir,
@@ -230,7 +253,7 @@ def _finish(report: Report, out_dir: Path, print_comment: bool) -> int:
 def _analyze(args: argparse.Namespace) -> int:
     from guard.trace import analyze, figures_text, read_trace
 
-    figures = analyze(read_trace(args.trace), steps=args.steps)
+    figures = analyze(read_trace(args.trace, *_trace_cap(args)), steps=args.steps)
     sys.stdout.write(figures.model_dump_json(indent=2) + "\n" if args.json else figures_text(figures))
     return EXIT_OK
 
@@ -238,8 +261,22 @@ def _analyze(args: argparse.Namespace) -> int:
 def _diff(args: argparse.Namespace) -> int:
     from guard.trace import analyze, diff, diff_text, read_trace
 
-    base = analyze(read_trace(args.base_trace), steps=args.steps)
-    head = analyze(read_trace(args.head_trace), steps=args.steps)
+    base = analyze(read_trace(args.base_trace, *_trace_cap(args)), steps=args.steps)
+    head = analyze(read_trace(args.head_trace, *_trace_cap(args)), steps=args.steps)
     result = diff(base, head)
     sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else diff_text(result))
     return EXIT_OK
+
+
+def _trace_cap(args: argparse.Namespace) -> tuple[int, ...]:
+    return () if args.max_trace_mib is None else (args.max_trace_mib << 20,)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Literal
 
@@ -9,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # "pkg.module:function" or "path/to/file.py:function"
 _ENTRY_RE = re.compile(r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REFERENCE_FILE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*\.json$")
 
 
@@ -33,6 +35,17 @@ class WorkloadConfig(_Section):
     options: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments passed to the entry point."
     )
+
+    @field_validator("options")
+    @classmethod
+    def _json_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # they reach the harness as JSON, which has no dates or times
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise ValueError("options must be strings, numbers, booleans, arrays and tables, not dates "
+                             "or times (quote a date to pass it as a string)") from None
+        return value
     batch_sizes: list[int] = Field(default=[1, 2], min_length=1)
     steps: int = Field(default=256, ge=1, description="Timed decode steps per batch size.")
     warmup_steps: int = Field(default=32, ge=0)
@@ -141,6 +154,18 @@ class ArmConfig(_Section):
     def _not_reserved(cls, value: str) -> str:
         if value in ("base", "head"):
             raise ValueError("'base' and 'head' are the built-in arms; pick another name")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        # a process environment cannot hold `=` in a name, nor a NUL anywhere
+        bad = [name for name in value if not _ENV_NAME_RE.match(name)]
+        if bad:
+            raise ValueError(f"environment variable names are letters, digits and _, not starting with a digit: "
+                             f"{', '.join(repr(n) for n in bad)}")
+        if any("\0" in text for text in value.values()):
+            raise ValueError("an environment variable's value cannot hold a NUL character")
         return value
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from guard._errors import ConfigError
+from guard._output import write_atomic
 
 
 class Thresholds(BaseModel):
@@ -40,4 +41,4 @@ def write_thresholds(path: Path, thresholds: Thresholds, comment: str) -> None:
         f"tok_per_s_pct = {thresholds.tok_per_s_pct:.3f}",
         "",
     ]
-    path.write_text("\n".join(lines))
+    write_atomic(path, "\n".join(lines))

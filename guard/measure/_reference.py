@@ -37,6 +37,18 @@ class ReferenceOutcome(BaseModel):
     seconds: float = 0.0
 
 
+class _ReferenceRun(BaseModel):
+    batch_size: int
+    tokens: list[list[int]]
+
+
+class _ReferenceAnswer(BaseModel):
+    """What the reference process reports: whether its step() takes ids, and its ids."""
+
+    accepts_tokens: bool = False
+    runs: list[_ReferenceRun] = []
+
+
 def rows_needed(spec: HarnessSpec) -> int:
     """Steps after a setup that a measured process may decode: warmup, then on a GPU two timed
     passes, or the profiled pass if that is longer."""
@@ -57,11 +69,16 @@ def make_reference(
     except RunFailed as failed:
         return ReferenceOutcome(error=failed.message, seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
-    if not data.get("accepts_tokens"):
+    try:
+        # written by a process that ran the arm's code: data, checked like any other result
+        answer = _ReferenceAnswer.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return ReferenceOutcome(error=f"its result is malformed at {where}: {first['msg']}", seconds=seconds)
+    if not answer.accepts_tokens:
         return ReferenceOutcome(accepts_tokens=False, seconds=seconds)
-    tokens = ReferenceTokens(
-        source=source, batch_sizes={int(run["batch_size"]): run["tokens"] for run in data.get("runs", [])}
-    )
+    tokens = ReferenceTokens(source=source, batch_sizes={run.batch_size: run.tokens for run in answer.runs})
     return ReferenceOutcome(tokens=tokens, accepts_tokens=True, path=write_reference(tokens, run_dir), seconds=seconds)
 
 
@@ -87,6 +104,8 @@ def load_reference_file(path: Path, shown_as: str, spec: HarnessSpec) -> Referen
         raise ConfigError(f"workload.reference_file: {shown_as} not found in the base commit; {hint}") from None
     except (OSError, ValueError) as exc:
         raise ConfigError(f"workload.reference_file: {shown_as} is not JSON ({exc}); {hint}") from None
+    except RecursionError:
+        raise ConfigError(f"workload.reference_file: {shown_as} nests deeper than any reference file; {hint}") from None
     if not isinstance(data, dict) or data.get("format") != REFERENCE_FORMAT:
         raise ConfigError(f"workload.reference_file: {shown_as} is not a reference-tokens file; {hint}")
     try:

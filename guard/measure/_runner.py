@@ -19,6 +19,8 @@ from guard.measure._models import ArmMeasurement, ReferenceTokens, RepeatResult
 from guard.measure._schedule import interleave
 
 LOG_TAIL_LINES = 30
+# A result holds timings and one token id per row and step: a few MB at the most
+MAX_RESULT_BYTES = 256 << 20
 
 
 class ArmTarget(BaseModel):
@@ -157,10 +159,10 @@ def run_harness(
             raise RunFailed(f"timed out after {timeout_s:.0f} s (measure.timeout_s)", _tail(log_path)) from None
         except OSError as exc:
             raise RunFailed(f"could not start {target.python}: {exc}", "") from None
-    data = _read_result(result_path)
+    data = _read_result(result_path, log_path)
     if data is not None and "error" in data:
-        err = data["error"]
-        raise RunFailed(f"{err['type']} at {err['stage']}: {err['message']}", _tail(log_path))
+        err = data["error"] if isinstance(data["error"], dict) else {"message": data["error"]}
+        raise RunFailed(f"{err.get('type')} at {err.get('stage')}: {err.get('message')}", _tail(log_path))
     if proc.returncode != 0 or data is None:
         raise RunFailed(f"harness exited with code {proc.returncode} and no result", _tail(log_path))
     return data
@@ -179,11 +181,22 @@ def check_cpus(cpus: list[int]) -> None:
         )
 
 
-def _read_result(path: Path) -> dict[str, Any] | None:
+def _read_result(path: Path, log_path: Path) -> dict[str, Any] | None:
+    """The result object the harness wrote; None when there is none. The arm's code ran in
+    that process and may have written the file itself: it is read as data, bounded."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        with path.open("rb") as f:
+            text = f.read(MAX_RESULT_BYTES + 1)
+    except OSError:
         return None
+    if len(text) > MAX_RESULT_BYTES:
+        raise RunFailed(f"its result {path.name} is over {MAX_RESULT_BYTES >> 20} MiB, far more than "
+                        "timings and token ids take", _tail(log_path))
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than any result is
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
