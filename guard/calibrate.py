@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from contextlib import ExitStack
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -82,27 +83,29 @@ def calibrate(
     repo = repo.resolve()
     check_cpus(config.measure.cpus)
     _, arm_ref = resolve_arms(repo, ref, ref, config.target_branch)
-    built = build_arm(repo, ArmRef(name="aa", ref=ref, sha=arm_ref.sha), config.build,
-                      cache_dir or default_cache_dir(repo), progress)
-    targets = [
-        ArmTarget(name=name, python=built.python, worktree=built.worktree, env=built.env,
-                  pass_env=config.build.pass_env, cpus=config.measure.cpus)
-        for name in "ab"
-    ]
-    spec = HarnessSpec(
-        entry=config.workload.entry, options=config.workload.options, batch_sizes=config.workload.batch_sizes,
-        steps=config.workload.steps, warmup_steps=config.workload.warmup_steps,
-        profile_steps=config.workload.profile_steps,
-        profile_repeats=config.workload.profile_repeats or PROFILED_PER_SIDE,
-    )
-    runs = out.parent / f"{out.stem}-runs"
-    spec, reference = prepare_reference(targets[0], spec, runs, config.measure.timeout_s,
-                                        config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress)
-    progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
-    measurements = run_interleaved(
-        targets, spec, config.measure.repeats, runs, config.measure.timeout_s, progress,
-        reference=reference.tokens if spec.reference else None,
-    )
+    # the build stays locked until the A/A runs are done: no other run rebuilds it meanwhile
+    with ExitStack() as build_in_use:
+        built = build_arm(repo, ArmRef(name="aa", ref=ref, sha=arm_ref.sha), config.build,
+                          cache_dir or default_cache_dir(repo), progress, hold=build_in_use)
+        targets = [
+            ArmTarget(name=name, python=built.python, worktree=built.worktree, env=built.env,
+                      pass_env=config.build.pass_env, cpus=config.measure.cpus)
+            for name in "ab"
+        ]
+        spec = HarnessSpec(
+            entry=config.workload.entry, options=config.workload.options, batch_sizes=config.workload.batch_sizes,
+            steps=config.workload.steps, warmup_steps=config.workload.warmup_steps,
+            profile_steps=config.workload.profile_steps,
+            profile_repeats=config.workload.profile_repeats or PROFILED_PER_SIDE,
+        )
+        runs = out.parent / f"{out.stem}-runs"
+        spec, reference = prepare_reference(targets[0], spec, runs, config.measure.timeout_s,
+                                            config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress)
+        progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
+        measurements = run_interleaved(
+            targets, spec, config.measure.repeats, runs, config.measure.timeout_s, progress,
+            reference=reference.tokens if spec.reference else None,
+        )
     failed = [m.error for m in measurements.values() if m.error]
     if failed:
         raise HarnessError("aa", failed[0])

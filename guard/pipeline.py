@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -46,6 +47,25 @@ def run_guard(
     github_repo: str | None = None,
     server_url: str = "https://github.com",
 ) -> Report:
+    # the arms' cached builds stay locked until the report is written: no other run rebuilds them meanwhile
+    with ExitStack() as builds_in_use:
+        return _run_guard(repo, base, head, config, out_dir, cache_dir, progress, config_dir, github_repo, server_url,
+                          builds_in_use)
+
+
+def _run_guard(
+    repo: Path,
+    base: str | None,
+    head: str,
+    config: GuardConfig,
+    out_dir: Path,
+    cache_dir: Path | None,
+    progress: Progress,
+    config_dir: Path | None,
+    github_repo: str | None,
+    server_url: str,
+    builds_in_use: ExitStack,
+) -> Report:
     started = time.time()
     repo = repo.resolve()
     out_dir = out_dir.resolve()
@@ -70,7 +90,7 @@ def run_guard(
     targets: list[ArmTarget] = []
     measurements: dict[str, ArmMeasurement] = {}
     for ref in (base_ref, head_ref):
-        info, arm = _build(repo, ref, config, cache_dir, progress)
+        info, arm = _build(repo, ref, config, cache_dir, progress, builds_in_use)
         arms.append(info)
         if arm is not None:
             targets.append(ArmTarget(name=arm.name, python=arm.python, worktree=arm.worktree, env=arm.env,
@@ -217,14 +237,14 @@ def _add_ablation_arms(
 
 
 def _build(
-    repo: Path, ref: ArmRef, config: GuardConfig, cache_dir: Path, progress: Progress
+    repo: Path, ref: ArmRef, config: GuardConfig, cache_dir: Path, progress: Progress, builds_in_use: ExitStack
 ) -> tuple[ArmInfo, BuiltArm | None]:
     info = ArmInfo(
         name=ref.name, ref=ref.ref, sha=ref.sha, subject=commit_subject(repo, ref.sha),
         build_method=config.build.method,
     )
     try:
-        arm = build_arm(repo, ref, config.build, cache_dir, progress)
+        arm = build_arm(repo, ref, config.build, cache_dir, progress, hold=builds_in_use)
     except BuildError as exc:
         progress(f"{ref.name}: {exc.message}")
         info.status, info.error, info.log_tail = "build_failed", exc.message, exc.log_tail

@@ -385,7 +385,8 @@ def test_regression_on_a_pull_request_is_reported_commented_and_fails_the_job(ha
     result = harness.run("regression", job_env={"GITHUB_TOKEN": JOB_LEVEL_TOKEN, "GH_TOKEN": JOB_LEVEL_TOKEN})
 
     (run_call,) = harness.calls("run")
-    assert run_call["argv"] == ["run", "--repo", ".", "--head", HEAD_SHA, "--out", "guard-out", "--base", BASE_SHA]
+    assert run_call["argv"] == ["run", "--repo", ".", "--head", HEAD_SHA, "--out", "guard-out", "--base", BASE_SHA,
+                                "--cache-dir", str(harness.workspace / "runner-temp" / "regression-guard-cache")]
     # The process that builds and runs the PR's code sees neither the action's token nor
     # one the workflow put in the job's environment.
     assert TOKEN not in json.dumps(run_call["env"]) and JOB_LEVEL_TOKEN not in json.dumps(run_call["env"])
@@ -460,8 +461,10 @@ def test_a_run_without_a_report_is_invalid_and_posts_nothing(harness: Harness) -
 def test_a_push_measures_against_the_merge_base_and_holds_no_token(harness: Harness) -> None:
     result = harness.run("pass", event="push")
     (run_call,) = harness.calls("run")
+    # the cache defaults to the job's temp folder, which the runner empties for each job
     assert run_call["argv"] == ["run", "--repo", ".", "--head", "3333333333333333333333333333333333333333",
-                                "--out", "guard-out"]
+                                "--out", "guard-out", "--cache-dir",
+                                str(harness.workspace / "runner-temp" / "regression-guard-cache")]
     assert not result.step("Post the PR comment and commit status").ran
     assert _env_holding(result, TOKEN) == []
     assert result.succeeded and result.outputs["comment-url"] == ""

@@ -227,7 +227,7 @@ def test_finished_build_is_reused_and_unfinished_one_rebuilt(repo: Repo, tmp_pat
     assert not other.reused and other.worktree != first.worktree
 
     # a crash mid-build leaves no marker: the folder must be wiped and built again
-    (first.worktree.parent / "build.json").unlink()
+    (first.worktree.parent / "marker.json").unlink()
     (first.worktree / "stale.txt").write_text("left over")
     rebuilt = build_arm(repo.path, base, config, tmp_path / "cache")
     assert not rebuilt.reused
@@ -326,7 +326,10 @@ def test_failed_install_names_the_arm_and_spoils_nothing(
     assert "boom-marker" in caught.value.log_tail
     assert caught.value.log_path is not None
     failed_folder = Path(caught.value.log_path).parent
-    assert failed_folder.is_dir() and not (failed_folder / "build.json").exists()
+    assert failed_folder.is_dir() and not (failed_folder / "marker.json").exists()
+    # the log stays; the half-built worktree and venv go, and git forgets the worktree
+    assert not (failed_folder / "tree").exists() and not (failed_folder / "venv").exists()
+    assert str(failed_folder / "tree") not in git(shared_repo.path, "worktree", "list", "--porcelain")
 
     fixed = BuildConfig(method="venv", install=PIP_INSTALL)
     head_built = build_arm(shared_repo.path, head, fixed, venv_builds.cache)
