@@ -9,10 +9,12 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from guard._errors import HarnessError, TraceError
+from guard._errors import GuardError, HarnessError, TraceError
 from guard.checkout import ArmRef, build_arm, resolve_arms
 from guard.compare import compare
-from guard.config import GuardConfig, Thresholds, write_thresholds
+from guard.config import (
+    MAX_THRESHOLD_PCT, CommitFiles, GuardConfig, Thresholds, check_entry, load_commit_config, write_thresholds,
+)
 from guard.measure import (
     MOST_REPEATS, PASS_RATE, ArmTarget, HarnessSpec, check_cpus, prepare_reference, repeats_to_rule_out,
     run_interleaved,
@@ -76,14 +78,19 @@ class Calibration(BaseModel):
 
 
 def calibrate(
-    repo: Path, ref: str, config: GuardConfig, out: Path, progress: Progress = lambda _: None,
+    repo: Path, ref: str, config: GuardConfig | None, out: Path, progress: Progress = lambda _: None,
     cache_dir: Path | None = None,
 ) -> Calibration:
+    """`config` None: guard.toml (and its reference_file) as the commit `ref` holds it."""
     repo = repo.resolve()
+    # both refs given: no target branch is looked up
+    _, arm_ref = resolve_arms(repo, ref, ref, GuardConfig().target_branch)
+    if config is None:
+        config = load_commit_config(repo, arm_ref.sha)
     check_cpus(config.measure.cpus)
-    _, arm_ref = resolve_arms(repo, ref, ref, config.target_branch)
     built = build_arm(repo, ArmRef(name="aa", ref=ref, sha=arm_ref.sha), config.build,
                       cache_dir or default_cache_dir(repo), progress)
+    check_entry(config.workload.entry, built.worktree)
     targets = [
         ArmTarget(name=name, python=built.python, worktree=built.worktree, env=built.env,
                   pass_env=config.build.pass_env, cpus=config.measure.cpus)
@@ -97,7 +104,8 @@ def calibrate(
     )
     runs = out.parent / f"{out.stem}-runs"
     spec, reference = prepare_reference(targets[0], spec, runs, config.measure.timeout_s,
-                                        config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress)
+                                        config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress,
+                                        files=CommitFiles(repo=repo, sha=arm_ref.sha))
     progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
     measurements = run_interleaved(
         targets, spec, config.measure.repeats, runs, config.measure.timeout_s, progress,
@@ -133,10 +141,15 @@ def calibrate(
             gaps=gap_noise([Path(run.trace) for m in measurements.values() for r in m.repeats
                             for run in r.runs if run.batch_size == batch.batch_size and run.trace]),
         ))
-    suggested = Thresholds(
-        gpu_ms_pct=_suggest(max(abs(b) for n in noise for b in n.gpu_ms_aa_ci_pct)),
-        tok_per_s_pct=_suggest(max(abs(b) for n in noise for b in n.tok_per_s_aa_ci_pct)),
-    )
+    gpu_pct = _suggest(max(abs(b) for n in noise for b in n.gpu_ms_aa_ci_pct))
+    tok_pct = _suggest(max(abs(b) for n in noise for b in n.tok_per_s_aa_ci_pct))
+    if max(gpu_pct, tok_pct) >= MAX_THRESHOLD_PCT:
+        raise GuardError(
+            f"the A/A intervals are so wide that the thresholds would be {gpu_pct:g}% (GPU ms per step) and "
+            f"{tok_pct:g}% (tok/s), past the {MAX_THRESHOLD_PCT}% a threshold may be; steady the runner "
+            "(measure.cpus, a GPU of its own) or raise measure.repeats, and calibrate again"
+        )
+    suggested = Thresholds(gpu_ms_pct=gpu_pct, tok_per_s_pct=tok_pct)
     result = Calibration(sha=arm_ref.sha, repeats=config.measure.repeats, noise=noise, suggested=suggested)
     lines = [f"Written by `guard calibrate` for {arm_ref.sha[:12]}: A/A, {result.repeats} repeats per side."]
     for n in noise:
