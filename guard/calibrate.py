@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from guard._errors import GuardError, HarnessError, TraceError
+from guard._errors import HarnessError, TraceError
 from guard.checkout import ArmRef, build_arm, resolve_arms
 from guard.compare import compare
 from guard.config import (
@@ -26,6 +26,9 @@ from guard.trace import analyze, read_trace
 # unchanged commit passes with room to spare; and never under the floor.
 SAFETY_FACTOR = 2.0
 FLOOR_PCT = 0.25
+# A threshold is below MAX_THRESHOLD_PCT (config); a runner noisier than that gets this one,
+# and the file says the runner cannot tell a smaller slowdown from its noise.
+CAP_PCT = MAX_THRESHOLD_PCT - 1
 # A repeat is far from the rest when it is more than this many robust standard deviations
 # (1.4826 x the median absolute deviation) from the median of all repeats, and more than
 # OUTLIER_MIN_PCT from it.
@@ -75,6 +78,8 @@ class Calibration(BaseModel):
     repeats: int
     noise: list[NoiseFloor]
     suggested: Thresholds
+    # (GPU ms, tok/s) in percent that the A/A asked for, when one was past CAP_PCT
+    uncapped_pct: tuple[float, float] | None = None
 
 
 def calibrate(
@@ -143,14 +148,11 @@ def calibrate(
         ))
     gpu_pct = _suggest(max(abs(b) for n in noise for b in n.gpu_ms_aa_ci_pct))
     tok_pct = _suggest(max(abs(b) for n in noise for b in n.tok_per_s_aa_ci_pct))
-    if max(gpu_pct, tok_pct) >= MAX_THRESHOLD_PCT:
-        raise GuardError(
-            f"the A/A intervals are so wide that the thresholds would be {gpu_pct:g}% (GPU ms per step) and "
-            f"{tok_pct:g}% (tok/s), past the {MAX_THRESHOLD_PCT}% a threshold may be; steady the runner "
-            "(measure.cpus, a GPU of its own) or raise measure.repeats, and calibrate again"
-        )
-    suggested = Thresholds(gpu_ms_pct=gpu_pct, tok_per_s_pct=tok_pct)
-    result = Calibration(sha=arm_ref.sha, repeats=config.measure.repeats, noise=noise, suggested=suggested)
+    suggested = Thresholds(gpu_ms_pct=min(gpu_pct, CAP_PCT), tok_per_s_pct=min(tok_pct, CAP_PCT))
+    result = Calibration(
+        sha=arm_ref.sha, repeats=config.measure.repeats, noise=noise, suggested=suggested,
+        uncapped_pct=(gpu_pct, tok_pct) if max(gpu_pct, tok_pct) > CAP_PCT else None,
+    )
     lines = [f"Written by `guard calibrate` for {arm_ref.sha[:12]}: A/A, {result.repeats} repeats per side."]
     for n in noise:
         lines.append(
@@ -164,9 +166,20 @@ def calibrate(
         lines.append(repeats_needed_line(n, config.measure.repeats))
         lines.append(gap_noise_line(n))
     lines.append(f"Thresholds: {SAFETY_FACTOR:g} x the widest A/A interval bound, at least {FLOOR_PCT}%.")
+    if result.uncapped_pct is not None:
+        lines.append(capped_line(*result.uncapped_pct))
     out.parent.mkdir(parents=True, exist_ok=True)
     write_thresholds(out, suggested, "\n".join(lines))
     return result
+
+
+def capped_line(gpu_ms_pct: float, tok_per_s_pct: float) -> str:
+    return (
+        f"Capped at {CAP_PCT:g}% (a threshold is under {MAX_THRESHOLD_PCT}%): this A/A asked for "
+        f"{gpu_ms_pct:g}% in GPU ms per step and {tok_per_s_pct:g}% in tok/s, so this runner "
+        "cannot tell a smaller slowdown from its noise; steady it (measure.cpus, a GPU of its own) or raise "
+        "measure.repeats, and calibrate again."
+    )
 
 
 def _suggest(widest_pct: float) -> float:

@@ -258,25 +258,22 @@ def test_ablation_arm_reuses_a_build_with_its_env(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
-    # Steps that sleep 5 ms: on a busy CPU a loop's time can double from one process to the
-    # next, and an A/A that wide is refused (no threshold of 100% or more is written).
-    repo = make_repo(tmp_path, config=CONFIG.format(method="none", install="", repeats=5).replace("[1, 2]", "[1]"),
-                     files={"wl.py": JITTER_WORKLOAD})
+    repo = make_repo(tmp_path)
     out = tmp_path / "thr.toml"
     proc = subprocess.run(
         [sys.executable, "-m", "guard", "calibrate", "--repo", str(repo), "--ref", "main", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, env=os.environ | {"SLOWER": "5"},
+        capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     from guard.config import load_thresholds
 
     thresholds = load_thresholds(out)
     assert thresholds.gpu_ms_pct >= 0.25 and thresholds.tok_per_s_pct >= 0.25
-    assert "A/A, 5 repeats per side" in out.read_text()
+    assert "A/A, 3 repeats per side" in out.read_text()
     # what it would take to keep measure.threshold_pct (the config's 1%) on this runner
     count = r"(about (\d+)|more than 200)"
     needed = re.search(r"bs 1: at 1% \(measure.threshold_pct\) an unchanged commit passes 95% of the time with "
-                       rf"{count} repeats per arm in GPU ms per step and {count} in tok/s \(measure.repeats is 5;",
+                       rf"{count} repeats per arm in GPU ms per step and {count} in tok/s \(measure.repeats is 3;",
                        out.read_text())
     assert needed, out.read_text()
     assert all(int(n) >= 2 for n in (needed.group(2), needed.group(4)) if n)
