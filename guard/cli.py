@@ -14,7 +14,7 @@ import guard
 from guard._crash import describe_failure
 from guard._errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, GuardError
 from guard._output import append_whole, check_out_dir, check_out_file
-from guard.config import DEFAULT_CONFIG_NAME, load_config
+from guard.config import DEFAULT_CONFIG_NAME, load_caller_config
 
 if TYPE_CHECKING:  # the report stage pulls in scipy; `guard analyze` needs none of it
     from guard.report import Report
@@ -32,6 +32,11 @@ def _progress(message: str) -> None:
     print(f"[guard {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+_CONFIG_HELP = (
+    f"config file outside the repository's checkout (default: {DEFAULT_CONFIG_NAME} as the base commit holds it)"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="guard", description="Guard a pull request against decode slowdowns."
@@ -43,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
     run.add_argument("--base", default=None, help="base ref (default: merge-base of head with the target branch)")
     run.add_argument("--head", default="HEAD", help="head ref (default: HEAD)")
-    run.add_argument("--config", type=Path, default=None, help=f"config file (default: REPO/{DEFAULT_CONFIG_NAME})")
+    run.add_argument("--config", type=Path, default=None, help=_CONFIG_HELP)
     run.add_argument("--out", type=Path, default=Path("guard-out"), help="folder for report.json and comment.md")
     run.add_argument("--cache-dir", type=Path, default=None, help="where arm builds are kept and reused")
     run.add_argument(
@@ -54,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     cal = sub.add_parser("calibrate", help="A/A runs of one commit: this runner's noise and suggested thresholds")
     cal.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
     cal.add_argument("--ref", default="HEAD", help="the commit to run against itself (default: HEAD)")
-    cal.add_argument("--config", type=Path, default=None, help=f"config file (default: REPO/{DEFAULT_CONFIG_NAME})")
+    cal.add_argument("--config", type=Path, default=None, help=_CONFIG_HELP.replace("the base commit", "REF"))
     cal.add_argument(
         "--out", type=Path, default=Path("guard-thresholds.toml"),
         help="thresholds file to write; point measure.thresholds_file at it",
@@ -154,11 +159,11 @@ def _run(args: argparse.Namespace) -> int:
     from guard.pipeline import run_guard
 
     check_out_dir(args.out)
-    config_path = args.config or args.repo / DEFAULT_CONFIG_NAME
-    config = load_config(config_path, required=args.config is not None)
+    # without --config, the pipeline reads guard.toml from the base commit
+    config = load_caller_config(args.config, args.repo) if args.config else None
     report = run_guard(
         args.repo, args.base, args.head, config, args.out, args.cache_dir, _progress,
-        config_dir=config_path.parent, github_repo=args.github_repo,
+        config_dir=args.config.resolve().parent if args.config else None, github_repo=args.github_repo,
         server_url=os.environ.get("GITHUB_SERVER_URL", "https://github.com"),
     )
     return _finish(report, args.out, print_comment=False)
@@ -168,8 +173,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     from guard.calibrate import calibrate
 
     check_out_file(args.out)
-    config_path = args.config or args.repo / DEFAULT_CONFIG_NAME
-    config = load_config(config_path, required=args.config is not None)
+    config = load_caller_config(args.config, args.repo) if args.config else None  # None: REF's guard.toml
     result = calibrate(args.repo, args.ref, config, args.out, _progress)
     print(args.out.read_text(), end="")
     _progress(

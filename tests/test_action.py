@@ -471,11 +471,11 @@ def test_a_push_measures_against_the_merge_base_and_holds_no_token(harness: Harn
 
 
 def test_comment_never_without_status_skips_the_token_step(harness: Harness) -> None:
-    inputs = {"comment": "never", "commit-status": "false", "config": "ci/guard.toml", "cache-dir": "/tmp/c"}
+    inputs = {"comment": "never", "commit-status": "false", "config": "/tmp/runner/guard.toml", "cache-dir": "/tmp/c"}
     result = harness.run("regression", inputs, event="pull_request_target")
     assert not result.step("Post the PR comment and commit status").ran
     assert _env_holding(result, TOKEN) == []
-    assert harness.calls("run")[0]["argv"][-4:] == ["--config", "ci/guard.toml", "--cache-dir", "/tmp/c"]
+    assert harness.calls("run")[0]["argv"][-4:] == ["--config", "/tmp/runner/guard.toml", "--cache-dir", "/tmp/c"]
     assert not result.succeeded  # fail-on-regression defaults to true
 
 

@@ -4,7 +4,7 @@ from guard.measure._models import (
     REFERENCE_FORMAT, ArmMeasurement, BatchRun, ReferenceTokens, RepeatResult, SourceLabel, TokenMismatch,
 )
 from guard.measure._reference import (
-    ReferenceOutcome, load_reference_file, make_reference, prepare_reference, rows_needed, write_reference,
+    ReferenceOutcome, parse_reference_file, make_reference, prepare_reference, rows_needed, write_reference,
 )
 from guard.measure._runner import ArmTarget, HarnessSpec, check_cpus, run_interleaved
 from guard.measure._schedule import interleave
@@ -30,7 +30,7 @@ __all__ = [
     "Spread",
     "check_cpus",
     "interleave",
-    "load_reference_file",
+    "parse_reference_file",
     "make_reference",
     "prepare_reference",
     "relative_change",

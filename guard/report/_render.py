@@ -11,6 +11,7 @@ from guard.cause import capture_summary, location
 from guard.report._ablation import ablation_lines
 from guard.report import _like_for_like as like_for_like
 from guard.report._attribution import attribution
+from guard.report._config_change import config_note
 from guard.report._launches import fallout_lines, unheld_notes
 from guard.report._roles import informational, tok_role_note
 from guard.report._schema import ArmInfo, Report
@@ -97,6 +98,7 @@ def render_comment(report: Report) -> str:
         fallout_lines=fallout_lines(report),
         unheld_notes=unheld_notes(report),
         ablations=ablation_lines(report),
+        config_note=config_note(report.config_change),
         timer_note=(
             "GPU time per step from CUDA events around each step, queued ahead of its start so the host's "
             "launch time is left out; tok/s from the wall clock of a separate pass as the decode loop runs."
