@@ -186,10 +186,11 @@ def _comment(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from guard.publish import annotations, worst_tok_per_s_change_pct, write_outputs
+    from guard.publish import annotations, job_links, worst_tok_per_s_change_pct, write_outputs
     from guard.report import read_report, render_comment
 
-    report = read_report(args.report)
+    report = job_links(read_report(args.report), os.environ.get("GITHUB_REPOSITORY"),
+                       os.environ.get("GITHUB_SERVER_URL"))
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as summary:
             summary.write(render_comment(report) + "\n")

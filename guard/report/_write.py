@@ -7,6 +7,7 @@ from pathlib import Path
 import pydantic
 
 from guard._errors import GuardError
+from guard.report._check import check_report
 from guard.report._render import render_comment
 from guard.report._schema import SCHEMA_VERSION, Report
 
@@ -29,6 +30,8 @@ def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
 
 
 def read_report(path: Path) -> Report:
+    """The report at `path`, checked against the schema and decided again from its own
+    numbers (UnfoundedReport, exit 2, when it does not hold up)."""
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -36,7 +39,7 @@ def read_report(path: Path) -> Report:
     if size > MAX_REPORT_BYTES:
         raise ReportError(f"{path} is {size:,} bytes, over the {MAX_REPORT_BYTES:,} a report can be")
     try:
-        return Report.model_validate_json(path.read_bytes())
+        report = Report.model_validate_json(path.read_bytes())
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the top level"
@@ -47,6 +50,8 @@ def read_report(path: Path) -> Report:
             else "pass the report.json that `guard run` wrote"
         )
         raise ReportError(f"{path} is not a valid report: {where}: {first['msg']}; {hint}") from exc
+    check_report(report, path)  # its verdicts are made again from its numbers: a report is data
+    return report
 
 
 def _schema_version(path: Path) -> object:
