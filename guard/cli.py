@@ -213,10 +213,11 @@ def _comment(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from guard.publish import annotations, worst_tok_per_s_change_pct, write_outputs
+    from guard.publish import annotations, job_links, worst_tok_per_s_change_pct, write_outputs
     from guard.report import read_report, render_comment
 
-    report = read_report(args.report)
+    report = job_links(read_report(args.report), os.environ.get("GITHUB_REPOSITORY"),
+                       os.environ.get("GITHUB_SERVER_URL"))
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         append_whole(Path(os.environ["GITHUB_STEP_SUMMARY"]), render_comment(report) + "\n")
     if os.environ.get("GITHUB_OUTPUT"):

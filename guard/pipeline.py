@@ -14,7 +14,7 @@ from guard._errors import BuildError, ConfigError, GuardError
 from guard.cause import CaptureChanges, find_capture_changes
 from guard.checkout import (
     ArmRef, BuiltArm, build_arm, changed_files, commit_subject, persisted_credentials, resolve_arms,
-    uncommitted_changes,
+    require_distinct, uncommitted_changes,
 )
 from guard.compare import Comparison, compare, confirm_near_threshold
 from guard.config import (
@@ -83,6 +83,7 @@ def _run_guard(
     if change is not None:
         progress(f"config: from the base commit; the head's changes to {', '.join(change.paths)} are not used")
     gpu_pct, tok_pct = _thresholds(config, files)
+    require_distinct(base_ref, head_ref)  # after the config: its errors are the ones to fix first
     check_cpus(config.measure.cpus)
     cache_dir = cache_dir or default_cache_dir(repo)
     exposed = persisted_credentials(repo)

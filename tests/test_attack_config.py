@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from markdown_it import MarkdownIt
+import cmarkgfm
+from cmarkgfm.cmark import Options
 
 from guard.config import config_change
-from guard.report._config_change import code_block
+from guard._markdown import block as code_block
 from tests.conftest import commit_all, git
 from tests.test_pipeline import CONFIG, guard_run, make_repo, write_workload
 
@@ -59,9 +60,9 @@ def test_a_slower_head_that_raises_its_own_threshold_is_still_a_regression(tmp_p
 
     comment = (out / "comment.md").read_text()
     assert "This pull request changes `guard.toml`; those changes were not used" in comment
-    rendered = MarkdownIt("commonmark").render(comment)
+    rendered = cmarkgfm.github_flavored_markdown_to_html(comment, options=Options.CMARK_OPT_UNSAFE)
     # the diff is one code block inside the one <details>, as text: nothing of it became markup
-    blocks = re.findall(r'<pre><code class="language-diff">(.*?)</code></pre>', rendered, re.S)
+    blocks = re.findall(r'<pre lang="diff"><code>(.*?)</code></pre>', rendered, re.S)
     assert len(blocks) == 1
     shown = html.unescape(blocks[0])
     assert "+threshold_pct = 100000" in shown
@@ -224,10 +225,10 @@ def test_the_config_diff_is_bounded_and_paths_are_the_configs(tmp_path: Path) ->
 def test_no_backtick_run_closes_the_code_block(runs: int) -> None:
     ticks = "`" * runs
     text = f"{ticks}\n {ticks}\n   {ticks}\n+ a {ticks} b\n"
-    block = code_block(text)
+    block = code_block(text, "diff")
     fence = block.split("diff\n", 1)[0]
     assert len(fence) == max(3, runs + 1)
-    rendered = MarkdownIt("commonmark").render(block + "\n\nafter\n")
+    rendered = cmarkgfm.github_flavored_markdown_to_html(block + "\n\nafter\n")
     assert html.unescape(re.search(r"<code[^>]*>(.*?)</code>", rendered, re.S).group(1)) == text
     assert rendered.endswith("<p>after</p>\n")
 

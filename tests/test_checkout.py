@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from guard._errors import BuildError, GitError
-from guard.checkout import ArmRef, BuiltArm, build_arm, changed_files, resolve_arms, uncommitted_changes
+from guard.checkout import (
+    ArmRef, BuiltArm, build_arm, changed_files, require_distinct, resolve_arms, uncommitted_changes,
+)
 from guard.config import BuildConfig
 
 # isolated from the machine's git config, with an identity so commits work anywhere
@@ -140,7 +142,7 @@ def test_unknown_ref_is_a_git_error_naming_it(repo: Repo) -> None:
 
 def test_a_head_that_is_its_base_is_refused(repo: Repo) -> None:
     with pytest.raises(GitError, match="are the same commit") as caught:
-        resolve_arms(repo.path, repo.feature_sha[:10], "feature", "main")
+        require_distinct(*resolve_arms(repo.path, repo.feature_sha[:10], "feature", "main"))
     assert "guard calibrate" in caught.value.message
     proc = subprocess.run([sys.executable, "-m", "guard", "run", "--repo", str(repo.path), "--base", "feature",
                            "--head", "feature", "--out", str(repo.path.parent / "out")],

@@ -210,7 +210,8 @@ def test_environment_names_the_gpu_state_and_warnings() -> None:
     comment = render_comment(report)
     environment = comment[comment.index("### Environment"):]
     assert "power limit 700 W; max SM clock 1980 MHz; persistence mode on" in environment
-    assert "- arm 'head' repeat 2: clocks held down by sw_thermal_slowdown at the end" in environment
+    # a warning is the report's text, escaped for Markdown: the underscores show as they are
+    assert "- arm 'head' repeat 2: clocks held down by sw\\_thermal\\_slowdown at the end" in environment
 
 
 def test_title_tags_a_batch_size_with_its_dominant_cause() -> None:

@@ -25,13 +25,17 @@ def resolve_arms(repo: Path, base: str | None, head: str, target_branch: str) ->
     else:
         base_sha = resolve_commit(repo, base)
         base_ref = base
-    if base_sha == head_sha:
+    return ArmRef(name="base", ref=base_ref, sha=base_sha), ArmRef(name="head", ref=head, sha=head_sha)
+
+
+def require_distinct(base: ArmRef, head: ArmRef) -> None:
+    """A run compares two commits: a head that is its base has nothing to compare."""
+    if base.sha == head.sha:
         raise GitError(
-            f"base ({base_ref}) and head ({head}) are the same commit, {head_sha[:12]}: there is nothing to "
+            f"base ({base.ref}) and head ({head.ref}) are the same commit, {head.sha[:12]}: there is nothing to "
             "compare. Give the pull request's head, or measure this runner's noise on one commit with "
             "`guard calibrate --ref REF`"
         )
-    return ArmRef(name="base", ref=base_ref, sha=base_sha), ArmRef(name="head", ref=head, sha=head_sha)
 
 
 def uncommitted_changes(repo: Path) -> list[str]:

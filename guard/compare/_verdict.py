@@ -42,7 +42,7 @@ def compare(
     rule = _Rule(threshold_pct, tok_threshold_pct or threshold_pct, alpha, confidence)
     batches = [_compare_batch(measurements, base, head, bs, rule, reference) for bs in batch_sizes]
     hash_matches = [b.hash_match for b in batches if b.hash_match is not None]
-    verdict: Verdict = "invalid" if reasons else _most_severe([b.verdict for b in batches])
+    verdict: Verdict = "invalid" if reasons else most_severe([b.verdict for b in batches])
     return Comparison(
         verdict=verdict,
         reasons=reasons + [r for b in batches for r in b.reasons],
@@ -125,7 +125,7 @@ def _why_undecided(
     return why
 
 
-def _most_severe(verdicts: list[Verdict]) -> Verdict:
+def most_severe(verdicts: list[Verdict]) -> Verdict:
     for verdict in VERDICT_SEVERITY:
         if verdict in verdicts:
             return verdict
@@ -160,6 +160,9 @@ class _Rule:
     tok_pct: float
     alpha: float
     confidence: float
+    # tok/s gates only where the run can detect its threshold; False: it always gates, the
+    # rule reports decided before the roles existed were made by
+    tok_roles: bool = True
 
 
 def _compare_batch(
@@ -249,13 +252,14 @@ def _compare_timings(
     gpu = _Slowdown(gpu_change.pct, gpu_change.ci_low_pct, gpu_change.ci_high_pct, gpu_change.p_value)
     tok = _Slowdown(-tok_change.pct, -tok_change.ci_high_pct, -tok_change.ci_low_pct, tok_change.p_value)
     tok_values = [by_name[name].tok_per_s.values for name in (base, head)]
-    tok_detectable = detectable_change_pct(tok_values, min(len(v) for v in tok_values), confidence)
-    tok_gates = tok_detectable <= rule.tok_pct
+    tok_detectable = (detectable_change_pct(tok_values, min(len(v) for v in tok_values), confidence)
+                      if rule.tok_roles else None)
+    tok_gates = tok_detectable is None or tok_detectable <= rule.tok_pct
     verdicts = (
         gpu.verdict(rule.gpu_pct, rule.alpha),
         tok.verdict(rule.tok_pct, rule.alpha) if tok_gates else tok.shown_past(rule.tok_pct),
     )
-    verdict = _most_severe(list(verdicts))
+    verdict = most_severe(list(verdicts))
     at_threshold: list[MetricKey] = []
     if verdict == "inconclusive":
         metrics = [

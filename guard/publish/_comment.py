@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from guard._markdown import code
 from guard.publish._client import GitHub, Progress, body_json
 from guard.publish._errors import MaybeApplied, PublishError
 
@@ -90,12 +91,12 @@ def compose(body: str, verdict: str, head: str, key: str, previous: Marker | Non
     if previous is not None and previous.regressed and verdict != "regression":
         if verdict in ("pass", "improvement"):
             note = (
-                f"> **The regression this comment reported at `{previous.regressed[:8]}` "
-                f"is gone at `{head[:8]}`.**\n\n"
+                f"> **The regression this comment reported at {code(previous.regressed[:8])} "
+                f"is gone at {code(head[:8])}.**\n\n"
             )
         else:
             note = (
-                f"> A regression was reported here at `{previous.regressed[:8]}`; the run at `{head[:8]}` "
+                f"> A regression was reported here at {code(previous.regressed[:8])}; the run at {code(head[:8])} "
                 f"could not decide ({verdict}), see below.\n\n"
             )
     return cut(f"{marker.render()}\n{note}{text}")

@@ -57,6 +57,8 @@ def write_outputs(path: Path, values: dict[str, str]) -> None:
     for name, value in values.items():
         if "\n" in value or "\r" in value:
             delimiter = f"guard_{uuid.uuid4().hex}"
+            while delimiter in value:  # a value that holds it would end the block early
+                delimiter = f"guard_{uuid.uuid4().hex}"
             lines.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
         else:
             lines.append(f"{name}={value}\n")
@@ -64,6 +66,8 @@ def write_outputs(path: Path, values: dict[str, str]) -> None:
 
 
 def _command(kind: str, heading: str, message: str) -> str:
+    """One workflow command on one line: the runner reads a command per line, so escaping the
+    line breaks (and '%', which escapes them) keeps a report's text from starting another."""
     message = message if len(message) <= MAX_ANNOTATION_CHARS else message[: MAX_ANNOTATION_CHARS - 3] + "..."
     return f"::{kind} title={_escape_property(heading)}::{_escape_data(message)}"
 

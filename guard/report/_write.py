@@ -9,6 +9,7 @@ import pydantic_core
 
 from guard._errors import GuardError
 from guard._output import check_out_dir, write_all_atomic
+from guard.report._check import check_report
 from guard.report._render import render_comment
 from guard.report._schema import SCHEMA_VERSION, Report
 
@@ -33,6 +34,8 @@ def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
 
 
 def read_report(path: Path) -> Report:
+    """The report at `path`, checked against the schema and decided again from its own
+    numbers (UnfoundedReport, exit 2, when it does not hold up)."""
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -63,6 +66,7 @@ def read_report(path: Path) -> Report:
         if name not in names:
             raise ReportError(f"{path} is not a valid report: its {role} {name!r} is none of its arms; "
                               "pass the report.json that `guard run` wrote")
+    check_report(report, path)  # its verdicts are made again from its numbers: a report is data
     return report
 
 
