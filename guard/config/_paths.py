@@ -40,13 +40,13 @@ def is_file_entry(target: str) -> bool:
     return target.endswith(".py") or "/" in target
 
 
-def resolve_inside(root: Path, relative: str, key: str) -> Path:
+def resolve_inside(root: Path, relative: str, key: str, what: str = "its folder") -> Path:
     """`root / relative` with symlinks followed, refused unless it still lies inside `root`."""
     root = root.resolve()
     path = (root / relative).resolve()
     if not path.is_relative_to(root):
         raise ConfigError(
-            f"{key}: {relative} leads outside {root} (through a symlink); name a file inside it"
+            f"{key}: {relative} leads outside {what}, {root} (through a symlink); name a file inside it"
         )
     return path
 
@@ -56,4 +56,4 @@ def check_entry(entry: str, worktree: Path) -> None:
     entry is imported by name, from the arm's packages or its worktree."""
     target = entry.rpartition(":")[0]
     if is_file_entry(target):
-        resolve_inside(worktree, target, "workload.entry")
+        resolve_inside(worktree, target, "workload.entry", "the arm's worktree")

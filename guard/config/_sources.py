@@ -73,7 +73,7 @@ class FolderFiles(BaseModel):
         return str(self.folder / path)
 
     def read(self, path: str, key: str, limit_bytes: int) -> bytes | None:
-        found = resolve_inside(self.folder, path, key)
+        found = resolve_inside(self.folder, path, key, "the config's folder")
         if self.checkout is not None:
             refuse_inside_checkout(found, self.checkout, f"{key}: {path}")
         return read_regular_file(found, key, limit_bytes)
