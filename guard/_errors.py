@@ -46,3 +46,7 @@ class HarnessError(GuardError):
 
 class TraceError(GuardError):
     """A profiler trace could not be read or holds nothing to analyse."""
+
+
+class OutputError(GuardError):
+    """An output folder or file cannot be written: `--out` is a file, a read-only folder, a full disk."""

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import math
 import statistics
+from contextlib import ExitStack
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from guard._errors import HarnessError, TraceError
-from guard.checkout import ArmRef, build_arm, resolve_arms
+from guard.checkout import ArmRef, build_arm, require_repo, resolve_commit
 from guard.compare import compare
-from guard.config import GuardConfig, Thresholds, write_thresholds
+from guard.config import (
+    MAX_THRESHOLD_PCT, CommitFiles, GuardConfig, Thresholds, check_entry, load_commit_config, write_thresholds,
+)
 from guard.measure import (
     MOST_REPEATS, PASS_RATE, ArmTarget, HarnessSpec, check_cpus, prepare_reference, repeats_to_rule_out,
     run_interleaved,
@@ -24,6 +27,9 @@ from guard.trace import analyze, read_trace
 # unchanged commit passes with room to spare; and never under the floor.
 SAFETY_FACTOR = 2.0
 FLOOR_PCT = 0.25
+# A threshold is below MAX_THRESHOLD_PCT (config); a runner noisier than that gets this one,
+# and the file says the runner cannot tell a smaller slowdown from its noise.
+CAP_PCT = MAX_THRESHOLD_PCT - 1
 # A repeat is far from the rest when it is more than this many robust standard deviations
 # (1.4826 x the median absolute deviation) from the median of all repeats, and more than
 # OUTLIER_MIN_PCT from it.
@@ -73,36 +79,46 @@ class Calibration(BaseModel):
     repeats: int
     noise: list[NoiseFloor]
     suggested: Thresholds
+    # (GPU ms, tok/s) in percent that the A/A asked for, when one was past CAP_PCT
+    uncapped_pct: tuple[float, float] | None = None
 
 
 def calibrate(
-    repo: Path, ref: str, config: GuardConfig, out: Path, progress: Progress = lambda _: None,
+    repo: Path, ref: str, config: GuardConfig | None, out: Path, progress: Progress = lambda _: None,
     cache_dir: Path | None = None,
 ) -> Calibration:
+    """`config` None: guard.toml (and its reference_file) as the commit `ref` holds it."""
     repo = repo.resolve()
+    require_repo(repo)
+    arm_ref = ArmRef(name="aa", ref=ref, sha=resolve_commit(repo, ref))
+    if config is None:
+        config = load_commit_config(repo, arm_ref.sha)
     check_cpus(config.measure.cpus)
-    _, arm_ref = resolve_arms(repo, ref, ref, config.target_branch)
-    built = build_arm(repo, ArmRef(name="aa", ref=ref, sha=arm_ref.sha), config.build,
-                      cache_dir or default_cache_dir(repo), progress)
-    targets = [
-        ArmTarget(name=name, python=built.python, worktree=built.worktree, env=built.env,
-                  pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus)
-        for name in "ab"
-    ]
-    spec = HarnessSpec(
-        entry=config.workload.entry, options=config.workload.options, batch_sizes=config.workload.batch_sizes,
-        steps=config.workload.steps, warmup_steps=config.workload.warmup_steps,
-        profile_steps=config.workload.profile_steps,
-        profile_repeats=config.workload.profile_repeats or PROFILED_PER_SIDE,
-    )
-    runs = out.parent / f"{out.stem}-runs"
-    spec, reference = prepare_reference(targets[0], spec, runs, config.measure.timeout_s,
-                                        config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress)
-    progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
-    measurements = run_interleaved(
-        targets, spec, config.measure.repeats, runs, config.measure.timeout_s, progress,
-        reference=reference.tokens if spec.reference else None,
-    )
+    # the build stays locked until the A/A runs are done: no other run rebuilds it meanwhile
+    with ExitStack() as build_in_use:
+        built = build_arm(repo, ArmRef(name="aa", ref=ref, sha=arm_ref.sha), config.build,
+                          cache_dir or default_cache_dir(repo), progress, hold=build_in_use)
+        check_entry(config.workload.entry, built.worktree)
+        targets = [
+            ArmTarget(name=name, python=built.python, worktree=built.worktree, env=built.env,
+                      pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus)
+            for name in "ab"
+        ]
+        spec = HarnessSpec(
+            entry=config.workload.entry, options=config.workload.options, batch_sizes=config.workload.batch_sizes,
+            steps=config.workload.steps, warmup_steps=config.workload.warmup_steps,
+            profile_steps=config.workload.profile_steps,
+            profile_repeats=config.workload.profile_repeats or PROFILED_PER_SIDE,
+        )
+        runs = out.parent / f"{out.stem}-runs"
+        spec, reference = prepare_reference(targets[0], spec, runs, config.measure.timeout_s,
+                                            config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress,
+                                            files=CommitFiles(repo=repo, sha=arm_ref.sha))
+        progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
+        measurements = run_interleaved(
+            targets, spec, config.measure.repeats, runs, config.measure.timeout_s, progress,
+            reference=reference.tokens if spec.reference else None,
+        )
     failed = [m.error for m in measurements.values() if m.error]
     if failed:
         raise HarnessError("aa", failed[0])
@@ -133,11 +149,13 @@ def calibrate(
             gaps=gap_noise([Path(run.trace) for m in measurements.values() for r in m.repeats
                             for run in r.runs if run.batch_size == batch.batch_size and run.trace]),
         ))
-    suggested = Thresholds(
-        gpu_ms_pct=_suggest(max(abs(b) for n in noise for b in n.gpu_ms_aa_ci_pct)),
-        tok_per_s_pct=_suggest(max(abs(b) for n in noise for b in n.tok_per_s_aa_ci_pct)),
+    gpu_pct = _suggest(max(abs(b) for n in noise for b in n.gpu_ms_aa_ci_pct))
+    tok_pct = _suggest(max(abs(b) for n in noise for b in n.tok_per_s_aa_ci_pct))
+    suggested = Thresholds(gpu_ms_pct=min(gpu_pct, CAP_PCT), tok_per_s_pct=min(tok_pct, CAP_PCT))
+    result = Calibration(
+        sha=arm_ref.sha, repeats=config.measure.repeats, noise=noise, suggested=suggested,
+        uncapped_pct=(gpu_pct, tok_pct) if max(gpu_pct, tok_pct) > CAP_PCT else None,
     )
-    result = Calibration(sha=arm_ref.sha, repeats=config.measure.repeats, noise=noise, suggested=suggested)
     lines = [f"Written by `guard calibrate` for {arm_ref.sha[:12]}: A/A, {result.repeats} repeats per side."]
     for n in noise:
         lines.append(
@@ -151,9 +169,20 @@ def calibrate(
         lines.append(repeats_needed_line(n, config.measure.repeats))
         lines.append(gap_noise_line(n))
     lines.append(f"Thresholds: {SAFETY_FACTOR:g} x the widest A/A interval bound, at least {FLOOR_PCT}%.")
+    if result.uncapped_pct is not None:
+        lines.append(capped_line(*result.uncapped_pct))
     out.parent.mkdir(parents=True, exist_ok=True)
     write_thresholds(out, suggested, "\n".join(lines))
     return result
+
+
+def capped_line(gpu_ms_pct: float, tok_per_s_pct: float) -> str:
+    return (
+        f"Capped at {CAP_PCT:g}% (a threshold is under {MAX_THRESHOLD_PCT}%): this A/A asked for "
+        f"{gpu_ms_pct:g}% in GPU ms per step and {tok_per_s_pct:g}% in tok/s, so this runner "
+        "cannot tell a smaller slowdown from its noise; steady it (measure.cpus, a GPU of its own) or raise "
+        "measure.repeats, and calibrate again."
+    )
 
 
 def _suggest(widest_pct: float) -> float:

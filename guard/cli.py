@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import guard
+from guard._crash import describe_failure
 from guard._errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, GuardError
-from guard.config import DEFAULT_CONFIG_NAME, load_config
+from guard._output import append_whole, check_out_dir, check_out_file
+from guard.config import DEFAULT_CONFIG_NAME, load_caller_config
 from guard.sandbox import restart_clean
 
 if TYPE_CHECKING:  # the report stage pulls in scipy; `guard analyze` needs none of it
@@ -31,6 +33,11 @@ def _progress(message: str) -> None:
     print(f"[guard {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+_CONFIG_HELP = (
+    f"config file outside the repository's checkout (default: {DEFAULT_CONFIG_NAME} as the base commit holds it)"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="guard", description="Guard a pull request against decode slowdowns."
@@ -42,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
     run.add_argument("--base", default=None, help="base ref (default: merge-base of head with the target branch)")
     run.add_argument("--head", default="HEAD", help="head ref (default: HEAD)")
-    run.add_argument("--config", type=Path, default=None, help=f"config file (default: REPO/{DEFAULT_CONFIG_NAME})")
+    run.add_argument("--config", type=Path, default=None, help=_CONFIG_HELP)
     run.add_argument("--out", type=Path, default=Path("guard-out"), help="folder for report.json and comment.md")
     run.add_argument("--cache-dir", type=Path, default=None, help="where arm builds are kept and reused")
     run.add_argument(
@@ -53,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     cal = sub.add_parser("calibrate", help="A/A runs of one commit: this runner's noise and suggested thresholds")
     cal.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
     cal.add_argument("--ref", default="HEAD", help="the commit to run against itself (default: HEAD)")
-    cal.add_argument("--config", type=Path, default=None, help=f"config file (default: REPO/{DEFAULT_CONFIG_NAME})")
+    cal.add_argument("--config", type=Path, default=None, help=_CONFIG_HELP.replace("the base commit", "REF"))
     cal.add_argument(
         "--out", type=Path, default=Path("guard-thresholds.toml"),
         help="thresholds file to write; point measure.thresholds_file at it",
@@ -93,20 +100,24 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--report", type=Path, required=True, help="report.json written by `guard run`")
 
     steps_help = "decode steps in the trace; needed when it has no step ranges and no graph launches"
+    max_help = "largest trace read, in MiB uncompressed (default: 2048); a larger one is refused before it is held"
     analyze = sub.add_parser("analyze", help="kernel, idle and gap figures per decode step of one profiler trace")
     analyze.add_argument("trace", type=Path, help="Kineto JSON (.json, .json.gz) or Nsight Systems SQLite trace")
     analyze.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     analyze.add_argument("--steps", type=int, default=None, help=steps_help)
+    analyze.add_argument("--max-trace-mib", type=_positive_int, default=None, help=max_help)
 
     diff = sub.add_parser("diff", help="what changed per decode step between a base and a head trace")
     diff.add_argument("base_trace", type=Path)
     diff.add_argument("head_trace", type=Path)
     diff.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
     diff.add_argument("--steps", type=int, default=None, help=steps_help + " (applies to both)")
+    diff.add_argument("--max-trace-mib", type=_positive_int, default=None, help=max_help)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit 1 only for a regression: every failure, expected or not, is one line and exit 2."""
     args = _parser().parse_args(argv)
     args.own_process = argv is None  # started as the program, so it may restart itself
     try:
@@ -129,18 +140,35 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("guard: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of stdout went away (`guard analyze ... | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001  # a bug or the machine's limit: still one line, never exit 1
+        print(f"guard: error: {describe_failure(exc, args.command, _bug_dir(args))}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _bug_dir(args: argparse.Namespace) -> Path | None:
+    """Where a traceback is kept: beside the command's outputs when it writes any."""
+    if args.command in ("run", "demo"):
+        return args.out
+    if args.command == "calibrate":
+        return args.out.parent
+    return None
 
 
 def _run(args: argparse.Namespace) -> int:
-    from guard.pipeline import run_guard
+    from guard.pipeline import run_config, run_guard
 
-    config_path = args.config or args.repo / DEFAULT_CONFIG_NAME
-    config = load_config(config_path, required=args.config is not None)
+    check_out_dir(args.out)
+    # without --config, the pipeline reads guard.toml from the base commit
+    config = load_caller_config(args.config, args.repo) if args.config else None
+    config_dir = args.config.resolve().parent if args.config else None
     if args.own_process:  # before anything is built: this process, too, then holds no secret
-        restart_clean(config.build.pass_env)
+        restart_clean(run_config(args.repo, args.base, args.head, config, config_dir).build.pass_env)
     report = run_guard(
         args.repo, args.base, args.head, config, args.out, args.cache_dir, _progress,
-        config_dir=config_path.parent, github_repo=args.github_repo,
+        config_dir=config_dir, github_repo=args.github_repo,
         server_url=os.environ.get("GITHUB_SERVER_URL", "https://github.com"),
     )
     return _finish(report, args.out, print_comment=False)
@@ -149,8 +177,8 @@ def _run(args: argparse.Namespace) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     from guard.calibrate import calibrate
 
-    config_path = args.config or args.repo / DEFAULT_CONFIG_NAME
-    config = load_config(config_path, required=args.config is not None)
+    check_out_file(args.out)
+    config = load_caller_config(args.config, args.repo) if args.config else None  # None: REF's guard.toml
     result = calibrate(args.repo, args.ref, config, args.out, _progress)
     print(args.out.read_text(), end="")
     _progress(
@@ -190,13 +218,13 @@ def _comment(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from guard.publish import annotations, worst_tok_per_s_change_pct, write_outputs
+    from guard.publish import annotations, job_links, worst_tok_per_s_change_pct, write_outputs
     from guard.report import read_report, render_comment
 
-    report = read_report(args.report)
+    report = job_links(read_report(args.report), os.environ.get("GITHUB_REPOSITORY"),
+                       os.environ.get("GITHUB_SERVER_URL"))
     if os.environ.get("GITHUB_STEP_SUMMARY"):
-        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as summary:
-            summary.write(render_comment(report) + "\n")
+        append_whole(Path(os.environ["GITHUB_STEP_SUMMARY"]), render_comment(report) + "\n")
     if os.environ.get("GITHUB_OUTPUT"):
         change = worst_tok_per_s_change_pct(report)
         write_outputs(Path(os.environ["GITHUB_OUTPUT"]), {
@@ -212,6 +240,7 @@ def _summary(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from guard.demo import run_demo
 
+    check_out_dir(args.out)
     report = run_demo(
         out_dir=args.out,
         workdir=args.workdir,
@@ -234,7 +263,7 @@ def _finish(report: Report, out_dir: Path, print_comment: bool) -> int:
 def _analyze(args: argparse.Namespace) -> int:
     from guard.trace import analyze, figures_text, read_trace
 
-    figures = analyze(read_trace(args.trace), steps=args.steps)
+    figures = analyze(read_trace(args.trace, *_trace_cap(args)), steps=args.steps)
     sys.stdout.write(figures.model_dump_json(indent=2) + "\n" if args.json else figures_text(figures))
     return EXIT_OK
 
@@ -242,8 +271,22 @@ def _analyze(args: argparse.Namespace) -> int:
 def _diff(args: argparse.Namespace) -> int:
     from guard.trace import analyze, diff, diff_text, read_trace
 
-    base = analyze(read_trace(args.base_trace), steps=args.steps)
-    head = analyze(read_trace(args.head_trace), steps=args.steps)
+    base = analyze(read_trace(args.base_trace, *_trace_cap(args)), steps=args.steps)
+    head = analyze(read_trace(args.head_trace, *_trace_cap(args)), steps=args.steps)
     result = diff(base, head)
     sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else diff_text(result))
     return EXIT_OK
+
+
+def _trace_cap(args: argparse.Namespace) -> tuple[int, ...]:
+    return () if args.max_trace_mib is None else (args.max_trace_mib << 20,)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return value

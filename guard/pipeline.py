@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import subprocess
 import time
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import guard
-from guard._errors import BuildError, GuardError
+from guard._errors import BuildError, ConfigError, GuardError
+from guard._output import check_out_dir
 from guard.cause import CaptureChanges, find_capture_changes
 from guard.checkout import (
     ArmRef, BuiltArm, build_arm, changed_files, commit_subject, persisted_credentials, resolve_arms,
+    require_distinct, uncommitted_changes,
 )
 from guard.compare import Comparison, compare, confirm_near_threshold
-from guard.config import GuardConfig, load_thresholds
+from guard.config import (
+    DEFAULT_CONFIG_NAME, CommitFiles, ConfigChange, Files, FolderFiles, GuardConfig, check_entry, config_change,
+    config_paths, load_commit_config, read_thresholds,
+)
 from guard.measure import (
     ArmMeasurement, ArmTarget, HarnessSpec, ReferenceOutcome, check_cpus, prepare_reference, run_interleaved,
 )
@@ -37,7 +43,7 @@ def run_guard(
     repo: Path,
     base: str | None,
     head: str,
-    config: GuardConfig,
+    config: GuardConfig | None,
     out_dir: Path,
     cache_dir: Path | None = None,
     progress: Progress = lambda _: None,
@@ -45,16 +51,50 @@ def run_guard(
     github_repo: str | None = None,
     server_url: str = "https://github.com",
 ) -> Report:
+    """`config` None: guard.toml and the files it names come from the base commit, as git holds
+    it. A config the caller gives (--config, the demo) is used as it is, with the files it names
+    in `config_dir` (default: the repository)."""
+    # the arms' cached builds stay locked until the report is written: no other run rebuilds them meanwhile
+    with ExitStack() as builds_in_use:
+        return _run_guard(repo, base, head, config, out_dir, cache_dir, progress, config_dir, github_repo, server_url,
+                          builds_in_use)
+
+
+def run_config(
+    repo: Path, base: str | None, head: str, config: GuardConfig | None, config_dir: Path | None = None
+) -> GuardConfig:
+    """The config `run_guard` runs with, from the same arguments: the caller's, or the base
+    commit's. `guard run` needs its build.pass_env before it restarts itself clean."""
+    return _arms_and_config(repo.resolve(), base, head, config, config_dir).config
+
+
+def _run_guard(
+    repo: Path,
+    base: str | None,
+    head: str,
+    config: GuardConfig | None,
+    out_dir: Path,
+    cache_dir: Path | None,
+    progress: Progress,
+    config_dir: Path | None,
+    github_repo: str | None,
+    server_url: str,
+    builds_in_use: ExitStack,
+) -> Report:
     started = time.time()
     repo = repo.resolve()
     out_dir = out_dir.resolve()
-    try:  # the guard's before anything of the pull request runs, which then cannot make it its own
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise GuardError(f"cannot make the output folder {out_dir} ({exc.strerror}); give --out a folder") from None
-    base_ref, head_ref = resolve_arms(repo, base, head, config.target_branch)
+    # the guard's before anything of the pull request runs, which then cannot make it its own
+    check_out_dir(out_dir)
+    base_ref, head_ref, config, files, change = _arms_and_config(repo, base, head, config, config_dir)
     progress(f"base {base_ref.ref} = {base_ref.sha[:12]}, head {head_ref.ref} = {head_ref.sha[:12]}")
-    gpu_pct, tok_pct = _thresholds(config, config_dir or repo)
+    if dirty := uncommitted_changes(repo):
+        progress(f"warning: {len(dirty)} file(s) in the working tree have uncommitted changes ({dirty[0]}"
+                 f"{', ...' if len(dirty) > 1 else ''}); they are not measured: the guard builds the commits")
+    if change is not None:
+        progress(f"config: from the base commit; the head's changes to {', '.join(change.paths)} are not used")
+    gpu_pct, tok_pct = _thresholds(config, files)
+    require_distinct(base_ref, head_ref)  # after the config: its errors are the ones to fix first
     check_cpus(config.measure.cpus)
     cache_dir = cache_dir or default_cache_dir(repo)
     exposed = persisted_credentials(repo)
@@ -70,9 +110,10 @@ def run_guard(
     targets: list[ArmTarget] = []
     measurements: dict[str, ArmMeasurement] = {}
     for ref in (base_ref, head_ref):
-        info, arm = _build(repo, ref, config, cache_dir, progress)
+        info, arm = _build(repo, ref, config, cache_dir, progress, builds_in_use)
         arms.append(info)
         if arm is not None:
+            check_entry(config.workload.entry, arm.worktree)
             targets.append(ArmTarget(name=arm.name, python=arm.python, worktree=arm.worktree, env=arm.env,
                                    pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus))
         else:
@@ -94,7 +135,7 @@ def run_guard(
     if base_target is not None:
         spec, reference = prepare_reference(
             base_target, spec, out_dir / "runs", config.measure.timeout_s, config.workload.reference_file,
-            f"base {base_ref.sha[:8]}", progress,
+            f"base {base_ref.sha[:8]}", progress, files=CommitFiles(repo=repo, sha=base_ref.sha),
         )
     if targets:
         progress(
@@ -163,6 +204,7 @@ def run_guard(
         ),
         traces=trace_sections(traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir),
         changed_files=changed_files(repo, base_ref.sha, head_ref.sha),
+        config_change=change,
         capture=_capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress),
         github_repo=github_repo,
         server_url=server_url,
@@ -187,11 +229,46 @@ def _capture_changes(
     return found
 
 
-def _thresholds(config: GuardConfig, config_dir: Path) -> tuple[float, float]:
+class _Resolved(NamedTuple):
+    base: ArmRef
+    head: ArmRef
+    config: GuardConfig
+    files: Files  # where the files the config names are read from
+    change: ConfigChange | None  # the head's changes to the config, not used
+
+
+def _arms_and_config(
+    repo: Path, base: str | None, head: str, given: GuardConfig | None, config_dir: Path | None
+) -> _Resolved:
+    if given is not None:
+        base_ref, head_ref = resolve_arms(repo, base, head, given.target_branch)
+        # beside a config from outside the checkout, named files must be outside it too
+        files = FolderFiles(folder=config_dir, checkout=repo) if config_dir else FolderFiles(folder=repo)
+        return _Resolved(base_ref, head_ref, given, files, None)
+    # Without --base the target branch picks the base; the head must not pick it, so it starts
+    # as the default and moves only where the base's own config says.
+    default = GuardConfig().target_branch
+    base_ref, head_ref = resolve_arms(repo, base, head, default)
+    config = load_commit_config(repo, base_ref.sha)
+    if base is None and config.target_branch != default:
+        base_ref, head_ref = resolve_arms(repo, None, head, config.target_branch)
+        moved = load_commit_config(repo, base_ref.sha)
+        if moved.target_branch != config.target_branch:
+            raise ConfigError(
+                f"the config at the merge-base with {default} names target_branch '{config.target_branch}', but "
+                f"the one at the merge-base with '{config.target_branch}' names '{moved.target_branch}'; "
+                "pass --base to say which base to compare with"
+            )
+        config = moved
+    change = config_change(repo, base_ref.sha, head_ref.sha, config_paths(config, DEFAULT_CONFIG_NAME))
+    return _Resolved(base_ref, head_ref, config, CommitFiles(repo=repo, sha=base_ref.sha), change)
+
+
+def _thresholds(config: GuardConfig, files: Files) -> tuple[float, float]:
     """GPU ms and tok/s thresholds in percent: calibrated ones when a file is named."""
     if config.measure.thresholds_file is None:
         return config.measure.threshold_pct, config.measure.threshold_pct
-    calibrated = load_thresholds(config_dir / config.measure.thresholds_file)
+    calibrated = read_thresholds(files, config.measure.thresholds_file)
     return calibrated.gpu_ms_pct, calibrated.tok_per_s_pct
 
 
@@ -217,14 +294,14 @@ def _add_ablation_arms(
 
 
 def _build(
-    repo: Path, ref: ArmRef, config: GuardConfig, cache_dir: Path, progress: Progress
+    repo: Path, ref: ArmRef, config: GuardConfig, cache_dir: Path, progress: Progress, builds_in_use: ExitStack
 ) -> tuple[ArmInfo, BuiltArm | None]:
     info = ArmInfo(
         name=ref.name, ref=ref.ref, sha=ref.sha, subject=commit_subject(repo, ref.sha),
         build_method=config.build.method,
     )
     try:
-        arm = build_arm(repo, ref, config.build, cache_dir, progress)
+        arm = build_arm(repo, ref, config.build, cache_dir, progress, hold=builds_in_use)
     except BuildError as exc:
         progress(f"{ref.name}: {exc.message}")
         info.status, info.error, info.log_tail = "build_failed", exc.message, exc.log_tail

@@ -2,7 +2,9 @@
 on loopback. It keeps state (comments, statuses), pages lists with `Link` headers,
 checks the token, refuses bodies over 65,536 characters with 422, and plays faults that
 a test plans: 5xx answers (before or after the write happened), dropped connections,
-and rate limits with `retry-after` or reset headers."""
+rate limits with `retry-after` or reset headers (well formed or not), and the answers of
+a broken server or proxy: an HTML page with status 200, a `next` link back to the same
+page or on to pages without end, a body trickled a byte at a time."""
 
 from __future__ import annotations
 
@@ -22,10 +24,13 @@ MAX_BODY = 65_536
 class Fault:
     method: str
     path: str  # regex over the path without query
-    kind: str  # "5xx", "5xx-after-write", "drop-after-write", "retry-after", "reset", "secondary"
+    # "5xx", "5xx-after-write", "drop-after-write", "retry-after", "reset", "secondary";
+    # "html-200", "self-next", "endless-next", "trickle"
+    kind: str
     times: int = 1
     status: int = 502
     wait_s: float = 0.0
+    header: str | None = None  # retry-after or x-ratelimit-reset sent as this text, as it is
 
 
 @dataclass
@@ -79,8 +84,11 @@ class GitHubStandIn:
 
     # -- test helpers -----------------------------------------------------------------
 
-    def plan(self, method: str, path: str, kind: str, times: int = 1, status: int = 502, wait_s: float = 0.0) -> None:
-        self.state.faults.append(Fault(method, path, kind, times, status, wait_s))
+    def plan(
+        self, method: str, path: str, kind: str, times: int = 1, status: int = 502, wait_s: float = 0.0,
+        header: str | None = None,
+    ) -> None:
+        self.state.faults.append(Fault(method, path, kind, times, status, wait_s, header))
 
     def add_comment(self, repo: str, pr: int, login: str, body: str) -> dict[str, Any]:
         with self.state.lock:
@@ -144,10 +152,18 @@ class _Handler(BaseHTTPRequestHandler):
             fault = self._take_fault(method, path)
         if token is None or token not in state.users:
             return self._send(401, {"message": "Bad credentials"})
-        if fault is not None and fault.kind in ("5xx", "retry-after", "reset", "secondary"):
+        if fault is not None and fault.kind in ("5xx", "retry-after", "reset", "secondary", "html-200"):
             return self._send_fault(fault)
         with state.lock:
             status, payload, headers = self._route(method, path, parse_qs(parts.query), token, body)
+        if fault is not None and fault.kind == "self-next":
+            headers = headers | {"link": f'<http://{self.headers["host"]}{self.path}>; rel="next"'}
+        if fault is not None and fault.kind == "endless-next":
+            page = int(parse_qs(parts.query).get("page", ["1"])[0])
+            fault.times += 1  # every later page too
+            headers = headers | {"link": f'<http://{self.headers["host"]}{parts.path}?page={page + 1}>; rel="next"'}
+        if fault is not None and fault.kind == "trickle":
+            return self._trickle(status, payload, headers, fault.wait_s)
         if fault is not None and fault.kind == "5xx-after-write":
             return self._send(fault.status, {"message": "Server Error"})
         if fault is not None and fault.kind == "drop-after-write":
@@ -167,14 +183,41 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind == "5xx":
             return self._send(fault.status, {"message": "Server Error"})
         if fault.kind == "retry-after":
-            return self._send(429, {"message": "Too many requests"}, {"retry-after": f"{fault.wait_s:g}"})
+            value = fault.header if fault.header is not None else f"{fault.wait_s:g}"
+            return self._send(429, {"message": "Too many requests"}, {"retry-after": value})
         if fault.kind == "reset":
-            reset = int(time.time() + fault.wait_s)
+            reset = fault.header if fault.header is not None else str(int(time.time() + fault.wait_s))
             return self._send(
                 403, {"message": "API rate limit exceeded"},
-                {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
+                {"x-ratelimit-remaining": "0", "x-ratelimit-reset": reset},
             )
+        if fault.kind == "html-200":  # a web server or a captive proxy where the API should be
+            page = b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>Sign in</body></html>\n"
+            self.send_response(200)
+            self.send_header("content-type", "text/html; charset=utf-8")
+            self.send_header("content-length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+            return None
         return self._send(403, {"message": "You have exceeded a secondary rate limit."})
+
+    def _trickle(self, status: int, payload: Any, headers: dict[str, str], every_s: float) -> None:
+        """The answer chunked, one byte per `every_s`: each read is quick, the whole is not."""
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("transfer-encoding", "chunked")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        try:
+            for byte in data:
+                self.wfile.write(b"1\r\n" + bytes([byte]) + b"\r\n")
+                self.wfile.flush()
+                time.sleep(every_s)
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client gave up
+            self.close_connection = True
 
     def _route(
         self, method: str, path: str, query: dict[str, list[str]], token: str, body: Any

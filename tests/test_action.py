@@ -386,7 +386,8 @@ def test_regression_on_a_pull_request_is_reported_commented_and_fails_the_job(ha
     result = harness.run("regression", job_env={"GITHUB_TOKEN": JOB_LEVEL_TOKEN, "GH_TOKEN": JOB_LEVEL_TOKEN})
 
     (run_call,) = harness.calls("run")
-    assert run_call["argv"] == ["run", "--repo", ".", "--head", HEAD_SHA, "--out", "guard-out", "--base", BASE_SHA]
+    assert run_call["argv"] == ["run", "--repo", ".", "--head", HEAD_SHA, "--out", "guard-out", "--base", BASE_SHA,
+                                "--cache-dir", str(harness.workspace / "runner-temp" / "regression-guard-cache")]
     # The step's exit code is the guard's (regression: 1); the step goes on to the summary.
     run_step = result.step("Run regression-guard")
     assert (run_step.exit_code, run_step.outcome, run_step.conclusion) == (1, "failure", "success")
@@ -477,19 +478,21 @@ def test_a_run_without_a_report_is_invalid_and_posts_nothing(harness: Harness) -
 def test_a_push_measures_against_the_merge_base_and_holds_no_token(harness: Harness) -> None:
     result = harness.run("pass", event="push")
     (run_call,) = harness.calls("run")
+    # the cache defaults to the job's temp folder, which the runner empties for each job
     assert run_call["argv"] == ["run", "--repo", ".", "--head", "3333333333333333333333333333333333333333",
-                                "--out", "guard-out"]
+                                "--out", "guard-out", "--cache-dir",
+                                str(harness.workspace / "runner-temp" / "regression-guard-cache")]
     assert not result.step("Post the PR comment and commit status").ran
     assert _env_holding(result, TOKEN) == []
     assert result.succeeded and result.outputs["comment-url"] == ""
 
 
 def test_comment_never_without_status_skips_the_token_step(harness: Harness) -> None:
-    inputs = {"comment": "never", "commit-status": "false", "config": "ci/guard.toml", "cache-dir": "/tmp/c"}
+    inputs = {"comment": "never", "commit-status": "false", "config": "/tmp/runner/guard.toml", "cache-dir": "/tmp/c"}
     result = harness.run("regression", inputs, event="pull_request_target")
     assert not result.step("Post the PR comment and commit status").ran
     assert _env_holding(result, TOKEN) == []
-    assert harness.calls("run")[0]["argv"][-4:] == ["--config", "ci/guard.toml", "--cache-dir", "/tmp/c"]
+    assert harness.calls("run")[0]["argv"][-4:] == ["--config", "/tmp/runner/guard.toml", "--cache-dir", "/tmp/c"]
     assert not result.succeeded  # fail-on-regression defaults to true
 
 

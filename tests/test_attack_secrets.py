@@ -65,8 +65,8 @@ def attempts():
     targets = [out / "planted.txt", out / "runs" / "planted.txt", out / "runs" / "reference-tokens.json",
                cache / "planted.txt"]
     for folder in sorted(p for p in cache.iterdir() if p.is_dir()):
-        targets += [folder / "build.json", folder / "planted.txt", folder / "worktree" / "wl.py",
-                    folder / "worktree" / "planted.txt"]
+        targets += [folder / name for name in ("marker.json", "build.log", "lock", "planted.txt")]
+        targets += [folder / "tree" / "wl.py", folder / "tree" / "planted.txt", folder / "venv" / "planted.txt"]
     return {str(p): try_write(p) for p in targets}
 
 
@@ -144,13 +144,14 @@ def _job_files(tmp_path: Path) -> dict[str, str]:
     return files
 
 
-def _repo(tmp_path: Path, user_line: str) -> Path:
+def _repo(tmp_path: Path, user_line: str, committed: str | None = None) -> Path:
+    """The engine; its base commit's guard.toml is the probing config, or `committed`."""
     repo = tmp_path / "engine"
     repo.mkdir()
     git(repo, "init", "--quiet", "--initial-branch=main")
     (repo / "probe.py").write_text(PROBE)
     (repo / "wl.py").write_text(WORKLOAD)
-    (repo / "guard.toml").write_text(CONFIG.format(user=user_line))
+    (repo / "guard.toml").write_text(CONFIG.format(user=user_line) if committed is None else committed)
     commit_all(repo, "a workload and a build that look for secrets")
     git(repo, "checkout", "--quiet", "-b", "feature")
     (repo / "note.txt").write_text("the pull request\n")
@@ -175,12 +176,12 @@ def _leaks(record: dict, planted: dict[str, str]) -> set[str]:
     return {name for name, value in planted.items() for text in texts if value in text}
 
 
-def _guard_run(repo: Path, env: dict[str, str]) -> dict:
+def _guard_run(repo: Path, env: dict[str, str], *extra: str) -> dict:
     """The report of a `guard run` whose arms both built and ran (steps of microseconds: any verdict)."""
     out, cache = env["PROBE_OUT"], env["PROBE_CACHE"]
     proc = subprocess.run(
         [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out", out,
-         "--cache-dir", cache],
+         "--cache-dir", cache, *extra],
         capture_output=True, text=True, timeout=600, env=env,
     )
     assert proc.returncode in (0, 1), proc.stderr
@@ -217,6 +218,27 @@ def test_code_run_as_the_guards_own_user_finds_no_secret_in_any_process_above_it
         assert "PROBE_DUMP=" in guards[0]["environ"]
 
 
+@pytest.mark.slow
+def test_the_restarted_guard_keeps_the_config_it_was_given_from_outside_the_checkout(tmp_path: Path) -> None:
+    """`guard run --config FILE` restarts clean with its argv: the base commit's own config,
+    whose entry does not exist, would fail both arms; the runner's file makes them probe."""
+    user_line = 'user = ""' if AS_ROOT else ""  # the guard's environment is then the probe's to read
+    repo = _repo(tmp_path, user_line, committed='[workload]\nentry = "missing.py:make"\n')
+    runner_config = tmp_path / "runner" / "guard.toml"
+    runner_config.parent.mkdir()
+    runner_config.write_text(CONFIG.format(user=user_line))
+    env = os.environ | SECRETS | _probe_env(tmp_path)
+    _guard_run(repo, env, "--config", str(runner_config))
+
+    records = _records(tmp_path)
+    assert sorted(r["stage"] for r in records) == ["build", "build", "workload", "workload", "workload", "workload"]
+    for record in records:
+        assert _leaks(record, SECRETS) == set(), record["stage"]
+        (guard,) = [a for a in record["ancestors"] if _is_guard(a["argv"])]
+        assert f"{MARKER}=1" in guard["environ"]  # the restarted one
+        assert [arg for arg in guard["argv"] if arg][-2:] == ["--config", str(runner_config)]
+
+
 @needs_root
 @pytest.mark.slow
 def test_code_run_as_the_second_user_reads_no_environment_above_it_and_writes_no_cache_or_output(
@@ -240,11 +262,11 @@ def test_code_run_as_the_second_user_reads_no_environment_above_it_and_writes_no
 
     cache = Path(env["PROBE_CACHE"])
     for record in records:
-        own_worktree = Path(record["cwd"]).resolve()
+        own_folder = Path(record["cwd"]).resolve().parent  # the build folder: its tree/ is the cwd
         for target, result in record["writes"].items():
             path = Path(target)
-            if record["stage"] == "build" and path.parent == own_worktree:
-                assert result == "written", (target, result)  # its own build may write its worktree
+            if record["stage"] == "build" and path.parent.parent == own_folder and path.parent.name in ("tree", "venv"):
+                assert result == "written", (target, result)  # its own build may write its tree and venv
             elif record["stage"] == "build":  # out/runs and the head's folder may not be made yet
                 assert result in ("PermissionError", "FileNotFoundError"), (target, result)
             else:
@@ -254,9 +276,11 @@ def test_code_run_as_the_second_user_reads_no_environment_above_it_and_writes_no
     assert not (out / "planted.txt").exists() and not (out / "runs" / "planted.txt").exists()
     assert not list(cache.glob("*/planted.txt")) and not (cache / "planted.txt").exists()
     for folder in cache.iterdir():
-        assert "written by the pull request" not in (folder / "build.json").read_text()
+        assert "written by the pull request" not in (folder / "marker.json").read_text()
+        assert "written by the pull request" not in (folder / "build.log").read_text()
         # its own build's line only: none of the workload's four processes got through
-        assert (folder / "worktree" / "wl.py").read_text().count("# written by the pull request") == 1
+        assert (folder / "tree" / "wl.py").read_text().count("# written by the pull request") == 1
+        assert (folder / "venv" / "planted.txt").read_text().count("# written by the pull request") == 1
     # after its build, nothing in an arm's folder is the second user's to change
     second_user = records[0]["uid"]
     owned = [p for p in cache.rglob("*") if p.lstat().st_uid == second_user]

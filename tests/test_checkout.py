@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from guard._errors import BuildError, GitError
-from guard.checkout import ArmRef, BuiltArm, build_arm, changed_files, resolve_arms
+from guard.checkout import (
+    ArmRef, BuiltArm, build_arm, changed_files, require_distinct, resolve_arms, uncommitted_changes,
+)
 from guard.config import BuildConfig
 
 # isolated from the machine's git config, with an identity so commits work anywhere
@@ -138,6 +140,25 @@ def test_unknown_ref_is_a_git_error_naming_it(repo: Repo) -> None:
         resolve_arms(repo.path, None, "also-missing", "main")
 
 
+def test_a_head_that_is_its_base_is_refused(repo: Repo) -> None:
+    with pytest.raises(GitError, match="are the same commit") as caught:
+        require_distinct(*resolve_arms(repo.path, repo.feature_sha[:10], "feature", "main"))
+    assert "guard calibrate" in caught.value.message
+    proc = subprocess.run([sys.executable, "-m", "guard", "run", "--repo", str(repo.path), "--base", "feature",
+                           "--head", "feature", "--out", str(repo.path.parent / "out")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "are the same commit" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_uncommitted_changes_are_listed_and_untracked_files_are_not(repo: Repo) -> None:
+    assert uncommitted_changes(repo.path) == []
+    name = git(repo.path, "ls-files").split()[0]
+    tracked = repo.path / name
+    tracked.write_text(tracked.read_text() + "\n# edited, not committed\n")
+    (repo.path / "scratch.txt").write_text("untracked")
+    assert uncommitted_changes(repo.path) == [name]
+
+
 def test_dash_ref_is_refused_not_passed_as_an_option(repo: Repo) -> None:
     with pytest.raises(GitError, match="not a valid ref"):
         resolve_arms(repo.path, "--all", "feature", "main")
@@ -208,7 +229,7 @@ def test_finished_build_is_reused_and_unfinished_one_rebuilt(repo: Repo, tmp_pat
     assert not other.reused and other.worktree != first.worktree
 
     # a crash mid-build leaves no marker: the folder must be wiped and built again
-    (first.worktree.parent / "build.json").unlink()
+    (first.worktree.parent / "marker.json").unlink()
     (first.worktree / "stale.txt").write_text("left over")
     rebuilt = build_arm(repo.path, base, config, tmp_path / "cache")
     assert not rebuilt.reused
@@ -307,7 +328,10 @@ def test_failed_install_names_the_arm_and_spoils_nothing(
     assert "boom-marker" in caught.value.log_tail
     assert caught.value.log_path is not None
     failed_folder = Path(caught.value.log_path).parent
-    assert failed_folder.is_dir() and not (failed_folder / "build.json").exists()
+    assert failed_folder.is_dir() and not (failed_folder / "marker.json").exists()
+    # the log stays; the half-built worktree and venv go, and git forgets the worktree
+    assert not (failed_folder / "tree").exists() and not (failed_folder / "venv").exists()
+    assert str(failed_folder / "tree") not in git(shared_repo.path, "worktree", "list", "--porcelain")
 
     fixed = BuildConfig(method="venv", install=PIP_INSTALL)
     head_built = build_arm(shared_repo.path, head, fixed, venv_builds.cache)

@@ -65,6 +65,24 @@ repeats = 3
         ("[measure]\ncpus = [2, -1]", "measure.cpus", "[2, -1]", "CPU ids are 0 or more"),
         ("[measure]\ncpus = [3, 3]", "measure.cpus", "[3, 3]", "must not repeat"),
         ("[workload]\nreference_file = '../ref.json'", "workload.reference_file", "'../ref.json'", "inside the repo"),
+        ("[workload]\nreference_file = '/abs/ref.json'", "workload.reference_file", "'/abs/ref.json'", "no leading /"),
+        ("[workload]\nentry = '../../x.py:make'", "workload.entry", "'../../x.py:make'", "no '..'"),
+        ("[workload]\nentry = '/tmp/x.py:make'", "workload.entry", "'/tmp/x.py:make'", "relative path"),
+        ("[workload]\nentry = 'os.path; x:make'", "workload.entry", "'os.path; x:make'", "dotted module name"),
+        ("[measure]\nthresholds_file = '/etc/thr.toml'", "measure.thresholds_file", "'/etc/thr.toml'", "no leading /"),
+        ("[measure]\nthresholds_file = 'a/../../t.toml'", "measure.thresholds_file", "'a/../../t.toml'", "no '..'"),
+        ("[measure]\nthreshold_pct = nan", "measure.threshold_pct", "nan", "finite number"),
+        ("[measure]\nthreshold_pct = inf", "measure.threshold_pct", "inf", "finite number"),
+        ("[measure]\nthreshold_pct = 100", "measure.threshold_pct", "100", "less than 100"),
+        ("[measure]\nrepeats = 1000000000", "measure.repeats", "1000000000", "less than or equal to 200"),
+        ("[measure]\ntimeout_s = 1e9", "measure.timeout_s", "1000000000.0", "less than or equal to 86400"),
+        ("[build]\ntimeout_s = inf", "build.timeout_s", "inf", "finite number"),
+        ("[workload]\nsteps = 1000001", "workload.steps", "1000001", "less than or equal to 100000"),
+        ("[workload]\nwarmup_steps = 1000001", "workload.warmup_steps", "1000001", "less than or equal to 100000"),
+        ("[workload]\nbatch_sizes = [1, 100000]", "workload.batch_sizes", "[1, 100000]", "4096 or less"),
+        ("[workload]\noptions = { scale = nan }", "workload.options", "{'scale': nan}", "no nan or inf"),
+        ("target_branch = 'HEAD'", "target_branch", "'HEAD'", "a branch name"),
+        ("target_branch = 'main~3'", "target_branch", "'main~3'", "a branch name"),
         ("[workload]\nreference_file = '[x](http://e.invalid).json'", "workload.reference_file",
          "'[x](http://e.invalid).json'", "letters, digits"),
         ("[workload]\nreference_file = 'bench/ref.txt'", "workload.reference_file", "'bench/ref.txt'", ".json file"),
@@ -99,8 +117,9 @@ def test_required_missing_file(tmp_path: Path) -> None:
 
 def test_cli_bad_config_exits_2_without_traceback(tmp_path: Path) -> None:
     path = write(tmp_path, "[workload]\nsteps = -4")
+    (tmp_path / "repo").mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "guard", "run", "--repo", str(tmp_path), "--config", str(path)],
+        [sys.executable, "-m", "guard", "run", "--repo", str(tmp_path / "repo"), "--config", str(path)],
         capture_output=True,
         text=True,
     )
@@ -136,3 +155,30 @@ def test_thresholds_file_round_trip_and_errors(tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text("[thresholds]\ngpu_ms_pct = -1\ntok_per_s_pct = 1\n")
     with pytest.raises(ConfigError, match="thresholds.gpu_ms_pct"):
         load_thresholds(tmp_path / "bad.toml")
+    (tmp_path / "wide.toml").write_text("[thresholds]\ngpu_ms_pct = 1\ntok_per_s_pct = 100\n")
+    with pytest.raises(ConfigError, match="'thresholds.tok_per_s_pct': Input should be less than 100"):
+        load_thresholds(tmp_path / "wide.toml")
+    (tmp_path / "nan.toml").write_text("[thresholds]\ngpu_ms_pct = nan\ntok_per_s_pct = 1\n")
+    with pytest.raises(ConfigError, match="'thresholds.gpu_ms_pct': Input should be a finite number"):
+        load_thresholds(tmp_path / "nan.toml")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("x = " + "[" * 100_000 + "]" * 100_000, "nested too deeply to read"),  # past the reader's recursion
+        ("[workload.options" + ".a" * 40 + "]\nb = 1", "nested more than 32 deep"),  # dotted: no recursion needed
+    ],
+)
+def test_deeply_nested_toml_is_one_message(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        load_config(write(tmp_path, text))
+
+
+def test_a_config_that_is_not_a_small_regular_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="/dev/zero is not a regular file"):
+        load_config(Path("/dev/zero"), required=True)
+    big = tmp_path / "big.toml"
+    big.write_text("# padding\n" * 200_000)  # 2 MB of comments: valid TOML, too large to be a config
+    with pytest.raises(ConfigError, match="big.toml is 2000000 bytes, more than the 1024 KiB"):
+        load_config(big, required=True)

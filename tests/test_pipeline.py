@@ -57,12 +57,14 @@ def write_workload(repo: Path, work: int, token_expr: str = "(self.t * 7 + row +
 
 
 def make_repo(
-    tmp_path: Path, method: str = "none", install: str = "", repeats: int = 3, files: dict[str, str] | None = None
+    tmp_path: Path, method: str = "none", install: str = "", repeats: int = 3, files: dict[str, str] | None = None,
+    config: str | None = None,
 ) -> Path:
+    """main holds the config (the base's, which the guard reads); head is branch feature."""
     repo = tmp_path / "engine"
     repo.mkdir()
     git(repo, "init", "--quiet", "--initial-branch=main")
-    (repo / "guard.toml").write_text(CONFIG.format(method=method, install=install, repeats=repeats))
+    (repo / "guard.toml").write_text(config or CONFIG.format(method=method, install=install, repeats=repeats))
     write_workload(repo, work=3000)
     for name, text in (files or {}).items():
         (repo / name).write_text(text)
@@ -100,7 +102,9 @@ def test_slower_head_is_a_regression(tmp_path: Path) -> None:
     assert "The output hash is identical" in comment
     # progress is shown for every process, in interleaved order
     runs = [line for line in proc.stderr.splitlines() if " repeat " in line and "/6]" in line]
-    assert [("base" in r, "head" in r) for r in runs] == [(True, False), (False, True)] * 3
+    # in mirrored rounds: base, head, then head, base
+    assert [("base" in r, "head" in r) for r in runs] == [(True, False), (False, True), (False, True), (True, False),
+                                                          (True, False), (False, True)]
 
 
 @pytest.mark.slow
@@ -236,11 +240,12 @@ def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path
 
 @pytest.mark.slow
 def test_ablation_arm_reuses_a_build_with_its_env(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path, files={"wl.py": JITTER_WORKLOAD})
     config = CONFIG.format(method="none", install="", repeats=2).replace("[1, 2]", "[1]")
     config += '[[arms]]\nname = "slow"\nfrom = "head"\nenv = { SLOWER = "4" }\nlabel = "head, four times the delay"\n'
-    (repo / "guard.toml").write_text(config.replace("repeats = 2", "repeats = 2\nconfirm = false"))
-    commit_all(repo, "fixed delay workload with an ablation arm")
+    repo = make_repo(tmp_path, files={"wl.py": JITTER_WORKLOAD},
+                     config=config.replace("repeats = 2", "repeats = 2\nconfirm = false"))
+    (repo / "note.txt").write_text("no code change\n")
+    commit_all(repo, "a change that cannot matter")
     out = tmp_path / "out"
     proc = guard_run(repo, out)
     report = json.loads((out / "report.json").read_text())
@@ -252,7 +257,7 @@ def test_ablation_arm_reuses_a_build_with_its_env(tmp_path: Path) -> None:
     assert stats["slow"] > 3 * stats["head"]  # four times the sleep, measured
     assert "head, four times the delay (head build" in (out / "comment.md").read_text()
     runs = [line for line in proc.stderr.splitlines() if "/6]" in line]
-    assert [line.split("] ")[2].split(" ")[0] for line in runs] == ["base", "head", "slow"] * 2
+    assert [line.split("] ")[2].split(" ")[0] for line in runs] == ["base", "head", "slow", "slow", "head", "base"]
 
 
 @pytest.mark.slow
@@ -279,11 +284,16 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
     assert "bs 1: no profiled pass (no GPU, or workload.profile_steps = 0): no gap figures." in out.read_text()
     assert (tmp_path / "thr-runs").is_dir()  # the A/A runs are kept beside the file
 
-    # The thresholds file, named in the config, sets the report's thresholds.
+    # The thresholds file, named in the base's config, sets the report's thresholds.
+    git(repo, "checkout", "--quiet", "main")
     (repo / "thr.toml").write_text(out.read_text())
     text = (repo / "guard.toml").read_text().replace("[measure]", '[measure]\nthresholds_file = "thr.toml"')
     (repo / "guard.toml").write_text(text)
     commit_all(repo, "use calibrated thresholds")
+    git(repo, "checkout", "--quiet", "feature")
+    (repo / "note.txt").write_text("no code change\n")
+    commit_all(repo, "a change that cannot matter")  # a head that is not its base
+    git(repo, "merge", "--quiet", "main")
     run_out = tmp_path / "out"
     guard_run(repo, run_out)
     report = json.loads((run_out / "report.json").read_text())

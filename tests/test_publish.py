@@ -23,6 +23,7 @@ from guard.publish import (
 )
 from guard.report import Report, read_report
 from tests.github_standin import GitHubStandIn
+from tests.report_fixtures import remeasured
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json"
@@ -44,12 +45,17 @@ def api():
         yield server
 
 
+# head's step time as a share of base's, and the spread of its repeats, that give each verdict
+HEAD_FOR = {"pass": (1.0, 0.0), "inconclusive": (1.0, 0.2)}
+
+
 def _report(tmp_path: Path, verdict: str = "regression", name: str = "report.json") -> tuple[Path, Report]:
-    """The committed H200 demo report, or the same measurements under another verdict."""
+    """The committed H200 demo report, or one whose head measured so that its numbers give
+    another verdict (a report is decided again from its numbers before it is posted)."""
     report = read_report(EXAMPLE)
     if verdict != "regression":
-        batches = [b.model_copy(update={"verdict": verdict}) for b in report.batch_sizes]
-        report = report.model_copy(update={"verdict": verdict, "batch_sizes": batches})
+        report = remeasured(report, *HEAD_FOR[verdict])
+        assert report.verdict == verdict
     path = tmp_path / name
     path.write_text(report.model_dump_json())
     return path, report

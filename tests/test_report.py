@@ -210,7 +210,8 @@ def test_environment_names_the_gpu_state_and_warnings() -> None:
     comment = render_comment(report)
     environment = comment[comment.index("### Environment"):]
     assert "power limit 700 W; max SM clock 1980 MHz; persistence mode on" in environment
-    assert "- arm 'head' repeat 2: clocks held down by sw_thermal_slowdown at the end" in environment
+    # a warning is the report's text, escaped for Markdown: the underscores show as they are
+    assert "- arm 'head' repeat 2: clocks held down by sw\\_thermal\\_slowdown at the end" in environment
 
 
 def test_title_tags_a_batch_size_with_its_dominant_cause() -> None:
@@ -260,6 +261,23 @@ def test_a_pass_says_what_it_rules_out_for_each_metric() -> None:
             f"{report.tok_threshold_pct:g}% in tok/s at every batch size measured") in comment
     assert (f"at least {report.threshold_pct:g}% in GPU ms per decode step or {report.tok_threshold_pct:g}% in tok/s"
             in comment)
+
+
+def test_a_pass_whose_tok_per_s_only_informs_claims_nothing_of_tok_per_s() -> None:
+    """tok/s too noisy to detect its threshold: the pass rules out a slowdown in step time
+    alone, and one sentence says what tok/s could detect and the repeats it would take."""
+    report = Report.model_validate_json(gzip.decompress(AA_PAIR.read_bytes()))
+    informs = _one_batch(report, tok_per_s_gates=False, tok_per_s_detectable_pct=23.4, tok_per_s_repeats_to_gate=None)
+    comment = render_comment(informs)
+    assert (f"slows decode by less than {report.threshold_pct:g}% in GPU ms per decode step at every batch size "
+            "measured: the 95% intervals stay under it.") in comment
+    assert "% in tok/s at every batch size" not in comment
+    repeats = informs.batch_sizes[0].arms[0].repeats
+    assert (f"at its spread, {repeats} processes per arm detect only a change of 23.4% at batch size 1, not its "
+            f"{report.tok_threshold_pct:g}% threshold; it would take more than 200 per arm") in comment
+    gated = _one_batch(report, tok_per_s_gates=False, tok_per_s_detectable_pct=1.8, tok_per_s_repeats_to_gate=41)
+    assert "it would take about 41 per arm for tok/s to decide" in render_comment(gated)
+    assert "tok/s informs here" not in render_comment(report)  # an older report: tok/s gated
 
 
 def test_a_kernel_swapped_for_another_variant_is_a_slower_kernel_on_h200_figures() -> None:

@@ -44,14 +44,30 @@ WORKLOAD = textwrap.dedent(
 )
 
 
-def test_interleave_alternates_arms() -> None:
+def test_interleave_mirrors_every_other_round() -> None:
     assert interleave(["base", "head"], 3) == [
-        ("base", 0), ("head", 0), ("base", 1), ("head", 1), ("base", 2), ("head", 2),
+        ("base", 0), ("head", 0), ("head", 1), ("base", 1), ("base", 2), ("head", 2),
     ]
 
 
+def test_interleave_puts_each_arm_first_as_often_over_even_rounds() -> None:
+    order = interleave(["base", "head"], 6)
+    pairs = [order[i:i + 2] for i in range(0, len(order), 2)]
+    firsts = [pair[0][0] for pair in pairs]
+    assert firsts.count("base") == firsts.count("head") == 3
+    # every arm's mean position in the whole sequence is the same: linear drift cancels
+    positions = {arm: [i for i, (a, _) in enumerate(order) if a == arm] for arm in ("base", "head")}
+    assert sum(positions["base"]) == sum(positions["head"])
+
+
+def test_a_confirmation_round_continues_the_pattern() -> None:
+    first, second = interleave(["base", "head"], 3), interleave(["base", "head"], 3, first_repeat=3)
+    assert first + second == interleave(["base", "head"], 6)
+    assert second[0] == ("head", 3)
+
+
 def test_interleave_edge_cases() -> None:
-    assert interleave(["a", "b", "c"], 2) == [("a", 0), ("b", 0), ("c", 0), ("a", 1), ("b", 1), ("c", 1)]
+    assert interleave(["a", "b", "c"], 2) == [("a", 0), ("b", 0), ("c", 0), ("c", 1), ("b", 1), ("a", 1)]
     assert interleave(["base", "head"], 0) == []
     assert interleave(["only"], 2) == [("only", 0), ("only", 1)]
 
@@ -86,7 +102,7 @@ def test_run_interleaved_alternates_fresh_processes(tmp_path: Path) -> None:
     results = run_interleaved(targets, spec, 3, tmp_path / "runs", timeout_s=120, progress=messages.append)
 
     blocks = _blocks(log)
-    assert [name for name, _ in blocks] == ["base", "head", "base", "head", "base", "head"]
+    assert [name for name, _ in blocks] == ["base", "head", "head", "base", "base", "head"]
     pids = [pid for _, pid in blocks]
     assert len(set(pids)) == 6  # a fresh process per (arm, repeat), none reused
     assert os.getpid() not in pids
@@ -112,8 +128,8 @@ def test_run_interleaved_alternates_fresh_processes(tmp_path: Path) -> None:
             assert {"import torch", "fingerprint", "engine", "timed passes"} <= set(r.timings_s)
             assert r.process_s is not None and 0 < sum(r.timings_s.values()) < r.process_s
     assert len(messages) == 6
-    for message, repeat in zip(messages, [m for pair in zip(*(results[n].repeats for n in ("base", "head")))
-                                          for m in pair]):
+    ran = [results[name].repeats[repeat] for name, repeat in interleave(["base", "head"], 3)]
+    for message, repeat in zip(messages, ran):
         assert f"({repeat.process_s:.1f} s" in message
         shown = [(name, s) for name, s in repeat.timings_s.items() if s >= 0.1]
         for name, seconds in shown:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from guard.measure import relative_change, repeats_to_decide, repeats_to_rule_out, spread
+from guard.measure import detectable_change_pct, relative_change, repeats_to_decide, repeats_to_rule_out, spread
 
 
 def welch_expected(before: list[float], after: list[float], confidence: float) -> dict[str, float]:
@@ -242,3 +242,16 @@ def test_repeats_to_decide_tells_a_change_from_the_threshold_as_often_as_it_prom
     # the farther from the threshold, the fewer; at the threshold itself, never
     assert repeats_to_decide(sample, 0.3, 0.5) < n  # type: ignore[operator]
     assert repeats_to_decide(sample, 0.5, 0.5) is None
+
+
+def test_detectable_change_falls_under_a_threshold_at_the_repeats_that_rule_it_out() -> None:
+    """The two questions share one margin: the repeats repeats_to_rule_out names are the first
+    at which the detectable change fits under the threshold."""
+    by_arm = [[100.0, 103.0, 98.0, 101.5, 99.0], [97.0, 102.0, 100.5, 99.5, 101.0]]
+    needed = repeats_to_rule_out(by_arm, 1.0)
+    assert needed is not None and needed > 5
+    assert detectable_change_pct(by_arm, needed) <= 1.0 < detectable_change_pct(by_arm, needed - 1)
+    logs = [np.log(v) for v in by_arm]
+    variance = (np.var(logs[0], ddof=1) + np.var(logs[1], ddof=1)) / 2
+    t = stats.t.ppf(0.975, 8) + stats.t.ppf(0.95, 8)
+    assert detectable_change_pct(by_arm, 5) == pytest.approx(np.expm1(t * np.sqrt(2 * variance / 5)) * 100)

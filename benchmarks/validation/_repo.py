@@ -4,6 +4,7 @@ each head branch changes one of its defaults (or only a comment, for A/A)."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -82,7 +83,12 @@ def write_config(path: Path, settings: RunSettings, thresholds: Path | None) -> 
     build = (
         f'method = "venv"\ninstall = "{VENV_INSTALL}"\n' if settings.build == "venv" else 'method = "none"\n'
     )
-    thresholds_line = f'thresholds_file = "{thresholds.resolve()}"\n' if thresholds is not None else ""
+    thresholds_line = ""
+    if thresholds is not None:
+        # a config names files beside itself: the calibrated thresholds are copied there
+        if thresholds.exists() and thresholds.resolve() != (path.parent / thresholds.name).resolve():
+            shutil.copyfile(thresholds, path.parent / thresholds.name)
+        thresholds_line = f'thresholds_file = "{thresholds.name}"\n'
     path.write_text(
         "# Written by benchmarks/validate.py: the configuration of every validation pair.\n"
         f'target_branch = "{BASE_BRANCH}"\n\n'

@@ -6,6 +6,7 @@ import re
 from urllib.parse import quote
 
 from guard._errors import GuardError
+from guard._markdown import code
 from guard.cause._models import CaptureChange, LineRange
 
 DEFAULT_SERVER = "https://github.com"
@@ -39,10 +40,10 @@ def format_place(
     and `function` adds the enclosing def: "`path:118-128` (`_upload_graph`)"."""
     if change.status == "deleted":
         # no head lines to point at, and nothing to link to at the head commit
-        return f"{_code(change.path)} ({_notes(function, 'file deleted in head')})"
+        return f"{code(change.path)} ({_notes(function, 'file deleted in head')})"
     lines = _lines(span)
     shown = f":{lines}" if short and lines else f"{change.path}:{lines}" if lines else change.path
-    label = _code(shown)
+    label = code(shown)
     if github_repo and sha:
         label = f"[{label}]({blob_url(change.path, span, github_repo=github_repo, sha=sha, server_url=server_url)})"
     removal = None
@@ -53,7 +54,7 @@ def format_place(
 
 
 def _notes(function: str | None, note: str | None) -> str:
-    return ", ".join(part for part in (_code(function) if function else None, note) if part)
+    return ", ".join(part for part in (code(function) if function else None, note) if part)
 
 
 def blob_url(
@@ -89,9 +90,3 @@ def _as_range(change: CaptureChange, value: LineRange | tuple[int, int] | None) 
     known = next((h.range for h in change.hunks if h.range.as_tuple() == (start, end)), None)
     return known or LineRange(start=start, end=end)
 
-
-def _code(text: str) -> str:
-    """Inline code that survives backticks in a file name."""
-    if "`" not in text:
-        return f"`{text}`"
-    return f"`` {text} ``"

@@ -6,6 +6,7 @@ that the change caused the slowdown: that is for the measurements to show.
 
 from __future__ import annotations
 
+from guard._markdown import code, text
 from guard.cause._location import DEFAULT_SERVER, format_place
 from guard.cause._models import CaptureChange, CaptureChanges, CaptureHunk, CaptureSetting, CompileReach, CompileSite
 from guard.cause._patterns import reads_as_call
@@ -46,7 +47,7 @@ def _predicate(change: CaptureChange, plural: bool) -> str:
         return f"{verb} CUDA graph capture: {'they' if plural else 'it'} {_what(change, plural)}"
     if _settings(change):
         return f"{verb} settings that CUDA graph capture reads: {_settings_phrase(_settings(change), _reaches(change))}"
-    return f"{verb} a file listed in the capture globs (`{change.glob}`)"
+    return f"{verb} a file listed in the capture globs ({code(change.glob)})"
 
 
 def _what(change: CaptureChange, plural: bool) -> str:
@@ -74,7 +75,7 @@ def _what(change: CaptureChange, plural: bool) -> str:
         clauses.append(f"{_verb('changes', plural)} {_settings_phrase(_settings(change), _reaches(change))}")
     if not clauses:
         what = "a binary file" if change.binary else "a file"
-        clauses.append(f"{_verb('changes', plural)} {what} listed in the capture globs (`{change.glob}`)")
+        clauses.append(f"{_verb('changes', plural)} {what} listed in the capture globs ({code(change.glob)})")
     return _join(clauses)
 
 
@@ -112,19 +113,19 @@ def _reaches(change: CaptureChange) -> list[CompileReach]:
 
 
 def _apis_phrase(names: list[str]) -> str:
-    quoted = [f"`{n}`" for n in names]
+    quoted = [code(n) for n in names]
     if all(reads_as_call(n) for n in names):
         return f"a {quoted[0]} call" if len(names) == 1 else f"calls to {_join(quoted)}"
     return _join(quoted)
 
 
 def _scope_phrase(hunks: list[CaptureHunk], plural: bool) -> str:
-    apis = _join([f"`{a}`" for a in _unique(a for h in hunks for a in h.scope_apis)])
+    apis = _join([code(a) for a in _unique(a for h in hunks for a in h.scope_apis)])
     functions = _unique(h.function for h in hunks if h.function)
     edits = _verb("edits", plural)
     if not functions:
         return f"{edits} code that uses {apis}"
-    return f"{edits} {_join([f'`{f}`' for f in functions])}, which use{'s' if len(functions) == 1 else ''} {apis}"
+    return f"{edits} {_join([code(f) for f in functions])}, which use{'s' if len(functions) == 1 else ''} {apis}"
 
 
 def _settings_phrase(settings: list[CaptureSetting], reaches: list[CompileReach] | None = None) -> str:
@@ -134,17 +135,17 @@ def _settings_phrase(settings: list[CaptureSetting], reaches: list[CompileReach]
     parts = []
     for name, uses in by_name.items():
         use = uses[0]  # the first reader is enough to say why it counts
-        via = f" through `{use.via}`" if use.via else ""
-        label = f"the default of `{name[:-1]}`" if name.endswith("=") else f"`{name}`"  # a parameter's default
+        via = f" through {code(use.via)}" if use.via else ""
+        label = f"the default of {code(name[:-1])}" if name.endswith("=") else code(name)  # a parameter's default
         if use.argument is not None:
-            what = "a condition around" if use.argument == "condition" else f"the `{use.argument}` of"
+            what = "a condition around" if use.argument == "condition" else f"the {code(use.argument)} of"
             reach = next((r for r in reaches or [] if r.argument == use.argument), None)
             change = _mode_change(reach) if reach is not None and use.argument == "mode" else ""
-            parts.append(f"{label} ({what} the `torch.compile` in `{use.reader}`{via}{change})")
+            parts.append(f"{label} ({what} the `torch.compile` in {code(use.reader)}{via}{change})")
         elif use.gates:
-            parts.append(f"{label} (decides the `{use.gates}` call in `{use.reader}`{via})")
+            parts.append(f"{label} (decides the {code(use.gates)} call in {code(use.reader)}{via})")
         else:
-            parts.append(f"{label} (read by `{use.reader}`{via})")
+            parts.append(f"{label} (read by {code(use.reader)}{via})")
     return _join(parts)
 
 
@@ -160,8 +161,8 @@ def _compile_phrases(reaches: list[CompileReach], plural: bool, named: bool) -> 
     if traced:
         parts = []
         for reach in traced[:MAX_PLACES]:
-            via = f" (called from `{reach.chain[-2]}`)" if len(reach.chain) > 1 else ""
-            parts.append(f"`{reach.function}`{via}")
+            via = f" (called from {code(reach.chain[-2])})" if len(reach.chain) > 1 else ""
+            parts.append(f"{code(reach.function)}{via}")
         site = traced[0].head or traced[0].base
         clauses.append(f"{_verb('edits', plural)} {_join(parts)}, traced by {_site_phrase(traced[0], site)}")
     calls = _unique_reaches([r for r in reaches if r.how == "captured-call"], lambda r: _site(r).line)
@@ -173,11 +174,11 @@ def _compile_phrases(reaches: list[CompileReach], plural: bool, named: bool) -> 
 def _site_phrase(reach: CompileReach, site: CompileSite | None = None) -> str:
     """ "the `torch.compile` of `decode_one_token` (line 352, mode "reduce-overhead")"."""
     site = site or _site(reach)
-    target = f" of `{site.target}`" if site.target else ""
+    target = f" of {code(site.target)}" if site.target else ""
     if site.env_var:
-        mode = f"mode from `{site.env_var}`" + (f', default "{site.mode}"' if site.mode else "")
+        mode = f"mode from {code(site.env_var)}" + (f', default "{text(site.mode)}"' if site.mode else "")
     else:
-        mode = f'mode "{site.mode}"' if site.mode else "no mode" if site.mode_known else "mode not known"
+        mode = f'mode "{text(site.mode)}"' if site.mode else "no mode" if site.mode_known else "mode not known"
     return f"the `torch.compile`{target} (line {site.line}, {mode})"
 
 
@@ -185,7 +186,7 @@ def _mode_change(reach: CompileReach) -> str:
     before, after = reach.mode_before, reach.mode_after
     if reach.base is None or reach.head is None or before == after:
         return ""
-    return f': mode "{before}" -> "{after}"' if before and after else ""
+    return f': mode "{text(before)}" -> "{text(after)}"' if before and after else ""
 
 
 def _site(reach: CompileReach) -> CompileSite:

@@ -1,11 +1,6 @@
-"""Build one arm: check its commit out into a worktree and install it into its own environment.
-
-Layout under the cache dir, one folder per (commit, build config):
-
-    <sha12>-<config hash>/worktree/    the commit, checked out detached
-    <sha12>-<config hash>/venv/        method "venv" only
-    <sha12>-<config hash>/build.log    everything the build printed
-    <sha12>-<config hash>/build.json   written last; its presence means "finished, reusable"
+"""Build one arm: check its commit out into a worktree and install it into its own environment,
+or reuse the build a run made earlier, once it is proven untouched. The cache folder's layout
+and the reuse rule are in guard.checkout._cache.
 """
 
 from __future__ import annotations
@@ -18,21 +13,25 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from guard._errors import BuildError
-from guard.checkout._git import add_worktree, prune_worktrees, worktree_head
+from guard._errors import BuildError, GuardError
+from guard.checkout._cache import (
+    LAYOUT_VERSION, LOCK_NAME, LOG_NAME, TREE_NAME, VENV_NAME, Stale, check_build, clear_folder, discard_build,
+    prepare_folder, write_record,
+)
+from guard.checkout._git import add_worktree, prune_worktrees
+from guard.checkout._lock import FolderLock, LockTimeout
 from guard.checkout._models import ArmRef, BuiltArm
 from guard.config._models import BuildConfig
 from guard.sandbox import LaunchError, PrUser, handed_over, pr_environment, pr_user, run_process
 
-# bump when the build procedure changes, so folders built the old way are not reused
-_LAYOUT_VERSION = 1
-_MARKER_NAME = "build.json"
-_LOG_NAME = "build.log"
 _PTH_NAME = "_guard_parent_site.pth"
 _LOG_TAIL_LINES = 40
+# a folder rebuilt this many times in a row, and changed each time before it could be used
+_BUILD_ATTEMPTS = 3
 
 _SITE_DIRS_CODE = (
     "import json, sysconfig; "
@@ -41,6 +40,13 @@ _SITE_DIRS_CODE = (
 _HAS_PIP_CODE = "import importlib.util; print(importlib.util.find_spec('pip') is not None)"
 _VENV_PATHS_CODE = "import json, sys, sysconfig; print(json.dumps([sysconfig.get_path('purelib'), sys.path]))"
 
+_STALE_WORDS = {
+    "unfinished": "an earlier build there did not finish",
+    "untrusted": "its marker could have been written by another user",
+    "other": "its marker is not this commit's and config's",
+    "not_checked_out": "its worktree no longer has the commit checked out",
+}
+
 
 def build_arm(
     repo: Path,
@@ -48,47 +54,140 @@ def build_arm(
     build: BuildConfig,
     cache_dir: Path,
     progress: Callable[[str], None] = lambda s: None,
+    hold: ExitStack | None = None,
+    lock_wait_s: float | None = None,
 ) -> BuiltArm:
-    """Check `arm` out and build it per `build`, reusing a finished earlier build of the same pair."""
+    """Check `arm` out and build it per `build`, reusing an earlier build of the same pair when
+    it is exactly as that build left it. With `hold`, the build stays locked against being
+    rebuilt by another run until `hold` is closed (keep it while the arm is measured); without,
+    until this returns. Waits for another run's lock up to `lock_wait_s` (default build.timeout_s)."""
     python = _creating_python(arm, build)
     folder = cache_dir.absolute() / f"{arm.sha[:12]}-{_config_key(build, python)}"
+    wait_s = build.timeout_s if lock_wait_s is None else lock_wait_s
+    try:
+        prune_worktrees(repo)  # git forgets the worktrees of cache folders deleted since
+        prepare_folder(folder)
+        lock = FolderLock(folder / LOCK_NAME)
+    except OSError as exc:
+        raise BuildError(
+            arm.name, f"could not prepare the build folder {folder} ({exc}); check its permissions or delete it"
+        ) from None
+    try:
+        built = _locked_build(repo, arm, build, python, folder, lock, wait_s, progress)
+    except BaseException:
+        lock.close()
+        raise
+    if hold is None:
+        lock.close()
+    else:
+        hold.callback(lock.close)
+    return built
+
+
+def _locked_build(
+    repo: Path,
+    arm: ArmRef,
+    build: BuildConfig,
+    python: Path,
+    folder: Path,
+    lock: FolderLock,
+    wait_s: float,
+    progress: Callable[[str], None],
+) -> BuiltArm:
+    """Check under the shared lock; build under the exclusive one; return holding the shared one."""
     short_sha = arm.sha[:12]
 
-    finished = _finished_build(folder, arm)
-    if finished is not None:
-        progress(f"{arm.name}: reusing build of {short_sha} ({build.method}) from {folder}")
-        return BuiltArm(
-            name=arm.name, sha=arm.sha, worktree=finished.worktree, python=finished.python,
-            env=_arm_env(build, finished.worktree), build_log=finished.build_log,
-            reused=True, build_s=0.0,
-        )
+    def take(kind: Callable[[float, Callable[[], None]], None]) -> None:
+        def say_waiting() -> None:
+            progress(f"{arm.name}: another guard run is using {folder}; waiting for it (up to {wait_s:.0f} s)")
+        try:
+            kind(wait_s, say_waiting)
+        except LockTimeout:
+            raise BuildError(
+                arm.name, f"another guard run held {folder} for {wait_s:.0f} s; let it finish, "
+                "or give this run a cache folder of its own (--cache-dir)",
+            ) from None
 
+    fresh: BuiltArm | None = None
+    for _ in range(_BUILD_ATTEMPTS):
+        take(lock.shared)
+        checked_s = time.monotonic()
+        stale = check_build(folder, arm.sha)
+        if stale is None:
+            if fresh is not None:
+                return fresh
+            progress(f"{arm.name}: reusing build of {short_sha} ({build.method}) from {folder}, "
+                     f"unchanged since it was built (checked in {time.monotonic() - checked_s:.2f} s)")
+            return _arm_in(folder, arm, build, python, reused=True, build_s=0.0)
+        take(lock.exclusive)
+        stale = check_build(folder, arm.sha)  # another run may have rebuilt it while this one waited
+        if stale is not None:
+            if stale.why != "absent":
+                progress(f"{arm.name}: the cached build of {short_sha} in {folder} {_stale_words(stale)}: rebuilding")
+            fresh = _build_fresh(repo, arm, build, python, folder, progress)
+    raise BuildError(
+        arm.name, f"the build in {folder} was changed right after it was built, {_BUILD_ATTEMPTS} times over; "
+        "stop what writes to it, or give this run a cache folder of its own (--cache-dir)",
+    )
+
+
+def _stale_words(stale: Stale) -> str:
+    if stale.why == "modified":
+        return f"was modified since it was built ({stale.path} differs)"
+    return _STALE_WORDS[stale.why]
+
+
+def _build_fresh(
+    repo: Path, arm: ArmRef, build: BuildConfig, python: Path, folder: Path, progress: Callable[[str], None]
+) -> BuiltArm:
+    """Empty `folder` and build into it; a failed build leaves its log and no worktree."""
+    short_sha = arm.sha[:12]
     progress(f"{arm.name}: building {short_sha} ({build.method}) ...")
     started_s = time.monotonic()
-    _start_fresh(repo, folder, arm)
-    worktree = folder / "worktree"
-    log_path = folder / _LOG_NAME
-    with log_path.open("w", encoding="utf-8") as log:
-        log.write(
-            f"arm: {arm.name}\nref: {arm.ref}\nsha: {arm.sha}\nmethod: {build.method}\n"
-            f"python: {python}\ninstall: {build.install}\n\n$ git worktree add --detach {worktree} {arm.sha}\n"
-        )
-        log.write(add_worktree(repo, worktree, arm.sha))
-        if build.method == "venv":
-            deadline_s = started_s + build.timeout_s
-            arm_python = _build_venv(arm, build, python, folder / "venv", worktree, log, log_path, deadline_s)
-        else:
-            arm_python = python
-            log.write("\nmethod 'none': nothing installed; the arm imports its code from the worktree via PYTHONPATH\n")
-    build_s = time.monotonic() - started_s
-
-    built = BuiltArm(
-        name=arm.name, sha=arm.sha, worktree=worktree, python=arm_python,
-        env=_arm_env(build, worktree), build_log=log_path, reused=False, build_s=build_s,
-    )
-    _write_marker(folder, built)
+    try:
+        clear_folder(folder)
+    except OSError as exc:
+        raise BuildError(
+            arm.name, f"could not empty the build folder {folder} ({exc}); check its permissions or delete it"
+        ) from None
+    prune_worktrees(repo)
+    worktree = folder / TREE_NAME
+    log_path = folder / LOG_NAME
+    try:
+        with log_path.open("w", encoding="utf-8") as log:
+            log.write(
+                f"arm: {arm.name}\nref: {arm.ref}\nsha: {arm.sha}\nmethod: {build.method}\n"
+                f"python: {python}\ninstall: {build.install}\n\n$ git worktree add --detach {worktree} {arm.sha}\n"
+            )
+            log.write(add_worktree(repo, worktree, arm.sha))
+            if build.method == "venv":
+                deadline_s = started_s + build.timeout_s
+                _build_venv(arm, build, python, folder / VENV_NAME, worktree, log, log_path, deadline_s)
+            else:
+                log.write("\nmethod 'none': nothing installed; the arm imports its code from the worktree "
+                          "via PYTHONPATH\n")
+        build_s = time.monotonic() - started_s
+        # tree/ and venv/ are sealed by now (_build_venv): the manifest is of what no other user can change
+        write_record(folder, arm.sha, build_s)
+    except BaseException:
+        # the log stays for the error message to point at; git forgets the worktree. Best
+        # effort: what the build failed with is the error to report, not a failed clean-up
+        with suppress(OSError, GuardError):
+            discard_build(folder)
+            prune_worktrees(repo)
+        raise
     progress(f"{arm.name}: built {short_sha} ({build.method}) in {build_s:.1f} s")
-    return built
+    return _arm_in(folder, arm, build, python, reused=False, build_s=build_s)
+
+
+def _arm_in(folder: Path, arm: ArmRef, build: BuildConfig, python: Path, *, reused: bool, build_s: float) -> BuiltArm:
+    """The arm as built in `folder`: every path from the layout, none from what is stored there."""
+    worktree = folder / TREE_NAME
+    arm_python = folder / VENV_NAME / "bin" / "python" if build.method == "venv" else python
+    return BuiltArm(
+        name=arm.name, sha=arm.sha, worktree=worktree, python=arm_python, env=_arm_env(build, worktree),
+        build_log=folder / LOG_NAME, reused=reused, build_s=build_s,
+    )
 
 
 def _build_venv(
@@ -235,7 +334,7 @@ def _creating_python(arm: ArmRef, build: BuildConfig) -> Path:
 
 def _config_key(build: BuildConfig, python: Path) -> str:
     """Short hash of what decides the build's result, so a different config gets its own folder."""
-    settings = {"layout": _LAYOUT_VERSION, "method": build.method, "install": build.install, "python": str(python)}
+    settings = {"layout": LAYOUT_VERSION, "method": build.method, "install": build.install, "python": str(python)}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -245,34 +344,3 @@ def _arm_env(build: BuildConfig, worktree: Path) -> dict[str, str]:
         return {}
     existing = os.environ.get("PYTHONPATH", "")
     return {"PYTHONPATH": f"{worktree}{os.pathsep}{existing}" if existing else str(worktree)}
-
-
-def _finished_build(folder: Path, arm: ArmRef) -> BuiltArm | None:
-    """The finished build in `folder`, if its marker is there and what it points at still holds up."""
-    try:
-        stored = BuiltArm.model_validate_json((folder / _MARKER_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if stored.sha != arm.sha or not stored.python.exists() or worktree_head(stored.worktree) != arm.sha:
-        return None
-    return stored
-
-
-def _start_fresh(repo: Path, folder: Path, arm: ArmRef) -> None:
-    """Remove what an unfinished build left in `folder` and let git forget its worktree."""
-    try:
-        if folder.exists():
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
-    except OSError as exc:
-        raise BuildError(
-            arm.name, f"could not prepare the build folder {folder} ({exc}); check its permissions or delete it"
-        ) from None
-    prune_worktrees(repo)
-
-
-def _write_marker(folder: Path, built: BuiltArm) -> None:
-    # written whole then renamed, so a crash never leaves a marker that looks finished
-    partial = folder / f"{_MARKER_NAME}.partial"
-    partial.write_text(built.model_dump_json(indent=2), encoding="utf-8")
-    os.replace(partial, folder / _MARKER_NAME)

@@ -28,6 +28,23 @@ def resolve_arms(repo: Path, base: str | None, head: str, target_branch: str) ->
     return ArmRef(name="base", ref=base_ref, sha=base_sha), ArmRef(name="head", ref=head, sha=head_sha)
 
 
+def require_distinct(base: ArmRef, head: ArmRef) -> None:
+    """A run compares two commits: a head that is its base has nothing to compare."""
+    if base.sha == head.sha:
+        raise GitError(
+            f"base ({base.ref}) and head ({head.ref}) are the same commit, {head.sha[:12]}: there is nothing to "
+            "compare. Give the pull request's head, or measure this runner's noise on one commit with "
+            "`guard calibrate --ref REF`"
+        )
+
+
+def uncommitted_changes(repo: Path) -> list[str]:
+    """Tracked files the working tree changed: the guard builds commits, so it leaves them out."""
+    proc = _git_checked(repo, "status", "--porcelain", "-z", "--untracked-files=no",
+                        doing="check the working tree for uncommitted changes")
+    return [entry[3:] for entry in proc.stdout.split("\0") if len(entry) > 3]
+
+
 def changed_files(repo: Path, base_sha: str, head_sha: str) -> list[str]:
     """Paths changed on head since it left base (`git diff --name-only base...head`)."""
     # -z: names arrive unquoted even with odd characters; --no-renames: a move lists both paths

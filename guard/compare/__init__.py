@@ -6,7 +6,8 @@ from guard.compare._hashes import first_mismatch
 from guard.compare._models import (
     UNHELD_SHARE, Agreement, ArmAgreement, ArmStats, BatchComparison, Comparison, TokenMismatch, Verdict,
 )
-from guard.compare._verdict import compare, confirm_near_threshold
+from guard.compare._recheck import Discrepancy, StatedRule, decide_again, recheck
+from guard.compare._verdict import compare, confirm_near_threshold, most_severe
 
 __all__ = [
     "MIN_EXCESS",
@@ -17,14 +18,19 @@ __all__ = [
     "ArmStats",
     "BatchComparison",
     "Comparison",
+    "Discrepancy",
     "FingerprintCheck",
+    "StatedRule",
     "TokenMismatch",
     "Verdict",
     "agreement",
     "check_fingerprints",
     "check_measurements",
     "compare",
+    "decide_again",
     "confirm_near_threshold",
     "false_alarm_bound",
     "first_mismatch",
+    "most_severe",
+    "recheck",
 ]

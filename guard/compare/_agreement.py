@@ -36,7 +36,7 @@ import statistics
 from math import comb
 
 from guard.compare._models import Agreement, ArmAgreement
-from guard.measure import BatchRun
+from guard.measure import BatchRun, TokenMismatch
 
 MIN_EXCESS = 2.0  # disagreements per process, on average
 OUTPUT_CHANGE_SHARE = 0.25  # of the outputs compared per process: more than rounding moved, measured
@@ -45,28 +45,43 @@ OUTPUT_CHANGE_SHARE = 0.25  # of the outputs compared per process: more than rou
 def agreement(runs: dict[str, list[BatchRun]], base: str, reference: str) -> Agreement:
     """`runs`: each arm's runs of one batch size, base among them, in the order they ran.
     Arms whose runs were not all forced are listed in `unforced`, and not judged."""
-    base_d = _counts(runs[base])
-    exact = base_d is not None and max(base_d) == 0
+    return judge(
+        {name: _counts(arm_runs) for name, arm_runs in runs.items()},
+        {name: arm_runs[0].compared for name, arm_runs in runs.items() if arm_runs},
+        base, reference,
+        {name: next((r.first_disagreement for r in arm_runs if r.disagreements), None)
+         for name, arm_runs in runs.items()},
+    )
+
+
+def judge(
+    counts_by_arm: dict[str, list[int] | None], compared_by_arm: dict[str, int], base: str, reference: str,
+    first_by_arm: dict[str, TokenMismatch | None] | None = None,
+) -> Agreement:
+    """The rule on each arm's disagreement counts, one per process (None: the arm ran free);
+    `compared_by_arm`: the outputs compared per process. A stored `Agreement` is judged
+    again from its own counts by the same rule."""
+    base_d = counts_by_arm.get(base)
+    exact = bool(base_d) and max(base_d or [0]) == 0
     arms, unforced = [], []
-    for name, arm_runs in runs.items():
-        counts = _counts(arm_runs)
-        if counts is None:
+    for name, counts in counts_by_arm.items():
+        if not counts:
             unforced.append(name)
             continue
-        compared = arm_runs[0].compared
+        compared = compared_by_arm[name]
         needed = _min_excess(compared)
         changed = numerics = some = False
         excess = 0.0
-        if name != base and base_d is not None:
+        if name != base and base_d:
             excess = statistics.fmean(counts) - statistics.fmean(base_d)
             above = min(counts) > max(base_d)
             changed = above and excess >= needed
             numerics = above and not changed
             some = exact and not above and max(counts) > 0
-        first = next((r.first_disagreement for r in arm_runs if r.disagreements), None)
         arms.append(ArmAgreement(
             arm=name, disagreements=counts, compared=compared, output_changed=changed, numerics_changed=numerics,
-            some_disagree=some, excess=excess, min_excess=needed, first_disagreement=first,
+            some_disagree=some, excess=excess, min_excess=needed,
+            first_disagreement=(first_by_arm or {}).get(name),
         ))
     return Agreement(reference=reference, exact=exact, arms=arms, unforced=unforced)
 

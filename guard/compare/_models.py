@@ -100,6 +100,12 @@ class BatchComparison(BaseModel):
     # each metric's own verdict; `verdict` is the more severe of the two (None in older reports)
     gpu_ms_verdict: Verdict | None = None
     tok_per_s_verdict: Verdict | None = None
+    # tok/s gates only where this run could detect a change of its threshold; otherwise it is
+    # informational: a slowdown counts only when its whole interval is past the threshold, and
+    # noise never leaves the verdict undecided (older reports: it gated)
+    tok_per_s_gates: bool = True
+    tok_per_s_detectable_pct: float | None = None  # smallest tok/s change this run detects (PASS_RATE power)
+    tok_per_s_repeats_to_gate: int | None = None  # repeats per arm at which it would gate; None: over MOST_REPEATS
     # the inconclusive metrics whose slowdown is significant: undecided because the change
     # sits at the threshold, not because it is lost in the noise
     at_threshold: list[MetricKey] = []

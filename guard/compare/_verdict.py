@@ -12,8 +12,8 @@ from guard.compare._models import (
     UNHELD_SHARE, VERDICT_SEVERITY, Agreement, ArmStats, BatchComparison, Comparison, MetricKey, Verdict,
 )
 from guard.measure import (
-    MOST_REPEATS, PASS_RATE, ArmMeasurement, RepeatResult, Spread, relative_change, repeats_to_decide,
-    repeats_to_rule_out, spread,
+    MOST_REPEATS, PASS_RATE, ArmMeasurement, RepeatResult, Spread, detectable_change_pct, relative_change,
+    repeats_to_decide, repeats_to_rule_out, spread,
 )
 
 
@@ -42,7 +42,7 @@ def compare(
     rule = _Rule(threshold_pct, tok_threshold_pct or threshold_pct, alpha, confidence)
     batches = [_compare_batch(measurements, base, head, bs, rule, reference) for bs in batch_sizes]
     hash_matches = [b.hash_match for b in batches if b.hash_match is not None]
-    verdict: Verdict = "invalid" if reasons else _most_severe([b.verdict for b in batches])
+    verdict: Verdict = "invalid" if reasons else most_severe([b.verdict for b in batches])
     return Comparison(
         verdict=verdict,
         reasons=reasons + [r for b in batches for r in b.reasons],
@@ -125,7 +125,7 @@ def _why_undecided(
     return why
 
 
-def _most_severe(verdicts: list[Verdict]) -> Verdict:
+def most_severe(verdicts: list[Verdict]) -> Verdict:
     for verdict in VERDICT_SEVERITY:
         if verdict in verdicts:
             return verdict
@@ -160,6 +160,9 @@ class _Rule:
     tok_pct: float
     alpha: float
     confidence: float
+    # tok/s gates only where the run can detect its threshold; False: it always gates, the
+    # rule reports decided before the roles existed were made by
+    tok_roles: bool = True
 
 
 def _compare_batch(
@@ -248,8 +251,15 @@ def _compare_timings(
     )
     gpu = _Slowdown(gpu_change.pct, gpu_change.ci_low_pct, gpu_change.ci_high_pct, gpu_change.p_value)
     tok = _Slowdown(-tok_change.pct, -tok_change.ci_high_pct, -tok_change.ci_low_pct, tok_change.p_value)
-    verdicts = (gpu.verdict(rule.gpu_pct, rule.alpha), tok.verdict(rule.tok_pct, rule.alpha))
-    verdict = _most_severe(list(verdicts))
+    tok_values = [by_name[name].tok_per_s.values for name in (base, head)]
+    tok_detectable = (detectable_change_pct(tok_values, min(len(v) for v in tok_values), confidence)
+                      if rule.tok_roles else None)
+    tok_gates = tok_detectable is None or tok_detectable <= rule.tok_pct
+    verdicts = (
+        gpu.verdict(rule.gpu_pct, rule.alpha),
+        tok.verdict(rule.tok_pct, rule.alpha) if tok_gates else tok.shown_past(rule.tok_pct),
+    )
+    verdict = most_severe(list(verdicts))
     at_threshold: list[MetricKey] = []
     if verdict == "inconclusive":
         metrics = [
@@ -276,6 +286,8 @@ def _compare_timings(
         gpu_ms_change=gpu_change, tok_per_s_change=tok_change, end_to_end_gpu_ms_change=e2e_change,
         host_ms_change=host_change,
         gpu_ms_verdict=verdicts[0], tok_per_s_verdict=verdicts[1], at_threshold=at_threshold,
+        tok_per_s_gates=tok_gates, tok_per_s_detectable_pct=tok_detectable,
+        tok_per_s_repeats_to_gate=None if tok_gates else repeats_to_rule_out(tok_values, rule.tok_pct, confidence),
         hash_match=hash_match, agreement=agreement,
         near_threshold=verdict == "inconclusive" or marginal,
     )
@@ -300,4 +312,13 @@ class _Slowdown:
             return "improvement"
         if self.high >= threshold_pct:
             return "inconclusive"
+        return "pass"
+
+    def shown_past(self, threshold_pct: float) -> Verdict:
+        """An informational metric's verdict: a change counts only when its whole interval is
+        past the threshold; anything else passes, as its noise cannot decide."""
+        if self.low >= threshold_pct:
+            return "regression"
+        if -self.high >= threshold_pct:
+            return "improvement"
         return "pass"

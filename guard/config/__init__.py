@@ -1,8 +1,13 @@
-"""The guard's configuration: `guard.toml` at the target repository's root."""
+"""The guard's configuration: `guard.toml`, read from the base commit (or a file the caller
+names, outside the checkout), and the files it names."""
 
-from guard.config._load import DEFAULT_CONFIG_NAME, load_config
-from guard.config._thresholds import Thresholds, load_thresholds, write_thresholds
+from guard.config._change import MAX_DIFF_LINES, ConfigChange, config_change, config_paths
+from guard.config._load import (
+    DEFAULT_CONFIG_NAME, load_caller_config, load_commit_config, load_config, parse_config,
+)
 from guard.config._models import (
+    MAX_REPEATS,
+    MAX_THRESHOLD_PCT,
     ArmConfig,
     BuildConfig,
     CaptureConfig,
@@ -10,17 +15,36 @@ from guard.config._models import (
     MeasureConfig,
     WorkloadConfig,
 )
+from guard.config._paths import check_entry
+from guard.config._sources import MAX_CONFIG_BYTES, MAX_REFERENCE_BYTES, CommitFiles, Files, FolderFiles
+from guard.config._thresholds import Thresholds, load_thresholds, read_thresholds, write_thresholds
 
 __all__ = [
     "DEFAULT_CONFIG_NAME",
+    "MAX_CONFIG_BYTES",
+    "MAX_DIFF_LINES",
+    "MAX_REFERENCE_BYTES",
+    "MAX_REPEATS",
+    "MAX_THRESHOLD_PCT",
     "ArmConfig",
     "BuildConfig",
     "CaptureConfig",
+    "CommitFiles",
+    "ConfigChange",
+    "Files",
+    "FolderFiles",
     "GuardConfig",
     "MeasureConfig",
     "Thresholds",
     "WorkloadConfig",
+    "check_entry",
+    "config_change",
+    "config_paths",
+    "load_caller_config",
+    "load_commit_config",
     "load_config",
     "load_thresholds",
+    "parse_config",
+    "read_thresholds",
     "write_thresholds",
 ]

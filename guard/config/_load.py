@@ -1,8 +1,12 @@
-"""Read and validate a config file; turn every failure into one ConfigError message."""
+"""Read and validate a config; turn every failure into one ConfigError message.
+
+`guard run` reads `guard.toml` from the base commit (`load_commit_config`), never from the
+work tree, which in CI is the pull request's head. A caller may name a file of its own
+(`load_caller_config`); it must lie outside the checkout, where the pull request cannot put it.
+"""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -10,23 +14,37 @@ from pydantic import ValidationError
 
 from guard._errors import ConfigError
 from guard.config._models import GuardConfig
+from guard.config._sources import MAX_CONFIG_BYTES, CommitFiles, read_regular_file, refuse_inside_checkout
+from guard.config._toml import parse_toml
 
 DEFAULT_CONFIG_NAME = "guard.toml"
+_FIX = "fix the syntax"
 
 
 def load_config(path: Path | None, *, required: bool = False) -> GuardConfig:
     """Load `path`; a missing optional file gives the defaults."""
-    if path is None or not path.exists():
+    data = None if path is None else read_regular_file(path, "config", MAX_CONFIG_BYTES)
+    if data is None:
         if required and path is not None:
             raise ConfigError(f"{path}: config file not found; pass an existing file to --config")
         return GuardConfig()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text; save the file as UTF-8") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax") from None
-    return parse_config(data, source=str(path))
+    return parse_config(parse_toml(data, str(path), _FIX), source=str(path))
+
+
+def load_commit_config(repo: Path, sha: str) -> GuardConfig:
+    """`guard.toml` as the commit `sha` holds it; none there gives the defaults."""
+    files = CommitFiles(repo=repo, sha=sha)
+    data = files.read(DEFAULT_CONFIG_NAME, "config", MAX_CONFIG_BYTES)
+    if data is None:
+        return GuardConfig()
+    shown = files.shown(DEFAULT_CONFIG_NAME)
+    return parse_config(parse_toml(data, shown, _FIX), source=shown)
+
+
+def load_caller_config(path: Path, repo: Path) -> GuardConfig:
+    """The file a caller passed with --config, from outside the repository's work tree."""
+    refuse_inside_checkout(path, repo, f"--config {path}")
+    return load_config(path, required=True)
 
 
 def parse_config(data: dict[str, Any], *, source: str = "config") -> GuardConfig:
@@ -47,8 +65,13 @@ def _describe(exc: ValidationError, data: dict[str, Any], source: str) -> str:
             continue
         found = _lookup(data, err["loc"])
         expected = err["msg"].removeprefix("Value error, ")
-        lines.append(f"{source}: bad value for '{key}': {found!r}; expected: {expected}")
+        lines.append(f"{source}: bad value for '{key}': {_shown(found)}; expected: {expected}")
     return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:

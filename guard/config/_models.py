@@ -2,27 +2,56 @@
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-# "pkg.module:function" or "path/to/file.py:function"
-_ENTRY_RE = re.compile(r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_]*$")
-_REFERENCE_FILE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*\.json$")
+from guard.config._paths import entry_problem, relative_path_problem
+
+# Upper bounds no real run comes near; past them a value is a typo (or an attack on the
+# runner's memory), so it is a config error that names the key and the range.
+MAX_REPEATS = 200
+MAX_STEPS = 100_000
+MAX_PROFILE_STEPS = 10_000
+MAX_BATCH_SIZE = 4096
+MAX_TIMEOUT_S = 86_400  # a day
+MAX_THRESHOLD_PCT = 100  # tok/s cannot fall by 100%; a step twice as long must not pass either
+_BRANCH_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _distinct_at_least(values: list[int], least: int, too_small: str, what: str) -> list[int]:
-    """A list of whole numbers, each `least` or more, none twice."""
+def _distinct_at_least(
+    values: list[int], least: int, too_small: str, what: str, most: int | None = None
+) -> list[int]:
+    """A list of whole numbers, each `least` or more (and `most` or less), none twice."""
     if any(v < least for v in values):
         raise ValueError(too_small)
+    if most is not None and any(v > most for v in values):
+        raise ValueError(f"every one of the {what} must be {most} or less")
     if len(set(values)) != len(values):
         raise ValueError(f"{what} must not repeat")
     return values
 
 
+def _finite(value: Any) -> bool:
+    """No nan or inf anywhere in `value` (its nesting is bounded by the TOML reader)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class WorkloadConfig(_Section):
@@ -33,14 +62,15 @@ class WorkloadConfig(_Section):
     options: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments passed to the entry point."
     )
-    batch_sizes: list[int] = Field(default=[1, 2], min_length=1)
-    steps: int = Field(default=256, ge=1, description="Timed decode steps per batch size.")
-    warmup_steps: int = Field(default=32, ge=0)
+    batch_sizes: list[int] = Field(default=[1, 2], min_length=1, max_length=64)
+    steps: int = Field(default=256, ge=1, le=MAX_STEPS, description="Timed decode steps per batch size.")
+    warmup_steps: int = Field(default=32, ge=0, le=MAX_STEPS)
     profile_steps: int = Field(
-        default=64, ge=0, description="Steps of the separate profiled pass on a GPU (0: no profiling)."
+        default=64, ge=0, le=MAX_PROFILE_STEPS,
+        description="Steps of the separate profiled pass on a GPU (0: no profiling).",
     )
     profile_repeats: int = Field(
-        default=0, ge=0,
+        default=0, ge=0, le=MAX_REPEATS,
         description="Processes per arm and round that run the profiled pass, the first ones (0: every one).",
     )
     reference_file: str | None = Field(
@@ -52,24 +82,41 @@ class WorkloadConfig(_Section):
     @field_validator("entry")
     @classmethod
     def _entry_shape(cls, value: str) -> str:
-        if not _ENTRY_RE.match(value):
-            raise ValueError("expected 'pkg.module:function' or 'path/file.py:function'")
+        problem = entry_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("options")
+    @classmethod
+    def _json_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # they reach the harness as JSON, which has no dates or times
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise ValueError("options must be strings, numbers, booleans, arrays and tables, not dates "
+                             "or times (quote a date to pass it as a string)") from None
+        return value
+
+    @field_validator("options")
+    @classmethod
+    def _finite_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not _finite(value):
+            raise ValueError("finite numbers (no nan or inf)")
         return value
 
     @field_validator("reference_file")
     @classmethod
     def _reference_path(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        if not _REFERENCE_FILE_RE.match(value) or ".." in value.split("/"):
-            raise ValueError("expected a relative path inside the repository to a .json file, of letters, digits "
-                             "and . _ / - (e.g. 'bench/reference-tokens.json')")
+        problem = value and relative_path_problem(value, ".json")
+        if problem:
+            raise ValueError(f"{problem} (e.g. 'bench/reference-tokens.json')")
         return value
 
     @field_validator("batch_sizes")
     @classmethod
     def _positive_unique(cls, value: list[int]) -> list[int]:
-        return _distinct_at_least(value, 1, "every batch size must be 1 or more", "batch sizes")
+        return _distinct_at_least(value, 1, "every batch size must be 1 or more", "batch sizes", MAX_BATCH_SIZE)
 
 
 class BuildConfig(_Section):
@@ -82,9 +129,9 @@ class BuildConfig(_Section):
         default=None,
         description="Interpreter the arm venvs are made from; default: the one running the guard.",
     )
-    timeout_s: float = Field(default=1800, gt=0)
+    timeout_s: float = Field(default=1800, gt=0, le=MAX_TIMEOUT_S)
     pass_env: list[str] = Field(
-        default_factory=list,
+        default_factory=list, max_length=256,
         description=(
             "Variables the arm's build and workload may see besides the allowlist (PATH, HOME, locale, CUDA, "
             "torch, proxies...), passed as they are, e.g. HF_TOKEN. Never name a write token here."
@@ -101,9 +148,9 @@ class BuildConfig(_Section):
 
 
 class MeasureConfig(_Section):
-    repeats: int = Field(default=5, ge=2, description="Fresh processes per arm, interleaved.")
+    repeats: int = Field(default=5, ge=2, le=MAX_REPEATS, description="Fresh processes per arm, interleaved.")
     threshold_pct: float = Field(
-        default=1.0, gt=0, description="Smallest slowdown, in percent, reported as a regression."
+        default=1.0, gt=0, lt=MAX_THRESHOLD_PCT, description="Smallest slowdown, in percent, reported as a regression."
     )
     alpha: float = Field(
         default=0.01, gt=0, lt=0.5, description="Significance level: a change counts only if p < alpha."
@@ -113,25 +160,34 @@ class MeasureConfig(_Section):
     )
     thresholds_file: str | None = Field(
         default=None,
-        description="TOML written by `guard calibrate`; its thresholds replace threshold_pct per metric.",
+        description="TOML written by `guard calibrate`, beside the config (in its commit, or its folder); "
+        "its thresholds replace threshold_pct per metric.",
     )
     confidence: float = Field(default=0.95, gt=0.5, lt=1)
-    timeout_s: float = Field(default=1800, gt=0, description="Limit for one harness process.")
+    timeout_s: float = Field(default=1800, gt=0, le=MAX_TIMEOUT_S, description="Limit for one harness process.")
     cpus: list[int] = Field(
-        default_factory=list,
+        default_factory=list, max_length=4096,
         description="CPU ids every harness process is pinned to (Linux), e.g. cores near the GPU; "
         "empty: not pinned. The host side of a step then runs on the same cores in every process.",
     )
 
+    @field_validator("thresholds_file")
+    @classmethod
+    def _thresholds_path(cls, value: str | None) -> str | None:
+        problem = value and relative_path_problem(value, ".toml")
+        if problem:
+            raise ValueError(f"{problem} (e.g. 'guard-thresholds.toml')")
+        return value
+
     @field_validator("cpus")
     @classmethod
     def _cpu_ids(cls, value: list[int]) -> list[int]:
-        return _distinct_at_least(value, 0, "CPU ids are 0 or more", "CPU ids")
+        return _distinct_at_least(value, 0, "CPU ids are 0 or more", "CPU ids", 65_535)
 
 
 class CaptureConfig(_Section):
     globs: list[str] = Field(
-        default_factory=list,
+        default_factory=list, max_length=256,
         description="Files that hold graph capture code, besides those found by CUDA graph API names.",
     )
 
@@ -151,14 +207,34 @@ class ArmConfig(_Section):
             raise ValueError("'base' and 'head' are the built-in arms; pick another name")
         return value
 
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        # a process environment cannot hold `=` in a name, nor a NUL anywhere
+        bad = [name for name in value if not _ENV_NAME_RE.match(name)]
+        if bad:
+            raise ValueError(f"environment variable names are letters, digits and _, not starting with a digit: "
+                             f"{', '.join(repr(n) for n in bad)}")
+        if any("\0" in text for text in value.values()):
+            raise ValueError("an environment variable's value cannot hold a NUL character")
+        return value
+
 
 class GuardConfig(_Section):
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     build: BuildConfig = Field(default_factory=BuildConfig)
     measure: MeasureConfig = Field(default_factory=MeasureConfig)
     capture: CaptureConfig = Field(default_factory=CaptureConfig)
-    arms: list[ArmConfig] = Field(default_factory=list)
+    arms: list[ArmConfig] = Field(default_factory=list, max_length=16)
     target_branch: str = Field(default="main", description="Branch whose merge-base with head is the default base.")
+
+    @field_validator("target_branch")
+    @classmethod
+    def _branch_name(cls, value: str) -> str:
+        # a branch, never a revision expression such as HEAD or main~3: the base must not move with the head
+        if not _BRANCH_RE.match(value) or ".." in value or value.rpartition("/")[2].endswith("HEAD"):
+            raise ValueError("a branch name such as 'main' or 'origin/main' (letters, digits and . _ / -; not HEAD)")
+        return value
 
     @field_validator("arms")
     @classmethod

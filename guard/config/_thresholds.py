@@ -2,34 +2,45 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from guard._errors import ConfigError
+from guard._output import write_atomic
+from guard.config._models import MAX_THRESHOLD_PCT
+from guard.config._sources import MAX_CONFIG_BYTES, Files, FolderFiles
+from guard.config._toml import parse_toml
+
+_KEY = "measure.thresholds_file"
+_FIX = "write it again with `guard calibrate`"
 
 
 class Thresholds(BaseModel):
-    gpu_ms_pct: float = Field(gt=0)
-    tok_per_s_pct: float = Field(gt=0)
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    gpu_ms_pct: float = Field(gt=0, lt=MAX_THRESHOLD_PCT)
+    tok_per_s_pct: float = Field(gt=0, lt=MAX_THRESHOLD_PCT)
 
 
 def load_thresholds(path: Path) -> Thresholds:
+    """A thresholds file on disk, e.g. the one `guard calibrate` just wrote."""
+    return read_thresholds(FolderFiles(folder=path.parent), path.name)
+
+
+def read_thresholds(files: Files, name: str) -> Thresholds:
+    """The thresholds file `name`, from where the config came from (its commit or its folder)."""
+    data = files.read(name, _KEY, MAX_CONFIG_BYTES)
+    shown = files.shown(name)
+    if data is None:
+        raise ConfigError(f"{shown}: thresholds file not found; run `guard calibrate` or fix {_KEY}")
+    table = parse_toml(data, shown, _FIX).get("thresholds", {})
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{path}: thresholds file not found; run `guard calibrate` or fix measure.thresholds_file"
-        ) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc}); write it again with `guard calibrate`") from None
-    try:
-        return Thresholds.model_validate(data.get("thresholds", {}))
+        return Thresholds.model_validate(table)
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{path}: bad or missing 'thresholds.{key}': {first['msg']}") from None
+        raise ConfigError(f"{shown}: bad or missing 'thresholds.{key}': {first['msg']}") from None
 
 
 def write_thresholds(path: Path, thresholds: Thresholds, comment: str) -> None:
@@ -40,4 +51,4 @@ def write_thresholds(path: Path, thresholds: Thresholds, comment: str) -> None:
         f"tok_per_s_pct = {thresholds.tok_per_s_pct:.3f}",
         "",
     ]
-    path.write_text("\n".join(lines))
+    write_atomic(path, "\n".join(lines))

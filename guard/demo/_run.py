@@ -6,7 +6,6 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from guard.config import DEFAULT_CONFIG_NAME, load_config
 from guard.demo._repo import make_demo_repo
 from guard.pipeline import run_guard
 from guard.report import Report
@@ -31,5 +30,5 @@ def run_demo(
         raise FileExistsError(f"{repo} exists; pass an empty --workdir")
     _, head = make_demo_repo(repo, steps, warmup_steps, repeats, options_toml)
     progress(f"demo repository at {repo}: base is main, head is branch {head} (piecewise, padded capture)")
-    config = load_config(repo / DEFAULT_CONFIG_NAME, required=True)
-    return run_guard(repo, None, head, config, out_dir.resolve(), progress=progress)
+    # config None: guard.toml from the base commit, as `guard run` reads it
+    return run_guard(repo, None, head, None, out_dir.resolve(), progress=progress)

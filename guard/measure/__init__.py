@@ -4,12 +4,13 @@ from guard.measure._models import (
     REFERENCE_FORMAT, ArmMeasurement, BatchRun, ReferenceTokens, RepeatResult, SourceLabel, TokenMismatch,
 )
 from guard.measure._reference import (
-    ReferenceOutcome, load_reference_file, make_reference, prepare_reference, rows_needed, write_reference,
+    ReferenceOutcome, parse_reference_file, make_reference, prepare_reference, rows_needed, write_reference,
 )
 from guard.measure._runner import ArmTarget, HarnessSpec, check_cpus, run_interleaved
 from guard.measure._schedule import interleave
 from guard.measure._stats import (
-    MOST_REPEATS, PASS_RATE, Change, Spread, relative_change, repeats_to_decide, repeats_to_rule_out, spread,
+    MOST_REPEATS, PASS_RATE, Change, Spread, detectable_change_pct, relative_change, repeats_to_decide,
+    repeats_to_rule_out, spread,
 )
 
 __all__ = [
@@ -29,12 +30,13 @@ __all__ = [
     "Spread",
     "check_cpus",
     "interleave",
-    "load_reference_file",
+    "parse_reference_file",
     "make_reference",
     "prepare_reference",
     "relative_change",
     "repeats_to_decide",
     "repeats_to_rule_out",
+    "detectable_change_pct",
     "rows_needed",
     "run_interleaved",
     "spread",

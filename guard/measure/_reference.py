@@ -20,6 +20,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 
 from guard._errors import ConfigError
+from guard.config import MAX_REFERENCE_BYTES, Files
 from guard.measure._models import REFERENCE_FORMAT, ReferenceTokens
 from guard.measure._runner import ArmTarget, HarnessSpec, RunFailed, run_harness
 
@@ -35,6 +36,18 @@ class ReferenceOutcome(BaseModel):
     path: Path | None = None
     error: str | None = None  # the reference process failed: measured processes run free
     seconds: float = 0.0
+
+
+class _ReferenceRun(BaseModel):
+    batch_size: int
+    tokens: list[list[int]]
+
+
+class _ReferenceAnswer(BaseModel):
+    """What the reference process reports: whether its step() takes ids, and its ids."""
+
+    accepts_tokens: bool = False
+    runs: list[_ReferenceRun] = []
 
 
 def rows_needed(spec: HarnessSpec) -> int:
@@ -57,11 +70,16 @@ def make_reference(
     except RunFailed as failed:
         return ReferenceOutcome(error=failed.message, seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
-    if not data.get("accepts_tokens"):
+    try:
+        # written by a process that ran the arm's code: data, checked like any other result
+        answer = _ReferenceAnswer.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return ReferenceOutcome(error=f"its result is malformed at {where}: {first['msg']}", seconds=seconds)
+    if not answer.accepts_tokens:
         return ReferenceOutcome(accepts_tokens=False, seconds=seconds)
-    tokens = ReferenceTokens(
-        source=source, batch_sizes={int(run["batch_size"]): run["tokens"] for run in data.get("runs", [])}
-    )
+    tokens = ReferenceTokens(source=source, batch_sizes={run.batch_size: run.tokens for run in answer.runs})
     return ReferenceOutcome(tokens=tokens, accepts_tokens=True, path=write_reference(tokens, run_dir), seconds=seconds)
 
 
@@ -77,39 +95,41 @@ def forced_spec(spec: HarnessSpec, tokens: ReferenceTokens, path: Path) -> Harne
     return spec.model_copy(update={"reference": str(path), "reference_sha256": digest})
 
 
-def load_reference_file(path: Path, shown_as: str, spec: HarnessSpec) -> ReferenceTokens:
+_HINT = "write it with the guard (copy runs/reference-tokens.json of an earlier run), or remove reference_file"
+
+
+def parse_reference_file(text: bytes, shown_as: str, spec: HarnessSpec) -> ReferenceTokens:
     """A committed reference file, checked: every batch size measured, rows as wide as the
     batch, enough steps, ids that are whole numbers of 0 or more."""
-    hint = "write it with the guard (copy runs/reference-tokens.json of an earlier run), or remove reference_file"
     try:
-        data: Any = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"workload.reference_file: {shown_as} not found in the base commit; {hint}") from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"workload.reference_file: {shown_as} is not JSON ({exc}); {hint}") from None
+        data: Any = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"workload.reference_file: {shown_as} is not JSON ({exc}); {_HINT}") from None
+    except RecursionError:
+        raise ConfigError(f"workload.reference_file: {shown_as} is nested too deeply to be one; {_HINT}") from None
     if not isinstance(data, dict) or data.get("format") != REFERENCE_FORMAT:
-        raise ConfigError(f"workload.reference_file: {shown_as} is not a reference-tokens file; {hint}")
+        raise ConfigError(f"workload.reference_file: {shown_as} is not a reference-tokens file; {_HINT}")
     try:
         tokens = ReferenceTokens.model_validate(data | {"source": shown_as})
     except ValidationError as exc:
         problem = exc.errors()[0]["msg"]
-        raise ConfigError(f"workload.reference_file: {shown_as} is malformed: {problem}; {hint}") from None
+        raise ConfigError(f"workload.reference_file: {shown_as} is malformed: {problem}; {_HINT}") from None
     # a CPU process decodes warmup + steps; a GPU one more (rows_needed), which its harness
     # checks with a message of its own: the file may come from either
     need = spec.warmup_steps + spec.steps
     for size in spec.batch_sizes:
         rows = tokens.rows_for(size)
         if rows is None:
-            raise ConfigError(f"workload.reference_file: {shown_as} has no batch size {size}; {hint}")
+            raise ConfigError(f"workload.reference_file: {shown_as} has no batch size {size}; {_HINT}")
         if len(rows) < need:
             raise ConfigError(
                 f"workload.reference_file: {shown_as} holds {len(rows)} steps at batch size {size}, fewer than "
-                f"the {need} a process decodes (warmup_steps + steps; on a GPU warmup_steps + 2 x steps); {hint}"
+                f"the {need} a process decodes (warmup_steps + steps; on a GPU warmup_steps + 2 x steps); {_HINT}"
             )
         if any(len(row) != size or any(not isinstance(t, int) or t < 0 for t in row) for row in rows):
             raise ConfigError(
                 f"workload.reference_file: {shown_as}, batch size {size}: every row must hold {size} token ids "
-                f"(whole numbers, 0 or more); {hint}"
+                f"(whole numbers, 0 or more); {_HINT}"
             )
     return tokens
 
@@ -122,19 +142,20 @@ def prepare_reference(
     reference_file: str | None,
     source: str,
     progress: Callable[[str], None] = lambda _: None,
+    files: Files | None = None,
 ) -> tuple[HarnessSpec, ReferenceOutcome]:
     """The spec every measured process gets, forcing from the reference when there is one, and
     the reference stage's outcome. `target` is the base build; a `reference_file` is read
-    from its worktree (the base commit), and must lie inside it."""
+    from `files`, the base commit as git holds it (not the worktree, which a build can change)."""
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     if reference_file:
-        worktree = target.worktree.resolve()
-        path = (worktree / reference_file).resolve()
-        if not path.is_relative_to(worktree):
-            raise ConfigError(f"workload.reference_file: {reference_file} lies outside the repository; "
-                              "give a path inside it, relative to its root")
-        tokens = load_reference_file(path, reference_file, spec)
+        if files is None:
+            raise ValueError("prepare_reference: a reference_file is read from `files`, the base commit")
+        data = files.read(reference_file, "workload.reference_file", MAX_REFERENCE_BYTES)
+        if data is None:
+            raise ConfigError(f"workload.reference_file: {files.shown(reference_file)} not found; {_HINT}")
+        tokens = parse_reference_file(data, reference_file, spec)
         written = write_reference(tokens, run_dir)
         progress(f"reference: {reference_file} from the base commit forces every step's input")
         return forced_spec(spec, tokens, written), ReferenceOutcome(

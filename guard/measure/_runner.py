@@ -21,6 +21,8 @@ from guard.sandbox import (
 )
 
 LOG_TAIL_LINES = 30
+# A result holds timings and one token id per row and step: a few MB at the most
+MAX_RESULT_BYTES = 256 << 20
 
 
 class ArmTarget(BaseModel):
@@ -57,7 +59,7 @@ def run_interleaved(
     first_repeat: int = 0,
     reference: ReferenceTokens | None = None,
 ) -> dict[str, ArmMeasurement]:
-    """Run every arm `repeats` times, alternating arms. An arm that fails stops being
+    """Run every arm `repeats` times, alternating arms in mirrored rounds. An arm that fails stops being
     scheduled; the others go on, so their results are kept. Repeat indices start at
     `first_repeat`, so a confirmation round does not overwrite the first round's files.
     With `reference` (and `spec.reference` its file) every process is forced from it."""
@@ -67,7 +69,7 @@ def run_interleaved(
     run_dir.mkdir(parents=True, exist_ok=True)
     by_name = {t.name: t for t in targets}
     results = {t.name: ArmMeasurement(arm=t.name) for t in targets}
-    order = [(arm, first_repeat + r) for arm, r in interleave([t.name for t in targets], repeats)]
+    order = interleave([t.name for t in targets], repeats, first_repeat)
     last = first_repeat + repeats
     for index, (arm, repeat) in enumerate(order, start=1):
         measurement = results[arm]
@@ -170,10 +172,10 @@ def run_harness(
                 seal_children(user, trace_dir)
     if exit_code is None:
         raise RunFailed(f"timed out after {timeout_s:.0f} s (measure.timeout_s)", _tail(log_path))
-    data = _read_result(result_path)
+    data = _read_result(result_path, log_path)
     if data is not None and "error" in data:
-        err = data["error"]
-        raise RunFailed(f"{err['type']} at {err['stage']}: {err['message']}", _tail(log_path))
+        err = data["error"] if isinstance(data["error"], dict) else {"message": data["error"]}
+        raise RunFailed(f"{err.get('type')} at {err.get('stage')}: {err.get('message')}", _tail(log_path))
     if exit_code != 0 or data is None:
         raise RunFailed(f"harness exited with code {exit_code} and no result", _tail(log_path))
     return data
@@ -204,10 +206,20 @@ def check_cpus(cpus: list[int]) -> None:
         )
 
 
-def _read_result(path: Path) -> dict[str, Any] | None:
+def _read_result(path: Path, log_path: Path) -> dict[str, Any] | None:
+    """The result object the harness wrote; None when there is none. The arm's code ran in
+    that process and may have written the file itself: it is read as data, bounded."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        with path.open("rb") as f:
+            text = f.read(MAX_RESULT_BYTES + 1)
+    except OSError:
+        return None
+    if len(text) > MAX_RESULT_BYTES:
+        raise RunFailed(f"its result {path.name} is over {MAX_RESULT_BYTES >> 20} MiB, far more than "
+                        "timings and token ids take", _tail(log_path))
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than any result is
         return None
     return data if isinstance(data, dict) else None
 

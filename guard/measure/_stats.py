@@ -101,19 +101,39 @@ def repeats_to_decide(
     return _repeats_for_margin(by_arm, margin, confidence, power, most)
 
 
+def detectable_change_pct(
+    by_arm: list[list[float]], repeats: int, confidence: float = 0.95, power: float = PASS_RATE
+) -> float:
+    """The smallest change, in percent, that `repeats` per arm detect `power` of the time at
+    the noise of `by_arm`: its interval then leaves zero out. A metric whose detectable
+    change is larger than its threshold cannot decide at that threshold."""
+    if repeats < 2:
+        raise ValueError("needs at least two repeats per arm")
+    return math.expm1(_margin(_pooled_log_variance(by_arm), repeats, confidence, power)) * 100
+
+
 def _repeats_for_margin(
     by_arm: list[list[float]], margin: float, confidence: float, power: float, most: int
 ) -> int | None:
     """The fewest repeats per arm whose interval's half width, plus the power's share, fits
     in `margin` (a distance on the log scale) at the pooled within-arm variance of `by_arm`."""
+    variance = _pooled_log_variance(by_arm)
+    for n in range(2, most + 1):
+        if _margin(variance, n, confidence, power) <= margin:
+            return n
+    return None
+
+
+def _pooled_log_variance(by_arm: list[list[float]]) -> float:
+    """The within-arm variance of the logarithms, pooled over the arms (their means set aside)."""
     logs = [[math.log(v) for v in values] for values in by_arm if len(values) >= 2]
     if not logs or min(min(values) for values in by_arm) <= 0:
         raise ValueError("needs positive values, at least two in an arm")
     dof = sum(len(values) - 1 for values in logs)
-    variance = sum(statistics.variance(values) * (len(values) - 1) for values in logs) / dof
-    for n in range(2, most + 1):
-        df = 2 * n - 2
-        se = math.sqrt(2 * variance / n)
-        if (stats.t.ppf(0.5 + confidence / 2, df) + stats.t.ppf(power, df)) * se <= margin:
-            return n
-    return None
+    return sum(statistics.variance(values) * (len(values) - 1) for values in logs) / dof
+
+
+def _margin(variance: float, repeats: int, confidence: float, power: float) -> float:
+    """(t_confidence + t_power) x the standard error of a difference of means, `repeats` per arm."""
+    df = 2 * repeats - 2
+    return float(stats.t.ppf(0.5 + confidence / 2, df) + stats.t.ppf(power, df)) * math.sqrt(2 * variance / repeats)

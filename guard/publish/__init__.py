@@ -13,7 +13,7 @@ from guard.publish._comment import (
     publish_comment,
 )
 from guard.publish._errors import MaybeApplied, PublishError
-from guard.publish._publish import PublishRequest, PublishResult, publish
+from guard.publish._publish import PublishRequest, PublishResult, job_links, publish
 from guard.publish._status import STATUS_CONTEXT, set_status
 from guard.publish._summary import annotations, headline, worst_tok_per_s_change_pct, write_outputs
 
@@ -34,6 +34,7 @@ __all__ = [
     "compose",
     "cut",
     "headline",
+    "job_links",
     "publish",
     "publish_comment",
     "set_status",

@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from guard.publish._client import GitHub, Progress
+from guard._markdown import code
+from guard.publish._client import GitHub, Progress, body_json
 from guard.publish._errors import MaybeApplied, PublishError
 
 CommentMode = Literal["on-regression", "always", "never"]
@@ -58,7 +59,11 @@ def identity(gh: GitHub, bot_login: str = DEFAULT_BOT_LOGIN) -> str:
     app-user token); the Actions token may not, and writes as `bot_login`."""
     response = gh.request("GET", "/user", ok=(401, 403, 404))
     if response.status_code == 200:
-        return str(response.json()["login"])
+        login = body_json(response, "GET", "/user")
+        login = login.get("login") if isinstance(login, dict) else None
+        if not isinstance(login, str) or not login:
+            raise PublishError("GET /user: HTTP 200 without a login; GITHUB_API_URL must be the GitHub API")
+        return login
     return bot_login
 
 
@@ -66,10 +71,11 @@ def find_ours(gh: GitHub, repo: str, pr: int, login: str, key: str) -> list[dict
     """Comments of `login` on the pull request that carry the marker for `key`, oldest first."""
     ours = []
     for comment in gh.paginate(f"/repos/{repo}/issues/{pr}/comments"):
-        if (comment.get("user") or {}).get("login") != login:
+        user, body = comment.get("user"), comment.get("body")
+        if not isinstance(user, dict) or user.get("login") != login or not isinstance(body, str):
             continue
-        marker = Marker.parse(comment.get("body") or "")
-        if marker is not None and marker.key == key:
+        marker = Marker.parse(body)
+        if marker is not None and marker.key == key and _has_id(comment):
             ours.append(comment)
     return sorted(ours, key=lambda c: c["id"])
 
@@ -85,12 +91,12 @@ def compose(body: str, verdict: str, head: str, key: str, previous: Marker | Non
     if previous is not None and previous.regressed and verdict != "regression":
         if verdict in ("pass", "improvement"):
             note = (
-                f"> **The regression this comment reported at `{previous.regressed[:8]}` "
-                f"is gone at `{head[:8]}`.**\n\n"
+                f"> **The regression this comment reported at {code(previous.regressed[:8])} "
+                f"is gone at {code(head[:8])}.**\n\n"
             )
         else:
             note = (
-                f"> A regression was reported here at `{previous.regressed[:8]}`; the run at `{head[:8]}` "
+                f"> A regression was reported here at {code(previous.regressed[:8])}; the run at {code(head[:8])} "
                 f"could not decide ({verdict}), see below.\n\n"
             )
     return cut(f"{marker.render()}\n{note}{text}")
@@ -136,10 +142,10 @@ def publish_comment(
         text = compose(body, verdict, head, key, Marker.parse(existing["body"]))
         deleted = _delete(gh, repo, ours[1:], progress)
         if existing["body"] == text:
-            return CommentResult(action="unchanged", id=existing["id"], url=existing.get("html_url"),
+            return CommentResult(action="unchanged", id=existing["id"], url=_url(existing),
                                  deleted_duplicates=deleted)
         updated = _write(gh, "PATCH", f"/repos/{repo}/issues/comments/{existing['id']}", text)
-        return CommentResult(action="updated", id=updated["id"], url=updated.get("html_url"),
+        return CommentResult(action="updated", id=updated["id"], url=_url(updated),
                              deleted_duplicates=deleted)
     raise PublishError(
         f"could not create the comment on {repo}#{pr} after {_WRITE_TRIES} tries without a clear answer from GitHub"
@@ -155,7 +161,21 @@ def _write(gh: GitHub, method: str, path: str, text: str) -> dict[str, Any]:
             raise PublishError(f"{method} {path}: HTTP 422 {response.text[:300]}")
         shorter = cut(text, min(len(text), MAX_BODY_CHARS) // 2)
         response = gh.request(method, path, json={"body": shorter})
-    return response.json()
+    written = body_json(response, method, path)
+    if not _has_id(written):
+        raise PublishError(f"{method} {path}: HTTP {response.status_code} without the comment's id; "
+                           "GITHUB_API_URL must be the GitHub API")
+    return written
+
+
+def _url(comment: dict[str, Any]) -> str | None:
+    url = comment.get("html_url")
+    return url if isinstance(url, str) else None
+
+
+def _has_id(comment: Any) -> bool:
+    """A comment as GitHub gives it has a numeric id (and a URL, which is only shown)."""
+    return isinstance(comment, dict) and type(comment.get("id")) is int
 
 
 def _keep_oldest(
@@ -165,12 +185,12 @@ def _keep_oldest(
     """Another run may have created its comment at the same moment: keep the oldest, with this run's text."""
     ours = find_ours(gh, repo, pr, login, key)
     if len(ours) < 2:
-        return CommentResult(action="created", id=created["id"], url=created.get("html_url"))
+        return CommentResult(action="created", id=created["id"], url=_url(created))
     oldest = ours[0]
     deleted = _delete(gh, repo, ours[1:], progress)
     updated = _write(gh, "PATCH", f"/repos/{repo}/issues/comments/{oldest['id']}",
                      compose(body, verdict, head, key, Marker.parse(oldest["body"])))
-    return CommentResult(action="updated", id=updated["id"], url=updated.get("html_url"), deleted_duplicates=deleted)
+    return CommentResult(action="updated", id=updated["id"], url=_url(updated), deleted_duplicates=deleted)
 
 
 def _delete(gh: GitHub, repo: str, comments: list[dict[str, Any]], progress: Progress) -> int:

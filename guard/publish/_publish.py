@@ -13,7 +13,7 @@ from guard.publish._comment import DEFAULT_BOT_LOGIN, CommentMode, CommentResult
 from guard.publish._errors import PublishError
 from guard.publish._status import set_status
 from guard.publish._summary import headline
-from guard.report import read_report, render_comment
+from guard.report import Report, read_report, render_comment
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -52,11 +52,7 @@ def publish(
             f"{request.report} is for head {head_sha[:12]}, but this run is for {request.sha[:12]}: "
             "refusing to post a report for another commit"
         )
-    # Links are made from this job's own repository and server, never from what the report
-    # says: a report from a pull request's run is data.
-    report = report.model_copy(
-        update={"github_repo": request.repo, "server_url": request.server_url or _server_url(request.api_url)}
-    )
+    report = job_links(report, request.repo, request.server_url or _server_url(request.api_url))
     body = render_comment(report)
     extra = {"sleep": sleep} if sleep is not None else {}
     with GitHub(token, request.api_url, progress=progress, **extra) as gh:
@@ -79,6 +75,15 @@ def publish(
             state = status.get("state")
             progress(f"commit status {status.get('context')} on {(request.sha or head_sha)[:12]}: {state}")
     return PublishResult(verdict=report.verdict, comment=comment, status_state=state, login=login)
+
+
+def job_links(report: Report, repo: str | None, server_url: str | None) -> Report:
+    """The report with links made from this job's own repository and server, never from what
+    the report says: a report from a pull request's run is data. No valid repo: no links."""
+    return report.model_copy(update={
+        "github_repo": repo if repo and _REPO.match(repo) else None,
+        "server_url": server_url or "https://github.com",
+    })
 
 
 def _check(request: PublishRequest) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from guard.publish._client import GitHub
+from guard.publish._client import GitHub, body_json
 
 STATUS_CONTEXT = "regression-guard"
 _STATE: dict[str, Literal["success", "failure", "error"]] = {
@@ -33,7 +33,12 @@ def set_status(
     if target_url:
         payload["target_url"] = target_url
     # Posting a status twice leaves one state for the context, so it is retried like a GET.
-    return gh.request("POST", f"/repos/{repo}/statuses/{sha}", json=payload, idempotent=True).json()
+    path = f"/repos/{repo}/statuses/{sha}"
+    status = body_json(gh.request("POST", path, json=payload, idempotent=True), "POST", path)
+    if not isinstance(status, dict):
+        return {}
+    # what is shown of it; anything else GitHub says is not needed
+    return {k: v for k, v in status.items() if k in ("state", "context") and isinstance(v, str)}
 
 
 def _fit(text: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+from guard._output import append_whole
 from guard.report import Report, title
 
 MAX_ANNOTATION_CHARS = 4_000
@@ -52,16 +53,21 @@ def annotations(report: Report) -> list[str]:
 
 def write_outputs(path: Path, values: dict[str, str]) -> None:
     """Append step outputs to $GITHUB_OUTPUT, with a delimiter for any value that spans lines."""
-    with path.open("a", encoding="utf-8") as out:
-        for name, value in values.items():
-            if "\n" in value or "\r" in value:
+    lines = []
+    for name, value in values.items():
+        if "\n" in value or "\r" in value:
+            delimiter = f"guard_{uuid.uuid4().hex}"
+            while delimiter in value:  # a value that holds it would end the block early
                 delimiter = f"guard_{uuid.uuid4().hex}"
-                out.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
-            else:
-                out.write(f"{name}={value}\n")
+            lines.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+        else:
+            lines.append(f"{name}={value}\n")
+    append_whole(path, "".join(lines))  # all the outputs or none: a half line would be read as a value
 
 
 def _command(kind: str, heading: str, message: str) -> str:
+    """One workflow command on one line: the runner reads a command per line, so escaping the
+    line breaks (and '%', which escapes them) keeps a report's text from starting another."""
     message = message if len(message) <= MAX_ANNOTATION_CHARS else message[: MAX_ANNOTATION_CHARS - 3] + "..."
     return f"::{kind} title={_escape_property(heading)}::{_escape_data(message)}"
 

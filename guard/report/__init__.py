@@ -1,5 +1,6 @@
 """Report: `report.json` (versioned schema) and `comment.md` (rendered from templates/)."""
 
+from guard.report._check import UnfoundedReport, check_report
 from guard.report._render import render_comment
 from guard.report._schema import (
     SCHEMA_VERSION,
@@ -17,10 +18,12 @@ __all__ = [
     "ArmInfo",
     "ArmTraces",
     "TraceSection",
+    "UnfoundedReport",
     "Environment",
     "Report",
     "ReportError",
     "WorkloadInfo",
+    "check_report",
     "read_report",
     "render_comment",
     "title",

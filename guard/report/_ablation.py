@@ -9,6 +9,7 @@ They are point figures: read them with the two intervals beside them.
 
 from __future__ import annotations
 
+from guard._markdown import code, text
 from guard.compare import ArmStats, BatchComparison
 from guard.measure import Change, relative_change
 from guard.report._schema import ArmInfo, Report
@@ -30,9 +31,9 @@ def ablation_lines(report: Report) -> list[str]:
 
 
 def _what(arm: ArmInfo) -> str:
-    overrides = ", ".join(f"`{k}={v}`" for k, v in sorted(arm.env.items()))
-    built = f"the {arm.source} build" + (f" with {overrides}" if overrides else "")
-    return f"`{arm.name}` ({built})"
+    overrides = ", ".join(code(f"{k}={v}") for k, v in sorted(arm.env.items()))
+    built = f"the {text(arm.source)} build" + (f" with {overrides}" if overrides else "")
+    return f"{code(arm.name)} ({built})"
 
 
 def _stats(batch: BatchComparison, name: str) -> ArmStats | None:

@@ -7,6 +7,7 @@ time at graph-launch boundaries, so its absolute figures are not the regression'
 
 from __future__ import annotations
 
+from guard._markdown import code
 from guard.compare import BatchComparison
 from guard.report._trace_text import _count
 from guard.report._traces import TraceSection
@@ -87,12 +88,12 @@ def _from_trace(batch: BatchComparison, section: TraceSection | None) -> tuple[s
         )
     if shares["durations"] >= DOMINANT_SHARE:
         swapped = [
-            f"`{_short(c.name)}` ({_count(c.kernels_per_step.after or 0.0)} per step, now as another variant: "
+            f"{code(_short(c.name))} ({_count(c.kernels_per_step.after or 0.0)} per step, now as another variant: "
             f"{c.mean_duration_us.before:.2f} -> {c.mean_duration_us.after:.2f} us)"
             for c in change.kernels_replaced if (c.busy_ms_per_step.delta or 0.0) > 0
         ]
         variants = {c.name for c in change.kernels_replaced}
-        names = ", ".join([*swapped, *(f"`{_short(c.name)}`" for c in change.kernels_slower
+        names = ", ".join([*swapped, *(code(_short(c.name)) for c in change.kernels_slower
                                        if c.name not in variants)][:3])
         return "slower kernels", f"The kernels themselves are slower{': ' + names if names else ''}. " + split
     return None, "No single cause dominates. " + split

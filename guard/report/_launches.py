@@ -3,6 +3,7 @@ profiled pass's launch counts), and GPU-timed passes whose host outran its hold.
 
 from __future__ import annotations
 
+from guard._markdown import text
 from guard.report._schema import Report
 from guard.report._trace_text import _count
 from guard.trace import LaunchChange
@@ -55,13 +56,13 @@ def unheld_notes(report: Report) -> list[str]:
         arms = {a.arm: a for a in batch.arms if a.arm in (report.base, report.head)}
         if len(arms) < 2 or not any(a.outran_hold for a in arms.values()):
             continue
-        shares = ", ".join(f"{name} {a.unheld_share:.0%}" for name, a in arms.items())
+        shares = ", ".join(f"{text(name)} {a.unheld_share:.0%}" for name, a in arms.items())
         if all(a.outran_hold for a in arms.values()):
             notes.append(f"At batch size {batch.batch_size} the host was still launching many steps when their "
                          f"hold on the GPU ran out ({shares} of the GPU-timed steps), so GPU time per step includes "
                          "launch time in both arms.")
         else:
-            slow = next(name for name, a in arms.items() if a.outran_hold)
+            slow = text(next(name for name, a in arms.items() if a.outran_hold))
             notes.append(f"At batch size {batch.batch_size} only the {slow} arm's host was still launching steps when "
                          f"their hold ran out ({shares} of the GPU-timed steps): its GPU time per step includes launch "
                          "time the other arm's does not, so the arms were not timed alike.")

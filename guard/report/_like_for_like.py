@@ -3,6 +3,7 @@ outputs agreed with the reference, from the comparison's `Agreement` of each bat
 
 from __future__ import annotations
 
+from guard._markdown import text
 from guard.compare import Agreement, ArmAgreement, BatchComparison
 from guard.report._schema import Report
 
@@ -16,14 +17,14 @@ def agreement_sentence(report: Report) -> str:
     forced = _forced(report)
     if not forced or any(b.verdict == "invalid" for b, _ in forced):
         return ""
-    source = forced[0][1].reference
+    source = text(forced[0][1].reference)
     changed = [(b.batch_size, a, arm) for b, a in forced for arm in a.arms if arm.numerics_changed]
     if changed:
         size, agreement, arm = changed[0]
         base = agreement.arm(report.base)
         base_most = max(base.disagreements) if base else 0
         counts = ", ".join(str(d) for d in arm.disagreements)
-        return (f"Every step's input was forced from {source}, so the work is like for like. The {arm.arm}'s "
+        return (f"Every step's input was forced from {source}, so the work is like for like. The {text(arm.arm)}'s "
                 f"arithmetic changed: at batch size {size} every one of its processes disagrees with the reference "
                 f"more often than base's own ({counts} of {arm.compared} outputs, against at most {base_most}), a "
                 "rounding-level difference such as another kernel or fusion gives in bf16, under the "
@@ -36,9 +37,10 @@ def agreement_sentence(report: Report) -> str:
         size, arm = flips[0]
         dirty = sum(1 for d in arm.disagreements if d)
         return (f"Every step's input was forced from {source}, so the work is like for like; every base process "
-                f"reproduced its tokens exactly, while {dirty} of {len(arm.disagreements)} {arm.arm} processes "
+                f"reproduced its tokens exactly, while {dirty} of {len(arm.disagreements)} {text(arm.arm)} processes "
                 f"disagreed with them (at most {max(arm.disagreements)} of {arm.compared} outputs, batch size {size}): "
-                f"not in every process, so not a change of output, but {arm.arm}'s tokens may not be deterministic.")
+                f"not in every process, so not a change of output, but {text(arm.arm)}'s tokens may not be "
+                "deterministic.")
     every = [arm for _, a in forced for arm in a.arms]
     lowest = min(100 - arm.most_pct for arm in every)
     most = {name: max((arm.most_pct for arm in every if arm.arm == name), default=0.0)
@@ -58,8 +60,8 @@ def agreement_reasons(report: Report) -> list[str]:
         size = batch.batch_size
         for name in agreement.unforced:
             reasons.append(
-                f"batch size {size}: the {name} arm's workload takes no input ids (`step(tokens)`), so it ran free "
-                f"while the other arms were forced from {agreement.reference}: not like for like"
+                f"batch size {size}: the {text(name)} arm's workload takes no input ids (`step(tokens)`), so it ran "
+                f"free while the other arms were forced from {text(agreement.reference)}: not like for like"
             )
         head = agreement.arm(report.head)
         if head is not None and head.output_changed:
@@ -73,14 +75,15 @@ def changed_text(report: Report, agreement: Agreement, arm: ArmAgreement) -> str
     where = (f" (first at step {first.step}, sequence {first.sequence}: {first.found} where the reference has "
              f"{first.expected})" if first else "")
     counts = ", ".join(str(d) for d in arm.disagreements)
+    name, reference = text(arm.arm), text(agreement.reference)
     if agreement.exact:
-        return (f"the output of {arm.arm} changed: forced with the same inputs, every base process reproduced "
-                f"{agreement.reference} exactly, and {arm.arm}'s processes disagreed with it on {counts} of "
+        return (f"the output of {name} changed: forced with the same inputs, every base process reproduced "
+                f"{reference} exactly, and {name}'s processes disagreed with it on {counts} of "
                 f"{arm.compared} outputs{where}; the runs are not like for like, so their timings are not compared")
     base = agreement.arm(report.base)
     base_counts = ", ".join(str(d) for d in base.disagreements) if base else "?"
-    return (f"the output of {arm.arm} changed: forced with the same inputs, its processes disagreed with "
-            f"{agreement.reference} on {counts} of {arm.compared} outputs, every one more often than base's own "
+    return (f"the output of {name} changed: forced with the same inputs, its processes disagreed with "
+            f"{reference} on {counts} of {arm.compared} outputs, every one more often than base's own "
             f"processes ({base_counts}), {arm.excess:.1f} more on average (the rule asks {arm.min_excess:g}){where}; "
             "this is more than numerical noise, so the timings are not compared")
 
@@ -103,7 +106,7 @@ def reference_note(report: Report) -> str:
     """A failed reference pass: the processes ran free."""
     if not report.workload.reference_error:
         return ""
-    return (f"The reference pass of base failed ({report.workload.reference_error}), so no step's input was "
+    return (f"The reference pass of base failed ({text(report.workload.reference_error)}), so no step's input was "
             "forced and the tokens had to match exactly.")
 
 

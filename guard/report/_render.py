@@ -6,12 +6,15 @@ from pathlib import Path
 
 import jinja2
 
+from guard._markdown import block, code, html, text
 from guard.measure import Change
 from guard.cause import capture_summary, location
 from guard.report._ablation import ablation_lines
 from guard.report import _like_for_like as like_for_like
 from guard.report._attribution import attribution
+from guard.report._config_change import config_note
 from guard.report._launches import fallout_lines, unheld_notes
+from guard.report._roles import informational, tok_role_note
 from guard.report._schema import ArmInfo, Report
 from guard.report._title import step_metric, title, undecided_sentence, under_threshold_sentence
 from guard.report._trace_text import gap_arithmetic, profile_scale, trace_bullets
@@ -42,6 +45,11 @@ def _environment() -> jinja2.Environment:
     env.filters["ms"] = lambda v: f"{v:.3f}"
     env.filters["rate"] = lambda v: f"{v:.1f}" if v >= 100 else f"{v:.2f}"
     env.filters["short"] = lambda sha: sha[:8]
+    # a string from the report or from git is rendered through one of these, so it shows as text
+    env.filters["text"] = text
+    env.filters["code"] = code
+    env.filters["block"] = block
+    env.filters["html"] = html
     return env
 
 
@@ -62,8 +70,8 @@ def render_comment(report: Report) -> str:
         title=title(report),
         base=report.arm(report.base),
         head=report.arm(report.head),
-        label=lambda arm: _label(report, arm),
-        ref_text=_ref_text,
+        label=lambda arm: text(_label(report, arm)),
+        ref_text=lambda arm: text(_ref_text(arm)),
         slower=[b for b in report.batch_sizes if b.verdict == "regression"],
         environment_line=_environment_line(report),
         failed=[a for a in report.arms if a.status != "ok"],
@@ -81,19 +89,22 @@ def render_comment(report: Report) -> str:
         attribution=lambda b: attribution(b, _section(report, b.batch_size)),
         # where the time of a significant slowdown at the threshold went, as for a regression
         undecided_causes=" ".join(
-            text for b in report.batch_sizes if b.at_threshold
-            if (text := attribution(b, _section(report, b.batch_size)))
+            sentence for b in report.batch_sizes if b.at_threshold
+            if (sentence := attribution(b, _section(report, b.batch_size)))
         ) if report.verdict == "inconclusive" else "",
         step_metric=step_metric(report),
+        tok_gates=not informational(report),
+        tok_role_note=tok_role_note(report),
         launch_notes=launch_notes(report),
         agreement_sentence=like_for_like.agreement_sentence(report),
         reference_note=like_for_like.reference_note(report),
-        forced_reasons=like_for_like.agreement_reasons(report),
+        reasons=like_for_like.agreement_reasons(report) + [text(reason) for reason in report.reasons],
         forcing_hint=like_for_like.forcing_hint(report),
         host_timed=any(a.host_ms_per_step is not None for b in report.batch_sizes for a in b.arms),
         fallout_lines=fallout_lines(report),
         unheld_notes=unheld_notes(report),
         ablations=ablation_lines(report),
+        config_note=config_note(report.config_change),
         timer_note=(
             "GPU time per step from CUDA events around each step, queued ahead of its start so the host's "
             "launch time is left out; tok/s from the wall clock of a separate pass as the decode loop runs."
@@ -140,8 +151,8 @@ def _capture_places(report: Report) -> list[str]:
             where = location(
                 change, hunk.range, github_repo=report.github_repo, sha=head_sha, server_url=report.server_url
             )
-            scope = f" in `{hunk.function}`" if hunk.function else ""
-            diff = "; ".join(f"`{line}`" for line in hunk.excerpt[:2])
+            scope = f" in {code(hunk.function)}" if hunk.function else ""
+            diff = "; ".join(code(line) for line in hunk.excerpt[:2])
             lines.append(f"{where}{scope}: {diff}" if diff else f"{where}{scope}")
     return lines
 
@@ -181,8 +192,8 @@ def _environment_line(report: Report) -> str:
     state = env.gpu_state
     if state.get("available"):
         clocks = [
-            f"power limit {state['power_limit_w']:g} W" if state.get("power_limit_w") else None,
-            f"max SM clock {state['max_sm_clock_mhz']} MHz" if state.get("max_sm_clock_mhz") else None,
+            f"power limit {state['power_limit_w']:g} W" if _number(state.get("power_limit_w")) else None,
+            f"max SM clock {state['max_sm_clock_mhz']:g} MHz" if _number(state.get("max_sm_clock_mhz")) else None,
             "MIG enabled" if state.get("mig_mode_current") is True else None,
             "persistence mode on" if state.get("persistence_mode") is True else None,
         ]
@@ -194,3 +205,8 @@ def _environment_line(report: Report) -> str:
     if env.hostname:
         parts.append(f"host {env.hostname}")
     return ", ".join(parts)
+
+
+def _number(value: object) -> bool:
+    """A figure to print: the fingerprint is a report's free-form dict, so a value may be anything."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0

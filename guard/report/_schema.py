@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from guard.cause import CaptureChanges
 from guard.compare import BatchComparison, Verdict
+from guard.config import ConfigChange
 from guard.measure import SourceLabel
 from guard.report._traces import TraceSection
 
@@ -80,6 +81,7 @@ class Report(BaseModel):
     environment: Environment
     traces: list[TraceSection] = []  # from the profiled pass, on a GPU
     changed_files: list[str] = []
+    config_change: ConfigChange | None = None  # the head changed guard.toml (or a file it names): not used
     capture: CaptureChanges | None = None  # hunks of the change that touch CUDA graph capture
     github_repo: str | None = None  # OWNER/NAME, for links
     server_url: str = "https://github.com"

@@ -8,6 +8,7 @@ from guard.measure import Change
 from guard.report import _like_for_like as like_for_like
 from guard.report._attribution import cause_tag
 from guard.report._launches import fallout_title, fell_out
+from guard.report._roles import informational
 from guard.report._schema import Report
 
 
@@ -185,7 +186,8 @@ def undecided_sentence(report: Report) -> str:
         clauses.append("was too noisy to tell " + " or ".join(f"a {limits[m]:g}% slowdown in {m}" for m in noisy)
                        + " from none")
     text = ", and ".join(clauses)
-    decided = [m for m in limits if m not in noisy and m not in {m for m, _, _ in close}]
+    informs = {"tok/s"} if informational(report) else set()
+    decided = [m for m in limits if m not in noisy and m not in {m for m, _, _ in close} and m not in informs]
     if decided:
         text += f"; a {limits[decided[0]]:g}% slowdown in {decided[0]} is ruled out"
     return text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from guard._markdown import code, text
 from guard.compare import BatchComparison
 from guard.report._traces import TraceSection
 from guard.trace import BeforeAfter, TraceDiff
@@ -33,9 +34,9 @@ def trace_bullets(section: TraceSection) -> list[str]:
     change = section.diff
     if change is None:
         missing = [a.arm for a in section.arms if a.figures is None]
-        errors = [f"{a.arm}: {a.error}" for a in section.arms if a.error]
-        return [f"No trace to compare ({', '.join(missing) or 'an arm'} has none). " + "; ".join(errors)]
-    gaps = change.gap_statement or _steady_median(change)
+        errors = [text(f"{a.arm}: {a.error}") for a in section.arms if a.error]
+        return [f"No trace to compare ({text(', '.join(missing)) or 'an arm'} has none). " + "; ".join(errors)]
+    gaps = text(change.gap_statement) if change.gap_statement else _steady_median(change)
     return [_counts(change), _busy(change), _idle(change)] + ([gaps] if gaps else [])
 
 
@@ -64,7 +65,9 @@ def gap_arithmetic(section: TraceSection) -> str | None:
     real part of the change; on a kernel slowdown, gaps that moved by a fraction of a
     nanosecond make no story."""
     change = section.diff
-    return change.gap_arithmetic if change is not None and _idle_is_material(change) else None
+    if change is None or change.gap_arithmetic is None or not _idle_is_material(change):
+        return None
+    return text(change.gap_arithmetic)
 
 
 def _idle_is_material(change: TraceDiff) -> bool:
@@ -107,7 +110,7 @@ def _counts(change: TraceDiff) -> str:
     if change.api_calls_changed:
         items = sorted(change.api_calls_changed.items(), key=lambda kv: -abs(kv[1].delta or 0.0))
         shown = ", ".join(
-            f"`{name}` {_count(c.before or 0.0)} -> {_count(c.after or 0.0)}" for name, c in items[:API_NAMES_SHOWN]
+            f"{code(name)} {_count(c.before or 0.0)} -> {_count(c.after or 0.0)}" for name, c in items[:API_NAMES_SHOWN]
         )
         more = f" and {len(items) - API_NAMES_SHOWN} more" if len(items) > API_NAMES_SHOWN else ""
         parts.append(f"API calls per step: {shown}{more}")

@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pydantic
+import pydantic_core
 
 from guard._errors import GuardError
+from guard._output import check_out_dir, write_all_atomic
+from guard.report._check import check_report
 from guard.report._render import render_comment
 from guard.report._schema import SCHEMA_VERSION, Report
 
@@ -20,15 +23,19 @@ class ReportError(GuardError):
 
 
 def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Both files are written in full before either replaces its earlier copy: a full disk
+    leaves the earlier pair as it was (OutputError)."""
+    check_out_dir(out_dir)
     json_path = out_dir / "report.json"
     comment_path = out_dir / "comment.md"
-    json_path.write_text(report.model_dump_json(indent=2) + "\n")
-    comment_path.write_text(render_comment(report))
+    text, comment = report.model_dump_json(indent=2) + "\n", render_comment(report)
+    write_all_atomic({comment_path: comment, json_path: text})
     return json_path, comment_path
 
 
 def read_report(path: Path) -> Report:
+    """The report at `path`, checked against the schema and decided again from its own
+    numbers (UnfoundedReport, exit 2, when it does not hold up)."""
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -36,24 +43,36 @@ def read_report(path: Path) -> Report:
     if size > MAX_REPORT_BYTES:
         raise ReportError(f"{path} is {size:,} bytes, over the {MAX_REPORT_BYTES:,} a report can be")
     try:
-        return Report.model_validate_json(path.read_bytes())
+        with path.open("rb") as f:
+            data = f.read(MAX_REPORT_BYTES + 1)  # a device or pipe has no size to stat: read no more than a report
+    except OSError as exc:
+        raise ReportError(f"cannot read {path}: {exc.strerror}; pass the report.json that `guard run` wrote") from exc
+    if len(data) > MAX_REPORT_BYTES:
+        raise ReportError(f"{path} holds more than the {MAX_REPORT_BYTES:,} bytes a report can be")
+    try:
+        report = Report.model_validate_json(data)
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the top level"
-        version = _schema_version(path)
+        version = _schema_version(data)
         hint = (
             f"it has schema_version {version}, this guard reads {SCHEMA_VERSION}: use the same guard version for both"
             if version not in (None, SCHEMA_VERSION)
             else "pass the report.json that `guard run` wrote"
         )
         raise ReportError(f"{path} is not a valid report: {where}: {first['msg']}; {hint}") from exc
+    names = {arm.name for arm in report.arms}
+    for role, name in (("base", report.base), ("head", report.head)):
+        if name not in names:
+            raise ReportError(f"{path} is not a valid report: its {role} {name!r} is none of its arms; "
+                              "pass the report.json that `guard run` wrote")
+    check_report(report, path)  # its verdicts are made again from its numbers: a report is data
+    return report
 
 
-def _schema_version(path: Path) -> object:
-    import json
-
+def _schema_version(text: bytes) -> object:
     try:
-        data = json.loads(path.read_bytes())
+        data = pydantic_core.from_json(text)  # refuses deep nesting with ValueError, as the model does
     except ValueError:
         return None
     return data.get("schema_version") if isinstance(data, dict) else None

@@ -123,6 +123,11 @@ def _chunks(events_text: msgspec.Raw, source: str) -> Iterator[list[_Event]]:
         at = gap.end() - 1 if gap else end
 
 
+def _too_deep(source: str) -> str:
+    # msgspec stops at Python's recursion limit, about a thousand levels; Kineto nests four
+    return f"{source} nests JSON arrays or objects about a thousand levels deep; no profiler writes that: not a trace"
+
+
 def _decode_chunk(chunk: bytearray, at: int, source: str) -> list[_Event]:
     # ValidationError (a wrong type) is a subclass of DecodeError (invalid JSON): caught first
     try:
@@ -131,6 +136,8 @@ def _decode_chunk(chunk: bytearray, at: int, source: str) -> list[_Event]:
         pass
     except msgspec.DecodeError:
         raise _WrongCut from None
+    except RecursionError:
+        raise TraceError(_too_deep(source)) from None
     try:
         loose = _LOOSE_CHUNK_DECODER.decode(chunk)
     except msgspec.ValidationError as exc:
@@ -140,6 +147,8 @@ def _decode_chunk(chunk: bytearray, at: int, source: str) -> list[_Event]:
         ) from None
     except msgspec.DecodeError:
         raise _WrongCut from None
+    except RecursionError:
+        raise TraceError(_too_deep(source)) from None
     return [_tidied(e) for e in loose]
 
 
@@ -215,6 +224,8 @@ def read_kineto(data: bytes | memoryview, source: str) -> Trace:
         raise TraceError(
             f"{source} is not valid JSON ({exc}); the file may be truncated: export the trace again"
         ) from None
+    except RecursionError:
+        raise TraceError(_too_deep(source)) from None
 
     gpu, api, ranges = _Table(), _Table(), _Table()
     untimed = 0

@@ -8,10 +8,11 @@ and named in Trace.warnings, and a trace without GPU kernels is refused.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import mmap
+import os
 import re
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,7 +25,11 @@ from guard.trace._nsys import read_nsys_sqlite
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_GUNZIP_INPUT_BYTES = 1 << 16  # compressed; its output (up to ~30x) is copied into place
+_GUNZIP_INPUT_BYTES = 1 << 16  # compressed, fed to zlib at a time
+_INFLATE_PIECE_BYTES = 1 << 20  # output inflated at a time: copied into place, then dropped
+# Largest trace read, uncompressed: a decode profile of a few hundred steps is tens of MB;
+# a gzip that expands to many GB is refused before it is held
+MAX_TRACE_BYTES = 2 << 30
 _NOT_SPACE = re.compile(rb"\S")
 
 # No decode-step kernel runs for 10 s; profilers do emit records with a garbage end
@@ -34,13 +39,15 @@ MAX_GPU_DURATION_NS = 10 * 1_000_000_000
 _Table = TypeVar("_Table", GpuTable, ApiTable, RangeTable)
 
 
-def read_trace(path: Path) -> Trace:
-    """Read a Kineto JSON trace (plain or gzipped) or an Nsight Systems SQLite export."""
+def read_trace(path: Path, max_bytes: int = MAX_TRACE_BYTES) -> Trace:
+    """Read a Kineto JSON trace (plain or gzipped) or an Nsight Systems SQLite export.
+    A trace of more than `max_bytes` (uncompressed) is refused before it is held in memory."""
     path = Path(path)
     source = str(path)
     try:
         with path.open("rb") as f:
             head = f.read(len(_SQLITE_MAGIC))
+            size = os.fstat(f.fileno()).st_size
     except FileNotFoundError:
         raise TraceError(f"trace file {source} does not exist; check the path") from None
     except IsADirectoryError:
@@ -49,11 +56,13 @@ def read_trace(path: Path) -> Trace:
         raise TraceError(f"cannot read trace file {source}: {exc.strerror}") from None
     if not head:
         raise TraceError(f"trace file {source} is empty; the profiler did not finish writing it, record it again")
+    if size > max_bytes:
+        raise TraceError(_too_large(source, f"is {size:,} bytes, more than", max_bytes))
     if head.startswith(_SQLITE_MAGIC):
         trace = read_nsys_sqlite(path)
     else:
-        raw = path.read_bytes()
-        data = _gunzip(raw, source) if head.startswith(_GZIP_MAGIC) else raw
+        raw = _read_at_most(path, max_bytes, source)
+        data = _gunzip(raw, source, max_bytes) if head.startswith(_GZIP_MAGIC) else raw
         del raw
         _check_json_start(data, source)
         trace = read_kineto(data, source)
@@ -61,10 +70,28 @@ def read_trace(path: Path) -> Trace:
     return _finished(trace)
 
 
-def _gunzip(data: bytes, source: str) -> bytes | memoryview:
+def _read_at_most(path: Path, max_bytes: int, source: str) -> bytes:
+    """The file's bytes; a pipe or device (no size to check first) is read no further than the cap."""
+    with path.open("rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise TraceError(_too_large(source, "holds more than", max_bytes))
+    return data
+
+
+def _too_large(source: str, found: str, max_bytes: int) -> str:
+    return (
+        f"{source} {found} the {max_bytes:,} bytes a trace may be uncompressed; a decode trace of a few "
+        "hundred steps is far smaller: profile fewer steps, or raise the limit (guard analyze --max-trace-mib)"
+    )
+
+
+def _gunzip(data: bytes, source: str, max_bytes: int) -> bytes | memoryview:
     try:
-        text = _gunzip_into_place(data)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        text = _gunzip_into_place(data, max_bytes)
+    except _TooLarge:
+        raise TraceError(_too_large(source, "expands to more than", max_bytes)) from None
+    except (EOFError, zlib.error) as exc:
         raise TraceError(
             f"{source} is a truncated or corrupt gzip file ({exc}); copy or export the trace again"
         ) from None
@@ -75,35 +102,69 @@ def _gunzip(data: bytes, source: str) -> bytes | memoryview:
     return text
 
 
-def _gunzip_into_place(data: bytes) -> bytes | memoryview:
-    """Decompress into one buffer sized from the gzip trailer: gzip.decompress gathers the
-    output in blocks and joins them, which briefly needs twice the uncompressed size.
+class _TooLarge(Exception):
+    """The gzip stream expands past the cap."""
 
-    The buffer is anonymous memory, which the kernel hands out a page at a time as it is
-    written: a truncated file's trailer is garbage, up to 4 GiB, and must not cost that.
+
+def _gunzip_into_place(data: bytes, max_bytes: int) -> memoryview:
+    """Decompress into one buffer of the uncompressed size: gzip.decompress gathers the
+    output in blocks and joins them, which briefly needs twice that.
+
+    The size comes from the gzip trailer (ISIZE, a member's last 4 bytes: its size mod
+    2^32), which is wrong for several members or a truncated file; then the stream is
+    inflated once only to count, and again into a buffer of the counted size. The buffer is
+    anonymous memory, handed out by the kernel a page at a time as it is written, and no
+    more than `max_bytes` of it is ever asked for.
     """
-    # ISIZE, a member's last 4 bytes: its uncompressed size mod 2^32
     size = int.from_bytes(data[-4:], "little")
+    if 0 < size <= max_bytes:
+        filled = _inflate_into(data, size)
+        if filled is not None:
+            return filled
+    size = sum(len(piece) for piece in _inflate(data, max_bytes))
+    filled = _inflate_into(data, size)
+    assert filled is not None  # the same stream, inflated again
+    return filled
+
+
+def _inflate_into(data: bytes, size: int) -> memoryview | None:
+    """The stream inflated into a buffer of `size` bytes; None when it holds more."""
     out = mmap.mmap(-1, max(size, 1))
     filled = 0
-    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # expect a gzip header
-    view = memoryview(data)
-    for at in range(0, len(data), _GUNZIP_INPUT_BYTES):
-        piece = inflate.decompress(view[at : at + _GUNZIP_INPUT_BYTES])
-        if filled + len(piece) > size:
-            # the trailer does not hold this member's size: over 4 GiB, or several members
-            out.close()
-            return gzip.decompress(data)
-        out[filled : filled + len(piece)] = piece
-        filled += len(piece)
-        if inflate.eof:
-            break
-    if not inflate.eof:
-        raise EOFError("compressed data ended before the end-of-stream marker")
-    if inflate.unused_data.strip(b"\x00"):
+    try:
+        for piece in _inflate(data, size):
+            out[filled : filled + len(piece)] = piece
+            filled += len(piece)
+    except _TooLarge:
         out.close()
-        return gzip.decompress(data)  # several gzip members (concatenated files): rare
+        return None
     return memoryview(out)[:filled]
+
+
+def _inflate(data: bytes, max_bytes: int) -> Iterator[bytes]:
+    """Pieces of at most _INFLATE_PIECE_BYTES of every gzip member in `data`, in order;
+    _TooLarge once more than `max_bytes` came out, EOFError when the stream is cut short."""
+    view = memoryview(data)
+    at, total = 0, 0
+    while True:
+        inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # expect a gzip header
+        while not inflate.eof:
+            if at >= len(view):
+                raise EOFError("compressed data ended before the end-of-stream marker")
+            # fed a slice at a time: the tail zlib hands back is a copy
+            pending: bytes | memoryview = view[at : at + _GUNZIP_INPUT_BYTES]
+            at += len(pending)
+            while pending and not inflate.eof:
+                piece = inflate.decompress(pending, _INFLATE_PIECE_BYTES)
+                pending = inflate.unconsumed_tail
+                total += len(piece)
+                if total > max_bytes:
+                    raise _TooLarge
+                if piece:
+                    yield piece
+        at -= len(inflate.unused_data)  # the input past this member's end
+        if at >= len(view) or (view[at] == 0 and not bytes(view[at:]).strip(b"\x00")):  # gzip ignores them too
+            return
 
 
 def _check_json_start(data: bytes | memoryview, source: str) -> None:

@@ -1,0 +1,254 @@
+"""A stored comparison decided again from its own numbers, by the rule that made it.
+
+A report read back (from another job, or from a pull request's run) states verdicts beside
+the numbers they came from. Here each batch size's verdict is made again from the values
+kept in its spreads and its disagreement counts, with `_compare_timings` and the agreement
+rule, and every stated verdict, change and count that the comment or the status would show
+is held against it.
+
+A stated `invalid`, of a batch size or of the whole, stands: it claims no timing verdict and
+sets no success, and a report can be invalid for what it keeps only as a reason (two arms on
+different GPUs) or by a stricter rule of an older guard. Reports of older guards lack the
+per-metric verdicts and `at_threshold`, so those are held against the recomputation where a
+report has them; the `min_excess` an agreement records is the rule's as it ran, not a count.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Literal
+
+from pydantic import BaseModel
+
+from guard.compare._agreement import judge
+from guard.compare._models import UNHELD_SHARE, Agreement, BatchComparison, Verdict
+from guard.compare._verdict import _compare_timings, most_severe, _Rule
+from guard.measure import Change, Spread
+
+# Floats read back from JSON are the ones written; another scipy may differ in the last digits.
+REL_TOLERANCE = 1e-6
+ABS_TOLERANCE = 1e-9
+
+Kind = Literal["verdict", "change", "count", "shape"]
+
+
+class Discrepancy(BaseModel):
+    """One thing a report states that its own numbers do not give."""
+
+    kind: Kind  # a verdict, a change's figure, a count or flag, or the report's shape
+    batch_size: int | None  # None: the report as a whole
+    field: str  # the report's name for it: "verdict", "gpu_ms_change.pct", "arms[head].repeats"
+    stated: str
+    recomputed: str
+
+
+class StatedRule(BaseModel):
+    """The rule a report says it was decided by: thresholds in percent, alpha, confidence."""
+
+    threshold_pct: float
+    tok_threshold_pct: float
+    alpha: float
+    confidence: float
+
+
+def recheck(
+    batches: list[BatchComparison], base: str, head: str, rule: StatedRule, *,
+    verdict: Verdict, hash_match: bool | None, failed_arms: list[str],
+) -> list[Discrepancy]:
+    """Every discrepancy between what `batches` and the overall `verdict` / `hash_match` state
+    and what their own values give under `rule`; [] for a report that holds up. `failed_arms`:
+    arms that failed to build or run (the comparison is invalid then)."""
+    found = _rule_discrepancies(rule)
+    if found:
+        return found
+    again = []
+    for stored in batches:
+        shape = _shape(stored, base, head)
+        found += shape
+        if shape:
+            continue
+        if stored.verdict == "invalid":
+            again.append(stored)
+            continue
+        recomputed = decide_again(stored, base, head, rule)
+        found += _batch_discrepancies(stored, recomputed)
+        again.append(recomputed)
+    if found:
+        return found
+    overall: Verdict = "invalid" if failed_arms else most_severe([b.verdict for b in again])
+    if verdict not in (overall, "invalid"):
+        found.append(Discrepancy(kind="verdict", batch_size=None, field="verdict", stated=verdict,
+                                 recomputed=overall))
+    matches = [b.hash_match for b in again if b.hash_match is not None]
+    overall_match = all(matches) if matches else None
+    if hash_match != overall_match:
+        found.append(Discrepancy(kind="count", batch_size=None, field="hash_match", stated=str(hash_match),
+                                 recomputed=str(overall_match)))
+    return found
+
+
+def decide_again(stored: BatchComparison, base: str, head: str, stated: StatedRule) -> BatchComparison:
+    """The batch size's comparison made again from its stored arms and counts, as
+    `compare` makes it from the measurements: the like-for-like check, then the timings."""
+    # a report without the detectable tok/s change was decided with tok/s always gating
+    rule = _Rule(stated.threshold_pct, stated.tok_threshold_pct, stated.alpha, stated.confidence,
+                 tok_roles=stored.tok_per_s_detectable_pct is not None)
+    size, arms = stored.batch_size, stored.arms
+    by_name = {a.arm: a for a in arms}
+    if base not in by_name or head not in by_name:
+        return BatchComparison(batch_size=size, verdict="invalid", arms=arms)
+    if stored.agreement is not None:  # forced: the disagreement counts decide
+        agreed = _agreement_again(stored.agreement, base)
+        head_agreement = agreed.arm(head)
+        if agreed.unforced or head_agreement is None or head_agreement.output_changed:
+            return BatchComparison(batch_size=size, verdict="invalid", arms=arms, agreement=agreed)
+        return _compare_timings(size, arms, base, head, rule, agreement=agreed)
+    hash_match = by_name[base].sha256 == by_name[head].sha256
+    if not hash_match or any(a.deterministic is False for a in arms):
+        return BatchComparison(batch_size=size, verdict="invalid", arms=arms, hash_match=hash_match,
+                               mismatch=stored.mismatch)
+    return _compare_timings(size, arms, base, head, rule, hash_match=True)
+
+
+def _agreement_again(stored: Agreement, base: str) -> Agreement:
+    counts: dict[str, list[int] | None] = {a.arm: a.disagreements for a in stored.arms}
+    counts |= {name: None for name in stored.unforced}
+    return judge(counts, {a.arm: a.compared for a in stored.arms}, base, stored.reference,
+                 {a.arm: a.first_disagreement for a in stored.arms})
+
+
+def _rule_discrepancies(rule: StatedRule) -> list[Discrepancy]:
+    bounds = {
+        "threshold_pct": (rule.threshold_pct, 0.0, math.inf),
+        "tok_threshold_pct": (rule.tok_threshold_pct, 0.0, 100.0),  # tok/s cannot fall by 100% or more
+        "alpha": (rule.alpha, 0.0, 0.5),
+        "confidence": (rule.confidence, 0.5, 1.0),
+    }
+    return [
+        Discrepancy(kind="shape", batch_size=None, field=name, stated=f"{value!r}",
+                    recomputed=f"a finite number over {low:g} and under {high:g}")
+        for name, (value, low, high) in bounds.items()
+        if not (math.isfinite(value) and low < value < high)
+    ]
+
+
+def _shape(stored: BatchComparison, base: str, head: str) -> list[Discrepancy]:
+    """What must hold before the batch size can be decided again: each arm once, its spreads
+    its own values' (positive and finite), a count per repeat; counts within what was compared."""
+    found: list[Discrepancy] = []
+    size = stored.batch_size
+
+    def wrong(field: str, stated: object, expected: object) -> None:
+        found.append(Discrepancy(kind="shape", batch_size=size, field=field, stated=str(stated),
+                                 recomputed=str(expected)))
+
+    names = [a.arm for a in stored.arms]
+    if len(set(names)) != len(names):
+        wrong("arms", ", ".join(names), "each arm once")
+    for arm in stored.arms:
+        where = f"arms[{arm.arm}]"
+        spreads = {"gpu_ms_per_step": arm.gpu_ms_per_step, "tok_per_s": arm.tok_per_s}
+        spreads |= {name: s for name, s in (("end_to_end_gpu_ms_per_step", arm.end_to_end_gpu_ms_per_step),
+                                            ("host_ms_per_step", arm.host_ms_per_step)) if s is not None}
+        for name, spread in spreads.items():
+            floor = 0.0 if name == "host_ms_per_step" else math.nextafter(0.0, 1.0)  # host time may be 0
+            if len(spread.values) != arm.repeats:
+                wrong(f"{where}.{name}.values", f"{len(spread.values)} values", f"{arm.repeats} (the repeats)")
+            elif not all(math.isfinite(v) and v >= floor for v in spread.values):
+                wrong(f"{where}.{name}.values", "a value not finite or not positive", "positive finite values")
+            elif spread.values:
+                found += _spread_discrepancies(spread, size, f"{where}.{name}")
+        if arm.unheld_steps and len(arm.unheld_steps) != arm.repeats:
+            wrong(f"{where}.unheld_steps", f"{len(arm.unheld_steps)} counts", f"{arm.repeats} (the repeats)")
+        held = bool(arm.unheld_steps) and sum(arm.unheld_steps) > UNHELD_SHARE * arm.steps * len(arm.unheld_steps)
+        if arm.outran_hold != held:
+            wrong(f"{where}.outran_hold", arm.outran_hold, held)
+    if stored.agreement is not None:
+        repeats = {a.arm: a.repeats for a in stored.arms}
+        for agreed in stored.agreement.arms:
+            where = f"agreement.arms[{agreed.arm}].disagreements"
+            if agreed.arm in repeats and len(agreed.disagreements) != repeats[agreed.arm]:
+                wrong(where, f"{len(agreed.disagreements)} counts", f"{repeats[agreed.arm]} (the repeats)")
+            elif not agreed.disagreements or not all(0 <= d <= agreed.compared for d in agreed.disagreements):
+                wrong(where, agreed.disagreements, f"one count per process, each 0 to {agreed.compared}")
+    return found
+
+
+def _spread_discrepancies(spread: Spread, size: int, where: str) -> list[Discrepancy]:
+    figures = {"median": statistics.median(spread.values), "min": min(spread.values), "max": max(spread.values)}
+    return [
+        Discrepancy(kind="count", batch_size=size, field=f"{where}.{name}", stated=f"{getattr(spread, name)!r}",
+                    recomputed=f"{value!r}")
+        for name, value in figures.items()
+        if not _close(getattr(spread, name), value)
+    ]
+
+
+def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> list[Discrepancy]:
+    size = stored.batch_size
+    found = []
+
+    def differs(kind: Kind, field: str, stated: object, recomputed: object) -> None:
+        found.append(Discrepancy(kind=kind, batch_size=size, field=field, stated=str(stated),
+                                 recomputed=str(recomputed)))
+
+    if stored.verdict != again.verdict:
+        differs("verdict", "verdict", stored.verdict, again.verdict)
+    # reports written before the per-metric verdicts existed have none, and no at_threshold
+    for field in ("gpu_ms_verdict", "tok_per_s_verdict"):
+        if getattr(stored, field) is not None and getattr(stored, field) != getattr(again, field):
+            differs("verdict", field, getattr(stored, field), getattr(again, field))
+    if stored.tok_per_s_gates != again.tok_per_s_gates:
+        differs("verdict", "tok_per_s_gates", stored.tok_per_s_gates, again.tok_per_s_gates)
+    if not _close(stored.tok_per_s_detectable_pct, again.tok_per_s_detectable_pct):
+        differs("change", "tok_per_s_detectable_pct", stored.tok_per_s_detectable_pct, again.tok_per_s_detectable_pct)
+    if stored.at_threshold and sorted(stored.at_threshold) != sorted(again.at_threshold):
+        differs("verdict", "at_threshold", stored.at_threshold, again.at_threshold)
+    for field in ("gpu_ms_change", "tok_per_s_change", "end_to_end_gpu_ms_change", "host_ms_change"):
+        stated, recomputed = getattr(stored, field), getattr(again, field)
+        if stated is None and recomputed is None:
+            continue
+        if stated is None or recomputed is None:
+            differs("change", field, _or_none(stated), _or_none(recomputed))
+            continue
+        for name in Change.model_fields:
+            if not _close(getattr(stated, name), getattr(recomputed, name)):
+                differs("change", f"{field}.{name}", f"{getattr(stated, name)!r}", f"{getattr(recomputed, name)!r}")
+    if stored.hash_match != again.hash_match:
+        differs("count", "hash_match", stored.hash_match, again.hash_match)
+    if stored.agreement is not None and again.agreement is not None:
+        found += _agreement_discrepancies(stored.agreement, again.agreement, size)
+    return found
+
+
+def _agreement_discrepancies(stored: Agreement, again: Agreement, size: int) -> list[Discrepancy]:
+    found = []
+    if stored.exact != again.exact:
+        found.append(Discrepancy(kind="count", batch_size=size, field="agreement.exact", stated=str(stored.exact),
+                                 recomputed=str(again.exact)))
+    for arm in stored.arms:
+        recomputed = again.arm(arm.arm)
+        if recomputed is None:
+            continue
+        for field in ("output_changed", "numerics_changed", "some_disagree", "excess"):
+            stated_value, value = getattr(arm, field), getattr(recomputed, field)
+            if not _close(stated_value, value):
+                found.append(Discrepancy(kind="count", batch_size=size, field=f"agreement.arms[{arm.arm}].{field}",
+                                         stated=str(stated_value), recomputed=str(value)))
+    return found
+
+
+def _close(stated: object, recomputed: object) -> bool:
+    if isinstance(stated, bool) or isinstance(recomputed, bool):
+        return stated == recomputed
+    if isinstance(stated, (int, float)) and isinstance(recomputed, (int, float)):
+        if math.isnan(stated) or math.isnan(recomputed):
+            return False
+        return math.isclose(stated, recomputed, rel_tol=REL_TOLERANCE, abs_tol=ABS_TOLERANCE)
+    return stated == recomputed
+
+
+def _or_none(change: Change | None) -> str:
+    return "none" if change is None else f"{change.pct:+.2f}%"
+

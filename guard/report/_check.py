@@ -1,0 +1,80 @@
+"""A report read back holds up, or is refused: its verdicts are made again from its own
+numbers (compare's `recheck`), and what the comment, the status and the summary look up in
+it (arm names, commit shas) is there and of the right form."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from guard._errors import GuardError
+from guard.compare import Discrepancy, StatedRule, recheck
+from guard.report._schema import Report
+
+_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # SHA-1 or SHA-256 object names
+MAX_NAMED = 3  # discrepancies the message names; the rest are counted
+
+
+class UnfoundedReport(GuardError):
+    """A report whose stated verdicts its own numbers do not give, or whose parts do not fit
+    together: nothing is posted or summarized from it."""
+
+
+def check_report(report: Report, path: Path) -> None:
+    """Raises UnfoundedReport, naming what does not hold, unless the report holds up."""
+    rule = StatedRule(threshold_pct=report.threshold_pct, alpha=report.alpha, confidence=report.confidence,
+                      tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct)  # older: one for both
+    found = _shape(report) or recheck(
+        report.batch_sizes, report.base, report.head, rule,
+        verdict=report.verdict, hash_match=report.hash_match,
+        failed_arms=[a.name for a in report.arms if a.status != "ok"],
+    )
+    if not found:
+        return
+    named = "; ".join(_describe(d) for d in found[:MAX_NAMED])
+    more = f"; and {len(found) - MAX_NAMED} more" if len(found) > MAX_NAMED else ""
+    what = "verdicts its own numbers do not give" if any(d.kind == "verdict" for d in found) else (
+        "figures its own values do not give" if any(d.kind != "shape" for d in found) else "parts that do not fit")
+    raise UnfoundedReport(
+        f"{path} states {what}: {named}{more}; nothing is posted from it. A report is decided again from its "
+        "numbers before it is posted: pass the report.json that `guard run` wrote, unedited"
+    )
+
+
+def _shape(report: Report) -> list[Discrepancy]:
+    """The arms the rendering looks up: base and head among the arms, each arm once, every
+    batch size's arms among them, and every sha a full hex object name."""
+    found = []
+    names = [a.name for a in report.arms]
+
+    def wrong(field: str, stated: str, expected: str) -> None:
+        found.append(Discrepancy(kind="shape", batch_size=None, field=field, stated=stated, recomputed=expected))
+
+    if len(set(names)) != len(names):
+        wrong("arms", f"{len(names)} arms, {len(set(names))} names", "each arm once")
+    for role, name in (("base", report.base), ("head", report.head)):
+        if name not in names:
+            wrong(role, "an arm not among the arms", "one of the arms")
+    for number, arm in enumerate(report.arms):
+        if not _SHA.match(arm.sha):
+            wrong(f"arms[{number}].sha", "not a full hex commit sha", "40 or 64 hex digits")
+    for batch in report.batch_sizes:
+        if any(a.arm not in names for a in batch.arms):
+            wrong(f"batch size {batch.batch_size} arms", "an arm not among the report's arms", "the report's arms")
+    return found
+
+
+def _describe(d: Discrepancy) -> str:
+    """'batch size 1: verdict pass, but its numbers give regression'. Only the report's field
+    names and figures: its strings are left out, as this line goes to a workflow's log."""
+    where = f"batch size {d.batch_size}: " if d.batch_size is not None else ""
+    field = _plain(d.field)
+    if d.kind == "shape":
+        return f"{where}{field} is {_plain(d.stated)}, where {_plain(d.recomputed)} is due"
+    return f"{where}{field} {_plain(d.stated)}, but its numbers give {_plain(d.recomputed)}"
+
+
+def _plain(value: str, limit: int = 80) -> str:
+    """A figure or field name for one line of a log: printable ASCII only, no workflow command."""
+    clean = re.sub(r"[^ -~]", "?", value).replace("::", ": :")
+    return clean if len(clean) <= limit else clean[: limit - 3] + "..."
