@@ -415,6 +415,12 @@ def _wait_for(path: Path, timeout_s: float) -> int:
     raise AssertionError(f"{path} did not appear in {timeout_s} s")
 
 
+def _default_signals() -> None:
+    """In the child, before exec: the signals the test sends, back to their default handling."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("where", "signum", "exit_code"),
@@ -435,6 +441,8 @@ def test_killing_the_guard_ends_its_build_or_workload(tmp_path: Path, where: str
         [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out",
          str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")],
         env=os.environ | {"PROBE_DUMP": str(dumps)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a guard started under nohup rightly keeps ignoring SIGHUP; this one starts as a shell would
+        preexec_fn=_default_signals,
     )
     try:
         sleeper = _wait_for(dumps / "sleeper.pid", 300)
