@@ -320,19 +320,7 @@ def test_through_the_action_no_step_shell_or_guard_above_the_pr_code_holds_a_sec
         assert any(a["pid"] == os.getpid() for a in record["ancestors"])  # walked up to the runner
 
 
-# The runner's Python for the action's install step: its venv's guard is this checkout's.
-RUNNER_PYTHON = '''#!/usr/bin/env bash
-set -euo pipefail
-if [[ "$1" == "-m" && "$2" == "venv" ]]; then
-  venv="${{@: -1}}"
-  mkdir -p "$venv/bin"
-  printf '#!/bin/sh\\nexec "{python}" -m guard "$@"\\n' > "$venv/bin/guard"
-  printf '#!/bin/sh\\n[ "$1" = -m ] && [ "$2" = pip ] && exit 0\\nexec "{python}" "$@"\\n' > "$venv/bin/python"
-  chmod +x "$venv/bin/guard" "$venv/bin/python"
-  exit 0
-fi
-exec "{python}" "$@"
-'''
+from tests.test_action_e2e import RUNNER_PYTHON  # noqa: E402  the runner's Python, one copy
 
 
 # --- killing the guard ends what it started ---------------------------------------------
