@@ -36,6 +36,14 @@ def _distinct_at_least(
     return values
 
 
+def _in_repository(value: str | None, suffix: str, example: str) -> str | None:
+    """A path read from the config's own commit: relative, inside it, ending in `suffix`."""
+    problem = value and relative_path_problem(value, suffix)
+    if problem:
+        raise ValueError(f"{problem} (e.g. '{example}')")
+    return value
+
+
 def _finite(value: Any) -> bool:
     """No nan or inf anywhere in `value` (its nesting is bounded by the TOML reader)."""
     stack = [value]
@@ -108,10 +116,7 @@ class WorkloadConfig(_Section):
     @field_validator("reference_file")
     @classmethod
     def _reference_path(cls, value: str | None) -> str | None:
-        problem = value and relative_path_problem(value, ".json")
-        if problem:
-            raise ValueError(f"{problem} (e.g. 'bench/reference-tokens.json')")
-        return value
+        return _in_repository(value, ".json", "bench/reference-tokens.json")
 
     @field_validator("batch_sizes")
     @classmethod
@@ -174,10 +179,7 @@ class MeasureConfig(_Section):
     @field_validator("thresholds_file")
     @classmethod
     def _thresholds_path(cls, value: str | None) -> str | None:
-        problem = value and relative_path_problem(value, ".toml")
-        if problem:
-            raise ValueError(f"{problem} (e.g. 'guard-thresholds.toml')")
-        return value
+        return _in_repository(value, ".toml", "guard-thresholds.toml")
 
     @field_validator("cpus")
     @classmethod
