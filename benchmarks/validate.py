@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from guard._errors import ConfigError, GuardError  # noqa: E402
-from guard.calibrate import calibrate  # noqa: E402
+from guard.calibrate import RunnerTooNoisy, calibrate  # noqa: E402
 from guard.checkout import ArmRef, build_arm  # noqa: E402
 from guard.config import MeasureConfig, load_config  # noqa: E402
 from guard.measure import HarnessSpec  # noqa: E402
@@ -252,7 +252,7 @@ def _config_file(run: Run, name: str, repeats: int, thresholds: Path | None) -> 
 
 def _calibration(run: Run) -> dict[str, Any] | None:
     path, thresholds = run.out / "calibration.json", run.out / "thresholds.toml"
-    if path.exists() and thresholds.exists():
+    if path.exists() and (thresholds.exists() or "refused" in json.loads(path.read_text())):
         run.log.say(f"calibration: reusing {path}")
         return json.loads(path.read_text())
     repeats = run.args.calibrate_repeats
@@ -264,8 +264,17 @@ def _calibration(run: Run) -> dict[str, Any] | None:
     config = load_config(_config_file(run, "calibrate.toml", repeats, None), required=True)
     run.log.say(f"calibration: guard calibrate on {BASE_BRANCH}, {repeats} processes per side")
     written = run.workdir / "calibration" / "thresholds.toml"
-    result = calibrate(run.repo, BASE_BRANCH, config, written, lambda m: run.log.detail(f"calibrate {m}"),
-                       cache_dir=default_cache_dir(run.repo))
+    try:
+        result = calibrate(run.repo, BASE_BRANCH, config, written, lambda m: run.log.detail(f"calibrate {m}"),
+                           cache_dir=default_cache_dir(run.repo))
+    except RunnerTooNoisy as refused:
+        # a runner that has no thresholds file runs at measure.threshold_pct: so do the pairs
+        thresholds.unlink(missing_ok=True)
+        data = {"repeats": repeats, "refused": refused.message}
+        path.write_text(json.dumps(data, indent=2))
+        run.log.say(f"calibration: refused, the pairs run at measure.threshold_pct ({config.measure.threshold_pct:g}%)"
+                    f": {refused.message}")
+        return data
     shutil.copyfile(written, thresholds)
     data = result.model_dump(mode="json")
     path.write_text(json.dumps(data, indent=2))
@@ -276,7 +285,8 @@ def _calibration(run: Run) -> dict[str, Any] | None:
 
 def _run_pairs(run: Run, todo: list[tuple[Kind, int]]) -> None:
     assert run.sizing is not None
-    config_path = _config_file(run, "guard.toml", run.settings.repeats, run.out / "thresholds.toml")
+    thresholds = run.out / "thresholds.toml"  # none where the calibration was refused
+    config_path = _config_file(run, "guard.toml", run.settings.repeats, thresholds if thresholds.exists() else None)
     config = load_config(config_path, required=True)
     run.log.say(f"pairs run with {config_path}; to repeat one by hand: guard run --repo {run.repo} "
                 f"--base {BASE_BRANCH} --head BRANCH --config {config_path}")

@@ -4,47 +4,37 @@ and suggest thresholds a regression must pass."""
 from __future__ import annotations
 
 import math
-import statistics
 from contextlib import ExitStack
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from guard._errors import HarnessError, TraceError
+from guard._errors import GuardError, HarnessError, TraceError
 from guard.checkout import ArmRef, build_arm, require_repo, resolve_commit
 from guard.compare import compare
 from guard.config import (
-    MAX_THRESHOLD_PCT, CommitFiles, GuardConfig, Thresholds, check_entry, load_commit_config, write_thresholds,
+    REFUSED_GPU_MS_PCT, REFUSED_TOK_PER_S_PCT, STEADY_RUNNER, CommitFiles, GuardConfig, Thresholds, check_entry,
+    load_commit_config, threshold_refusal, write_thresholds,
 )
 from guard.measure import (
-    MOST_REPEATS, PASS_RATE, ArmTarget, HarnessSpec, check_cpus, prepare_reference, repeats_to_rule_out,
-    run_interleaved,
+    MOST_REPEATS, PASS_RATE, SPREAD_LIMIT_CONFIDENCE, ArmMeasurement, ArmTarget, HarnessSpec, RunnerNoise,
+    SlowMetric, SlowProcesses, check_cpus, prepare_reference, run_interleaved, runner_noise, slow_processes,
 )
 from guard.pipeline import Progress, default_cache_dir
+from guard.report import share, slow_processes_sentence
 from guard.trace import analyze, read_trace
 
-# A suggested threshold is this many times the widest A/A interval bound seen, so an
-# unchanged commit passes with room to spare; and never under the floor.
-SAFETY_FACTOR = 2.0
+# A suggested threshold is the smallest this runner supports (measure/_noise.py), over the
+# batch sizes, rounded up to SUGGESTION_STEP_PCT; and never under the floor.
+SUGGESTION_STEP_PCT = 0.1
 FLOOR_PCT = 0.25
-# A threshold is below MAX_THRESHOLD_PCT (config); a runner noisier than that gets this one,
-# and the file says the runner cannot tell a smaller slowdown from its noise.
-CAP_PCT = MAX_THRESHOLD_PCT - 1
-# A repeat is far from the rest when it is more than this many robust standard deviations
-# (1.4826 x the median absolute deviation) from the median of all repeats, and more than
-# OUTLIER_MIN_PCT from it.
-OUTLIER_SIGMAS = 5.0
-OUTLIER_MIN_PCT = 0.1
 # Profiled processes per side for the gap figures, unless workload.profile_repeats says how
 # many: enough for a range, without profiling every one of the A/A's processes.
 PROFILED_PER_SIDE = 3
 
 
-class FarRepeat(BaseModel):
-    side: str
-    repeat: int  # 1-based, as the progress lines count
-    gpu_ms_per_step: float
-    off_pct: float  # from the median of all repeats
+class RunnerTooNoisy(GuardError):
+    """The A/A's noise asks for a threshold the config would refuse: nothing is written."""
 
 
 class GapNoise(BaseModel):
@@ -65,12 +55,8 @@ class NoiseFloor(BaseModel):
     tok_per_s_spread_pct: float
     gpu_ms_aa_ci_pct: tuple[float, float]  # the A/A change's interval; ideally around 0
     tok_per_s_aa_ci_pct: tuple[float, float]
-    gpu_ms_far_repeats: list[FarRepeat] = []  # one slow process widens the interval, and the thresholds
-    # Repeats per arm with which an unchanged commit passes measure.threshold_pct PASS_RATE of
-    # the time, at this noise (None: more than MOST_REPEATS); an estimate.
-    repeats_needed_at_pct: float | None = None
-    gpu_ms_repeats_needed: int | None = None
-    tok_per_s_repeats_needed: int | None = None
+    gpu_ms: RunnerNoise  # the spread without the slow processes, and what it supports
+    tok_per_s: RunnerNoise
     gaps: GapNoise | None = None  # None: no profiled pass (no GPU, or workload.profile_steps = 0)
 
 
@@ -78,16 +64,22 @@ class Calibration(BaseModel):
     sha: str
     repeats: int
     noise: list[NoiseFloor]
+    slow: SlowProcesses
+    # the chance that a run of 2 x `repeats` processes holds a slow one, at the A/A's rate
+    slow_in_a_run: float
+    # the smallest threshold each metric supports at `repeats`, the widest over the batch sizes
+    gpu_ms_supported_pct: float
+    tok_per_s_supported_pct: float
     suggested: Thresholds
-    # (GPU ms, tok/s) in percent that the A/A asked for, when one was past CAP_PCT
-    uncapped_pct: tuple[float, float] | None = None
 
 
 def calibrate(
     repo: Path, ref: str, config: GuardConfig | None, out: Path, progress: Progress = lambda _: None,
-    cache_dir: Path | None = None,
+    cache_dir: Path | None = None, thresholds_pct: list[float] | None = None,
 ) -> Calibration:
-    """`config` None: guard.toml (and its reference_file) as the commit `ref` holds it."""
+    """`config` None: guard.toml (and its reference_file) as the commit `ref` holds it.
+    `thresholds_pct`: thresholds, besides measure.threshold_pct, to estimate the repeats of.
+    Raises RunnerTooNoisy, writing nothing, when a suggestion would be refused."""
     repo = repo.resolve()
     require_repo(repo)
     arm_ref = ArmRef(name="aa", ref=ref, sha=resolve_commit(repo, ref))
@@ -125,6 +117,8 @@ def calibrate(
     comparison = compare(measurements, "a", "b", spec.batch_sizes, config.measure.threshold_pct,
                          config.measure.confidence, config.measure.alpha,
                          reference=reference.tokens.source if reference.tokens else None)
+    slow = slow_processes(measurements.values(), spec.batch_sizes)
+    asked = [config.measure.threshold_pct, *(thresholds_pct or [])]
     noise = []
     for batch in comparison.batches:
         if batch.gpu_ms_change is None or batch.tok_per_s_change is None:
@@ -138,55 +132,83 @@ def calibrate(
             tok_per_s_spread_pct=(max(tok) - min(tok)) / sorted(tok)[len(tok) // 2] * 100,
             gpu_ms_aa_ci_pct=(batch.gpu_ms_change.ci_low_pct, batch.gpu_ms_change.ci_high_pct),
             tok_per_s_aa_ci_pct=(batch.tok_per_s_change.ci_low_pct, batch.tok_per_s_change.ci_high_pct),
-            gpu_ms_far_repeats=far_repeats({a.arm: a.gpu_ms_per_step.values for a in batch.arms}),
-            repeats_needed_at_pct=config.measure.threshold_pct,
-            gpu_ms_repeats_needed=repeats_to_rule_out(
-                [a.gpu_ms_per_step.values for a in batch.arms], config.measure.threshold_pct, config.measure.confidence
-            ),
-            tok_per_s_repeats_needed=repeats_to_rule_out(
-                [a.tok_per_s.values for a in batch.arms], config.measure.threshold_pct, config.measure.confidence
-            ),
+            gpu_ms=runner_noise(_kept(measurements, slow, "gpu_ms", batch.batch_size), config.measure.repeats,
+                                config.measure.confidence, asked),
+            tok_per_s=runner_noise(_kept(measurements, slow, "tok_per_s", batch.batch_size), config.measure.repeats,
+                                   config.measure.confidence, asked),
             gaps=gap_noise([Path(run.trace) for m in measurements.values() for r in m.repeats
                             for run in r.runs if run.batch_size == batch.batch_size and run.trace]),
         ))
-    gpu_pct = _suggest(max(abs(b) for n in noise for b in n.gpu_ms_aa_ci_pct))
-    tok_pct = _suggest(max(abs(b) for n in noise for b in n.tok_per_s_aa_ci_pct))
-    suggested = Thresholds(gpu_ms_pct=min(gpu_pct, CAP_PCT), tok_per_s_pct=min(tok_pct, CAP_PCT))
-    result = Calibration(
-        sha=arm_ref.sha, repeats=config.measure.repeats, noise=noise, suggested=suggested,
-        uncapped_pct=(gpu_pct, tok_pct) if max(gpu_pct, tok_pct) > CAP_PCT else None,
-    )
-    lines = [f"Written by `guard calibrate` for {arm_ref.sha[:12]}: A/A, {result.repeats} repeats per side."]
+    gpu_pct = max(n.gpu_ms.supported_pct for n in noise)
+    tok_pct = max(n.tok_per_s.supported_pct for n in noise)
+    lines = [f"Written by `guard calibrate` for {arm_ref.sha[:12]}: A/A, {config.measure.repeats} repeats per side."]
     for n in noise:
-        lines.append(
-            f"bs {n.batch_size}: GPU ms/step {n.gpu_ms_per_step:.4f}, spread {n.gpu_ms_spread_pct:.2f}% "
-            f"(A/A {n.gpu_ms_aa_ci_pct[0]:+.2f}% to {n.gpu_ms_aa_ci_pct[1]:+.2f}%); "
-            f"tok/s spread {n.tok_per_s_spread_pct:.2f}% "
-            f"(A/A {n.tok_per_s_aa_ci_pct[0]:+.2f}% to {n.tok_per_s_aa_ci_pct[1]:+.2f}%)"
-        )
-        if n.gpu_ms_far_repeats:
-            lines.append(far_repeats_line(n, 2 * result.repeats))
-        lines.append(repeats_needed_line(n, config.measure.repeats))
-        lines.append(gap_noise_line(n))
-    lines.append(f"Thresholds: {SAFETY_FACTOR:g} x the widest A/A interval bound, at least {FLOOR_PCT}%.")
-    if result.uncapped_pct is not None:
-        lines.append(capped_line(*result.uncapped_pct))
+        lines += noise_lines(n)
+    run_processes = 2 * config.measure.repeats
+    in_a_run = 1 - (1 - slow.count / slow.processes) ** run_processes if slow.processes else 0.0
+    lines.append(slow_line(slow, in_a_run, run_processes))
+    refusal = too_noisy_message(_suggest(gpu_pct), _suggest(tok_pct), noise, config.measure.repeats)
+    if refusal:
+        for line in lines[1:]:
+            progress(line)
+        raise RunnerTooNoisy(refusal)
+    suggested = Thresholds(gpu_ms_pct=_suggest(gpu_pct), tok_per_s_pct=_suggest(tok_pct))
+    result = Calibration(
+        sha=arm_ref.sha, repeats=config.measure.repeats, noise=noise, slow=slow,
+        slow_in_a_run=in_a_run,
+        gpu_ms_supported_pct=gpu_pct, tok_per_s_supported_pct=tok_pct, suggested=suggested,
+    )
+    lines.append(
+        f"Thresholds: the smallest each metric supports at {result.repeats} repeats per arm (the upper "
+        f"{SPREAD_LIMIT_CONFIDENCE:.0%} limit of its spread, the widest batch size), rounded up to "
+        f"{SUGGESTION_STEP_PCT:g}% and at least {FLOOR_PCT}%: GPU ms per step {gpu_pct:.3f}%, tok/s {tok_pct:.3f}%. "
+        f"At that limit an unchanged commit passes them {PASS_RATE:.0%} of the time (more at the spread measured), "
+        "when no slow process lands in its run."
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     write_thresholds(out, suggested, "\n".join(lines))
     return result
 
 
-def capped_line(gpu_ms_pct: float, tok_per_s_pct: float) -> str:
+def _kept(
+    measurements: dict[str, ArmMeasurement], slow: SlowProcesses, metric: SlowMetric, batch_size: int
+) -> list[list[float]]:
+    """Each side's figures of `metric` at `batch_size`, in run order, its slow processes left out."""
+    set_aside = {(s.arm, s.repeat) for s in slow.of(metric, batch_size)}
+    sides = []
+    for side in "ab":
+        runs = [r.run_for(batch_size) for r in measurements[side].repeats]
+        sides.append([run.gpu_ms_per_step if metric == "gpu_ms" else run.tok_per_s
+                      for position, run in enumerate(runs, start=1) if (side, position) not in set_aside])
+    return sides
+
+
+def too_noisy_message(gpu_ms_pct: float, tok_per_s_pct: float, noise: list[NoiseFloor], repeats: int) -> str | None:
+    """One message for suggestions the config would refuse, with what to do; None when both guard."""
+    refused = []
+    if threshold_refusal("gpu_ms", gpu_ms_pct):
+        refused.append(f"{gpu_ms_pct:g}% in GPU ms per step (refused at {REFUSED_GPU_MS_PCT:g}% or more: a decode a "
+                       "quarter slower would pass)")
+    if threshold_refusal("tok_per_s", tok_per_s_pct):
+        refused.append(f"{tok_per_s_pct:g}% in tok/s (refused at {REFUSED_TOK_PER_S_PCT:g}% or more: a decode twice "
+                       "as slow would pass)")
+    if not refused:
+        return None
+    # the repeats measure.threshold_pct (the first threshold asked about) would take, the most over metrics and batches
+    needed = [r for n in noise for r in (n.gpu_ms.needed[0], n.tok_per_s.needed[0])]
+    most = None if any(r.repeats is None for r in needed) else max(r.repeats or 0 for r in needed)
+    repeats_text = f"more than {MOST_REPEATS}" if most is None else f"about {most}"
     return (
-        f"Capped at {CAP_PCT:g}% (a threshold is under {MAX_THRESHOLD_PCT}%): this A/A asked for "
-        f"{gpu_ms_pct:g}% in GPU ms per step and {tok_per_s_pct:g}% in tok/s, so this runner "
-        "cannot tell a smaller slowdown from its noise; steady it (measure.cpus, a GPU of its own) or raise "
-        "measure.repeats, and calibrate again."
+        f"this runner is too noisy to guard decode: at {repeats} repeats per side an unchanged commit would need a "
+        f"threshold of {' and '.join(refused)}; no thresholds file was written. To steady it: {STEADY_RUNNER} "
+        f"(at this noise measure.threshold_pct, {needed[0].threshold_pct:g}%, would take "
+        f"{repeats_text} repeats per arm); then calibrate again"
     )
 
 
-def _suggest(widest_pct: float) -> float:
-    return max(FLOOR_PCT, math.ceil(widest_pct * SAFETY_FACTOR * 10) / 10)
+def _suggest(supported_pct: float) -> float:
+    steps = supported_pct / SUGGESTION_STEP_PCT
+    return max(FLOOR_PCT, round(math.ceil(steps - 1e-9) * SUGGESTION_STEP_PCT, 6))
 
 
 def gap_noise(traces: list[Path]) -> GapNoise | None:
@@ -226,37 +248,39 @@ def gap_noise_line(noise: NoiseFloor) -> str:
     )
 
 
-def repeats_needed_line(noise: NoiseFloor, repeats: int) -> str:
+def noise_lines(noise: NoiseFloor) -> list[str]:
+    """The file's lines for one batch size: what the A/A saw, then per metric what it supports."""
+    lines = [
+        f"bs {noise.batch_size}: GPU ms/step {noise.gpu_ms_per_step:.4f}, spread {noise.gpu_ms_spread_pct:.2f}% "
+        f"(A/A {noise.gpu_ms_aa_ci_pct[0]:+.2f}% to {noise.gpu_ms_aa_ci_pct[1]:+.2f}%); "
+        f"tok/s spread {noise.tok_per_s_spread_pct:.2f}% "
+        f"(A/A {noise.tok_per_s_aa_ci_pct[0]:+.2f}% to {noise.tok_per_s_aa_ci_pct[1]:+.2f}%)"
+    ]
+    for label, metric in (("GPU ms per step", noise.gpu_ms), ("tok/s", noise.tok_per_s)):
+        lines.append(metric_line(noise.batch_size, label, metric))
+    lines.append(gap_noise_line(noise))
+    return lines
+
+
+def metric_line(batch_size: int, label: str, noise: RunnerNoise) -> str:
+    """'bs 1, GPU ms per step: sd 0.031% (upper 95% limit 0.072%, ...); smallest threshold ...'."""
     def count(n: int | None) -> str:
         return f"more than {MOST_REPEATS}" if n is None else f"about {n}"
 
+    needed = "; ".join(
+        f"{count(r.repeats)} repeats per arm for {r.threshold_pct:g}%" + (" (measure.threshold_pct)" if i == 0 else "")
+        for i, r in enumerate(noise.needed)
+    )
     return (
-        f"bs {noise.batch_size}: at {noise.repeats_needed_at_pct:g}% (measure.threshold_pct) an unchanged commit "
-        f"passes {PASS_RATE:.0%} of the time with {count(noise.gpu_ms_repeats_needed)} repeats per arm in "
-        f"GPU ms per step and {count(noise.tok_per_s_repeats_needed)} in tok/s (measure.repeats is {repeats}; "
-        "an estimate from this spread)."
+        f"bs {batch_size}, {label}: within-side sd {noise.sd_pct:.3f}% (upper {SPREAD_LIMIT_CONFIDENCE:.0%} limit "
+        f"{noise.sd_limit_pct:.3f}%, {noise.processes} processes, {noise.degrees_of_freedom} degrees of freedom); "
+        f"smallest threshold at {noise.repeats} repeats per arm {noise.supported_pct:.2f}%; {needed}."
     )
 
 
-def far_repeats_line(noise: NoiseFloor, repeats: int) -> str:
-    far = ", ".join(f"{f.side} repeat {f.repeat} {f.gpu_ms_per_step:.4f} ms ({f.off_pct:+.2f}%)"
-                    for f in noise.gpu_ms_far_repeats)
-    return (
-        f"bs {noise.batch_size}: {len(noise.gpu_ms_far_repeats)} of {repeats} repeats far from the rest: {far}. "
-        "They widen the A/A interval, and so the thresholds; calibrate again to see whether this runner "
-        "does that often."
-    )
-
-
-def far_repeats(by_side: dict[str, list[float]]) -> list[FarRepeat]:
-    """Repeats whose GPU ms per step is far from the rest (see OUTLIER_SIGMAS)."""
-    values = [v for side in by_side.values() for v in side]
-    median = statistics.median(values)
-    mad = statistics.median(abs(v - median) for v in values)
-    limit = max(OUTLIER_SIGMAS * 1.4826 * mad, OUTLIER_MIN_PCT / 100 * median)
-    return [
-        FarRepeat(side=side, repeat=i, gpu_ms_per_step=v, off_pct=(v / median - 1) * 100)
-        for side, side_values in by_side.items()
-        for i, v in enumerate(side_values, start=1)
-        if abs(v - median) > limit
-    ]
+def slow_line(slow: SlowProcesses, in_a_run: float, run_processes: int) -> str:
+    sentence = slow_processes_sentence(slow, lambda side: f"side {side}", "side")
+    if not slow.slow:
+        return sentence
+    return (f"{sentence} At this rate a run of {run_processes} processes holds one {share(in_a_run)} of the time; "
+            "the spreads above leave them out.")

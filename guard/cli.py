@@ -65,6 +65,10 @@ def _parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=Path("guard-thresholds.toml"),
         help="thresholds file to write; point measure.thresholds_file at it",
     )
+    cal.add_argument(
+        "--threshold-pct", type=_threshold_pct, action="append", default=[], metavar="PCT",
+        help="a threshold to estimate the repeats per arm of, besides measure.threshold_pct (repeatable)",
+    )
 
     demo = sub.add_parser("demo", help="run the whole pipeline on a throwaway repo holding the reference engine")
     demo.add_argument("--out", type=Path, default=Path("guard-demo"), help="folder for report.json and comment.md")
@@ -179,11 +183,12 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     check_out_file(args.out)
     config = load_caller_config(args.config, args.repo) if args.config else None  # None: REF's guard.toml
-    result = calibrate(args.repo, args.ref, config, args.out, _progress)
+    result = calibrate(args.repo, args.ref, config, args.out, _progress, thresholds_pct=args.threshold_pct)
     print(args.out.read_text(), end="")
     _progress(
         f"suggested thresholds: GPU ms per step {result.suggested.gpu_ms_pct:g}%, "
-        f"tok/s {result.suggested.tok_per_s_pct:g}%; wrote {args.out}"
+        f"tok/s {result.suggested.tok_per_s_pct:g}% (the smallest {result.repeats} repeats per arm support here); "
+        f"{result.slow.count} of {result.slow.processes} processes slow; wrote {args.out}"
     )
     return 0
 
@@ -280,6 +285,16 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _trace_cap(args: argparse.Namespace) -> tuple[int, ...]:
     return () if args.max_trace_mib is None else (args.max_trace_mib << 20,)
+
+
+def _threshold_pct(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 100:  # nan fails this too
+        raise argparse.ArgumentTypeError(f"expected a percentage above 0 and under 100, got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:

@@ -24,8 +24,11 @@ from guard.config import (
 )
 from guard.measure import (
     ArmMeasurement, ArmTarget, HarnessSpec, ReferenceOutcome, check_cpus, prepare_reference, run_interleaved,
+    slow_processes,
 )
-from guard.report import ArmInfo, Environment, Report, WorkloadInfo, trace_sections, write_report
+from guard.report import (
+    ArmInfo, Environment, Report, WorkloadInfo, slow_processes_sentence, trace_sections, write_report,
+)
 
 Progress = Callable[[str], None]
 
@@ -168,6 +171,8 @@ def _run_guard(
         return decide()
 
     comparison, rounds, _ = confirm_near_threshold(decide(), config.measure.confirm, confirmation_round)
+    slow = slow_processes(measurements.values(), spec.batch_sizes)
+    progress(slow_processes_sentence(slow))
 
     for info in arms:
         m = measurements[info.name]
@@ -193,6 +198,7 @@ def _run_guard(
         alpha=comparison.alpha,
         confidence=comparison.confidence,
         rounds=rounds,
+        slow_processes=slow,
         workload=WorkloadInfo(
             **spec.model_dump(exclude={"reference"}), repeats=repeats,
             described=_described(measurements, head_ref.name),

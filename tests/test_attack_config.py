@@ -18,8 +18,8 @@ from cmarkgfm.cmark import Options
 
 from guard.config import config_change
 from guard._markdown import block as code_block
-from tests.conftest import commit_all, git, writable_by_all
-from tests.test_pipeline import CONFIG, guard_run, make_repo, write_workload
+from tests.conftest import commit_all, git
+from tests.test_pipeline import CONFIG, SLEEPY_STEPS, SLEEPY_WORKLOAD, guard_run, make_repo, write_workload
 
 # the base's config: method none, batch sizes [1, 2], 3 repeats, 1% threshold
 BASE_CONFIG = CONFIG.format(method="none", install="", repeats=3)
@@ -104,8 +104,9 @@ REFUSED = [
      "bad value for 'measure.threshold_pct': nan; expected: Input should be a finite number"),
     ("huge-repeats", BASE_CONFIG.replace("repeats = 3", "repeats = 1000000000"),
      "bad value for 'measure.repeats': 1000000000; expected: Input should be less than or equal to 200"),
-    ("tok-threshold-100", BASE_CONFIG + "threshold_pct = 100\n",
-     "bad value for 'measure.threshold_pct': 100; expected: Input should be less than 100"),
+    ("threshold-100", BASE_CONFIG + "threshold_pct = 100\n",
+     "bad value for 'measure.threshold_pct': 100; expected: a threshold under 25% in GPU ms per step (100% would "
+     "let a decode a quarter slower pass); quiet the runner"),
     ("nested", BASE_CONFIG + "x = " + "[" * 50_000 + "]" * 50_000 + "\n", "nested too deeply to read"),
     ("too-large", BASE_CONFIG + "# padding\n" * 120_000, "more than the 1024 KiB such a file may hold"),
 ]
@@ -235,7 +236,9 @@ def test_no_backtick_run_closes_the_code_block(runs: int) -> None:
 
 @pytest.mark.slow
 def test_calibrate_reads_the_config_of_its_ref(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path, config=BASE_CONFIG.replace("repeats = 3", "repeats = 2").replace("[1, 2]", "[1]"))
+    # a steady workload, and repeats enough that its spread is not too uncertain to guard with
+    config = BASE_CONFIG.replace("repeats = 3", "repeats = 4").replace("[1, 2]", "[1]")
+    repo = make_repo(tmp_path, config=config.replace("steps = 12", SLEEPY_STEPS), files={"wl.py": SLEEPY_WORKLOAD})
     (repo / "guard.toml").write_text("[measure]\nrepeats = 1000000000\n")  # uncommitted, and absurd
     out = tmp_path / "thr.toml"
     proc = subprocess.run(
@@ -243,30 +246,6 @@ def test_calibrate_reads_the_config_of_its_ref(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
-    # the ref's values, not the working tree's: 2 repeats per side, batch size 1 only
-    assert "A/A, 2 repeats per side" in out.read_text()
+    # the ref's values, not the working tree's: 4 repeats per side, batch size 1 only
+    assert "A/A, 4 repeats per side" in out.read_text()
     assert "bs 1: " in out.read_text() and "bs 2: " not in out.read_text()
-
-
-@pytest.mark.slow
-def test_a_runner_too_noisy_for_a_threshold_gets_the_cap_said_in_the_file(tmp_path: Path) -> None:
-    """Steps of 1, 2 and 3 ms in turn on both sides: an A/A interval far past 100%. No
-    threshold of 100% or more is written; the cap is, with why."""
-    from guard.config import load_thresholds
-    from tests.test_pipeline import JITTER_WORKLOAD
-
-    config = BASE_CONFIG.replace("[1, 2]", "[1]").replace("repeats = 3", "repeats = 3\nconfirm = false")
-    config = config.replace("[measure]", 'pass_env = ["JITTER_COUNTER"]\n[measure]')
-    repo = make_repo(tmp_path, config=config, files={"wl.py": JITTER_WORKLOAD})
-    out = tmp_path / "thr.toml"
-    counter = writable_by_all(tmp_path / "notes") / "count"  # the workload, as build.user, counts there
-    proc = subprocess.run(
-        [sys.executable, "-m", "guard", "calibrate", "--repo", str(repo), "--ref", "main", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, env=os.environ | {"JITTER_COUNTER": str(counter)},
-    )
-    assert proc.returncode == 0, proc.stderr
-    written = load_thresholds(out)  # loads: every threshold is under 100%
-    assert written.gpu_ms_pct == 99.0
-    asked = re.search(r"Capped at 99% \(a threshold is under 100%\): this A/A asked for ([\d.]+)% in GPU ms",
-                      out.read_text())
-    assert asked and float(asked.group(1)) > 99, out.read_text()

@@ -1,10 +1,28 @@
-"""guard calibrate's gap figures, from traces recorded on an H200 through the harness."""
+"""guard calibrate: its gap figures, from traces recorded on an H200 through the harness; and
+the A/A on a CPU in real subprocesses and git repositories: slow processes named and left out
+of the spread, and a runner too noisy to guard refused."""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+from scipy import stats
+
 from guard.calibrate import NoiseFloor, gap_noise, gap_noise_line
+from guard.config import load_thresholds
+from guard.measure import RunnerNoise
+from tests.conftest import commit_all, writable_by_all
+from tests.test_pipeline import (
+    CONFIG, JITTER_WORKLOAD, SLEEPY_STEPS, SLEEPY_WORKLOAD, SLOW_ENV, guard_run, make_repo,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "traces"
 ONE_GRAPH = FIXTURES / "h200-harness-guard-step-one-graph.json.gz"
@@ -12,8 +30,10 @@ PIECEWISE = FIXTURES / "h200-harness-guard-step-piecewise.json.gz"
 
 
 def _noise(**update: object) -> NoiseFloor:
+    metric = RunnerNoise(processes=10, degrees_of_freedom=8, sd_pct=0.1, sd_limit_pct=0.2, repeats=5, supported_pct=0.5)
     return NoiseFloor(batch_size=1, gpu_ms_per_step=1.0, gpu_ms_spread_pct=0.1, tok_per_s_spread_pct=1.0,
-                      gpu_ms_aa_ci_pct=(0.0, 0.0), tok_per_s_aa_ci_pct=(0.0, 0.0)).model_copy(update=update)
+                      gpu_ms_aa_ci_pct=(0.0, 0.0), tok_per_s_aa_ci_pct=(0.0, 0.0), gpu_ms=metric,
+                      tok_per_s=metric).model_copy(update=update)
 
 
 def test_gap_figures_of_every_profiled_process_and_their_range() -> None:
@@ -41,3 +61,125 @@ def test_a_trace_that_cannot_be_read_is_named_and_skipped(tmp_path: Path) -> Non
     (why,) = gaps.unreadable
     assert why.startswith("a-0-bs1.trace.json.gz: ")
     assert "1 trace(s) could not be read: a-0-bs1.trace.json.gz: " in gap_noise_line(_noise(gaps=gaps))
+
+
+# --- the A/A on a CPU, in real subprocesses -------------------------------------------------
+
+# batch size 1, the tests' pure-Python workloads, no confirmation round
+AA_CONFIG = CONFIG.format(method="none", install="", repeats=4).replace("[1, 2]", "[1]").replace(
+    "[measure]", f"{SLOW_ENV}[measure]\nconfirm = false")
+SLEEPY_CONFIG = AA_CONFIG.replace("steps = 12", SLEEPY_STEPS)
+
+
+def _calibrate(repo: Path, out: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "guard", "calibrate", "--repo", str(repo), "--ref", "main", "--out", str(out), *extra],
+        capture_output=True, text=True, timeout=600, env=os.environ | env,
+    )
+
+
+def _process_figures(runs: Path) -> dict[tuple[str, int], tuple[float, float]]:
+    """(side, 1-based repeat) -> (GPU ms per step, tok/s) at batch size 1, as each process wrote them."""
+    figures = {}
+    for path in runs.glob("[ab]-*.json"):
+        if path.name.endswith(".spec.json"):
+            continue
+        side, repeat = path.stem.split("-")
+        (run,) = json.loads(path.read_text())["runs"]
+        figures[(side, int(repeat) + 1)] = (run["gpu_ms_per_step"], run["tok_per_s"])
+    return figures
+
+
+@pytest.mark.slow
+def test_a_slow_process_is_named_counted_and_left_out_of_the_spread(tmp_path: Path) -> None:
+    """Steps of 4 ms of sleep, and one process (the 5th of the A/A) three times as slow: it is
+    named with how far off it was, counted, and kept out of the spread the thresholds come from."""
+    repo = make_repo(tmp_path, config=SLEEPY_CONFIG, files={"wl.py": SLEEPY_WORKLOAD})
+    counter = writable_by_all(tmp_path / "notes") / "count"  # the workload, as build.user, counts there
+    out = tmp_path / "thr.toml"
+    proc = _calibrate(repo, out, {"SLOW_COUNTER": str(counter), "SLOW_AT": "5"})
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    figures = _process_figures(tmp_path / "thr-runs")
+    assert len(figures) == 8
+    slow_key = max(figures, key=lambda k: figures[k][0])
+    others = [ms for key, (ms, _) in figures.items() if key != slow_key]
+    assert figures[slow_key][0] > 2.5 * max(others)  # the injected one, as the processes measured it
+
+    side, repeat = slow_key
+    by_side = {s: [figures[(s, r)] for r in range(1, 5)] for s in "ab"}
+    gpu_off = (figures[slow_key][0] / np.median([ms for ms, _ in by_side[side]]) - 1) * 100
+    tok_off = (figures[slow_key][1] / np.median([tok for _, tok in by_side[side]]) - 1) * 100
+    where = f"side {side} repeat {repeat} at batch size 1"
+    assert f"{where}, GPU ms per step {gpu_off:+.2f}% from its side's median" in text
+    assert f"{where}, tok/s {tok_off:+.2f}% from its side's median" in text
+    named = re.search(r"Slow processes: (\d+) of 8 \((\d+)%; 95% interval ([\d.]+)% to (\d+)%\)", text)
+    assert named, text
+    count = int(named.group(1))
+    assert count >= 1 and int(named.group(2)) == round(count / 8 * 100)
+    high = stats.beta.ppf(0.975, count + 1, 8 - count) * 100
+    assert int(named.group(4)) == round(high)
+
+    # the spread, computed here from the processes' own figures, leaving out those the file names
+    left_out = {(m.group(1), int(m.group(2)))
+                for m in re.finditer(r"side ([ab]) repeat (\d+) at batch size 1, GPU ms per step", text)}
+    kept = [np.log([figures[(s, r)][0] for r in range(1, 5) if (s, r) not in left_out]) for s in "ab"]
+    pooled = sum(((x - x.mean()) ** 2).sum() for x in kept) / sum(len(x) - 1 for x in kept)
+    line = re.search(r"bs 1, GPU ms per step: within-side sd ([\d.]+)% \(upper 95% limit [\d.]+%, (\d+) processes",
+                     text)
+    assert line, text
+    assert float(line.group(1)) == pytest.approx(math.sqrt(pooled) * 100, abs=0.0006)
+    assert int(line.group(2)) == 8 - len(left_out)
+    with_it = [np.log([figures[(s, r)][0] for r in range(1, 5)]) for s in "ab"]
+    pooled_with_it = sum(((x - x.mean()) ** 2).sum() for x in with_it) / 6
+    assert math.sqrt(pooled_with_it) > 20 * math.sqrt(pooled)  # what one slow process does to the spread
+    # so the threshold stays that of the steady processes
+    assert load_thresholds(out).gpu_ms_pct < 5
+
+
+@pytest.mark.slow
+def test_a_runner_too_noisy_to_guard_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    """Steps of 1, 2 or 3 ms per process on both sides: a noisy CPU, which once had a
+    calibration write gpu_ms_pct = 279.4 and tok_per_s_pct = 1901.8. Now exit 2, one message
+    that says what to do, and the thresholds file already there is left as it was."""
+    config = AA_CONFIG.replace("repeats = 4", "repeats = 3").replace(SLOW_ENV, 'pass_env = ["JITTER_COUNTER"]\n')
+    repo = make_repo(tmp_path, config=config, files={"wl.py": JITTER_WORKLOAD})
+    counter = writable_by_all(tmp_path / "notes") / "count"
+    out = tmp_path / "thr.toml"
+    out.write_text("[thresholds]\ngpu_ms_pct = 1\ntok_per_s_pct = 2\n")
+    proc = _calibrate(repo, out, {"JITTER_COUNTER": str(counter)}, "--threshold-pct", "5")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("guard: error: ")]
+    assert len(errors) == 1 and errors[0] == proc.stderr.strip().splitlines()[-1], proc.stderr
+    message = errors[0]
+    asked = re.search(r"at 3 repeats per side an unchanged commit would need a threshold of ([\d.]+)% in GPU ms per "
+                      r"step \(refused at 25% or more: a decode a quarter slower would pass\)", message)
+    assert asked and float(asked.group(1)) >= 25, message
+    assert "no thresholds file was written" in message
+    for advice in ("quiet the runner", "measure.cpus", "measure.repeats", "workload.steps", "calibrate again"):
+        assert advice in message
+    assert out.read_text() == "[thresholds]\ngpu_ms_pct = 1\ntok_per_s_pct = 2\n"
+    # what it saw went to the progress output, the thresholds asked about with it
+    assert "bs 1, GPU ms per step: within-side sd " in proc.stderr
+    assert "repeats per arm for 5%." in proc.stderr
+    assert proc.stdout == ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("thresholds", "expected"), [
+    ("gpu_ms_pct = 25\ntok_per_s_pct = 2", "'thresholds.gpu_ms_pct': a threshold under 25% in GPU ms per step"),
+    ("gpu_ms_pct = 1\ntok_per_s_pct = 1901.8", "'thresholds.tok_per_s_pct': a threshold under 50% in tok/s"),
+])
+def test_a_thresholds_file_that_switches_the_guard_off_is_refused(
+    tmp_path: Path, thresholds: str, expected: str
+) -> None:
+    config = CONFIG.format(method="none", install="", repeats=2) + 'thresholds_file = "thr.toml"\n'
+    repo = make_repo(tmp_path, config=config, files={"thr.toml": f"[thresholds]\n{thresholds}\n"})
+    (repo / "note.txt").write_text("a head that is not its base\n")
+    commit_all(repo, "note")
+    proc = guard_run(repo, tmp_path / "out")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    (error,) = [line for line in proc.stderr.splitlines() if line.startswith("guard: error: ")]
+    assert expected in error and "thr.toml (commit " in error and "guard calibrate" in error
+    assert not (tmp_path / "out" / "report.json").exists()  # refused before anything was measured

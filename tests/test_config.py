@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -73,7 +74,8 @@ repeats = 3
         ("[measure]\nthresholds_file = 'a/../../t.toml'", "measure.thresholds_file", "'a/../../t.toml'", "no '..'"),
         ("[measure]\nthreshold_pct = nan", "measure.threshold_pct", "nan", "finite number"),
         ("[measure]\nthreshold_pct = inf", "measure.threshold_pct", "inf", "finite number"),
-        ("[measure]\nthreshold_pct = 100", "measure.threshold_pct", "100", "less than 100"),
+        ("[measure]\nthreshold_pct = 100", "measure.threshold_pct", "100", "under 25% in GPU ms per step"),
+        ("[measure]\nthreshold_pct = 25", "measure.threshold_pct", "25", "25% would let a decode a quarter slower"),
         ("[measure]\nrepeats = 1000000000", "measure.repeats", "1000000000", "less than or equal to 200"),
         ("[measure]\ntimeout_s = 1e9", "measure.timeout_s", "1000000000.0", "less than or equal to 86400"),
         ("[build]\ntimeout_s = inf", "build.timeout_s", "inf", "finite number"),
@@ -155,9 +157,17 @@ def test_thresholds_file_round_trip_and_errors(tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text("[thresholds]\ngpu_ms_pct = -1\ntok_per_s_pct = 1\n")
     with pytest.raises(ConfigError, match="thresholds.gpu_ms_pct"):
         load_thresholds(tmp_path / "bad.toml")
-    (tmp_path / "wide.toml").write_text("[thresholds]\ngpu_ms_pct = 1\ntok_per_s_pct = 100\n")
-    with pytest.raises(ConfigError, match="'thresholds.tok_per_s_pct': Input should be less than 100"):
-        load_thresholds(tmp_path / "wide.toml")
+    # thresholds that switch the guard off: one message, what was wrong and what to do
+    for gpu, tok, key, expected in ((1, 50, "tok_per_s_pct", "a threshold under 50% in tok/s (50% would let a decode "
+                                     "twice as slow pass)"),
+                                    (25, 1, "gpu_ms_pct", "a threshold under 25% in GPU ms per step (25% would let"),
+                                    (279.4, 1901.8, "gpu_ms_pct", "a threshold under 25% in GPU ms per step (279.4%")):
+        (tmp_path / "wide.toml").write_text(f"[thresholds]\ngpu_ms_pct = {gpu}\ntok_per_s_pct = {tok}\n")
+        with pytest.raises(ConfigError, match=re.escape(f"'thresholds.{key}': {expected}")) as refused:
+            load_thresholds(tmp_path / "wide.toml")
+        assert "measure.cpus" in refused.value.message and "guard calibrate" in refused.value.message
+    (tmp_path / "wide.toml").write_text("[thresholds]\ngpu_ms_pct = 24.9\ntok_per_s_pct = 49.9\n")
+    assert load_thresholds(tmp_path / "wide.toml") == Thresholds(gpu_ms_pct=24.9, tok_per_s_pct=49.9)
     (tmp_path / "nan.toml").write_text("[thresholds]\ngpu_ms_pct = nan\ntok_per_s_pct = 1\n")
     with pytest.raises(ConfigError, match="'thresholds.gpu_ms_pct': Input should be a finite number"):
         load_thresholds(tmp_path / "nan.toml")

@@ -170,29 +170,6 @@ def test_non_positive_values_are_an_error(before: list[float], after: list[float
         relative_change(before, after)
 
 
-def test_calibration_names_a_repeat_far_from_the_rest() -> None:
-    from guard.calibrate import OUTLIER_MIN_PCT, NoiseFloor, far_repeats, far_repeats_line
-
-    rng = np.random.default_rng(7)
-    quiet = {side: list(2.4266 * (1 + rng.normal(0, 2e-4, 10))) for side in "ab"}
-    assert far_repeats(quiet) == []  # 0.02% noise: nothing stands out
-    slow = {"a": quiet["a"][:7] + [2.4440] + quiet["a"][8:], "b": quiet["b"]}
-    (far,) = far_repeats(slow)
-    median = float(np.median(slow["a"] + slow["b"]))
-    assert (far.side, far.repeat, far.gpu_ms_per_step) == ("a", 8, 2.4440)
-    assert far.off_pct == pytest.approx((2.4440 / median - 1) * 100)
-    noise = NoiseFloor(batch_size=1, gpu_ms_per_step=median, gpu_ms_spread_pct=0.8, tok_per_s_spread_pct=4.0,
-                       gpu_ms_aa_ci_pct=(-0.25, 0.08), tok_per_s_aa_ci_pct=(-2.4, 0.3), gpu_ms_far_repeats=[far])
-    line = far_repeats_line(noise, 20)
-    assert line.startswith(f"bs 1: 1 of 20 repeats far from the rest: a repeat 8 2.4440 ms ({far.off_pct:+.2f}%).")
-    # repeats that all differ a lot have no single one far from the rest
-    spread = {"a": [1.0, 1.02, 0.98, 1.01], "b": [0.99, 1.03, 0.97, 1.0]}
-    assert far_repeats(spread) == []
-    # and a whole-run floor: 0.05% off is never "far", however quiet the rest
-    flat = {"a": [2.0] * 9 + [2.0 * (1 + OUTLIER_MIN_PCT / 200)], "b": [2.0] * 10}
-    assert far_repeats(flat) == []
-
-
 def _pass_rate(sigma: float, n: int, threshold_pct: float, trials: int, seed: int) -> float:
     """How often two arms of n repeats with no true change pass, by relative_change's own interval."""
     rng = np.random.default_rng(seed)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from guard.measure import SlowProcesses
+from guard.report import slow_processes_sentence
+
 from ._models import SPLIT_ONLY, Decision, PairRecord, Sizing, Summary
 
 NOT_RUN = "not run"
@@ -87,9 +90,12 @@ def _sizing(sizing: Sizing) -> list[str]:
 
 
 def _calibration(summary: Summary) -> list[str]:
+    cal = summary.calibration or {}
+    if cal.get("refused"):
+        return ["## Calibration", "", f"`guard calibrate` on base, {cal.get('repeats', '?')} processes per side, "
+                f"refused to suggest thresholds: {cal['refused']}.", ""]
     if summary.thresholds is None:
         return []
-    cal = summary.calibration or {}
     lines = [
         "## Calibration", "",
         f"`guard calibrate` on base, {cal.get('repeats', '?')} processes per side: suggested thresholds "
@@ -97,12 +103,17 @@ def _calibration(summary: Summary) -> list[str]:
     ]
     for n in cal.get("noise", []):
         low, high = n["gpu_ms_aa_ci_pct"]
+        gpu = n.get("gpu_ms")  # calibrations before the spread limit have none
         lines.append(
             f"Batch size {n['batch_size']}: {n['gpu_ms_per_step']:.4f} ms per step, spread "
             f"{n['gpu_ms_spread_pct']:.2f}%, A/A interval {low:+.2f}% to {high:+.2f}%."
+            + (f" Within-side sd {gpu['sd_pct']:.3f}% (upper limit {gpu['sd_limit_pct']:.3f}%), smallest threshold "
+               f"{gpu['supported_pct']:.2f}%." if gpu else "")
             + "".join(f" Far from the rest: side {f['side']} repeat {f['repeat']}, {f['gpu_ms_per_step']:.4f} ms "
                       f"({f['off_pct']:+.2f}%)." for f in n.get("gpu_ms_far_repeats", []))
         )
+    if cal.get("slow"):
+        lines.append(slow_processes_sentence(SlowProcesses.model_validate(cal["slow"]), lambda s: f"side {s}", "side"))
     return lines + [""]
 
 

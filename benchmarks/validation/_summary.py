@@ -162,7 +162,9 @@ def summarise(
     calibration: dict[str, Any] | None,
 ) -> Summary:
     confirm = settings.confirm if settings is not None else True
-    as_run = decide("as run, at the calibrated thresholds", records, kinds, confirm)
+    refused = (calibration or {}).get("refused")
+    as_run = decide("as run, at measure.threshold_pct (the calibration was refused)" if refused
+                    else "as run, at the calibrated thresholds", records, kinds, confirm)
     decisions = [as_run]
     if as_run.gpu_ms_pct is not None and as_run.tok_per_s_pct is not None and as_run.gpu_ms_pct > FLOOR_PCT:
         # what a quieter runner, calibrated to the floor, would have made of the same pairs:

@@ -7,13 +7,16 @@ from guard.config._load import (
 )
 from guard.config._models import (
     MAX_REPEATS,
-    MAX_THRESHOLD_PCT,
+    REFUSED_GPU_MS_PCT,
+    REFUSED_TOK_PER_S_PCT,
+    STEADY_RUNNER,
     ArmConfig,
     BuildConfig,
     CaptureConfig,
     GuardConfig,
     MeasureConfig,
     WorkloadConfig,
+    threshold_refusal,
 )
 from guard.config._paths import check_entry
 from guard.config._sources import MAX_CONFIG_BYTES, MAX_REFERENCE_BYTES, CommitFiles, Files, FolderFiles
@@ -25,7 +28,9 @@ __all__ = [
     "MAX_DIFF_LINES",
     "MAX_REFERENCE_BYTES",
     "MAX_REPEATS",
-    "MAX_THRESHOLD_PCT",
+    "REFUSED_GPU_MS_PCT",
+    "REFUSED_TOK_PER_S_PCT",
+    "STEADY_RUNNER",
     "ArmConfig",
     "BuildConfig",
     "CaptureConfig",
@@ -46,5 +51,6 @@ __all__ = [
     "load_thresholds",
     "parse_config",
     "read_thresholds",
+    "threshold_refusal",
     "write_thresholds",
 ]

@@ -18,7 +18,16 @@ MAX_STEPS = 100_000
 MAX_PROFILE_STEPS = 10_000
 MAX_BATCH_SIZE = 4096
 MAX_TIMEOUT_S = 86_400  # a day
-MAX_THRESHOLD_PCT = 100  # tok/s cannot fall by 100%; a step twice as long must not pass either
+# A threshold this large switches the guard off, so it is refused wherever it is set (a config, a
+# thresholds file, a calibration's suggestion): GPU ms per step at 25% or more lets a decode a
+# quarter slower pass; tok/s at 50% or more lets one twice as slow pass, its tokens per second halved.
+REFUSED_GPU_MS_PCT = 25.0
+REFUSED_TOK_PER_S_PCT = 50.0
+# what steadies a runner, so that a calibration can suggest a threshold that guards
+STEADY_RUNNER = (
+    "quiet the runner (no other jobs on it, a GPU of its own), pin the harness to CPUs (measure.cpus), "
+    "raise measure.repeats, or lengthen the timed pass (workload.steps)"
+)
 _BRANCH_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -42,6 +51,17 @@ def _in_repository(value: str | None, suffix: str, example: str) -> str | None:
     if problem:
         raise ValueError(f"{problem} (e.g. '{example}')")
     return value
+
+
+def threshold_refusal(metric: Literal["gpu_ms", "tok_per_s"], value: float) -> str | None:
+    """Why a threshold of `value` percent is refused for `metric`; None when it is not."""
+    if metric == "gpu_ms" and value >= REFUSED_GPU_MS_PCT:
+        return (f"a threshold under {REFUSED_GPU_MS_PCT:g}% in GPU ms per step ({value:g}% would let a decode a "
+                f"quarter slower pass); {STEADY_RUNNER}, then use the threshold `guard calibrate` suggests")
+    if metric == "tok_per_s" and value >= REFUSED_TOK_PER_S_PCT:
+        return (f"a threshold under {REFUSED_TOK_PER_S_PCT:g}% in tok/s ({value:g}% would let a decode twice as slow "
+                f"pass); {STEADY_RUNNER}, then use the threshold `guard calibrate` suggests")
+    return None
 
 
 def _finite(value: Any) -> bool:
@@ -155,7 +175,8 @@ class BuildConfig(_Section):
 class MeasureConfig(_Section):
     repeats: int = Field(default=5, ge=2, le=MAX_REPEATS, description="Fresh processes per arm, interleaved.")
     threshold_pct: float = Field(
-        default=1.0, gt=0, lt=MAX_THRESHOLD_PCT, description="Smallest slowdown, in percent, reported as a regression."
+        default=1.0, gt=0, description="Smallest slowdown, in percent, reported as a regression "
+        f"(under {REFUSED_GPU_MS_PCT:g}%: it is GPU ms per step's, too).",
     )
     alpha: float = Field(
         default=0.01, gt=0, lt=0.5, description="Significance level: a change counts only if p < alpha."
@@ -175,6 +196,14 @@ class MeasureConfig(_Section):
         description="CPU ids every harness process is pinned to (Linux), e.g. cores near the GPU; "
         "empty: not pinned. The host side of a step then runs on the same cores in every process.",
     )
+
+    @field_validator("threshold_pct")
+    @classmethod
+    def _guards(cls, value: float) -> float:
+        problem = threshold_refusal("gpu_ms", value)  # it sets both metrics' thresholds; GPU ms's limit is lower
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("thresholds_file")
     @classmethod

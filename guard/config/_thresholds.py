@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from guard._errors import ConfigError
 from guard._output import write_atomic
-from guard.config._models import MAX_THRESHOLD_PCT
+from guard.config._models import threshold_refusal
 from guard.config._sources import MAX_CONFIG_BYTES, Files, FolderFiles
 from guard.config._toml import parse_toml
 
@@ -19,8 +19,16 @@ _FIX = "write it again with `guard calibrate`"
 class Thresholds(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False)
 
-    gpu_ms_pct: float = Field(gt=0, lt=MAX_THRESHOLD_PCT)
-    tok_per_s_pct: float = Field(gt=0, lt=MAX_THRESHOLD_PCT)
+    gpu_ms_pct: float = Field(gt=0)  # under REFUSED_GPU_MS_PCT
+    tok_per_s_pct: float = Field(gt=0)  # under REFUSED_TOK_PER_S_PCT
+
+    @field_validator("gpu_ms_pct", "tok_per_s_pct")
+    @classmethod
+    def _guards(cls, value: float, info: ValidationInfo) -> float:
+        problem = threshold_refusal("gpu_ms" if info.field_name == "gpu_ms_pct" else "tok_per_s", value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 def load_thresholds(path: Path) -> Thresholds:
@@ -40,7 +48,8 @@ def read_thresholds(files: Files, name: str) -> Thresholds:
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{shown}: bad or missing 'thresholds.{key}': {first['msg']}") from None
+        why = first["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{shown}: bad or missing 'thresholds.{key}': {why}") from None
 
 
 def write_thresholds(path: Path, thresholds: Thresholds, comment: str) -> None:

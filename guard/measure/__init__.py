@@ -1,5 +1,6 @@
 """Measurement: run the harness for each arm in fresh processes, interleaved, and summarise."""
 
+from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
     REFERENCE_FORMAT, ArmMeasurement, BatchRun, ReferenceTokens, RepeatResult, SourceLabel, TokenMismatch,
 )
@@ -8,6 +9,10 @@ from guard.measure._reference import (
 )
 from guard.measure._runner import ArmTarget, HarnessSpec, check_cpus, run_interleaved
 from guard.measure._schedule import interleave
+from guard.measure._slow import (
+    RATE_CONFIDENCE, SLOW_MIN_PCT, SLOW_SIGMAS, SlowMetric, SlowProcess, SlowProcesses, find_slow_processes,
+    slow_in, slow_processes,
+)
 from guard.measure._stats import (
     MOST_REPEATS, PASS_RATE, Change, Spread, detectable_change_pct, relative_change, repeats_to_decide,
     repeats_to_rule_out, spread,
@@ -16,6 +21,10 @@ from guard.measure._stats import (
 __all__ = [
     "MOST_REPEATS",
     "PASS_RATE",
+    "RATE_CONFIDENCE",
+    "SLOW_MIN_PCT",
+    "SLOW_SIGMAS",
+    "SPREAD_LIMIT_CONFIDENCE",
     "ArmMeasurement",
     "ArmTarget",
     "REFERENCE_FORMAT",
@@ -26,6 +35,11 @@ __all__ = [
     "HarnessSpec",
     "ReferenceOutcome",
     "RepeatResult",
+    "RepeatsNeeded",
+    "RunnerNoise",
+    "SlowMetric",
+    "SlowProcess",
+    "SlowProcesses",
     "SourceLabel",
     "Spread",
     "check_cpus",
@@ -37,6 +51,10 @@ __all__ = [
     "repeats_to_decide",
     "repeats_to_rule_out",
     "detectable_change_pct",
+    "find_slow_processes",
+    "runner_noise",
+    "slow_in",
+    "slow_processes",
     "rows_needed",
     "run_interleaved",
     "spread",

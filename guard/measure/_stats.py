@@ -117,7 +117,11 @@ def _repeats_for_margin(
 ) -> int | None:
     """The fewest repeats per arm whose interval's half width, plus the power's share, fits
     in `margin` (a distance on the log scale) at the pooled within-arm variance of `by_arm`."""
-    variance = _pooled_log_variance(by_arm)
+    return _fewest_repeats(_pooled_log_variance(by_arm), margin, confidence, power, most)
+
+
+def _fewest_repeats(variance: float, margin: float, confidence: float, power: float, most: int) -> int | None:
+    """The fewest repeats per arm, up to `most`, whose `_margin` at `variance` fits in `margin`."""
     for n in range(2, most + 1):
         if _margin(variance, n, confidence, power) <= margin:
             return n

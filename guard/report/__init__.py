@@ -9,6 +9,7 @@ from guard.report._schema import (
     Report,
     WorkloadInfo,
 )
+from guard.report._slow import share, slow_processes_sentence
 from guard.report._title import title
 from guard.report._traces import ArmTraces, TraceSection, trace_sections
 from guard.report._write import ReportError, read_report, write_report
@@ -26,6 +27,8 @@ __all__ = [
     "check_report",
     "read_report",
     "render_comment",
+    "share",
+    "slow_processes_sentence",
     "title",
     "trace_sections",
     "write_report",

@@ -4,11 +4,13 @@ it (arm names, commit shas) is there and of the right form."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
 from guard._errors import GuardError
 from guard.compare import Discrepancy, StatedRule, recheck
+from guard.measure import SlowMetric, SlowProcesses, find_slow_processes
 from guard.report._schema import Report
 
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # SHA-1 or SHA-256 object names
@@ -28,7 +30,7 @@ def check_report(report: Report, path: Path) -> None:
         report.batch_sizes, report.base, report.head, rule,
         verdict=report.verdict, hash_match=report.hash_match,
         failed_arms=[a.name for a in report.arms if a.status != "ok"],
-    )
+    ) or _slow_processes(report)
     if not found:
         return
     named = "; ".join(_describe(d) for d in found[:MAX_NAMED])
@@ -62,6 +64,34 @@ def _shape(report: Report) -> list[Discrepancy]:
         if any(a.arm not in names for a in batch.arms):
             wrong(f"batch size {batch.batch_size} arms", "an arm not among the report's arms", "the report's arms")
     return found
+
+
+def _slow_processes(report: Report) -> list[Discrepancy]:
+    """The slow processes a report names, found again from the figures its spreads keep."""
+    stated = report.slow_processes
+    if stated is None:  # older reports
+        return []
+    values: dict[tuple[int, SlowMetric], dict[str, list[float]]] = {}
+    repeats: dict[str, int] = {}
+    for batch in report.batch_sizes:
+        values[(batch.batch_size, "gpu_ms")] = {a.arm: a.gpu_ms_per_step.values for a in batch.arms}
+        values[(batch.batch_size, "tok_per_s")] = {a.arm: a.tok_per_s.values for a in batch.arms}
+        for a in batch.arms:
+            repeats[a.arm] = max(repeats.get(a.arm, 0), len(a.gpu_ms_per_step.values))
+    found = find_slow_processes(values, sum(repeats.values()))
+
+    def named(slow: SlowProcesses) -> list[tuple[str, int, int, str, float]]:
+        return [(s.arm, s.repeat, s.batch_size, s.metric, round(s.off_pct, 6)) for s in slow.slow]
+
+    if named(found) != named(stated) or found.processes != stated.processes or not all(
+        math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+        for a, b in ((found.rate_low, stated.rate_low), (found.rate_high, stated.rate_high))
+    ):
+        return [Discrepancy(
+            kind="count", batch_size=None, field="slow_processes",
+            stated=f"{stated.count} of {stated.processes}", recomputed=f"{found.count} of {found.processes}",
+        )]
+    return []
 
 
 def _describe(d: Discrepancy) -> str:

@@ -16,6 +16,7 @@ from guard.report._config_change import config_note
 from guard.report._launches import fallout_lines, unheld_notes
 from guard.report._roles import informational, tok_role_note
 from guard.report._schema import ArmInfo, Report
+from guard.report._slow import slow_processes_sentence
 from guard.report._title import step_metric, title, undecided_sentence, under_threshold_sentence
 from guard.report._trace_text import gap_arithmetic, profile_scale, trace_bullets
 from guard.report._traces import TraceSection
@@ -74,6 +75,7 @@ def render_comment(report: Report) -> str:
         ref_text=lambda arm: text(_ref_text(arm)),
         slower=[b for b in report.batch_sizes if b.verdict == "regression"],
         environment_line=_environment_line(report),
+        slow_note=slow_processes_sentence(report.slow_processes) if report.slow_processes else "",
         failed=[a for a in report.arms if a.status != "ok"],
         trace_sections=_sections_to_show(report),
         trace_bullets=trace_bullets,

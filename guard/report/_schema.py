@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from guard.cause import CaptureChanges
 from guard.compare import BatchComparison, Verdict
 from guard.config import ConfigChange
-from guard.measure import SourceLabel
+from guard.measure import SlowProcesses, SourceLabel
 from guard.report._traces import TraceSection
 
 SCHEMA_VERSION = 1
@@ -77,6 +77,8 @@ class Report(BaseModel):
     alpha: float = 0.01
     confidence: float
     rounds: int = 1  # 2 when a confirmation round ran
+    # processes far on the slow side of their arm's others, every round's (None in older reports)
+    slow_processes: SlowProcesses | None = None
     workload: WorkloadInfo
     environment: Environment
     traces: list[TraceSection] = []  # from the profiled pass, on a GPU

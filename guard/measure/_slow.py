@@ -1,0 +1,104 @@
+"""Slow processes: fresh processes whose figure lies far on the slow side of their arm's others.
+
+One process that a pause, another job or a cold cache slowed widens an interval by itself, so
+every run names them and counts how often they happen. A process is slow at one batch size in
+one metric when its log distance from its arm's median is more than SLOW_SIGMAS robust standard
+deviations (1.4826 x the median absolute distance, pooled over the arms) and more than
+SLOW_MIN_PCT, on the slow side: GPU ms per step above, tok/s below. Only that side, as
+interference adds time and nothing takes it away.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from typing import Literal
+
+from pydantic import BaseModel
+from scipy import stats
+
+from guard.measure._models import ArmMeasurement
+
+SLOW_SIGMAS = 5.0
+SLOW_MIN_PCT = 0.1
+MAD_TO_SD = 1.4826  # a normal distribution's standard deviation per median absolute deviation
+RATE_CONFIDENCE = 0.95
+
+SlowMetric = Literal["gpu_ms", "tok_per_s"]
+
+
+class SlowProcess(BaseModel):
+    arm: str
+    repeat: int  # the process's place in its arm's run order, 1-based, as the progress lines count
+    batch_size: int
+    metric: SlowMetric
+    value: float  # ms per step, or tokens per second
+    off_pct: float  # from its arm's median: positive for GPU ms, negative for tok/s
+
+
+class SlowProcesses(BaseModel):
+    """Every slow process of a run, and their share of its processes with a Clopper-Pearson interval."""
+
+    processes: int  # every measured process, of every arm
+    slow: list[SlowProcess] = []
+    rate_low: float  # share of processes, 0 to 1, at RATE_CONFIDENCE
+    rate_high: float
+
+    @property
+    def count(self) -> int:
+        """Processes slow in some metric at some batch size, each once."""
+        return len({(s.arm, s.repeat) for s in self.slow})
+
+    def of(self, metric: SlowMetric, batch_size: int) -> list[SlowProcess]:
+        return [s for s in self.slow if s.metric == metric and s.batch_size == batch_size]
+
+
+def slow_in(values_by_arm: dict[str, list[float]], slower_is_higher: bool) -> list[tuple[str, int, float]]:
+    """(arm, 1-based position, off in percent) of each value far on the slow side of its arm's
+    others; values in run order (one that is not positive is no figure, and never slow)."""
+    logs = {
+        arm: [(position, math.log(v)) for position, v in enumerate(values, start=1) if v > 0]
+        for arm, values in values_by_arm.items()
+    }
+    medians = {arm: statistics.median(v for _, v in pairs) for arm, pairs in logs.items() if pairs}
+    distances = [abs(v - medians[arm]) for arm, pairs in logs.items() for _, v in pairs]
+    if len(distances) < 3:  # no others to be far from
+        return []
+    limit = max(SLOW_SIGMAS * MAD_TO_SD * statistics.median(distances), math.log1p(SLOW_MIN_PCT / 100))
+    sign = 1 if slower_is_higher else -1
+    return [
+        (arm, position, math.expm1(v - medians[arm]) * 100)
+        for arm, pairs in logs.items()
+        for position, v in pairs
+        if sign * (v - medians[arm]) > limit
+    ]
+
+
+def find_slow_processes(
+    values: dict[tuple[int, SlowMetric], dict[str, list[float]]], processes: int
+) -> SlowProcesses:
+    """`values[(batch size, metric)][arm]`: each process's figure, in its arm's run order."""
+    slow = [
+        SlowProcess(arm=arm, repeat=position, batch_size=batch_size, metric=metric,
+                    value=values_by_arm[arm][position - 1], off_pct=off_pct)
+        for (batch_size, metric), values_by_arm in sorted(values.items())
+        for arm, position, off_pct in slow_in(values_by_arm, slower_is_higher=metric == "gpu_ms")
+    ]
+    count = len({(s.arm, s.repeat) for s in slow})
+    if processes == 0:
+        return SlowProcesses(processes=0, slow=slow, rate_low=0.0, rate_high=1.0)
+    interval = stats.binomtest(count, processes).proportion_ci(RATE_CONFIDENCE, method="exact")
+    return SlowProcesses(processes=processes, slow=slow, rate_low=interval.low, rate_high=interval.high)
+
+
+def slow_processes(measurements: Iterable[ArmMeasurement], batch_sizes: list[int]) -> SlowProcesses:
+    """The slow processes of every arm's repeats, at each batch size, in the order they ran (as
+    the comparison's spreads keep them, so a report's figures give the same again)."""
+    arms = [m for m in measurements if m.repeats]
+    values: dict[tuple[int, SlowMetric], dict[str, list[float]]] = {}
+    for batch_size in batch_sizes:
+        runs = {m.arm: [run for r in m.repeats for run in r.runs if run.batch_size == batch_size] for m in arms}
+        values[(batch_size, "gpu_ms")] = {arm: [run.gpu_ms_per_step for run in rs] for arm, rs in runs.items()}
+        values[(batch_size, "tok_per_s")] = {arm: [run.tok_per_s for run in rs] for arm, rs in runs.items()}
+    return find_slow_processes(values, sum(len(m.repeats) for m in arms))
