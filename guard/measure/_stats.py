@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 
@@ -118,10 +119,12 @@ def _repeats_for_margin(
     """The fewest repeats per arm whose interval's half width, plus the power's share, fits
     in `margin` (a distance on the log scale) at the pooled within-arm variance of `by_arm`."""
     variance = _pooled_log_variance(by_arm)
-    for n in range(2, most + 1):
-        if _margin(variance, n, confidence, power) <= margin:
-            return n
-    return None
+    counts = range(2, most + 1)
+    # the margin shrinks as n grows (power >= 1/2: both t quantiles fall), so bisect, not scan
+    if power < 0.5:
+        return next((n for n in counts if _margin(variance, n, confidence, power) <= margin), None)
+    first = bisect.bisect_left(counts, True, key=lambda n: _margin(variance, n, confidence, power) <= margin)
+    return counts[first] if first < len(counts) else None
 
 
 def _pooled_log_variance(by_arm: list[list[float]]) -> float:
