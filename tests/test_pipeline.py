@@ -263,10 +263,11 @@ SPLIT_WORKLOAD = JITTER_WORKLOAD.replace(
 
 @pytest.mark.slow
 def test_a_confirmation_round_measures_only_the_batch_sizes_left_undecided(tmp_path: Path) -> None:
-    """Batch size 1 sleeps a steady 2 ms a step and passes a 50% threshold in the first round;
-    batch size 2 takes the jitter's 1-3 ms and stays open. The second round's processes run
-    batch size 2 alone, and batch size 1 keeps its first round."""
-    config = CONFIG.format(method="none", install="", repeats=3).replace("[measure]", "[measure]\nthreshold_pct = 50.0")
+    """Batch size 1 sleeps a steady 2 ms a step and passes a 90% threshold in the first round
+    (4 processes per arm: each bound is some 3.3 sds of a process away, so a sd of up to 19%
+    passes); batch size 2 takes the jitter's 1-3 ms and stays open. The second round's
+    processes run batch size 2 alone, and batch size 1 keeps its first round."""
+    config = CONFIG.format(method="none", install="", repeats=4).replace("[measure]", "[measure]\nthreshold_pct = 90.0")
     repo, counter = _noisy_repo(tmp_path, config, SPLIT_WORKLOAD)
     out = tmp_path / "out"
     proc = _run_same(repo, out, counter)
@@ -274,14 +275,14 @@ def test_a_confirmation_round_measures_only_the_batch_sizes_left_undecided(tmp_p
     report = json.loads((out / "report.json").read_text())
     assert "batch size(s) [2] undecided: one confirmation round" in proc.stderr
     first, second = report["batch_sizes"]
-    assert (first["verdict"], first["look"], [a["repeats"] for a in first["arms"]]) == ("pass", 1, [3, 3])
-    assert second["look"] == 2 and [a["repeats"] for a in second["arms"]] == [6, 6]
+    assert (first["verdict"], first["look"], [a["repeats"] for a in first["arms"]]) == ("pass", 1, [4, 4])
+    assert second["look"] == 2 and [a["repeats"] for a in second["arms"]] == [8, 8]
     assert second["verdict"] in ("at_threshold", "inconclusive") and report["verdict"] == second["verdict"]
     for arm in ("base", "head"):
         sizes = [[run["batch_size"] for run in json.loads((out / "runs" / f"{arm}-{repeat}.json").read_text())["runs"]]
-                 for repeat in range(6)]
-        assert sizes == [[1, 2]] * 3 + [[2]] * 3
-    assert [a["repeats"] for a in report["arms"]] == [6, 6]  # processes per arm, of both rounds
+                 for repeat in range(8)]
+        assert sizes == [[1, 2]] * 4 + [[2]] * 4
+    assert [a["repeats"] for a in report["arms"]] == [8, 8]  # processes per arm, of both rounds
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ the significance rule, keep their own sentences (`_title.py`)."""
 
 from __future__ import annotations
 
-from guard.compare import BatchComparison, MetricKey
+from guard.compare import BatchComparison, MetricKey, alpha_per_look
 from guard.measure import MOST_REPEATS, Change
 from guard.report._schema import Report
 
@@ -29,10 +29,14 @@ def shown_change(report: Report, batch: BatchComparison, metric: MetricKey) -> C
     return batch.gpu_ms_change if metric == "gpu_ms" else batch.tok_per_s_change
 
 
+def _alpha_per_look(report: Report) -> float:
+    """What each bound of the run may err: the report's alpha over its looks, metrics and batch sizes."""
+    return alpha_per_look(report.alpha, report.looks or 1, max(1, len(report.batch_sizes)))
+
+
 def level(report: Report) -> str:
     """The level of the intervals shown: '99.75%'."""
-    alphas = [b.alpha_per_look for b in report.batch_sizes if b.alpha_per_look is not None]
-    value = 1 - 2 * alphas[0] if interval_rule(report) and alphas else report.confidence
+    value = 1 - 2 * _alpha_per_look(report) if interval_rule(report) else report.confidence
     return f"{value * 100:.4g}%"
 
 
@@ -115,8 +119,7 @@ def undecided_sentence(report: Report) -> str:
 
 def rule_note(report: Report) -> str:
     """The footer's account of the rule, with this run's figures."""
-    alphas = [b.alpha_per_look for b in report.batch_sizes if b.alpha_per_look is not None]
-    each = f"{alphas[0] * 100:.3g}%" if alphas else "its share"
+    each = f"{_alpha_per_look(report) * 100:.3g}%"
     looks, sizes = report.looks or 1, len(report.batch_sizes)
     gpu, tok = report.threshold_pct, report.tok_threshold_pct or report.threshold_pct
     return (
