@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the report stage pulls in scipy; `guard analyze` needs none
 VERDICT_EXIT = {
     "pass": EXIT_OK,
     "improvement": EXIT_OK,
+    "at_threshold": EXIT_OK,  # undecided, said as such; not a regression, so not exit 1
     "inconclusive": EXIT_OK,
     "regression": EXIT_REGRESSION,
     "invalid": EXIT_ERROR,

@@ -17,7 +17,7 @@ from guard.checkout import (
     ArmRef, BuiltArm, build_arm, changed_files, commit_subject, persisted_credentials, resolve_arms,
     require_distinct, uncommitted_changes,
 )
-from guard.compare import Comparison, compare, confirm_near_threshold
+from guard.compare import Comparison, compare, confirm_undecided
 from guard.config import (
     DEFAULT_CONFIG_NAME, CommitFiles, ConfigChange, Files, FolderFiles, GuardConfig, check_entry, config_change,
     config_paths, load_commit_config, read_thresholds,
@@ -148,29 +148,32 @@ def _run_guard(
         measurements |= run_interleaved(targets, spec, repeats, out_dir / "runs", config.measure.timeout_s, progress,
                                         reference=reference.tokens if spec.reference else None)
 
-    def decide() -> Comparison:
+    looks = 2 if config.measure.confirm else 1  # alpha is split over the rounds the run may take
+
+    def decide(look: dict[int, int] | None = None) -> Comparison:
         return compare(
             {a.name: measurements[a.name] for a in arms},
             base_ref.name, head_ref.name, spec.batch_sizes,
             gpu_pct, config.measure.confidence, config.measure.alpha, tok_pct,
-            reference=reference.tokens.source if reference.tokens else None,
+            reference=reference.tokens.source if reference.tokens else None, looks=looks, look=look,
         )
 
-    def confirmation_round(first: Comparison) -> Comparison:
-        near = [b.batch_size for b in first.batches if b.near_threshold]
-        progress(f"batch size(s) {near} near the threshold: one confirmation round of {repeats} repeats per arm")
+    def confirmation_round(undecided: list[int]) -> Comparison:
+        progress(f"batch size(s) {undecided} undecided: one confirmation round of {repeats} repeats per arm, "
+                 "of those batch sizes alone")
         healthy = [t for t in targets if measurements[t.name].error is None]
         more = run_interleaved(
-            healthy, spec, repeats, out_dir / "runs", config.measure.timeout_s, progress, first_repeat=repeats,
+            healthy, spec.model_copy(update={"batch_sizes": undecided}), repeats, out_dir / "runs",
+            config.measure.timeout_s, progress, first_repeat=repeats,
             reference=reference.tokens if spec.reference else None,
         )
         for name, extra in more.items():
             merged = measurements[name]
             merged.repeats.extend(extra.repeats)
             merged.error, merged.log_tail = merged.error or extra.error, merged.log_tail or extra.log_tail
-        return decide()
+        return decide({size: 2 for size in undecided})
 
-    comparison, rounds, _ = confirm_near_threshold(decide(), config.measure.confirm, confirmation_round)
+    comparison, rounds, _ = confirm_undecided(decide(), confirmation_round)
     slow = slow_processes(measurements.values(), spec.batch_sizes)
     progress(slow_processes_sentence(slow))
 
@@ -199,6 +202,7 @@ def _run_guard(
         confidence=comparison.confidence,
         rounds=rounds,
         slow_processes=slow,
+        looks=comparison.looks,
         workload=WorkloadInfo(
             **spec.model_dump(exclude={"reference"}), repeats=repeats,
             described=_described(measurements, head_ref.name),

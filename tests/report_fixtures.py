@@ -1,20 +1,22 @@
 """Reports that hold up, for any verdict: a committed H200 report's base measurements, with
-head's made from them, every verdict decided again from those values by the compare stage.
+head's made from them, every verdict decided again from those values by the compare stage,
+by the interval rule (schema 2), as if in one round of a run that may take `looks` rounds.
 A test that wants a report saying `pass` gets one whose numbers pass."""
 
 from __future__ import annotations
 
 from guard.compare import StatedRule, decide_again, most_severe
 from guard.measure import spread
-from guard.report import Report
+from guard.report import SCHEMA_VERSION, Report
 
 
-def remeasured(report: Report, factor: float, jitter: float = 0.0) -> Report:
+def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 1) -> Report:
     """`report` as if head's GPU ms per step were base's times `factor`, each repeat moved by
     +`jitter` and -`jitter` in turn (a share), and each arm's tok/s were its batch size over
-    its step time; every batch size and the whole decided again."""
+    its step time; every batch size and the whole decided again, at the first of `looks`."""
     rule = StatedRule(threshold_pct=report.threshold_pct, tok_threshold_pct=report.tok_threshold_pct or
-                      report.threshold_pct, alpha=report.alpha, confidence=report.confidence)
+                      report.threshold_pct, alpha=report.alpha, confidence=report.confidence, looks=looks,
+                      batch_sizes=len(report.batch_sizes))
     batches = []
     for batch in report.batch_sizes:
         base = next(a for a in batch.arms if a.arm == report.base)
@@ -27,9 +29,10 @@ def remeasured(report: Report, factor: float, jitter: float = 0.0) -> Report:
                 "gpu_ms_per_step": spread(ms), "tok_per_s": spread([batch.batch_size * 1000 / v for v in ms]),
                 "end_to_end_gpu_ms_per_step": None, "host_ms_per_step": None,
             }))
-        stored = batch.model_copy(update={"arms": arms})
+        stored = batch.model_copy(update={"arms": arms, "look": 1})
         batches.append(decide_again(stored, report.base, report.head, rule))
     return report.model_copy(update={
+        "schema_version": SCHEMA_VERSION, "looks": looks, "rounds": 1,
         "batch_sizes": batches,
         "verdict": most_severe([b.verdict for b in batches]),
         "reasons": [r for b in batches for r in b.reasons],

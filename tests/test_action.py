@@ -440,7 +440,7 @@ def test_regression_passes_the_job_when_fail_on_regression_is_false(harness: Har
     assert result.succeeded
 
 
-@pytest.mark.parametrize("verdict", ["pass", "improvement", "inconclusive"])
+@pytest.mark.parametrize("verdict", ["pass", "improvement", "at_threshold", "inconclusive"])
 def test_other_verdicts_pass_and_still_go_to_the_comment_step(harness: Harness, verdict: str) -> None:
     result = harness.run(verdict, {"comment": "always"})
     assert result.succeeded

@@ -112,7 +112,7 @@ def test_a_workload_that_poisons_the_cached_base_does_not_hide_the_next_regressi
         assert base["build_reused"] is False
         assert "\nWORK = 3000\n" in poisoned[0].read_text()  # measured from the clean tree
     # twice the loop, not a twentieth of it; a dozen CPU steps may not settle the verdict itself
-    assert report["verdict"] in ("regression", "inconclusive")
+    assert report["verdict"] in ("regression", "at_threshold", "inconclusive")
     for batch in report["batch_sizes"]:
         assert 50 < batch["gpu_ms_change"]["pct"] < 300
 

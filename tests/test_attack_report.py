@@ -144,7 +144,59 @@ def _threshold_past_reason() -> dict[str, Any]:
     return data
 
 
+def _at_threshold() -> dict[str, Any]:
+    """The rich report, head 1% slower with base's own spread: at the 1% threshold, by the
+    interval rule, in the first of 2 rounds."""
+    report = remeasured(read_report(RICH), 1.01, looks=2)
+    assert report.verdict == "at_threshold" and report.looks == 2
+    assert [b.decided_by for b in report.batch_sizes] == ["gpu_ms", "gpu_ms"]
+    return _json(report)
+
+
+def _at_threshold_as_pass() -> dict[str, Any]:
+    data = _at_threshold()
+    data["verdict"] = "pass"
+    for batch in data["batch_sizes"]:
+        batch.update(verdict="pass", gpu_ms_verdict="pass", tok_per_s_verdict="pass", decided_by=None,
+                     at_threshold=[], undecided=False)
+    return data
+
+
+def _another_metric_decided() -> dict[str, Any]:
+    data = _at_threshold()
+    data["batch_sizes"][0]["decided_by"] = "tok_per_s"
+    return data
+
+
+def _alpha_not_split() -> dict[str, Any]:
+    data = _at_threshold()
+    for batch in data["batch_sizes"]:
+        batch["alpha_per_look"] = data["alpha"] / 2  # as if one look at one batch size
+    return data
+
+
+def _a_look_past_the_last() -> dict[str, Any]:
+    data = _at_threshold()
+    data["batch_sizes"][1]["look"] = 3
+    return data
+
+
+def _the_significance_rule_claimed() -> dict[str, Any]:
+    """Schema 1 claimed, to be decided by the rule of older reports: that rule never says at_threshold."""
+    data = _at_threshold()
+    data.update(schema_version=1, looks=None)
+    return data
+
+
 FORGERIES = {
+    "at threshold stated as a pass": (_at_threshold_as_pass,
+                                      "batch size 1: verdict pass, but its numbers give at_threshold"),
+    "another metric named as deciding": (_another_metric_decided,
+                                         "batch size 1: decided_by tok_per_s, but its numbers give gpu_ms"),
+    "alpha not split over the looks": (_alpha_not_split, "batch size 1: alpha_per_look 0.005, but its numbers give"),
+    "a look past the last": (_a_look_past_the_last, "batch size 2: look is 3, where 1 to 2"),
+    "the significance rule claimed": (_the_significance_rule_claimed,
+                                      "batch size 1: verdict at_threshold, but its numbers give inconclusive"),
     "pass over +805%": (_pass_over_regression, "verdict pass, but its numbers give regression"),
     "every verdict pass over +805%": (_every_verdict_pass,
                                       "batch size 1: verdict pass, but its numbers give regression"),
@@ -175,6 +227,25 @@ def test_a_forged_report_posts_nothing_and_exits_2(api: GitHubStandIn, tmp_path:
     assert summary.returncode == 2 and summary.stderr.splitlines() == [line]
     assert summary.stdout == ""  # no annotation
     assert not (tmp_path / "outputs.txt").exists() and not (tmp_path / "summary.md").exists()
+
+
+@pytest.mark.parametrize(("factor", "jitter", "verdict"), [
+    (1.0, 0.0, "pass"), (1.01, 0.0, "at_threshold"), (1.05, 0.0, "regression"), (0.95, 0.0, "improvement"),
+    (1.0, 0.05, "inconclusive"),
+])
+def test_an_honest_report_of_the_interval_rule_holds_up(tmp_path: Path, factor: float, jitter: float,
+                                                        verdict: str) -> None:
+    """Each verdict of the interval rule, written as `guard run` writes it and read back."""
+    from guard.report import ReportError
+
+    report = remeasured(read_report(RICH), factor, jitter, looks=2)
+    assert report.verdict == verdict
+    again = read_report(_write(tmp_path, report))  # decided again from its numbers, and it holds
+    assert again.verdict == verdict and again.schema_version == 2 and again.looks == 2
+    assert [b.alpha_per_look for b in again.batch_sizes] == [again.alpha / (2 * 2 * 2)] * 2
+    unstated = _json(report) | {"looks": None}  # schema 2 without the looks its alpha was split over
+    with pytest.raises(ReportError, match="looks is stated in a report of schema 2"):
+        read_report(_write(tmp_path, unstated, "unstated.json"))
 
 
 def test_the_forged_pass_would_set_success_without_the_check(

@@ -37,7 +37,7 @@ def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
     report = json.loads((out / "report.json").read_text())
     comment = (out / "comment.md").read_text()
     assert proc.stdout.strip() == comment.strip()  # the demo prints the comment it wrote
-    assert report["schema_version"] == 1
+    assert report["schema_version"] == 2 and report["looks"] == 2  # the interval rule, confirmation on
     # every process was forced with base's reference, and on a CPU in float32 each reproduced it
     assert report["hash_match"] is None and report["workload"]["reference"].startswith("base ")
     for batch in report["batch_sizes"]:
@@ -53,15 +53,22 @@ def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
     # its size depends on the CPU (+18% to +20% on 2-core machines here); significant and far
     # above the noise of a few processes either way
     assert bs1["gpu_ms_change"]["pct"] > 10 and bs1["gpu_ms_change"]["ci_low_pct"] > 5, bs1["gpu_ms_change"]
-    assert report["verdict"] == "regression"
-    assert proc.returncode == 1, proc.stderr
+    # The verdict is where the decision's bounds put it: at 4 processes per arm each bound may
+    # err 0.125%, so a shared CPU whose processes scatter (3x outliers under load) can leave
+    # even +18% undecided. A regression exits 1, an undecided run 0.
+    threshold = report["threshold_pct"]
+    regressed = [b for b in report["batch_sizes"] if b["gpu_ms_bounds"]["ci_low_pct"] > threshold]
+    if regressed:
+        assert report["verdict"] == "regression" and proc.returncode == 1, proc.stderr
+    else:
+        assert report["verdict"] in ("at_threshold", "inconclusive") and proc.returncode == 0, proc.stderr
     described = report["workload"]["described"]["1"]
     assert described["run_batch"] == 4 and described["device"] == "cpu"
     assert "engine: capture decode piecewise" in comment
     assert "CPU only" in comment
-    assert "% time per step (CPU) at batch size" in comment.splitlines()[1]  # the title claims no GPU time
-    threshold = report["threshold_pct"]
-    assert f"at least {threshold:.1f}% in ms per decode step (CPU) or" in comment  # no GPU time is claimed
+    title = comment.splitlines()[1]
+    assert "time per step (CPU)" in title and "GPU" not in title  # the title claims no GPU time
+    assert f"({threshold:g}% in ms per decode step (CPU), " in comment  # nor does the rule's account
     assert "[12/12]" in proc.stderr  # progress for each process: base, head, the ablation arm
     ablation = next(a for a in report["arms"] if a["name"] == "head-unpadded")
     assert ablation["source"] == "head" and ablation["sha"] == report["arms"][1]["sha"]

@@ -321,7 +321,7 @@ def test_noisy_argmax_a_a_is_judged_not_invalid(tmp_path: Path) -> None:
     (repo / "note.txt").write_text("no code change\n")
     commit_all(repo, "a change that cannot matter")
     proc, report, comment = run_guard(repo, tmp_path)
-    assert report["verdict"] in ("pass", "inconclusive"), report["reasons"]
+    assert report["verdict"] in ("pass", "at_threshold", "inconclusive"), report["reasons"]
     assert proc.returncode == 0, proc.stderr
     found = report["batch_sizes"][0]["agreement"]
     assert found["exact"] is False

@@ -304,10 +304,10 @@ def test_every_run_names_its_slow_processes_and_their_rate(tmp_path: Path) -> No
     assert forged.returncode == 2 and "slow_processes" in forged.stderr, forged.stderr
 
 
-@pytest.mark.slow
-def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path, files={"wl.py": JITTER_WORKLOAD})
-    config = CONFIG.format(method="none", install="", repeats=3).replace("[1, 2]", "[1]")
+def _noisy_repo(tmp_path: Path, config: str, workload: str = JITTER_WORKLOAD) -> tuple[Path, Path]:
+    """A repository whose head changes nothing, with the jitter workload; and the file its
+    processes count themselves in."""
+    repo = make_repo(tmp_path, files={"wl.py": workload})
     (repo / "guard.toml").write_text(config.replace("[measure]", 'pass_env = ["JITTER_COUNTER"]\n[measure]'))
     commit_all(repo, "noisy workload")
     git(repo, "checkout", "--quiet", "main")
@@ -315,23 +315,70 @@ def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path
     git(repo, "checkout", "--quiet", "-b", "same")
     (repo / "note.txt").write_text("no code change\n")
     commit_all(repo, "a change that cannot matter")
-    out = tmp_path / "out"
-    counter = writable_by_all(tmp_path / "notes") / "count"  # the workload counts its processes there
-    proc = subprocess.run(
+    return repo, writable_by_all(tmp_path / "notes") / "count"  # the workload counts its processes there
+
+
+def _run_same(repo: Path, out: Path, counter: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "same", "--out", str(out)],
         capture_output=True, text=True, timeout=600, env=os.environ | {"JITTER_COUNTER": str(counter)},
     )
+
+
+@pytest.mark.slow
+def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path: Path) -> None:
+    config = CONFIG.format(method="none", install="", repeats=3).replace("[1, 2]", "[1]")
+    repo, counter = _noisy_repo(tmp_path, config)
+    out = tmp_path / "out"
+    proc = _run_same(repo, out, counter)
     report = json.loads((out / "report.json").read_text())
     # the reference process, then 2 arms x 3 repeats x 2 rounds, one process each
     assert counter.read_text() == "13"
     assert "one confirmation round" in proc.stderr
-    assert report["rounds"] == 2
+    assert report["rounds"] == 2 and report["looks"] == 2 and report["schema_version"] == 2
     assert [a["repeats"] for a in report["arms"]] == [6, 6]
     assert report["verdict"] == "inconclusive" and proc.returncode == 0
-    # the advice names a number of repeats that would decide it (delays of 1-3 ms: far too many)
-    assert re.search(r"an unchanged commit needs (about \d+|more than 200) repeats per arm to pass a [\d.]+% "
-                     r"threshold in .* 95% of the time \(this run: 6\)", report["reasons"][0]), report["reasons"][0]
-    assert "second round" in (out / "comment.md").read_text()
+    (batch,) = report["batch_sizes"]
+    assert batch["look"] == 2 and batch["decided_by"] == "gpu_ms" and report["reasons"] == []
+    assert batch["alpha_per_look"] == pytest.approx(0.01 / (2 * 2 * 1))
+    assert batch["gpu_ms_bounds"]["ci_low_pct"] <= 0 and batch["gpu_ms_bounds"]["ci_high_pct"] >= 1.0
+    # the comment names the processes that would decide it (delays of 1-3 ms: far too many)
+    needed = batch["repeats_to_decide"]
+    count = "more than 200" if needed is None else f"about {needed}"
+    comment = (out / "comment.md").read_text()
+    assert "was too noisy to tell a slowdown of the threshold from none after its confirmation round" in comment
+    assert f"takes {count} processes per arm (this run: 6)" in comment
+    assert "3 more in a confirmation round for batch size 1" in comment
+
+
+SPLIT_WORKLOAD = JITTER_WORKLOAD.replace(
+    "        self.delay_s = _DELAY_S",
+    "        self.delay_s = _DELAY_S if batch_size == 2 else 0.002  # steady at batch size 1",
+)
+
+
+@pytest.mark.slow
+def test_a_confirmation_round_measures_only_the_batch_sizes_left_undecided(tmp_path: Path) -> None:
+    """Batch size 1 sleeps a steady 2 ms a step and passes a 90% threshold in the first round
+    (4 processes per arm: each bound is some 3.3 sds of a process away, so a sd of up to 19%
+    passes); batch size 2 takes the jitter's 1-3 ms and stays open. The second round's
+    processes run batch size 2 alone, and batch size 1 keeps its first round."""
+    config = CONFIG.format(method="none", install="", repeats=4).replace("[measure]", "[measure]\nthreshold_pct = 90.0")
+    repo, counter = _noisy_repo(tmp_path, config, SPLIT_WORKLOAD)
+    out = tmp_path / "out"
+    proc = _run_same(repo, out, counter)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert "batch size(s) [2] undecided: one confirmation round" in proc.stderr
+    first, second = report["batch_sizes"]
+    assert (first["verdict"], first["look"], [a["repeats"] for a in first["arms"]]) == ("pass", 1, [4, 4])
+    assert second["look"] == 2 and [a["repeats"] for a in second["arms"]] == [8, 8]
+    assert second["verdict"] in ("at_threshold", "inconclusive") and report["verdict"] == second["verdict"]
+    for arm in ("base", "head"):
+        sizes = [[run["batch_size"] for run in json.loads((out / "runs" / f"{arm}-{repeat}.json").read_text())["runs"]]
+                 for repeat in range(8)]
+        assert sizes == [[1, 2]] * 4 + [[2]] * 4
+    assert [a["repeats"] for a in report["arms"]] == [8, 8]  # processes per arm, of both rounds
 
 
 @pytest.mark.slow

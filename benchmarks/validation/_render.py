@@ -6,6 +6,7 @@ from guard.measure import SlowProcesses
 from guard.report import slow_processes_sentence
 
 from ._models import SPLIT_ONLY, Decision, PairRecord, Sizing, Summary
+from ._summary import VERDICTS
 
 NOT_RUN = "not run"
 
@@ -124,13 +125,12 @@ def _decision(decision: Decision) -> list[str]:
     )
     lines = [
         f"## Verdicts {decision.label}{thresholds}", "",
-        "| kind | pairs | pass | regression | inconclusive | improvement | invalid | right cause | detection "
-        "| median GPU ms change | median tok/s change | traced |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| kind | pairs | pass | regression | at threshold | inconclusive | improvement | invalid | right cause "
+        "| detection | median GPU ms change | median tok/s change | traced |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for k in decision.kinds:
-        counts = " | ".join(str(k.verdicts.get(v, 0)) for v in ("pass", "regression", "inconclusive",
-                                                                  "improvement", "invalid"))
+        counts = " | ".join(str(k.verdicts.get(v, 0)) for v in VERDICTS)
         right = f"{k.right_cause}" if k.expected_cause else "-"
         rate = f"{k.detection_rate:.0%}" if k.detection_rate is not None else "-"
         lines.append(

@@ -9,7 +9,7 @@ import statistics
 from typing import Any
 
 from guard.calibrate import FLOOR_PCT
-from guard.compare import Comparison, Verdict, compare, confirm_near_threshold
+from guard.compare import Comparison, Verdict, compare, confirm_undecided
 from guard.config import MeasureConfig
 from guard.measure import ArmMeasurement, BatchRun, RepeatResult
 
@@ -18,28 +18,32 @@ from ._models import Criterion, Decision, DecisionRole, Kind, KindSummary, PairR
 DEFAULT_THRESHOLD_PCT: float = MeasureConfig.model_fields["threshold_pct"].default
 ISSUE_PAIRS = 10  # the issue asks for at least 10 pairs of each kind
 ISSUE_HIT_RATE = 0.9  # +1%: a regression with the right cause in at least 9 of 10
-VERDICTS: tuple[Verdict, ...] = ("pass", "regression", "inconclusive", "improvement", "invalid")
+VERDICTS: tuple[Verdict, ...] = ("pass", "regression", "at_threshold", "inconclusive", "improvement", "invalid")
 
 
 def redecide(record: PairRecord, gpu_pct: float, tok_pct: float, confirm: bool) -> tuple[Verdict, bool]:
     """The verdict `compare` gives the pair's recorded repeats at other thresholds, with the
-    pipeline's confirmation rule: the first round alone, then both when the first is near the
-    threshold and a second was measured. The flag says a second round was wanted but not
-    measured (the pair ran without one at its own thresholds)."""
+    pipeline's confirmation rule: the first round alone, then both when the first leaves the
+    batch size undecided and a second was measured. The flag says a second round was wanted
+    but not measured (the pair ran without one at its own thresholds)."""
     if record.verdict == "invalid" or len(record.arms) < 2:
         return "invalid", False  # not like for like (tokens, hardware, a failed arm): no timing verdict
-    def both_rounds(_first: Comparison) -> Comparison | None:
-        return compare_pair(record, record.rounds, gpu_pct, tok_pct) if record.rounds >= 2 else None
+    looks = 2 if confirm else 1
 
-    comparison, _, wanted = confirm_near_threshold(compare_pair(record, 1, gpu_pct, tok_pct), confirm, both_rounds)
+    def both_rounds(_undecided: list[int]) -> Comparison | None:
+        return compare_pair(record, record.rounds, gpu_pct, tok_pct, looks) if record.rounds >= 2 else None
+
+    comparison, _, wanted = confirm_undecided(compare_pair(record, 1, gpu_pct, tok_pct, looks), both_rounds)
     return comparison.verdict, wanted
 
 
-def compare_pair(record: PairRecord, rounds: int, gpu_pct: float, tok_pct: float) -> Comparison:
-    """The compare stage on the pair's recorded repeats of its first `rounds` rounds."""
+def compare_pair(record: PairRecord, rounds: int, gpu_pct: float, tok_pct: float, looks: int = 1) -> Comparison:
+    """The compare stage on the pair's recorded repeats of its first `rounds` rounds, decided
+    at look `rounds` of `looks`."""
     measurements = {arm.arm: _measurement(record, arm.arm, rounds) for arm in record.arms}
     return compare(
-        measurements, "base", "head", [record.batch_size], gpu_pct, record.confidence, record.alpha, tok_pct
+        measurements, "base", "head", [record.batch_size], gpu_pct, record.confidence, record.alpha, tok_pct,
+        looks=max(looks, rounds), look={record.batch_size: rounds},
     )
 
 

@@ -4,15 +4,21 @@ from guard.compare._agreement import MIN_EXCESS, OUTPUT_CHANGE_SHARE, agreement,
 from guard.compare._fingerprint import FingerprintCheck, check_fingerprints, check_measurements
 from guard.compare._hashes import first_mismatch
 from guard.compare._models import (
-    UNHELD_SHARE, Agreement, ArmAgreement, ArmStats, BatchComparison, Comparison, TokenMismatch, Verdict,
+    METRICS, UNDECIDED, UNHELD_SHARE, VERDICT_SEVERITY, Agreement, ArmAgreement, ArmStats, BatchComparison,
+    Comparison, MetricKey, TokenMismatch, Verdict, most_severe,
 )
 from guard.compare._recheck import Discrepancy, StatedRule, decide_again, recheck
-from guard.compare._verdict import compare, confirm_near_threshold, most_severe
+from guard.compare._rule import METRICS_PER_LOOK, alpha_per_look
+from guard.compare._verdict import compare, confirm_undecided
 
 __all__ = [
+    "METRICS",
+    "METRICS_PER_LOOK",
     "MIN_EXCESS",
     "OUTPUT_CHANGE_SHARE",
+    "UNDECIDED",
     "UNHELD_SHARE",
+    "VERDICT_SEVERITY",
     "Agreement",
     "ArmAgreement",
     "ArmStats",
@@ -20,15 +26,17 @@ __all__ = [
     "Comparison",
     "Discrepancy",
     "FingerprintCheck",
+    "MetricKey",
     "StatedRule",
     "TokenMismatch",
     "Verdict",
     "agreement",
+    "alpha_per_look",
     "check_fingerprints",
     "check_measurements",
     "compare",
     "decide_again",
-    "confirm_near_threshold",
+    "confirm_undecided",
     "false_alarm_bound",
     "first_mismatch",
     "most_severe",

@@ -8,13 +8,24 @@ from pydantic import BaseModel, model_validator
 
 from guard.measure import Change, SourceLabel, Spread, TokenMismatch
 
-Verdict = Literal["pass", "regression", "improvement", "inconclusive", "invalid"]
+# at_threshold: a slowdown is shown, and its interval still holds the threshold after the last
+# round; inconclusive: the interval holds both no change and the threshold (too noisy to show any).
+Verdict = Literal["pass", "regression", "improvement", "at_threshold", "inconclusive", "invalid"]
 
 # The overall verdict is the most serious of the batch sizes', in this order.
-VERDICT_SEVERITY: tuple[Verdict, ...] = ("invalid", "regression", "inconclusive", "improvement", "pass")
+VERDICT_SEVERITY: tuple[Verdict, ...] = ("invalid", "regression", "at_threshold", "inconclusive", "improvement", "pass")
+UNDECIDED: tuple[Verdict, ...] = ("at_threshold", "inconclusive")  # what another round could still decide
 
 
 MetricKey = Literal["gpu_ms", "tok_per_s"]  # the two metrics a verdict is decided on
+METRICS: tuple[MetricKey, ...] = ("gpu_ms", "tok_per_s")  # in the order a tie between them is named
+
+
+def most_severe(verdicts: list[Verdict]) -> Verdict:
+    for verdict in VERDICT_SEVERITY:
+        if verdict in verdicts:
+            return verdict
+    return "invalid"
 
 # An arm's GPU-timed pass outran its hold when more than this share of its steps were still
 # being launched as the hold ran out: their GPU time then includes the host's launch time.
@@ -100,19 +111,33 @@ class BatchComparison(BaseModel):
     # each metric's own verdict; `verdict` is the more severe of the two (None in older reports)
     gpu_ms_verdict: Verdict | None = None
     tok_per_s_verdict: Verdict | None = None
+    # the metric whose verdict `verdict` is (GPU ms on a tie); None for a pass, where every
+    # gating metric ruled its threshold out, for invalid, and in reports of the significance rule
+    decided_by: MetricKey | None = None
     # tok/s gates only where this run could detect a change of its threshold; otherwise it is
     # informational: a slowdown counts only when its whole interval is past the threshold, and
     # noise never leaves the verdict undecided (older reports: it gated)
     tok_per_s_gates: bool = True
     tok_per_s_detectable_pct: float | None = None  # smallest tok/s change this run detects (PASS_RATE power)
     tok_per_s_repeats_to_gate: int | None = None  # repeats per arm at which it would gate; None: over MOST_REPEATS
-    # the inconclusive metrics whose slowdown is significant: undecided because the change
-    # sits at the threshold, not because it is lost in the noise
+    # The interval rule's own figures (None in reports of the significance rule, schema 1):
+    # the error each one-sided bound may make, alpha split over looks x metrics x batch sizes;
+    alpha_per_look: float | None = None
+    look: int = 1  # the round whose processes (with the earlier rounds') decided it
+    # each change between its two one-sided bounds at alpha_per_look: an interval at
+    # confidence 1 - 2 x alpha_per_look, the one the verdict was decided on
+    gpu_ms_bounds: Change | None = None
+    tok_per_s_bounds: Change | None = None
+    # undecided: processes per arm that would tell decided_by's change from its threshold at
+    # this spread, were the change what this run measured; None: more than MOST_REPEATS, or decided
+    repeats_to_decide: int | None = None
+    # the metrics whose slowdown is shown (the interval leaves no change out) and whose
+    # interval still holds the threshold: undecided for that reason, not for noise
     at_threshold: list[MetricKey] = []
     hash_match: bool | None = None  # None when the inputs were forced: `agreement` says instead
     mismatch: TokenMismatch | None = None
     agreement: Agreement | None = None  # teacher-forced runs: how often outputs disagreed, and the rule's call
-    near_threshold: bool = False  # inconclusive, or a regression whose interval reaches under the threshold
+    undecided: bool = False  # the rule left it open at its look: a confirmation round, where one is left
 
 
 class Comparison(BaseModel):
@@ -126,7 +151,9 @@ class Comparison(BaseModel):
     batches: list[BatchComparison]
     warnings: list[str] = []  # e.g. throttling or other processes during a repeat
     gpu_fingerprint: dict[str, Any] = {}  # what every repeat's GPU state shares
+    looks: int = 1  # the rounds the run may take: 2 with a confirmation round
 
     @property
-    def near_threshold(self) -> bool:
-        return self.verdict != "invalid" and any(b.near_threshold for b in self.batches)
+    def undecided_sizes(self) -> list[int]:
+        """The batch sizes another round would measure: none when the comparison is invalid."""
+        return [] if self.verdict == "invalid" else [b.batch_size for b in self.batches if b.undecided]

@@ -8,9 +8,11 @@ is held against it.
 
 A stated `invalid`, of a batch size or of the whole, stands: it claims no timing verdict and
 sets no success, and a report can be invalid for what it keeps only as a reason (two arms on
-different GPUs) or by a stricter rule of an older guard. Reports of older guards lack the
-per-metric verdicts and `at_threshold`, so those are held against the recomputation where a
-report has them; the `min_excess` an agreement records is the rule's as it ran, not a count.
+different GPUs) or by a stricter rule of an older guard. A report states its rule: the interval
+rule with the looks it could take (schema 2), or the significance rule (schema 1, `looks` None),
+and is decided again by that one. Schema-1 reports of older guards lack the per-metric verdicts
+and `at_threshold`, so those are held against the recomputation where a report has them; the
+`min_excess` an agreement records is the rule's as it ran, not a count.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from pydantic import BaseModel
 
 from guard.compare._agreement import judge
 from guard.compare._models import UNHELD_SHARE, Agreement, BatchComparison, Verdict
-from guard.compare._verdict import _compare_timings, most_severe, _Rule
+from guard.compare._models import most_severe
+from guard.compare._rule import Rule, alpha_per_look
+from guard.compare._verdict import _compare_timings
 from guard.measure import Change, Spread
 
 # Floats read back from JSON are the ones written; another scipy may differ in the last digits.
@@ -43,13 +47,19 @@ class Discrepancy(BaseModel):
     recomputed: str
 
 
+MOST_LOOKS = 2  # a run takes a confirmation round at most
+
+
 class StatedRule(BaseModel):
-    """The rule a report says it was decided by: thresholds in percent, alpha, confidence."""
+    """The rule a report says it was decided by: thresholds in percent, alpha, confidence; for
+    the interval rule the looks the run could take and the batch sizes alpha was split over."""
 
     threshold_pct: float
     tok_threshold_pct: float
     alpha: float
     confidence: float
+    looks: int | None = None  # None: the significance rule (schema 1)
+    batch_sizes: int = 1
 
 
 def recheck(
@@ -59,12 +69,12 @@ def recheck(
     """Every discrepancy between what `batches` and the overall `verdict` / `hash_match` state
     and what their own values give under `rule`; [] for a report that holds up. `failed_arms`:
     arms that failed to build or run (the comparison is invalid then)."""
-    found = _rule_discrepancies(rule)
+    found = _rule_discrepancies(rule, len(batches))
     if found:
         return found
     again = []
     for stored in batches:
-        shape = _shape(stored, base, head)
+        shape = _shape(stored, base, head, rule)
         found += shape
         if shape:
             continue
@@ -91,9 +101,13 @@ def recheck(
 def decide_again(stored: BatchComparison, base: str, head: str, stated: StatedRule) -> BatchComparison:
     """The batch size's comparison made again from its stored arms and counts, as
     `compare` makes it from the measurements: the like-for-like check, then the timings."""
-    # a report without the detectable tok/s change was decided with tok/s always gating
-    rule = _Rule(stated.threshold_pct, stated.tok_threshold_pct, stated.alpha, stated.confidence,
-                 tok_roles=stored.tok_per_s_detectable_pct is not None)
+    if stated.looks is None:
+        # a report without the detectable tok/s change was decided with tok/s always gating
+        rule = Rule(stated.threshold_pct, stated.tok_threshold_pct, stated.alpha, stated.confidence,
+                    tok_roles=stored.tok_per_s_detectable_pct is not None)
+    else:
+        rule = Rule(stated.threshold_pct, stated.tok_threshold_pct, stated.alpha, stated.confidence,
+                    alpha_per_look=alpha_per_look(stated.alpha, stated.looks, stated.batch_sizes), look=stored.look)
     size, arms = stored.batch_size, stored.arms
     by_name = {a.arm: a for a in arms}
     if base not in by_name or head not in by_name:
@@ -118,14 +132,21 @@ def _agreement_again(stored: Agreement, base: str) -> Agreement:
                  {a.arm: a.first_disagreement for a in stored.arms})
 
 
-def _rule_discrepancies(rule: StatedRule) -> list[Discrepancy]:
+def _rule_discrepancies(rule: StatedRule, batch_sizes: int) -> list[Discrepancy]:
+    found = []
+    if rule.looks is not None and not 1 <= rule.looks <= MOST_LOOKS:
+        found.append(Discrepancy(kind="shape", batch_size=None, field="looks", stated=f"{rule.looks!r}",
+                                 recomputed=f"1 to {MOST_LOOKS}"))
+    if rule.looks is not None and rule.batch_sizes != batch_sizes:
+        found.append(Discrepancy(kind="shape", batch_size=None, field="batch_sizes", stated=f"{batch_sizes}",
+                                 recomputed=f"{rule.batch_sizes} (alpha was split over them)"))
     bounds = {
         "threshold_pct": (rule.threshold_pct, 0.0, math.inf),
         "tok_threshold_pct": (rule.tok_threshold_pct, 0.0, 100.0),  # tok/s cannot fall by 100% or more
         "alpha": (rule.alpha, 0.0, 0.5),
         "confidence": (rule.confidence, 0.5, 1.0),
     }
-    return [
+    return found + [
         Discrepancy(kind="shape", batch_size=None, field=name, stated=f"{value!r}",
                     recomputed=f"a finite number over {low:g} and under {high:g}")
         for name, (value, low, high) in bounds.items()
@@ -133,7 +154,7 @@ def _rule_discrepancies(rule: StatedRule) -> list[Discrepancy]:
     ]
 
 
-def _shape(stored: BatchComparison, base: str, head: str) -> list[Discrepancy]:
+def _shape(stored: BatchComparison, base: str, head: str, rule: StatedRule) -> list[Discrepancy]:
     """What must hold before the batch size can be decided again: each arm once, its spreads
     its own values' (positive and finite), a count per repeat; counts within what was compared."""
     found: list[Discrepancy] = []
@@ -146,6 +167,8 @@ def _shape(stored: BatchComparison, base: str, head: str) -> list[Discrepancy]:
     names = [a.arm for a in stored.arms]
     if len(set(names)) != len(names):
         wrong("arms", ", ".join(names), "each arm once")
+    if rule.looks is not None and not 1 <= stored.look <= rule.looks:
+        wrong("look", stored.look, f"1 to {rule.looks} (the looks the run could take)")
     for arm in stored.arms:
         where = f"arms[{arm.arm}]"
         spreads = {"gpu_ms_per_step": arm.gpu_ms_per_step, "tok_per_s": arm.tok_per_s}
@@ -203,9 +226,17 @@ def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> lis
         differs("verdict", "tok_per_s_gates", stored.tok_per_s_gates, again.tok_per_s_gates)
     if not _close(stored.tok_per_s_detectable_pct, again.tok_per_s_detectable_pct):
         differs("change", "tok_per_s_detectable_pct", stored.tok_per_s_detectable_pct, again.tok_per_s_detectable_pct)
-    if stored.at_threshold and sorted(stored.at_threshold) != sorted(again.at_threshold):
+    interval = again.alpha_per_look is not None  # the interval rule's reports hold all of its figures
+    if (stored.at_threshold or interval) and sorted(stored.at_threshold) != sorted(again.at_threshold):
         differs("verdict", "at_threshold", stored.at_threshold, again.at_threshold)
-    for field in ("gpu_ms_change", "tok_per_s_change", "end_to_end_gpu_ms_change", "host_ms_change"):
+    if interval:
+        for field in ("decided_by", "repeats_to_decide", "tok_per_s_repeats_to_gate", "undecided"):
+            if getattr(stored, field) != getattr(again, field):
+                differs("verdict", field, getattr(stored, field), getattr(again, field))
+        if not _close(stored.alpha_per_look, again.alpha_per_look):
+            differs("verdict", "alpha_per_look", stored.alpha_per_look, again.alpha_per_look)
+    fields = ("gpu_ms_change", "tok_per_s_change", "end_to_end_gpu_ms_change", "host_ms_change")
+    for field in fields + (("gpu_ms_bounds", "tok_per_s_bounds") if interval else ()):
         stated, recomputed = getattr(stored, field), getattr(again, field)
         if stated is None and recomputed is None:
             continue

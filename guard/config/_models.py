@@ -179,10 +179,12 @@ class MeasureConfig(_Section):
         f"(under {REFUSED_GPU_MS_PCT:g}%: it is GPU ms per step's, too).",
     )
     alpha: float = Field(
-        default=0.01, gt=0, lt=0.5, description="Significance level: a change counts only if p < alpha."
+        default=0.01, gt=0, lt=0.5,
+        description="Error level of the verdict, split over rounds x 2 metrics x batch sizes: each one-sided "
+        "bound of a change is wrong at most alpha / (that product) of the time.",
     )
     confirm: bool = Field(
-        default=True, description="Near the threshold, run one more round of repeats before deciding."
+        default=True, description="Batch sizes the first round leaves undecided get one more round of repeats."
     )
     thresholds_file: str | None = Field(
         default=None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 
@@ -122,10 +123,12 @@ def _repeats_for_margin(
 
 def _fewest_repeats(variance: float, margin: float, confidence: float, power: float, most: int) -> int | None:
     """The fewest repeats per arm, up to `most`, whose `_margin` at `variance` fits in `margin`."""
-    for n in range(2, most + 1):
-        if _margin(variance, n, confidence, power) <= margin:
-            return n
-    return None
+    counts = range(2, most + 1)
+    # the margin shrinks as n grows (power >= 1/2: both t quantiles fall), so bisect, not scan
+    if power < 0.5:
+        return next((n for n in counts if _margin(variance, n, confidence, power) <= margin), None)
+    first = bisect.bisect_left(counts, True, key=lambda n: _margin(variance, n, confidence, power) <= margin)
+    return counts[first] if first < len(counts) else None
 
 
 def _pooled_log_variance(by_arm: list[list[float]]) -> float:

@@ -10,7 +10,10 @@ STATUS_CONTEXT = "regression-guard"
 _STATE: dict[str, Literal["success", "failure", "error"]] = {
     "pass": "success",
     "improvement": "success",
-    "inconclusive": "success",  # undecided is not a failure; the comment says how noisy it was
+    # undecided is not a failure: the description and the comment say "at threshold" or
+    # "inconclusive", never pass, with what it would take to decide
+    "at_threshold": "success",
+    "inconclusive": "success",
     "regression": "failure",
     "invalid": "error",
 }

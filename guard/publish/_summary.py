@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 from guard._output import append_whole
-from guard.report import Report, title
+from guard.report import Report, title, verdict_label
 
 MAX_ANNOTATION_CHARS = 4_000
 
@@ -26,13 +26,15 @@ def headline(report: Report) -> str:
     measured = [b for b in report.batch_sizes if b.gpu_ms_change is not None and b.tok_per_s_change is not None]
     if not measured:
         return report.verdict
-    if report.verdict == "regression":
-        b = max((b for b in measured if b.verdict == "regression"), key=lambda b: b.gpu_ms_change.pct)  # type: ignore[union-attr]
+    if report.verdict in ("regression", "at_threshold", "inconclusive"):
+        # the batch size that gave the verdict, the largest step-time change of those that did
+        deciding = [b for b in measured if b.verdict == report.verdict] or measured
+        b = max(deciding, key=lambda b: b.gpu_ms_change.pct)  # type: ignore[union-attr]
     else:
         b = max(measured, key=lambda b: abs(b.gpu_ms_change.pct))  # type: ignore[union-attr]
     step = "GPU ms/step" if report.gpu_timed() else "ms/step (CPU)"
     return (
-        f"{report.verdict}: batch size {b.batch_size} {step} {b.gpu_ms_change.pct:+.2f}%, "  # type: ignore[union-attr]
+        f"{verdict_label(report.verdict)}: batch size {b.batch_size} {step} {b.gpu_ms_change.pct:+.2f}%, "  # type: ignore[union-attr]
         f"tok/s {b.tok_per_s_change.pct:+.2f}%"  # type: ignore[union-attr]
     )
 
@@ -44,6 +46,8 @@ def annotations(report: Report) -> list[str]:
         lines.append(_command("error", "Decode regression", title(report)))
     elif report.verdict == "invalid":
         lines.append(_command("error", "Decode comparison not valid", "; ".join(report.reasons) or title(report)))
+    elif report.verdict == "at_threshold":
+        lines.append(_command("warning", "Decode slowdown at the threshold", title(report)))
     elif report.verdict == "inconclusive":
         lines.append(_command("warning", "Decode speed inconclusive", "; ".join(report.reasons) or title(report)))
     for warning in report.warnings:

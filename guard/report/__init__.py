@@ -1,8 +1,10 @@
 """Report: `report.json` (versioned schema) and `comment.md` (rendered from templates/)."""
 
 from guard.report._check import UnfoundedReport, check_report
+from guard.report._decision import verdict_label
 from guard.report._render import render_comment
 from guard.report._schema import (
+    READ_VERSIONS,
     SCHEMA_VERSION,
     ArmInfo,
     Environment,
@@ -15,6 +17,7 @@ from guard.report._traces import ArmTraces, TraceSection, trace_sections
 from guard.report._write import ReportError, read_report, write_report
 
 __all__ = [
+    "READ_VERSIONS",
     "SCHEMA_VERSION",
     "ArmInfo",
     "ArmTraces",
@@ -31,5 +34,6 @@ __all__ = [
     "slow_processes_sentence",
     "title",
     "trace_sections",
+    "verdict_label",
     "write_report",
 ]

@@ -25,7 +25,8 @@ class UnfoundedReport(GuardError):
 def check_report(report: Report, path: Path) -> None:
     """Raises UnfoundedReport, naming what does not hold, unless the report holds up."""
     rule = StatedRule(threshold_pct=report.threshold_pct, alpha=report.alpha, confidence=report.confidence,
-                      tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct)  # older: one for both
+                      tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct,  # older: one for both
+                      looks=report.looks, batch_sizes=len(report.batch_sizes))
     found = _shape(report) or recheck(
         report.batch_sizes, report.base, report.head, rule,
         verdict=report.verdict, hash_match=report.hash_match,

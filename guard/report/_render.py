@@ -7,8 +7,10 @@ from pathlib import Path
 import jinja2
 
 from guard._markdown import block, code, html, text
+from guard.compare import UNDECIDED
 from guard.measure import Change
 from guard.cause import capture_summary, location
+from guard.report import _decision as decision
 from guard.report._ablation import ablation_lines
 from guard.report import _like_for_like as like_for_like
 from guard.report._attribution import attribution
@@ -80,7 +82,7 @@ def render_comment(report: Report) -> str:
         trace_sections=_sections_to_show(report),
         trace_bullets=trace_bullets,
         gap_arithmetic=gap_arithmetic,
-        undecided_sentence=undecided_sentence(report) if report.verdict == "inconclusive" else "",
+        undecided_sentence=undecided_sentence(report) if report.verdict in UNDECIDED else "",
         under_threshold_sentence=under_threshold_sentence(report) if report.verdict == "pass" else "",
         profile_scale=lambda section: profile_scale(
             next((b for b in report.batch_sizes if b.batch_size == section.batch_size), None),
@@ -93,8 +95,15 @@ def render_comment(report: Report) -> str:
         undecided_causes=" ".join(
             sentence for b in report.batch_sizes if b.at_threshold
             if (sentence := attribution(b, _section(report, b.batch_size)))
-        ) if report.verdict == "inconclusive" else "",
+        ) if report.verdict in UNDECIDED else "",
         step_metric=step_metric(report),
+        verdict_label=decision.verdict_label,
+        level=decision.level(report),
+        shown=lambda b, metric: decision.shown_change(report, b, metric),
+        row_label=lambda b: decision.row_label(report, b),
+        by_tok=lambda b: decision.decided_by_tok(report, b),
+        processes_text=decision.processes_text(report),
+        rule_note=decision.rule_note(report) if decision.interval_rule(report) else "",
         tok_gates=not informational(report),
         tok_role_note=tok_role_note(report),
         launch_notes=launch_notes(report),

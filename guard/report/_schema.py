@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from guard.cause import CaptureChanges
 from guard.compare import BatchComparison, Verdict
@@ -12,7 +12,10 @@ from guard.config import ConfigChange
 from guard.measure import SlowProcesses, SourceLabel
 from guard.report._traces import TraceSection
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# 1: verdicts by the significance rule (p < alpha and a change of at least the threshold); still
+# read, and decided again by that rule. 2: the interval rule, with the looks the run could take.
+READ_VERSIONS = (1, 2)
 
 
 class ArmInfo(BaseModel):
@@ -62,7 +65,7 @@ class WorkloadInfo(BaseModel):
 
 
 class Report(BaseModel):
-    schema_version: Literal[1] = SCHEMA_VERSION  # the one version this guard reads
+    schema_version: Literal[1, 2] = SCHEMA_VERSION
     tool_version: str
     verdict: Verdict
     reasons: list[str] = []
@@ -79,6 +82,9 @@ class Report(BaseModel):
     rounds: int = 1  # 2 when a confirmation round ran
     # processes far on the slow side of their arm's others, every round's (None in older reports)
     slow_processes: SlowProcesses | None = None
+    # the rounds the run could take (2 with a confirmation round), over which alpha was split;
+    # None in schema 1, whose verdicts the significance rule made
+    looks: int | None = None
     workload: WorkloadInfo
     environment: Environment
     traces: list[TraceSection] = []  # from the profiled pass, on a GPU
@@ -90,6 +96,12 @@ class Report(BaseModel):
     repo: str
     started_at: str
     duration_s: float
+
+    @model_validator(mode="after")
+    def _rule_of_its_schema(self) -> Report:
+        if (self.looks is None) != (self.schema_version == 1):
+            raise ValueError("looks is stated in a report of schema 2, and only there")
+        return self
 
     def arm(self, name: str) -> ArmInfo:
         return next(a for a in self.arms if a.name == name)

@@ -1,11 +1,12 @@
-"""The comment's headline: its title, and for an inconclusive result the sentence that says
-which metric could not be decided."""
+"""The comment's headline: its title, and for an undecided result the sentence that says
+which metric could not be decided (for schema-1 reports; the interval rule's in `_decision.py`)."""
 
 from __future__ import annotations
 
 from guard.compare import BatchComparison
 from guard.measure import Change
 from guard.report import _like_for_like as like_for_like
+from guard.report import _decision as decision
 from guard.report._attribution import cause_tag
 from guard.report._launches import fallout_title, fell_out
 from guard.report._roles import informational
@@ -82,6 +83,8 @@ def _headline(report: Report) -> str:
         best = min(fast, key=lambda b: b.gpu_ms_change.pct)  # type: ignore[union-attr]
         metric, pct = _deciding(best, "improvement", step)
         return f"{change} makes decode faster: {pct:+.1f}% {metric} at batch size {best.batch_size}"
+    if report.verdict in ("at_threshold", "inconclusive") and decision.interval_rule(report):
+        return f"Decode speed with {change}: " + _undecided_headline(report, measured, step)
     if report.verdict == "inconclusive":
         undecided = [b for b in measured if b.verdict == "inconclusive"]
         parts = []
@@ -102,13 +105,39 @@ def _headline(report: Report) -> str:
     return f"No decode slowdown with {change} (threshold {report.threshold_pct:g}% per step)"
 
 
+def _undecided_headline(report: Report, measured: list[BatchComparison], step: str) -> str:
+    """'at threshold at batch size 2, +0.98% GPU time per step against 1%', or too noisy."""
+    verdict = report.verdict
+    undecided = [b for b in measured if b.verdict == verdict]
+    metrics = {b.decided_by or "gpu_ms" for b in undecided}
+    names = [step if m == "gpu_ms" else "tok/s" for m in ("gpu_ms", "tok_per_s") if m in metrics]
+    if verdict == "inconclusive":
+        return f"inconclusive at {_sizes(undecided)}, {' and '.join(names)} too noisy to decide"
+    b = undecided[0]
+    metric = b.decided_by or "gpu_ms"
+    change = decision.shown_change(report, b, metric)
+    limits = _limits(report, step)
+    name = step if metric == "gpu_ms" else "tok/s"
+    pct = change.pct if change else 0.0
+    others = len(undecided) - 1
+    more = f" (and {others} more batch size{'s' if others > 1 else ''})" if others else ""
+    return f"at threshold at batch size {b.batch_size}{more}, {pct:+.2f}% {name} against {limits[name]:g}%"
+
+
 def _significant_but_under(report: Report) -> BatchComparison | None:
     """The batch size of a passing report whose step time rose significantly and by at least
     NOTABLE_SHARE of the threshold, if any (the largest rise): under the threshold, yet a
-    slowdown a reviewer should hear of; a significant +0.02% is not worth the headline."""
+    slowdown a reviewer should hear of; a significant +0.02% is not worth the headline.
+    Shown, under the interval rule: the lower bound it was decided on is above zero."""
     notable = NOTABLE_SHARE * report.threshold_pct
+
+    def shown(b: BatchComparison) -> bool:
+        if decision.interval_rule(report):
+            return b.gpu_ms_bounds is not None and b.gpu_ms_bounds.ci_low_pct > 0
+        return b.gpu_ms_change is not None and b.gpu_ms_change.p_value < report.alpha
+
     risen = [b for b in report.batch_sizes if b.gpu_ms_change is not None
-             and b.gpu_ms_change.pct >= notable and b.gpu_ms_change.p_value < report.alpha]
+             and b.gpu_ms_change.pct >= notable and shown(b)]
     return max(risen, key=lambda b: b.gpu_ms_change.pct) if risen else None  # type: ignore[union-attr]
 
 
@@ -117,16 +146,22 @@ def under_threshold_sentence(report: Report) -> str:
     under = _significant_but_under(report)
     if under is None or under.gpu_ms_change is None:
         return ""
-    c, metric = under.gpu_ms_change, step_metric(report)
+    metric = step_metric(report)
+    c = decision.shown_change(report, under, "gpu_ms") or under.gpu_ms_change
+    shown = (f"{decision.level(report)} interval {c.interval()}" if decision.interval_rule(report)
+             else f"{report.confidence:.0%} interval {c.interval()}, p = {c.p_value:.2g}")
     return (f"{metric[0].upper()}{metric[1:]} did rise at batch size {under.batch_size}: {c.pct:+.2f}% "
-            f"({report.confidence:.0%} interval {c.interval()}, p = {c.p_value:.2g}), "
-            f"under the {report.threshold_pct:g}% threshold.")
+            f"({shown}), under the {report.threshold_pct:g}% threshold.")
 
 
 def _deciding(batch: BatchComparison, verdict: str, step: str) -> tuple[str, float]:
-    """The metric that gave a batch size its verdict, and its change: the step time, unless
-    only tok/s did (older reports lack the per-metric verdicts: the step time)."""
-    if batch.tok_per_s_verdict == verdict and batch.gpu_ms_verdict != verdict and batch.tok_per_s_change:
+    """The metric that gave a batch size its verdict, and its change: the one it names, or
+    in a schema-1 report the step time, unless only tok/s did (older reports lack the
+    per-metric verdicts: the step time)."""
+    if batch.decided_by == "tok_per_s" and batch.tok_per_s_change:
+        return "tok/s", batch.tok_per_s_change.pct
+    if batch.decided_by is None and batch.tok_per_s_verdict == verdict and batch.gpu_ms_verdict != verdict \
+            and batch.tok_per_s_change:
         return "tok/s", batch.tok_per_s_change.pct
     return step, batch.gpu_ms_change.pct  # type: ignore[union-attr]
 
@@ -166,8 +201,10 @@ def step_metric(report: Report) -> str:
 
 
 def undecided_sentence(report: Report) -> str:
-    """What an inconclusive result could not decide, metric by metric, and what it could:
+    """What an undecided result could not decide, metric by metric, and what it could:
     a metric lost in the noise, or a significant slowdown too close to its threshold to call."""
+    if decision.interval_rule(report):
+        return decision.undecided_sentence(report)
     undecided = [b for b in report.batch_sizes if b.verdict == "inconclusive"]
     step = step_metric(report)
     limits = _limits(report, step)

@@ -11,7 +11,7 @@ from guard._errors import GuardError
 from guard._output import check_out_dir, write_all_atomic
 from guard.report._check import check_report
 from guard.report._render import render_comment
-from guard.report._schema import SCHEMA_VERSION, Report
+from guard.report._schema import READ_VERSIONS, SCHEMA_VERSION, Report
 
 # A report read back may come from another job, or from a pull request's run: it is
 # data, checked against the schema, and bounded in size before it is parsed.
@@ -56,8 +56,9 @@ def read_report(path: Path) -> Report:
         where = ".".join(str(part) for part in first["loc"]) or "the top level"
         version = _schema_version(data)
         hint = (
-            f"it has schema_version {version}, this guard reads {SCHEMA_VERSION}: use the same guard version for both"
-            if version not in (None, SCHEMA_VERSION)
+            f"it has schema_version {version}, this guard reads {' and '.join(map(str, READ_VERSIONS))} "
+            f"(and writes {SCHEMA_VERSION}): use the same guard version for both"
+            if version is not None and version not in READ_VERSIONS
             else "pass the report.json that `guard run` wrote"
         )
         raise ReportError(f"{path} is not a valid report: {where}: {first['msg']}; {hint}") from exc

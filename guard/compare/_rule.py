@@ -1,0 +1,41 @@
+"""The settings one batch size is decided by: its thresholds, the error level and the look."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from guard.compare._models import METRICS
+
+# Every look tests each metric of every batch size: the error level is split this many ways per
+# look and batch size. tok/s counts even where it only informs, as it can still decide a regression.
+METRICS_PER_LOOK = len(METRICS)
+
+
+def alpha_per_look(alpha: float, looks: int, batch_sizes: int) -> float:
+    """Bonferroni: `alpha` split evenly over every bound a run may hold against a threshold, so
+    the chance that any of them is wrong, and a verdict with it, stays at most `alpha`."""
+    if looks < 1 or batch_sizes < 1:
+        raise ValueError("needs at least one look and one batch size")
+    return alpha / (looks * METRICS_PER_LOOK * batch_sizes)
+
+
+@dataclass(frozen=True)
+class Rule:
+    gpu_pct: float
+    tok_pct: float
+    alpha: float
+    confidence: float  # of the intervals shown beside the verdict (`Change`), not the decision's
+    # tok/s gates only where the run can detect its threshold; False: it always gates, the
+    # significance rule's reports decided before the roles existed were made by
+    tok_roles: bool = True
+    # the interval rule's error per one-sided bound (`alpha_per_look`); None: the significance
+    # rule, by which schema-1 reports were decided (and are decided again when read back)
+    alpha_per_look: float | None = None
+    look: int = 1  # the round being decided, from 1
+
+    @property
+    def bounds_confidence(self) -> float:
+        """The two-sided level whose tails are each alpha_per_look: its interval holds both bounds."""
+        if self.alpha_per_look is None:
+            raise ValueError("the significance rule has no bounds")
+        return 1 - 2 * self.alpha_per_look
