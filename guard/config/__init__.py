@@ -15,6 +15,7 @@ from guard.config._models import (
     MeasureConfig,
     WorkloadConfig,
 )
+from guard.config._overrides import ConfigOverrides, apply_overrides
 from guard.config._paths import check_entry
 from guard.config._sources import MAX_CONFIG_BYTES, MAX_REFERENCE_BYTES, CommitFiles, Files, FolderFiles
 from guard.config._thresholds import Thresholds, load_thresholds, read_thresholds, write_thresholds
@@ -30,6 +31,7 @@ __all__ = [
     "BuildConfig",
     "CaptureConfig",
     "CommitFiles",
+    "ConfigOverrides",
     "ConfigChange",
     "Files",
     "FolderFiles",
@@ -37,6 +39,7 @@ __all__ = [
     "MeasureConfig",
     "Thresholds",
     "WorkloadConfig",
+    "apply_overrides",
     "check_entry",
     "config_change",
     "config_paths",

@@ -1,6 +1,8 @@
 """Report: `report.json` (versioned schema) and `comment.md` (rendered from templates/)."""
 
+from guard.report._chart import StripChart, strip_chart
 from guard.report._check import UnfoundedReport, check_report
+from guard.report._links import RunLinks, run_links
 from guard.report._render import render_comment
 from guard.report._schema import (
     SCHEMA_VERSION,
@@ -9,11 +11,13 @@ from guard.report._schema import (
     Report,
     WorkloadInfo,
 )
-from guard.report._title import title
+from guard.report._svg import CHART_FILE, strip_svg
+from guard.report._title import step_metric, title
 from guard.report._traces import ArmTraces, TraceSection, trace_sections
 from guard.report._write import ReportError, read_report, write_report
 
 __all__ = [
+    "CHART_FILE",
     "SCHEMA_VERSION",
     "ArmInfo",
     "ArmTraces",
@@ -22,10 +26,16 @@ __all__ = [
     "Environment",
     "Report",
     "ReportError",
+    "RunLinks",
+    "StripChart",
     "WorkloadInfo",
     "check_report",
     "read_report",
     "render_comment",
+    "run_links",
+    "step_metric",
+    "strip_chart",
+    "strip_svg",
     "title",
     "trace_sections",
     "write_report",
