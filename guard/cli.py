@@ -119,12 +119,21 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--artifact-id", type=_positive_int, default=None,
                          help="id of that run's artifact with report.json, the picture and the traces, to link it")
 
+    artifact = sub.add_parser(
+        "artifact", help="copy report.json, comment.md, the picture and the traces into a new folder to upload",
+        description="Only regular files of this user's, opened without following links: a link a pull "
+                    "request's process left in the traces folder cannot make the upload read another file.",
+    )
+    artifact.add_argument("--out", type=Path, default=Path("guard-out"), help="the run's --out (default: guard-out)")
+    artifact.add_argument("--into", type=Path, required=True, help="new folder to copy into; upload this one")
+
     export = sub.add_parser(
         "export", help="a report's figures for other tools: Bencher (bmf), pyperf, github-action-benchmark",
         description="Reads the report as `guard comment` does (checked, decided again) and writes one arm's "
                     "figures: per batch size, the median and range over its processes.",
     )
     export.add_argument("report", type=Path, help="report.json written by `guard run`")
+    # guard.export.FORMATS, spelled out: importing it here would load the report stage for every command
     export.add_argument("--format", required=True, choices=["bmf", "pyperf", "github-action-benchmark"],
                         help="bmf: Bencher Metric Format JSON; pyperf: pyperf's JSON suite (one run per process); "
                              "github-action-benchmark: its customSmallerIsBetter list")
@@ -167,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             return _summary(args)
         if args.command == "export":
             return _export(args)
+        if args.command == "artifact":
+            return _artifact(args)
         return _demo(args)
     except GuardError as exc:
         print(f"guard: error: {exc.message}", file=sys.stderr)
@@ -227,7 +238,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _run_url() -> str | None:
     env = os.environ
     if env.get("GITHUB_RUN_ID") and env.get("GITHUB_REPOSITORY"):
-        server = env.get("GITHUB_SERVER_URL", "https://github.com")
+        server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
         return f"{server}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
     return None
 
@@ -274,6 +285,15 @@ def _summary(args: argparse.Namespace) -> int:
         })
     for line in annotations(report):
         print(line)
+    return EXIT_OK
+
+
+def _artifact(args: argparse.Namespace) -> int:
+    from guard.publish import gather_artifact
+
+    copied, left_out = gather_artifact(args.out, args.into)
+    skipped = f"; left out {left_out} that were not this user's own regular files" if left_out else ""
+    _progress(f"gathered {len(copied)} file(s) of {args.out} into {args.into}{skipped}")
     return EXIT_OK
 
 

@@ -98,7 +98,8 @@ def _run_guard(
         progress(f"config: from the base commit; the head's changes to {', '.join(change.paths)} are not used")
     if overrides.given():
         config = apply_overrides(config, overrides)
-        progress(f"config: overridden on the command line: {overrides.given()}")
+        given = ", ".join(f"{name} {value}" for name, value in overrides.given().items())
+        progress(f"config: overridden on the command line: {given}")
     gpu_pct, tok_pct = _thresholds(config, files)
     require_distinct(base_ref, head_ref)  # after the config: its errors are the ones to fix first
     check_cpus(config.measure.cpus)

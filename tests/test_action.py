@@ -336,6 +336,16 @@ if command == "summary":
     if verdict == "regression":
         print("::error title=regression-guard::tok/s -1.23% at batch size 1")
     sys.exit(0)
+if command == "artifact":  # the real one copies only the guard's own regular files (tests/test_artifact.py)
+    import shutil
+    out, into = Path(arg("--out")), Path(arg("--into"))
+    into.mkdir(parents=True)
+    for name in ("report.json", "comment.md", "step-times.svg", "runs/traces"):
+        if (out / name).is_dir():
+            shutil.copytree(out / name, into / name)
+        elif (out / name).exists():
+            shutil.copy(out / name, into / name)
+    sys.exit(0)
 if command == "comment":
     if os.environ.get("GITHUB_TOKEN") != scenario["token"]:
         print("guard: error: GITHUB_TOKEN is not set", file=sys.stderr)
@@ -488,6 +498,10 @@ def test_the_artifact_holds_the_report_the_picture_and_the_traces_and_is_linked(
         "comment.md", "report.json", "runs/traces/base-0-bs1.trace.json.gz", "step-times.svg"]
     (upload,) = harness.artifacts.uploads
     assert upload["retention-days"] == "14" and upload["if-no-files-found"] == "ignore"
+    # what the upload reads is the gathered copy, in the job's temp folder, not the run's folder
+    assert upload["path"] == str(harness.workspace / "runner-temp" / "regression-guard-artifacts" / "regression-guard")
+    (gather,) = harness.calls("artifact")
+    assert gather["argv"] == ["artifact", "--out", "guard-out", "--into", upload["path"]]
     # the job summary and the comment link the artifact, from this run's own URL and its id
     run_url = "https://github.com/example-org/engine/actions/runs/99"
     for command in ("summary", "comment"):

@@ -150,3 +150,12 @@ def test_bad_input_is_one_clear_message(args: list[str], message: str) -> None:
     proc = _export(*args)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_the_command_offers_every_format_the_export_stage_writes() -> None:
+    from guard.cli import _parser
+    from guard.export import FORMATS
+
+    export = _parser()._subparsers._group_actions[0].choices["export"]  # type: ignore[union-attr]
+    offered = next(a for a in export._actions if a.dest == "format").choices
+    assert list(offered) == list(FORMATS)

@@ -1,6 +1,7 @@
 """Publish: the sticky pull-request comment, the commit status, and the job's outputs,
 summary and annotations."""
 
+from guard.publish._artifact import gather_artifact
 from guard.publish._client import DEFAULT_API_URL, GitHub
 from guard.publish._comment import (
     DEFAULT_BOT_LOGIN,
@@ -34,6 +35,7 @@ __all__ = [
     "PublishResult",
     "annotations",
     "compose",
+    "gather_artifact",
     "cut",
     "headline",
     "job_links",
