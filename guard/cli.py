@@ -1,9 +1,11 @@
 """Command line: `guard run`, `guard demo`, `guard calibrate`, `guard comment` / `guard summary`
-for GitHub, and `guard analyze` / `guard diff` of profiler traces. Errors are one message and an exit code."""
+for GitHub, `guard export` for other tools, and `guard analyze` / `guard diff` of profiler traces.
+Errors are one message and an exit code."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -13,8 +15,8 @@ from typing import TYPE_CHECKING
 import guard
 from guard._crash import describe_failure
 from guard._errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, GuardError
-from guard._output import append_whole, check_out_dir, check_out_file
-from guard.config import DEFAULT_CONFIG_NAME, load_caller_config
+from guard._output import append_whole, check_out_dir, check_out_file, write_atomic
+from guard.config import DEFAULT_CONFIG_NAME, ConfigOverrides, load_caller_config
 from guard.sandbox import restart_clean
 
 if TYPE_CHECKING:  # the report stage pulls in scipy; `guard analyze` needs none of it
@@ -57,6 +59,16 @@ def _parser() -> argparse.ArgumentParser:
         "--github-repo", default=os.environ.get("GITHUB_REPOSITORY"),
         help="OWNER/NAME, to link the comment's file locations (default: $GITHUB_REPOSITORY)",
     )
+    tried = run.add_argument_group(
+        "overrides", "in place of the config's values, for a quick local try or a threshold the workflow sets; "
+        "the report and the comment say which were given")
+    tried.add_argument("--repeats", type=_positive_int, default=None, help="fresh processes per arm (measure.repeats)")
+    tried.add_argument("--batch-sizes", type=_batch_sizes, default=None,
+                       help="batch sizes measured, e.g. 1,2 (workload.batch_sizes)")
+    tried.add_argument("--steps", type=_positive_int, default=None, help="timed decode steps (workload.steps)")
+    tried.add_argument("--threshold-pct", type=_percent, default=None,
+                       help="smallest slowdown that counts, for both metrics (measure.threshold_pct; "
+                            "replaces a calibrated thresholds file)")
 
     cal = sub.add_parser("calibrate", help="A/A runs of one commit: this runner's noise and suggested thresholds")
     cal.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
@@ -97,12 +109,41 @@ def _parser() -> argparse.ArgumentParser:
     comment.add_argument("--key", default="default",
                          help="keeps one comment and status per key, e.g. one per GPU in a matrix")
     comment.add_argument("--no-status", action="store_true", help="do not set the commit status")
-    comment.add_argument("--run-url", default=_run_url(), help="link for the status when there is no comment")
+    comment.add_argument("--run-url", default=_run_url(),
+                         help="the workflow run that measured: linked from the comment, and the status's link "
+                              "when there is no comment (default: this job's run)")
+    comment.add_argument("--artifact-id", type=_positive_int, default=None,
+                         help="id of that run's artifact with report.json, the picture and the traces, to link it")
 
     summary = sub.add_parser(
         "summary", help="write the job summary, step outputs and annotations of a report (GitHub Actions)"
     )
     summary.add_argument("--report", type=Path, required=True, help="report.json written by `guard run`")
+    summary.add_argument("--run-url", default=_run_url(),
+                         help="the workflow run that measured, to link (default: this job's run)")
+    summary.add_argument("--artifact-id", type=_positive_int, default=None,
+                         help="id of that run's artifact with report.json, the picture and the traces, to link it")
+
+    artifact = sub.add_parser(
+        "artifact", help="copy report.json, comment.md, the picture and the traces into a new folder to upload",
+        description="Only regular files of this user's, opened without following links: a link a pull "
+                    "request's process left in the traces folder cannot make the upload read another file.",
+    )
+    artifact.add_argument("--out", type=Path, default=Path("guard-out"), help="the run's --out (default: guard-out)")
+    artifact.add_argument("--into", type=Path, required=True, help="new folder to copy into; upload this one")
+
+    export = sub.add_parser(
+        "export", help="a report's figures for other tools: Bencher (bmf), pyperf, github-action-benchmark",
+        description="Reads the report as `guard comment` does (checked, decided again) and writes one arm's "
+                    "figures: per batch size, the median and range over its processes.",
+    )
+    export.add_argument("report", type=Path, help="report.json written by `guard run`")
+    # guard.export.FORMATS, spelled out: importing it here would load the report stage for every command
+    export.add_argument("--format", required=True, choices=["bmf", "pyperf", "github-action-benchmark"],
+                        help="bmf: Bencher Metric Format JSON; pyperf: pyperf's JSON suite (one run per process); "
+                             "github-action-benchmark: its customSmallerIsBetter list")
+    export.add_argument("--arm", choices=["base", "head"], default="head", help="whose figures (default: head)")
+    export.add_argument("--out", type=Path, default=None, help="file to write (default: standard output)")
 
     steps_help = "decode steps in the trace; needed when it has no step ranges and no graph launches"
     max_help = "largest trace read, in MiB uncompressed (default: 2048); a larger one is refused before it is held"
@@ -138,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
             return _comment(args)
         if args.command == "summary":
             return _summary(args)
+        if args.command == "export":
+            return _export(args)
+        if args.command == "artifact":
+            return _artifact(args)
         return _demo(args)
     except GuardError as exc:
         print(f"guard: error: {exc.message}", file=sys.stderr)
@@ -175,6 +220,8 @@ def _run(args: argparse.Namespace) -> int:
         args.repo, args.base, args.head, config, args.out, args.cache_dir, _progress,
         config_dir=config_dir, github_repo=args.github_repo,
         server_url=os.environ.get("GITHUB_SERVER_URL", "https://github.com"),
+        overrides=ConfigOverrides(repeats=args.repeats, batch_sizes=args.batch_sizes, steps=args.steps,
+                                  threshold_pct=args.threshold_pct),
     )
     return _finish(report, args.out, print_comment=False)
 
@@ -197,7 +244,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _run_url() -> str | None:
     env = os.environ
     if env.get("GITHUB_RUN_ID") and env.get("GITHUB_REPOSITORY"):
-        server = env.get("GITHUB_SERVER_URL", "https://github.com")
+        server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
         return f"{server}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
     return None
 
@@ -209,7 +256,7 @@ def _comment(args: argparse.Namespace) -> int:
         raise PublishError("no repository: pass --repo OWNER/NAME (or set GITHUB_REPOSITORY)")
     request = PublishRequest(
         report=args.report, repo=args.repo, pr=args.pr, mode=args.mode, sha=args.sha, bot_login=args.bot_login,
-        key=args.key, status=not args.no_status, run_url=args.run_url,
+        key=args.key, status=not args.no_status, run_url=args.run_url, artifact_id=args.artifact_id,
         api_url=os.environ.get("GITHUB_API_URL") or DEFAULT_API_URL,
         server_url=os.environ.get("GITHUB_SERVER_URL"),
     )
@@ -224,22 +271,50 @@ def _comment(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from guard.publish import annotations, job_links, worst_tok_per_s_change_pct, write_outputs
-    from guard.report import read_report, render_comment
+    from guard.publish import (
+        annotations, job_links, worst_gpu_ms_change_pct, worst_tok_per_s_change_pct, write_outputs,
+    )
+    from guard.report import read_report, render_comment, run_links
 
+    links = run_links(args.run_url, args.artifact_id)
     report = job_links(read_report(args.report), os.environ.get("GITHUB_REPOSITORY"),
                        os.environ.get("GITHUB_SERVER_URL"))
     if os.environ.get("GITHUB_STEP_SUMMARY"):
-        append_whole(Path(os.environ["GITHUB_STEP_SUMMARY"]), render_comment(report) + "\n")
+        append_whole(Path(os.environ["GITHUB_STEP_SUMMARY"]), render_comment(report, links) + "\n")
     if os.environ.get("GITHUB_OUTPUT"):
-        change = worst_tok_per_s_change_pct(report)
+        tok, gpu = worst_tok_per_s_change_pct(report), worst_gpu_ms_change_pct(report)
         write_outputs(Path(os.environ["GITHUB_OUTPUT"]), {
             "verdict": report.verdict,
-            "tok-per-s-change": "" if change is None else f"{change:.2f}",
+            "tok-per-s-change": "" if tok is None else f"{tok:.2f}",
+            "gpu-ms-change": "" if gpu is None else f"{gpu:.2f}",
             "report-path": str(args.report),
         })
     for line in annotations(report):
         print(line)
+    return EXIT_OK
+
+
+def _artifact(args: argparse.Namespace) -> int:
+    from guard.publish import gather_artifact
+
+    copied, left_out = gather_artifact(args.out, args.into)
+    skipped = f"; left out {left_out} that were not this user's own regular files" if left_out else ""
+    _progress(f"gathered {len(copied)} file(s) of {args.out} into {args.into}{skipped}")
+    return EXIT_OK
+
+
+def _export(args: argparse.Namespace) -> int:
+    from guard.export import export
+    from guard.report import read_report
+
+    if args.out is not None:
+        check_out_file(args.out)  # before the report is read: a bad --out is the first thing to fix
+    text = export(read_report(args.report), args.format, args.arm)
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        write_atomic(args.out, text)
+        _progress(f"wrote {args.format} of the {args.arm} arm to {args.out}")
     return EXIT_OK
 
 
@@ -305,4 +380,24 @@ def _positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return value
+
+
+def _batch_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"expected batch sizes as whole numbers of 1 or more, e.g. 1,2; got {text!r}")
+    return sizes
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value < 100):
+        raise argparse.ArgumentTypeError(f"expected a percentage above 0 and below 100, e.g. 0.5; got {text!r}")
     return value

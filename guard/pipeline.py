@@ -19,8 +19,8 @@ from guard.checkout import (
 )
 from guard.compare import Comparison, compare, confirm_undecided
 from guard.config import (
-    DEFAULT_CONFIG_NAME, CommitFiles, ConfigChange, Files, FolderFiles, GuardConfig, check_entry, config_change,
-    config_paths, load_commit_config, read_thresholds,
+    DEFAULT_CONFIG_NAME, CommitFiles, ConfigChange, ConfigOverrides, Files, FolderFiles, GuardConfig,
+    apply_overrides, check_entry, config_change, config_paths, load_commit_config, read_thresholds,
 )
 from guard.measure import (
     ArmMeasurement, ArmTarget, HarnessSpec, ReferenceOutcome, check_cpus, prepare_reference, run_interleaved,
@@ -53,14 +53,16 @@ def run_guard(
     config_dir: Path | None = None,
     github_repo: str | None = None,
     server_url: str = "https://github.com",
+    overrides: ConfigOverrides | None = None,
 ) -> Report:
     """`config` None: guard.toml and the files it names come from the base commit, as git holds
     it. A config the caller gives (--config, the demo) is used as it is, with the files it names
-    in `config_dir` (default: the repository)."""
+    in `config_dir` (default: the repository). `overrides` replace some of its values (the
+    command line's), and the report says which."""
     # the arms' cached builds stay locked until the report is written: no other run rebuilds them meanwhile
     with ExitStack() as builds_in_use:
         return _run_guard(repo, base, head, config, out_dir, cache_dir, progress, config_dir, github_repo, server_url,
-                          builds_in_use)
+                          builds_in_use, overrides or ConfigOverrides())
 
 
 def run_config(
@@ -83,6 +85,7 @@ def _run_guard(
     github_repo: str | None,
     server_url: str,
     builds_in_use: ExitStack,
+    overrides: ConfigOverrides,
 ) -> Report:
     started = time.time()
     repo = repo.resolve()
@@ -96,6 +99,10 @@ def _run_guard(
                  f"{', ...' if len(dirty) > 1 else ''}); they are not measured: the guard builds the commits")
     if change is not None:
         progress(f"config: from the base commit; the head's changes to {', '.join(change.paths)} are not used")
+    if overrides.given():
+        config = apply_overrides(config, overrides)
+        given = ", ".join(f"{name} {value}" for name, value in overrides.given().items())
+        progress(f"config: overridden on the command line: {given}")
     gpu_pct, tok_pct = _thresholds(config, files)
     require_distinct(base_ref, head_ref)  # after the config: its errors are the ones to fix first
     check_cpus(config.measure.cpus)
@@ -215,6 +222,7 @@ def _run_guard(
         traces=trace_sections(traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir),
         changed_files=changed_files(repo, base_ref.sha, head_ref.sha),
         config_change=change,
+        overrides=overrides if overrides.given() else None,
         capture=_capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress),
         github_repo=github_repo,
         server_url=server_url,

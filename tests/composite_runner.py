@@ -5,17 +5,21 @@ github, runner, steps), string literals, `==`, `!=`, `!`, `&&`, `||`, parenthese
 format(); step `if:` conditions (success() when there is none); `env:`;
 `continue-on-error: true`; the steps context's `outputs`, `outcome` and `conclusion`;
 GITHUB_OUTPUT and GITHUB_STEP_SUMMARY files. Each step's script runs as
-`bash --noprofile --norc -eo pipefail FILE`, as for `shell: bash`.
+`bash --noprofile --norc -eo pipefail FILE`, as for `shell: bash`. A `uses:` step runs a
+stand-in given for that action, with its `with:` rendered: `ArtifactStore` stands in for
+actions/upload-artifact.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<string>'(?:[^']|'')*')|(?P<number>\d+)|(?P<op>&&|\|\||==|!=|!|\(|\)|,)"
@@ -209,14 +213,74 @@ class ActionRun:
         return next(step for step in self.steps if step.name == name)
 
 
+class StepFailed(Exception):
+    """A stand-in action failed, as the action would: its message is the step's log."""
+
+
+# A stand-in for a `uses:` action: (its rendered `with:`, the workspace, the github context)
+# -> its outputs; StepFailed fails the step.
+UsesStandIn = Callable[[dict[str, str], Path, dict[str, Any]], dict[str, str]]
+
+
+class ArtifactStore:
+    """actions/upload-artifact@v4 as far as action.yml uses it: `name`, `path` (lines of files,
+    folders or globs, relative to the workspace), `if-no-files-found`; the files keep their
+    paths below the least common ancestor of the paths searched; a name taken in this run
+    fails, as v4 refuses to overwrite. Uploads land in `root/NAME/`."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.uploads: list[dict[str, str]] = []  # each upload's `with:`, in order
+
+    def __call__(self, with_: dict[str, str], workdir: Path, github: dict[str, Any]) -> dict[str, str]:
+        name = with_["name"]
+        if not name or (self.root / name).exists():
+            raise StepFailed(f"an artifact named {name!r} cannot be uploaded: it is empty or exists already")
+        searched = [line.strip() for line in with_["path"].splitlines() if line.strip()]
+        files: list[Path] = []
+        for pattern in searched:
+            for match in sorted(glob.glob(str(workdir / pattern), recursive=True)):
+                found = Path(match)
+                files += sorted(p for p in found.rglob("*") if p.is_file()) if found.is_dir() else [found]
+        if not files:
+            if with_.get("if-no-files-found", "warn") == "error":
+                raise StepFailed("no files were found with the provided path")
+            return {}
+        self.uploads.append(with_)
+        root = Path(os.path.commonpath([str(workdir / _search_path(p)) for p in searched]))
+        root = root.parent if root.is_file() else root  # one file: the folder it is in
+        for path in files:
+            target = self.root / name / path.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+        number = str(len(self.uploads))
+        run = f"{github['server_url']}/{github['repository']}/actions/runs/{github['run_id']}"
+        return {"artifact-id": number, "artifact-url": f"{run}/artifacts/{number}"}
+
+    def files(self, name: str) -> list[str]:
+        return sorted(str(p.relative_to(self.root / name)) for p in (self.root / name).rglob("*") if p.is_file())
+
+
+def _search_path(pattern: str) -> str:
+    """The part of a path before its first wildcard, where the search starts."""
+    plain: list[str] = []
+    for part in Path(pattern).parts:
+        if re.search(r"[*?\[]", part):
+            break
+        plain.append(part)
+    return str(Path(*plain)) if plain else "."
+
+
 def run_action(
     action: dict[str, Any],
     inputs: dict[str, str],
     github: dict[str, Any],
     workdir: Path,
     base_env: dict[str, str],
+    uses: dict[str, UsesStandIn] | None = None,
 ) -> ActionRun:
-    """Runs every step of a composite action; `base_env` is the job's environment."""
+    """Runs every step of a composite action; `base_env` is the job's environment, `uses` the
+    stand-ins for the actions its `uses:` steps name (by name, without the @ref)."""
     runner_temp = workdir / "runner-temp"
     runner_temp.mkdir(parents=True, exist_ok=True)
     summary_file = runner_temp / "step-summary.md"
@@ -244,6 +308,13 @@ def run_action(
             if step.get("id"):
                 contexts["steps"][step["id"]] = {"outputs": {}, "outcome": "skipped", "conclusion": "skipped"}
             continue
+        if "uses" in step:
+            runs.append(_run_uses(step, name, contexts, workdir, github, uses or {}))
+            if step.get("id"):
+                run = runs[-1]
+                contexts["steps"][step["id"]] = {"outputs": run.outputs, "outcome": run.outcome,
+                                                 "conclusion": run.conclusion}
+            continue
         step_env = {key: substitute(str(value), contexts) for key, value in (step.get("env") or {}).items()}
         output_file = runner_temp / f"output-{index}"
         script = runner_temp / f"step-{index}.sh"
@@ -267,6 +338,23 @@ def run_action(
         name: substitute(str(spec["value"]), contexts) for name, spec in (action.get("outputs") or {}).items()
     }
     return ActionRun(runs, action_outputs, summary_file.read_text())
+
+
+def _run_uses(
+    step: dict[str, Any], name: str, contexts: dict[str, Any], workdir: Path, github: dict[str, Any],
+    uses: dict[str, UsesStandIn],
+) -> StepRun:
+    action = step["uses"].split("@", 1)[0]
+    if action not in uses:
+        raise ValueError(f"no stand-in for {action}, which step {name!r} uses")
+    with_ = {key: substitute(str(value), contexts) for key, value in (step.get("with") or {}).items()}
+    try:
+        outputs, code, log = uses[action](with_, workdir, github), 0, ""
+    except StepFailed as exc:
+        outputs, code, log = {}, 1, f"::error::{exc}"
+    # `env` holds the step's `with:`: what the action was handed, as a script's env is
+    return StepRun(name, step.get("id"), True, code, with_, log, outputs,
+                   continue_on_error=step.get("continue-on-error") is True)
 
 
 def clean_env() -> dict[str, str]:

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.composite_runner import ActionRun, clean_env, evaluate, read_output_file, run_action, substitute
+from tests.composite_runner import (
+    ActionRun, ArtifactStore, clean_env, evaluate, read_output_file, run_action, substitute,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTION_PATH = ROOT / "action.yml"
@@ -67,14 +69,17 @@ def test_no_expression_inside_a_run_script() -> None:
 
 
 def test_every_input_reaches_scripts_through_env_only() -> None:
+    """A `uses:` step gets inputs through `with:`, which the action it runs reads as its own
+    inputs: no shell sees them."""
     declared = set(ACTION["inputs"])
     used: set[str] = set()
     for step in ACTION["runs"]["steps"]:
+        passed = "with" if "uses" in step else "env"
         for key in step:
-            if key in ("env", "if"):
+            if key in (passed, "if"):
                 continue
             assert "inputs." not in yaml.safe_dump(step[key]), f"step {step['name']}: inputs in {key}"
-        env_and_if = expressions(step.get("env")) + [str(step.get("if", ""))]
+        env_and_if = expressions(step.get(passed)) + [str(step.get("if", ""))]
         used |= {m for text in env_and_if for m in re.findall(r"inputs\.([A-Za-z0-9_-]+)", text)}
     assert used <= declared, f"undeclared inputs: {used - declared}"
     # Every input does something; `token` only through the comment step.
@@ -84,7 +89,7 @@ def test_every_input_reaches_scripts_through_env_only() -> None:
 def test_the_token_reaches_the_comment_step_only() -> None:
     holders = []
     for step in ACTION["runs"]["steps"]:
-        for name, value in (step.get("env") or {}).items():
+        for name, value in (step.get("env") or step.get("with") or {}).items():
             if "inputs.token" in str(value) or "github.token" in str(value) or "secrets." in str(value):
                 holders.append((step["id"], name, value))
     assert holders == [("comment", "GITHUB_TOKEN", "${{ inputs.token }}")]
@@ -229,6 +234,38 @@ def test_comment_workflow_refuses_a_report_that_does_not_match_its_run(
     assert outputs == {}
 
 
+@pytest.mark.parametrize(("listed_id", "expected"), [("987654", "987654"), ("", ""), ("12\n::warning::x", "")])
+def test_comment_workflow_links_the_measuring_runs_artifact_by_its_id(
+    tmp_path: Path, listed_id: str, expected: str
+) -> None:
+    """The id comes from GitHub's list of the run's artifacts, and only a number is passed on."""
+    steps = load(EXAMPLES / "public-repo-comment.yml")["jobs"]["comment"]["steps"]
+    find = next(step for step in steps if step.get("id") == "find")
+    script = tmp_path / "find.sh"
+    script.write_text(find["run"])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "listed-id").write_text(listed_id)
+    _executable(bin_dir / "gh", f"""#!/usr/bin/env bash
+echo "$*" >> "{tmp_path}/gh.log"
+case "$2" in
+  *name=regression-guard-report) echo 1 ;;
+  *name=regression-guard) cat "{tmp_path}/listed-id" ;;
+esac
+""")
+    output = tmp_path / "output"
+    env = clean_env() | {"PATH": f"{bin_dir}:{clean_env()['PATH']}", "GH_TOKEN": "x", "REPO": "example-org/engine",
+                         "RUN_ID": "55", "GITHUB_OUTPUT": str(output)}
+    proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert read_output_file(output) == {"found": "true", "artifact-id": expected}
+    assert "repos/example-org/engine/actions/runs/55/artifacts?name=regression-guard " in (
+        tmp_path / "gh.log").read_text()
+    post = steps[-1]
+    assert post["with"]["artifact-id"] == "${{ steps.find.outputs.artifact-id }}"
+
+
 def test_private_example_grants_write_only_to_its_job() -> None:
     workflow = load(EXAMPLES / "private-repo.yml")
     assert workflow["on"] == {"pull_request": None}
@@ -273,13 +310,19 @@ def output(line):
 
 command = sys.argv[1]
 if command == "run":
+    out = Path(arg("--out"))
+    # the profiled passes leave their traces as they go, whether or not a report follows
+    traces = out / "runs" / "traces"
+    traces.mkdir(parents=True, exist_ok=True)
+    (traces / "base-0-bs1.trace.json.gz").write_bytes(b"trace of base")
     if scenario["verdict"] is None:
         print("guard: error: the build of head failed", file=sys.stderr)
         sys.exit(2)
-    out = Path(arg("--out"))
-    out.mkdir(parents=True, exist_ok=True)
     report = {{"verdict": scenario["verdict"], "reasons": scenario.get("reasons", [])}}
     (out / "report.json").write_text(json.dumps(report))
+    (out / "comment.md").write_text("the comment")
+    (out / "step-times.svg").write_text("<svg/>")
+    (out / "runs" / "base-0.log").write_text("a process's log: not in the artifact")
     sys.exit({{"regression": 1, "invalid": 2}}.get(scenario["verdict"], 0))
 if command == "summary":
     report_path = arg("--report")
@@ -288,9 +331,20 @@ if command == "summary":
         f.write(f"## regression-guard: {{verdict}}\\n")
     output(f"verdict={{verdict}}")
     output("tok-per-s-change=-1.23" if verdict == "regression" else "tok-per-s-change=")
+    output("gpu-ms-change=2.34" if verdict == "regression" else "gpu-ms-change=")
     output(f"report-path={{report_path}}")
     if verdict == "regression":
         print("::error title=regression-guard::tok/s -1.23% at batch size 1")
+    sys.exit(0)
+if command == "artifact":  # the real one copies only the guard's own regular files (tests/test_artifact.py)
+    import shutil
+    out, into = Path(arg("--out")), Path(arg("--into"))
+    into.mkdir(parents=True)
+    for name in ("report.json", "comment.md", "step-times.svg", "runs/traces"):
+        if (out / name).is_dir():
+            shutil.copytree(out / name, into / name)
+        elif (out / name).exists():
+            shutil.copy(out / name, into / name)
     sys.exit(0)
 if command == "comment":
     if os.environ.get("GITHUB_TOKEN") != scenario["token"]:
@@ -340,6 +394,7 @@ class Harness:
         self.python = _executable(
             tools / "python", FAKE_PYTHON.format(log=tmp_path / "python.log", guard=guard, real_python=sys.executable)
         )
+        self.artifacts = ArtifactStore(tmp_path / "artifacts")
 
     def run(
         self, verdict: str | None, inputs: dict[str, str] | None = None, event: str = "pull_request",
@@ -363,7 +418,7 @@ class Harness:
             github["event"] = {"workflow_run": {"html_url": "https://github.com/example-org/engine/actions/runs/5"}}
         return run_action(
             ACTION, {"python": str(self.python), **(inputs or {})}, github, self.workspace,
-            clean_env() | (job_env or {}),
+            clean_env() | (job_env or {}), uses={"actions/upload-artifact": self.artifacts},
         )
 
     def calls(self, command: str) -> list[dict[str, Any]]:
@@ -402,13 +457,15 @@ def test_regression_on_a_pull_request_is_reported_commented_and_fails_the_job(ha
     assert comment_call["argv"] == [
         "comment", "--report", "guard-out/report.json", "--repo", "example-org/engine", "--pr", "7",
         "--mode", "on-regression", "--run-url", "https://github.com/example-org/engine/actions/runs/99",
-        "--sha", HEAD_SHA,
+        "--sha", HEAD_SHA, "--artifact-id", "1",
     ]
     assert result.outputs == {
         "verdict": "regression",
         "tok-per-s-change": "-1.23",
+        "gpu-ms-change": "2.34",
         "comment-url": "https://github.com/example-org/engine/pull/7#issuecomment-1",
         "report-path": "guard-out/report.json",
+        "artifact-url": "https://github.com/example-org/engine/actions/runs/99/artifacts/1",
     }
     assert result.summary == "## regression-guard: regression\n"
     assert "::error title=regression-guard::tok/s" in result.step("Summarize").stdout
@@ -431,6 +488,75 @@ def test_the_run_step_shell_gives_its_place_to_the_guard(harness: Harness) -> No
     assert any(arg.endswith(".sh") for arg in summary_call["parent"]), summary_call["parent"]
     assert not any(arg.endswith(".sh") for arg in run_call["parent"]), run_call["parent"]
     assert "bash" not in Path(run_call["parent"][0]).name
+
+
+def test_the_artifact_holds_the_report_the_picture_and_the_traces_and_is_linked(harness: Harness) -> None:
+    result = harness.run("regression")
+    names = [step.name for step in result.steps]
+    assert names.index("Upload the report, the picture and the traces") < names.index("Summarize")
+    assert harness.artifacts.files("regression-guard") == [
+        "comment.md", "report.json", "runs/traces/base-0-bs1.trace.json.gz", "step-times.svg"]
+    (upload,) = harness.artifacts.uploads
+    assert upload["retention-days"] == "14" and upload["if-no-files-found"] == "ignore"
+    # what the upload reads is the gathered copy, in the job's temp folder, not the run's folder
+    assert upload["path"] == str(harness.workspace / "runner-temp" / "regression-guard-artifacts" / "regression-guard")
+    (gather,) = harness.calls("artifact")
+    assert gather["argv"] == ["artifact", "--out", "guard-out", "--into", upload["path"]]
+    # the job summary and the comment link the artifact, from this run's own URL and its id
+    run_url = "https://github.com/example-org/engine/actions/runs/99"
+    for command in ("summary", "comment"):
+        (call,) = harness.calls(command)
+        argv = call["argv"]
+        assert argv[argv.index("--run-url") + 1] == run_url, command
+        assert argv[argv.index("--artifact-id") + 1] == "1", command
+    assert result.outputs["artifact-url"] == f"{run_url}/artifacts/1"
+
+
+def test_a_run_that_wrote_no_report_still_uploads_its_traces(harness: Harness) -> None:
+    result = harness.run(None)
+    assert result.step("Upload the report, the picture and the traces").exit_code == 0
+    assert harness.artifacts.files("regression-guard") == ["runs/traces/base-0-bs1.trace.json.gz"]
+    assert not result.succeeded and result.outputs["verdict"] == "invalid"
+
+
+def test_no_artifact_when_its_name_is_empty(harness: Harness) -> None:
+    result = harness.run("regression", {"artifact": ""})
+    assert not result.step("Upload the report, the picture and the traces").ran
+    assert harness.artifacts.uploads == [] and result.outputs["artifact-url"] == ""
+    (comment_call,) = harness.calls("comment")
+    assert "--artifact-id" not in comment_call["argv"] and "--run-url" in comment_call["argv"]
+
+
+def test_a_failed_upload_leaves_the_summary_and_the_comment_to_go_on(harness: Harness) -> None:
+    (harness.artifacts.root / "regression-guard").mkdir(parents=True)  # another job of the run took the name
+    result = harness.run("pass", {"comment": "always"})
+    upload = result.step("Upload the report, the picture and the traces")
+    assert (upload.exit_code, upload.conclusion) == (1, "success")
+    assert result.succeeded and result.outputs["verdict"] == "pass"
+    (comment_call,) = harness.calls("comment")
+    assert "--artifact-id" not in comment_call["argv"]
+
+
+def test_threshold_input_reaches_the_run_as_an_override(harness: Harness) -> None:
+    harness.run("pass", {"threshold-pct": "0.25"})
+    (run_call,) = harness.calls("run")
+    argv = run_call["argv"]
+    assert argv[argv.index("--threshold-pct") + 1] == "0.25"
+    assert all("--threshold-pct" not in call["argv"] for call in harness.calls("summary") + harness.calls("comment"))
+    harness.run("pass")
+    assert "--threshold-pct" not in harness.calls("run")[-1]["argv"]
+
+
+def test_report_mode_uploads_nothing_and_links_the_measuring_runs_artifact(harness: Harness) -> None:
+    report = harness.root / "downloaded" / "report.json"
+    report.parent.mkdir()
+    report.write_text(json.dumps({"verdict": "pass", "reasons": []}))
+    harness.run("pass", {"report": str(report), "pr-number": "12", "artifact-id": "4242"}, event="workflow_run")
+    assert harness.artifacts.uploads == []
+    (comment_call,) = harness.calls("comment")
+    argv = comment_call["argv"]
+    assert argv[argv.index("--artifact-id") + 1] == "4242"
+    assert argv[argv.index("--run-url") + 1] == "https://github.com/example-org/engine/actions/runs/5"
 
 
 def test_regression_passes_the_job_when_fail_on_regression_is_false(harness: Harness) -> None:
@@ -530,6 +656,10 @@ def test_report_input_posts_a_downloaded_report_without_running(harness: Harness
         ({"fail-on-regression": "yes"}, "input fail-on-regression is 'yes'; use true or false"),
         ({"commit-status": "no"}, "input commit-status is 'no'; use true or false"),
         ({"pr-number": "7; rm -rf /"}, "input pr-number is '7; rm -rf /'; give the number of a pull request"),
+        ({"threshold-pct": "1%"}, "input threshold-pct is '1%'; give a percentage below 100, e.g. 0.5"),
+        ({"threshold-pct": "100"}, "input threshold-pct is '100'; give a percentage below 100"),
+        ({"artifact": "a/b"}, "input artifact is 'a/b'; use letters, digits and . _ -"),
+        ({"artifact-id": "12 && x"}, "input artifact-id is '12 && x'; give the number of an artifact"),
     ],
 )
 def test_bad_inputs_stop_before_anything_runs(harness: Harness, inputs: dict[str, str], message: str) -> None:

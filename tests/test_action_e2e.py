@@ -4,6 +4,7 @@ posting to the GitHub stand-in on loopback."""
 
 from __future__ import annotations
 
+import json
 import stat
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.composite_runner import clean_env, run_action
+from tests.composite_runner import ArtifactStore, clean_env, run_action
 from tests.conftest import commit_all, git
 from tests.github_standin import GitHubStandIn
 from tests.test_pipeline import make_repo, write_workload
@@ -51,10 +52,14 @@ def test_action_measures_posts_once_and_fails_the_job_on_a_real_regression(tmp_p
         "run_id": 41, "sha": head_sha, "event_name": "pull_request",
         "event": {"pull_request": {"number": 12, "base": {"sha": base_sha}, "head": {"sha": head_sha}}},
     }
+    artifacts = ArtifactStore(tmp_path / "artifacts")
     with GitHubStandIn({TOKEN: None}) as api:
         job_env = clean_env() | {"GITHUB_API_URL": api.url, "GITHUB_TOKEN": TOKEN}
-        first = run_action(action, {"python": str(runner_python)}, github, repo, job_env)
-        second = run_action(action, {"python": str(runner_python)}, github, repo, job_env)
+        inputs = {"python": str(runner_python)}
+        first = run_action(action, inputs, github, repo, job_env, uses={"actions/upload-artifact": artifacts})
+        # a second job of the run, with the artifact's name its own
+        inputs |= {"artifact": "regression-guard-2"}
+        second = run_action(action, inputs, github, repo, job_env, uses={"actions/upload-artifact": artifacts})
         comments = api.comments("octo/engine", 12)
         statuses = api.statuses("octo/engine", head_sha)
 
@@ -64,6 +69,10 @@ def test_action_measures_posts_once_and_fails_the_job_on_a_real_regression(tmp_p
     assert "verdict: regression" in run_step.stdout
     assert first.outputs["verdict"] == "regression"
     assert float(first.outputs["tok-per-s-change"]) < -50  # ten times the work: tok/s far below half
+    assert float(first.outputs["gpu-ms-change"]) > 100  # and each step more than twice as long
+    # report.json, the comment and the picture, one click from the comment (a CPU run has no traces)
+    assert artifacts.files("regression-guard") == ["comment.md", "report.json", "step-times.svg"]
+    assert json.loads((artifacts.root / "regression-guard" / "report.json").read_text())["verdict"] == "regression"
     assert first.outputs["report-path"] == "guard-out/report.json"
     assert "makes decode slower" in first.summary
     assert "::error title=Decode regression::" in first.step("Summarize").stdout
@@ -73,6 +82,10 @@ def test_action_measures_posts_once_and_fails_the_job_on_a_real_regression(tmp_p
     assert len(comments) == 1 and comments[0]["user"]["login"] == "github-actions[bot]"
     assert first.outputs["comment-url"] == second.outputs["comment-url"] == comments[0]["html_url"]
     assert "make decode ten times slower" in comments[0]["body"]
+    run_url = "https://github.com/octo/engine/actions/runs/41"
+    assert f"[the artifact]({run_url}/artifacts/2) of [the run that measured]({run_url})" in comments[0]["body"]
+    assert f"[the artifact]({run_url}/artifacts/1)" in first.summary
+    assert "```mermaid\nxychart-beta" in comments[0]["body"]
     assert [s["state"] for s in statuses] == ["failure", "failure"]
     assert {s["context"] for s in statuses} == {"regression-guard"}
     assert statuses[0]["target_url"] == comments[0]["html_url"]

@@ -18,7 +18,7 @@ import yaml
 
 from guard.sandbox import MARKER, guard_environment, is_allowed, pr_environment
 from guard.sandbox._env import check_pass_env
-from tests.composite_runner import clean_env, run_action
+from tests.composite_runner import ArtifactStore, clean_env, run_action
 from tests.conftest import commit_all, git, writable_by_all
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -305,7 +305,8 @@ def test_through_the_action_no_step_shell_or_guard_above_the_pr_code_holds_a_sec
     job_env = clean_env() | SECRETS | probe
     inputs = {"python": str(runner_python), "out": probe["PROBE_OUT"], "cache-dir": probe["PROBE_CACHE"],
               "base": "main", "head": "feature"}
-    result = run_action(action, inputs, github, repo, job_env)
+    result = run_action(action, inputs, github, repo, job_env,
+                        uses={"actions/upload-artifact": ArtifactStore(tmp_path / "artifacts")})
     assert result.step("Run regression-guard").exit_code in (0, 1), result.step("Run regression-guard").stdout
 
     runner_temp = repo / "runner-temp"  # where the composite runner keeps the step files

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from guard._errors import GuardError
 from guard.publish import (
     MAX_BODY_CHARS,
     GitHub,
@@ -261,6 +262,22 @@ def test_links_come_from_the_job_not_the_report(api: GitHubStandIn, tmp_path: Pa
     _publish(api, path, mode="always")
     body = api.comments(REPO, PR)[0]["body"]
     assert "evil" not in body
+
+
+def test_the_comment_links_the_run_and_its_artifact_as_the_job_gives_them(api: GitHubStandIn, tmp_path: Path) -> None:
+    path, _ = _report(tmp_path)
+    run = "https://github.example/octo/engine/actions/runs/31"
+    _publish(api, path, mode="always", run_url=run, artifact_id=9)
+    body = api.comments(REPO, PR)[0]["body"]
+    assert f"[the artifact]({run}/artifacts/9) of [the run that measured]({run})" in body
+    _publish(api, path, mode="always", run_url=run)  # no artifact uploaded: the run alone
+    body = api.comments(REPO, PR)[0]["body"]
+    assert f"[The run that measured]({run})." in body and "/artifacts/" not in body
+    with pytest.raises(GuardError, match="is not the URL of a workflow run"):
+        _publish(api, path, mode="always", run_url=f"{run} [x](https://e.vil)")
+    with pytest.raises(PublishError, match="--artifact-id 0 is not an artifact's id"):
+        _publish(api, path, mode="always", run_url=run, artifact_id=0)
+    assert len(api.comments(REPO, PR)) == 1 and "e.vil" not in api.comments(REPO, PR)[0]["body"]
 
 
 def test_enterprise_server_api_root(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from guard.config._models import (
     WorkloadConfig,
     threshold_refusal,
 )
+from guard.config._overrides import ConfigOverrides, apply_overrides
 from guard.config._paths import check_entry
 from guard.config._sources import MAX_CONFIG_BYTES, MAX_REFERENCE_BYTES, CommitFiles, Files, FolderFiles
 from guard.config._thresholds import Thresholds, load_thresholds, read_thresholds, write_thresholds
@@ -35,6 +36,7 @@ __all__ = [
     "BuildConfig",
     "CaptureConfig",
     "CommitFiles",
+    "ConfigOverrides",
     "ConfigChange",
     "Files",
     "FolderFiles",
@@ -42,6 +44,7 @@ __all__ = [
     "MeasureConfig",
     "Thresholds",
     "WorkloadConfig",
+    "apply_overrides",
     "check_entry",
     "config_change",
     "config_paths",

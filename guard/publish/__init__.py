@@ -1,6 +1,7 @@
 """Publish: the sticky pull-request comment, the commit status, and the job's outputs,
 summary and annotations."""
 
+from guard.publish._artifact import gather_artifact
 from guard.publish._client import DEFAULT_API_URL, GitHub
 from guard.publish._comment import (
     DEFAULT_BOT_LOGIN,
@@ -15,7 +16,9 @@ from guard.publish._comment import (
 from guard.publish._errors import MaybeApplied, PublishError
 from guard.publish._publish import PublishRequest, PublishResult, job_links, publish
 from guard.publish._status import STATUS_CONTEXT, set_status
-from guard.publish._summary import annotations, headline, worst_tok_per_s_change_pct, write_outputs
+from guard.publish._summary import (
+    annotations, headline, worst_gpu_ms_change_pct, worst_tok_per_s_change_pct, write_outputs,
+)
 
 __all__ = [
     "DEFAULT_API_URL",
@@ -32,12 +35,14 @@ __all__ = [
     "PublishResult",
     "annotations",
     "compose",
+    "gather_artifact",
     "cut",
     "headline",
     "job_links",
     "publish",
     "publish_comment",
     "set_status",
+    "worst_gpu_ms_change_pct",
     "worst_tok_per_s_change_pct",
     "write_outputs",
 ]

@@ -13,7 +13,7 @@ from guard.publish._comment import DEFAULT_BOT_LOGIN, CommentMode, CommentResult
 from guard.publish._errors import PublishError
 from guard.publish._status import set_status
 from guard.publish._summary import headline
-from guard.report import Report, read_report, render_comment
+from guard.report import Report, read_report, render_comment, run_links
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -29,7 +29,8 @@ class PublishRequest(BaseModel):
     bot_login: str = DEFAULT_BOT_LOGIN
     key: str = "default"  # one sticky comment and status per key (one per GPU or config in a matrix)
     status: bool = True
-    run_url: str | None = None
+    run_url: str | None = None  # the workflow run that measured: linked from the comment
+    artifact_id: int | None = None  # that run's artifact with the report, picture and traces
     api_url: str = DEFAULT_API_URL
     server_url: str | None = None
 
@@ -45,6 +46,7 @@ def publish(
     request: PublishRequest, token: str, progress: Progress = lambda _: None, sleep: Sleep | None = None
 ) -> PublishResult:
     _check(request)
+    links = run_links(request.run_url, request.artifact_id)
     report = read_report(request.report)
     head_sha = report.arm(report.head).sha
     if request.sha is not None and request.sha != head_sha:
@@ -53,7 +55,7 @@ def publish(
             "refusing to post a report for another commit"
         )
     report = job_links(report, request.repo, request.server_url or _server_url(request.api_url))
-    body = render_comment(report)
+    body = render_comment(report, links)
     extra = {"sleep": sleep} if sleep is not None else {}
     with GitHub(token, request.api_url, progress=progress, **extra) as gh:
         comment = CommentResult(action="skipped")
@@ -89,6 +91,8 @@ def job_links(report: Report, repo: str | None, server_url: str | None) -> Repor
 def _check(request: PublishRequest) -> None:
     if not _REPO.match(request.repo):
         raise PublishError(f"--repo {request.repo!r} is not OWNER/NAME")
+    if request.artifact_id is not None and request.artifact_id < 1:
+        raise PublishError(f"--artifact-id {request.artifact_id} is not an artifact's id")
     if request.pr is not None and request.pr < 1:
         raise PublishError(f"--pr {request.pr} is not a pull request number")
     if request.sha is not None and not _SHA.match(request.sha):

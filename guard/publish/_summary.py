@@ -18,6 +18,12 @@ def worst_tok_per_s_change_pct(report: Report) -> float | None:
     return min(changes) if changes else None
 
 
+def worst_gpu_ms_change_pct(report: Report) -> float | None:
+    """The largest rise of step time (most positive change) over the batch sizes, in percent."""
+    changes = [b.gpu_ms_change.pct for b in report.batch_sizes if b.gpu_ms_change is not None]
+    return max(changes) if changes else None
+
+
 def headline(report: Report) -> str:
     """The verdict with its largest figure, in a line (the commit status description)."""
     if report.verdict == "invalid":

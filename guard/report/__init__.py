@@ -1,7 +1,9 @@
 """Report: `report.json` (versioned schema) and `comment.md` (rendered from templates/)."""
 
+from guard.report._chart import StripChart, strip_chart
 from guard.report._check import UnfoundedReport, check_report
 from guard.report._decision import verdict_label
+from guard.report._links import RunLinks, run_links
 from guard.report._render import render_comment
 from guard.report._schema import (
     READ_VERSIONS,
@@ -12,12 +14,14 @@ from guard.report._schema import (
     WorkloadInfo,
 )
 from guard.report._slow import share, slow_processes_sentence
-from guard.report._title import title
+from guard.report._svg import CHART_FILE, strip_svg
+from guard.report._title import step_metric, title
 from guard.report._traces import ArmTraces, TraceSection, trace_sections
 from guard.report._write import ReportError, read_report, write_report
 
 __all__ = [
     "READ_VERSIONS",
+    "CHART_FILE",
     "SCHEMA_VERSION",
     "ArmInfo",
     "ArmTraces",
@@ -26,12 +30,18 @@ __all__ = [
     "Environment",
     "Report",
     "ReportError",
+    "RunLinks",
+    "StripChart",
     "WorkloadInfo",
     "check_report",
     "read_report",
     "render_comment",
     "share",
     "slow_processes_sentence",
+    "run_links",
+    "step_metric",
+    "strip_chart",
+    "strip_svg",
     "title",
     "trace_sections",
     "verdict_label",

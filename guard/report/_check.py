@@ -64,6 +64,28 @@ def _shape(report: Report) -> list[Discrepancy]:
     for batch in report.batch_sizes:
         if any(a.arm not in names for a in batch.arms):
             wrong(f"batch size {batch.batch_size} arms", "an arm not among the report's arms", "the report's arms")
+    found += _overrides_hold(report)
+    return found
+
+
+def _overrides_hold(report: Report) -> list[Discrepancy]:
+    """The comment says which values the command line set: each must be the one the run used."""
+    given = report.overrides.given() if report.overrides else {}
+    used = {
+        "repeats": report.workload.repeats,
+        "batch_sizes": report.workload.batch_sizes,
+        "steps": report.workload.steps,
+        "threshold_pct": report.threshold_pct,
+    }
+    found = [
+        Discrepancy(kind="shape", batch_size=None, field=f"overrides.{name}", stated=str(value),
+                    recomputed=str(used[name]))
+        for name, value in given.items() if value != used[name]
+    ]
+    if "threshold_pct" in given and report.tok_threshold_pct not in (None, given["threshold_pct"]):
+        found.append(Discrepancy(kind="shape", batch_size=None, field="tok_threshold_pct",
+                                 stated=str(report.tok_threshold_pct),
+                                 recomputed=str(given["threshold_pct"])))
     return found
 
 

@@ -14,8 +14,12 @@ from guard.report import _decision as decision
 from guard.report._ablation import ablation_lines
 from guard.report import _like_for_like as like_for_like
 from guard.report._attribution import attribution
+from guard.report._chart import strip_chart
 from guard.report._config_change import config_note
 from guard.report._launches import fallout_lines, unheld_notes
+from guard.report._links import RunLinks
+from guard.report._mermaid import mermaid_charts
+from guard.report._override_note import override_note
 from guard.report._roles import informational, tok_role_note
 from guard.report._schema import ArmInfo, Report
 from guard.report._slow import slow_processes_sentence
@@ -64,9 +68,11 @@ def _ci(change: Change) -> str:
     return change.interval()
 
 
-def render_comment(report: Report) -> str:
+def render_comment(report: Report, links: RunLinks | None = None) -> str:
+    """`links`: the run that measured and its artifact, from the job that posts (never the report)."""
     template = _environment().get_template(COMMENT_TEMPLATE)
     gpu_timed = report.gpu_timed()
+    chart = strip_chart(report)
     return template.render(
         r=report,
         marker=COMMENT_MARKER,
@@ -116,6 +122,9 @@ def render_comment(report: Report) -> str:
         unheld_notes=unheld_notes(report),
         ablations=ablation_lines(report),
         config_note=config_note(report.config_change),
+        charts=mermaid_charts(chart, step_metric(report)) if chart else [],
+        run_links=links,
+        override_note=override_note(report),
         timer_note=(
             "GPU time per step from CUDA events around each step, queued ahead of its start so the host's "
             "launch time is left out; tok/s from the wall clock of a separate pass as the decode loop runs."

@@ -8,7 +8,7 @@ from pydantic import BaseModel, model_validator
 
 from guard.cause import CaptureChanges
 from guard.compare import BatchComparison, Verdict
-from guard.config import ConfigChange
+from guard.config import ConfigChange, ConfigOverrides
 from guard.measure import SlowProcesses, SourceLabel
 from guard.report._traces import TraceSection
 
@@ -90,6 +90,7 @@ class Report(BaseModel):
     traces: list[TraceSection] = []  # from the profiled pass, on a GPU
     changed_files: list[str] = []
     config_change: ConfigChange | None = None  # the head changed guard.toml (or a file it names): not used
+    overrides: ConfigOverrides | None = None  # values the command line gave in place of the config's
     capture: CaptureChanges | None = None  # hunks of the change that touch CUDA graph capture
     github_repo: str | None = None  # OWNER/NAME, for links
     server_url: str = "https://github.com"

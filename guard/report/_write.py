@@ -9,9 +9,12 @@ import pydantic_core
 
 from guard._errors import GuardError
 from guard._output import check_out_dir, write_all_atomic
+from guard.report._chart import strip_chart
 from guard.report._check import check_report
 from guard.report._render import render_comment
 from guard.report._schema import READ_VERSIONS, SCHEMA_VERSION, Report
+from guard.report._svg import CHART_FILE, strip_svg
+from guard.report._title import step_metric
 
 # A report read back may come from another job, or from a pull request's run: it is
 # data, checked against the schema, and bounded in size before it is parsed.
@@ -23,13 +26,20 @@ class ReportError(GuardError):
 
 
 def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
-    """Both files are written in full before either replaces its earlier copy: a full disk
-    leaves the earlier pair as it was (OutputError)."""
+    """report.json, comment.md and the picture (step-times.svg), each written in full before
+    any replaces its earlier copy: a full disk leaves the earlier ones as they were (OutputError)."""
     check_out_dir(out_dir)
     json_path = out_dir / "report.json"
     comment_path = out_dir / "comment.md"
     text, comment = report.model_dump_json(indent=2) + "\n", render_comment(report)
-    write_all_atomic({comment_path: comment, json_path: text})
+    files: dict[Path, str | bytes] = {comment_path: comment}
+    chart = strip_chart(report)
+    if chart is not None:
+        files[out_dir / CHART_FILE] = strip_svg(chart, step_metric(report))
+    else:  # an earlier run's picture must not stand beside this report
+        (out_dir / CHART_FILE).unlink(missing_ok=True)
+    files[json_path] = text  # renamed into place last: a report found has its comment and picture
+    write_all_atomic(files)
     return json_path, comment_path
 
 

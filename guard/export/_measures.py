@@ -1,0 +1,68 @@
+"""The figures an export carries: per batch size and metric, one arm's median, range and
+every process's value, with the metric's name and unit. The names are the exports' public
+contract: a dashboard keys its series on them."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel
+
+from guard._errors import GuardError
+from guard.measure import Spread
+from guard.report import Report
+
+Arm = Literal["base", "head"]
+
+
+class ExportError(GuardError):
+    """A report that holds nothing an export could carry for the arm asked for."""
+
+
+class Measure(BaseModel):
+    batch_size: int
+    slug: str  # "gpu-ms-per-step": a Bencher measure, part of every exported name
+    name: str  # "GPU ms per decode step"
+    unit: Literal["ms", "tok/s"]
+    smaller_is_better: bool
+    median: float
+    low: float  # the fastest and slowest process
+    high: float
+    values: list[float]  # each process's figure, in the order they ran
+
+
+def benchmark_name(batch_size: int) -> str:
+    return f"decode/batch-size-{batch_size}"
+
+
+def measures(report: Report, arm: Arm) -> list[Measure]:
+    """The arm's figures at every batch size it was measured at; ExportError when none."""
+    name = report.base if arm == "base" else report.head
+    step = ("gpu-ms-per-step", "GPU ms per decode step") if report.gpu_timed() else (
+        "cpu-ms-per-step", "ms per decode step (CPU wall clock)")
+    found = []
+    for batch in report.batch_sizes:
+        stats = next((a for a in batch.arms if a.arm == name), None)
+        if stats is None:
+            continue
+        rows = [(step, "ms", True, stats.gpu_ms_per_step), (("tok-per-s", "tok/s"), "tok/s", False, stats.tok_per_s)]
+        if stats.host_ms_per_step is not None:
+            rows.append((("host-ms-per-step", "host ms per decode step"), "ms", True, stats.host_ms_per_step))
+        for (slug, label), unit, smaller, spread in rows:
+            _check_figures(spread, f"batch size {batch.batch_size} {label}")
+            found.append(Measure(batch_size=batch.batch_size, slug=slug, name=label, unit=unit,
+                                 smaller_is_better=smaller, median=spread.median, low=spread.min, high=spread.max,
+                                 values=spread.values))
+    if not found:
+        raise ExportError(f"the report holds no measurement of the {arm} arm (its build or run failed): "
+                          "nothing to export; export the other arm with --arm, or a report with both measured")
+    return found
+
+
+def _check_figures(spread: Spread, where: str) -> None:
+    """Every export writes numbers as JSON, which has no nan or inf; a step takes some time."""
+    figures = [spread.median, spread.min, spread.max, *spread.values]
+    if not spread.values or not all(math.isfinite(v) and v > 0 for v in figures):
+        raise ExportError(f"the report's {where} figures are not all positive finite numbers: "
+                          "pass the report.json that `guard run` wrote")
