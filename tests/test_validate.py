@@ -205,14 +205,14 @@ def test_pairs_run_above_the_floor_are_re_decided_at_it_too() -> None:
     records = [_record("kernel-0.5", i, QUIET, [v * 1.004 for v in QUIET], verdict="pass") for i in range(1, 4)]
     kinds = [KIND_BY_NAME["kernel-0.5"]]
     summary = summarise(records, kinds, {"kernel-0.5": 3}, None, None, None)
-    assert [d.role for d in summary.decisions] == ["as run", "floor", "default"]
-    floor = summary.decisions[1]
+    assert [d.role for d in summary.decisions] == ["as run", "own", "floor", "default"]
+    floor = summary.decisions[2]
     assert (floor.gpu_ms_pct, floor.tok_per_s_pct) == (0.25, 0.5)  # tok/s keeps the threshold the pairs ran with
     assert [k.detection_rate for k in floor.kinds] == [1.0]
     assert [k.detection_rate for k in summary.decisions[0].kinds] == [0.0]
     at_floor = [r.model_copy(update={"threshold_pct": 0.25}) for r in records]
     assert [d.role for d in summarise(at_floor, kinds, {"kernel-0.5": 3}, None, None, None).decisions] == [
-        "as run", "default"]  # already at the floor: nothing to re-decide there
+        "as run", "own", "default"]  # already at the floor: nothing to re-decide there
 
 
 def test_a_line_cut_off_by_a_killed_run_is_dropped(tmp_path: Path) -> None:
@@ -324,15 +324,17 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
     # the floor re-decision is there only when the pairs ran above the floor (a CPU's noise
     # puts them far above it, but the test reads it from the calibration, not from hope)
     above_floor = summary["thresholds"]["gpu_ms_pct"] > 0.25
-    assert [d["role"] for d in summary["decisions"]] == ["as run", *(["floor"] if above_floor else []), "default"]
+    assert [d["role"] for d in summary["decisions"]] == ["as run", "own", *(["floor"] if above_floor else []), "default"]
     assert summary["decisions"][-1]["label"] == "re-decided at the default threshold, 1%"
     if above_floor:
-        floor = summary["decisions"][1]
+        floor = summary["decisions"][2]
         assert (floor["gpu_ms_pct"], floor["tok_per_s_pct"]) == (0.25, summary["thresholds"]["tok_per_s_pct"])
     calibrated = summary["decisions"][0]
     assert {k["kind"]: k["pairs"] for k in calibrated["kinds"]} == {r["kind"]: 1 for r in records}
     assert calibrated["verdicts"]["aa-01"] == aa_verdict
     assert calibrated["gpu_ms_pct"] == summary["thresholds"]["gpu_ms_pct"]
+    # pairs run under today's rule, decided again by it offline from their figures: the same
+    assert summary["decisions"][1]["verdicts"] == calibrated["verdicts"]
     markdown = (out / "summary.md").read_text()
     assert "no trace" in markdown and f"| aa-01 | A/A | {aa_verdict} |" in markdown
     # every pair of the folder, and the last invocation's own plan (every kind, by default)

@@ -10,7 +10,7 @@ from guard.compare import Verdict
 from guard.measure import Change
 
 Injection = Literal["none", "idle", "kernel"]
-DecisionRole = Literal["as run", "floor", "default"]
+DecisionRole = Literal["as run", "own", "floor", "default"]
 
 # The cause tag a pair of each injection must get (guard/report/_attribution.py).
 SPLIT_ONLY = 0.0  # the idle setting that means: two graphs, no host wait (the split alone)

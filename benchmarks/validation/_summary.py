@@ -170,6 +170,13 @@ def summarise(
     as_run = decide("as run, at measure.threshold_pct (the calibration was refused)" if refused
                     else "as run, at the calibrated thresholds", records, kinds, confirm)
     decisions = [as_run]
+    if as_run.gpu_ms_pct is not None and as_run.tok_per_s_pct is not None:
+        # pairs kept from before the interval rule were decided by the significance rule as they
+        # ran: the rule of today, on their own figures at their own thresholds
+        decisions.append(decide(
+            "re-decided by the interval rule at the thresholds they ran with",
+            records, kinds, confirm, as_run.gpu_ms_pct, as_run.tok_per_s_pct, "own",
+        ))
     if as_run.gpu_ms_pct is not None and as_run.tok_per_s_pct is not None and as_run.gpu_ms_pct > FLOOR_PCT:
         # what a quieter runner, calibrated to the floor, would have made of the same pairs:
         # the smallest regression the guard can be set to catch
