@@ -44,6 +44,8 @@ entry = "wl.py:make"
 batch_sizes = [1, 2]
 steps = 12
 warmup_steps = 2
+tok_per_s_min_s = 0.2
+warmup_max_s = 0.1
 [build]
 method = "{method}"
 install = "{install}"
@@ -105,6 +107,16 @@ def test_slower_head_is_a_regression(tmp_path: Path) -> None:
     # in mirrored rounds: base, head, then head, base
     assert [("base" in r, "head" in r) for r in runs] == [(True, False), (False, True), (False, True), (True, False),
                                                           (True, False), (False, True)]
+    # by default the first two processes of each arm are asked for the profiled pass, not the third
+    specs = {path.name: json.loads(path.read_text()) for path in (out / "runs").glob("*.spec.json")}
+    assert {name: spec["profile_steps"] for name, spec in specs.items() if name != "reference.spec.json"} == {
+        f"{arm}-{repeat}.spec.json": 64 if repeat < 2 else 0 for arm in ("base", "head") for repeat in range(3)}
+    # tok/s from the configured seconds of decode, every process alike
+    for arm in ("base", "head"):
+        for repeat in range(3):
+            result = json.loads((out / "runs" / f"{arm}-{repeat}.json").read_text())
+            for run in result["runs"]:
+                assert run["timed_s"] >= 0.2 and run["timed_passes"] > 1 and run["gc_disabled"]
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ from guard.config._load import (
     DEFAULT_CONFIG_NAME, load_caller_config, load_commit_config, load_config, parse_config,
 )
 from guard.config._models import (
+    MAX_HOST_SECONDS,
     MAX_REPEATS,
     MAX_THRESHOLD_PCT,
     ArmConfig,
@@ -23,6 +24,7 @@ __all__ = [
     "DEFAULT_CONFIG_NAME",
     "MAX_CONFIG_BYTES",
     "MAX_DIFF_LINES",
+    "MAX_HOST_SECONDS",
     "MAX_REFERENCE_BYTES",
     "MAX_REPEATS",
     "MAX_THRESHOLD_PCT",

@@ -1,7 +1,7 @@
 """Measurement: run the harness for each arm in fresh processes, interleaved, and summarise."""
 
 from guard.measure._models import (
-    REFERENCE_FORMAT, ArmMeasurement, BatchRun, ReferenceTokens, RepeatResult, SourceLabel, TokenMismatch,
+    REFERENCE_FORMAT, ArmMeasurement, BatchRun, HostUsage, ReferenceTokens, RepeatResult, SourceLabel, TokenMismatch,
 )
 from guard.measure._reference import (
     ReferenceOutcome, parse_reference_file, make_reference, prepare_reference, rows_needed, write_reference,
@@ -24,6 +24,7 @@ __all__ = [
     "BatchRun",
     "Change",
     "HarnessSpec",
+    "HostUsage",
     "ReferenceOutcome",
     "RepeatResult",
     "SourceLabel",
