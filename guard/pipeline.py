@@ -158,7 +158,9 @@ def _run_guard(
     def confirmation_round(first: Comparison) -> Comparison:
         near = [b.batch_size for b in first.batches if b.near_threshold]
         progress(f"batch size(s) {near} near the threshold: one confirmation round of {repeats} repeats per arm")
-        healthy = [t for t in targets if measurements[t.name].error is None]
+        # base and head alone: the verdict is theirs, and an ablation arm's row stands on its first round
+        verdict_arms = (base_ref.name, head_ref.name)
+        healthy = [t for t in targets if measurements[t.name].error is None and t.name in verdict_arms]
         more = run_interleaved(
             healthy, spec, repeats, out_dir / "runs", config.measure.timeout_s, progress, first_repeat=repeats,
             reference=reference.tokens if spec.reference else None,

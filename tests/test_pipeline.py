@@ -251,6 +251,32 @@ def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path
 
 
 @pytest.mark.slow
+def test_a_confirmation_round_runs_base_and_head_and_not_the_ablation_arms(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, files={"wl.py": JITTER_WORKLOAD})
+    config = CONFIG.format(method="none", install="", repeats=3).replace("[1, 2]", "[1]")
+    config = config.replace("[measure]", 'pass_env = ["JITTER_COUNTER"]\n[measure]')
+    (repo / "guard.toml").write_text(config + '[[arms]]\nname = "again"\nfrom = "head"\n')
+    commit_all(repo, "noisy workload")
+    git(repo, "checkout", "--quiet", "-b", "same")
+    (repo / "note.txt").write_text("no code change\n")
+    commit_all(repo, "a change that cannot matter")
+    out = tmp_path / "out"
+    counter = writable_by_all(tmp_path / "notes") / "count"
+    proc = subprocess.run(
+        [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--base", "feature", "--head", "same",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=600, env=os.environ | {"JITTER_COUNTER": str(counter)},
+    )
+    report = json.loads((out / "report.json").read_text())
+    # delays of 3, 1, 3 ms for base and 2, 1, 2 for head in the first round: far from decided
+    assert report["rounds"] == 2, proc.stderr
+    assert {a["name"]: a["repeats"] for a in report["arms"]} == {"base": 6, "head": 6, "again": 3}
+    # the reference process, 3 arms x 3 repeats, then 2 arms x 3 repeats
+    assert counter.read_text() == "16"
+    assert not (out / "runs" / "again-3.json").exists() and (out / "runs" / "head-5.json").exists()
+
+
+@pytest.mark.slow
 def test_ablation_arm_reuses_a_build_with_its_env(tmp_path: Path) -> None:
     config = CONFIG.format(method="none", install="", repeats=2).replace("[1, 2]", "[1]")
     config += '[[arms]]\nname = "slow"\nfrom = "head"\nenv = { SLOWER = "4" }\nlabel = "head, four times the delay"\n'
