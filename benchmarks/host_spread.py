@@ -139,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         "new_windows_per_process": statistics.median(len(r["tok_per_s_windows"]) for r in runs["new"]),
         "new_passes_per_process": statistics.median(r["timed_passes"] for r in runs["new"]),
         "new_involuntary_switches": [r["host"]["involuntary_switches"] for r in runs["new"] if r.get("host")],
+        # how far one process's windows spread: the noise inside a process that the median leaves out
+        "new_window_spread_pct": [(max(w) - min(w)) / statistics.median(w) * 100
+                                  for w in (r["tok_per_s_windows"] for r in runs["new"])],
         "series": {name: _figures(values) for name, values in series.items()},
     }
     print(f"one pass of {args.steps} steps: {report['pass_s_old'] * 1e3:.0f} ms (old harness, median)")
@@ -146,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:28s} median {figures['median']:9.1f} tok/s  sd {figures['sd_pct']:6.2f}%  "
               f"spread {figures['spread_pct']:6.2f}%  repeats for {THRESHOLD_PCT:g}%: "
               f"{figures['repeats_for_1pct'] or 'more than 200'}")
+    print(f"inside one new process, its windows spread {statistics.median(report['new_window_spread_pct']):.1f}% "
+          f"(median over processes); involuntary switches per process "
+          f"{min(report['new_involuntary_switches'], default=0)}-{max(report['new_involuntary_switches'], default=0)}")
     old_sd, new_sd = (report["series"][k]["sd_pct"] for k in ("old: one pass", "new: median of windows"))
     report["sd_ratio_new_over_old"] = new_sd / old_sd if old_sd else None
     if old_sd:

@@ -172,9 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         "per_phase_s": {name: {"median": statistics.median(values), "processes": len(values), "sum": sum(values)}
                         for name, values in sorted(by_phase.items(), key=lambda item: -sum(item[1]))},
     }
+    profiled = [r.process_s or 0.0 for r in results if any(run.trace for run in r.runs)]
+    unprofiled = [r.process_s or 0.0 for r in results if not any(run.trace for run in r.runs)]
+    figures["profiled_process_s"] = statistics.median(profiled) if profiled else None
+    figures["unprofiled_process_s"] = statistics.median(unprofiled) if unprofiled else None
     if report.rounds == 1:
-        # what a confirmation round (base and head, `repeats` more each) would add at these per-process times
-        unprofiled = [r.process_s or 0.0 for r in results if not any(run.trace for run in r.runs)]
+        # what a confirmation round (base and head, `repeats` more each, none profiled) would add
         figures["confirmation_round_estimate_s"] = 2 * args.repeats * statistics.median(unprofiled or totals)
 
     print(f"time to verdict: {total_s:.1f} s on {figures['device']} (verdict {report.verdict}, "
@@ -184,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'other (git, config, cause)':28s} {figures['other_s']:7.1f} s")
     for number, measured in enumerate(rounds, start=1):
         print(f"  round {number}: {measured['processes']} processes in {measured['seconds']:.1f} s")
-    print(f"  per measured process: median {per_process_s:.1f} s ({min(totals):.1f}-{max(totals):.1f})")
+    print(f"  per measured process: median {per_process_s:.1f} s ({min(totals):.1f}-{max(totals):.1f})"
+          + (f"; profiled {figures['profiled_process_s']:.1f} s, the others {figures['unprofiled_process_s']:.1f} s"
+             if profiled and unprofiled else ""))
     for name, phase in figures["per_phase_s"].items():
         print(f"    {name:34s} median {phase['median']:5.2f} s in {phase['processes']:2d} processes, "
               f"{phase['sum']:6.1f} s in all")
