@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from guard.harness.run import settled, window_rates, windows
+from guard.harness._host import settled, window_rates, windows
 from guard.measure import HostUsage, RepeatResult
 from tests.test_harness import REPO_ROOT, engine_spec, file_spec, run_harness
 

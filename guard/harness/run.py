@@ -3,7 +3,7 @@
 Usage: python run.py SPEC.json RESULT.json
 
 SPEC: {"entry", "root", "options", "batch_sizes", "steps", "warmup_steps", "arm", "repeat",
-       "tok_per_s_min_s" (optional, 0 = one timed pass), "tok_per_s_window_s" (optional, default WINDOW_S),
+       "tok_per_s_min_s" (optional, 0 = one timed pass), "tok_per_s_window_s" (optional, default WINDOW_S of _host.py),
        "warmup_max_s" (optional, 0 = warmup_steps only),
        "profile_steps" (optional, 0 = none), "trace_dir" (optional), "cpus" (optional: pin to these),
        "mode" (optional: "measure", the default, or "reference"),
@@ -181,102 +181,26 @@ def workload_device(workload: Any) -> Any:
     return getattr(workload, "device", None)
 
 
-# tok/s is the median over windows of at least WINDOW_S of decode, taken from at least
-# tok_per_s_min_s of it: one pass of a fast engine lasts ~77 ms, under what one value needs,
-# and a single pause then moves it by 10%.
-WINDOW_S = 0.1  # the guard sends its own (measure/_runner.py, TOK_PER_S_WINDOW_S)
-SETTLE_WIDTH = 3  # windows in the warmup's rolling median
-SETTLE_PCT = 1.0  # the warmup ends once that rolling median moves by less than this
 # Repeated passes stop at this multiple of tok_per_s_min_s, their setups included: a
 # workload whose setup() is slow gets fewer seconds of decode, not an endless process.
 PASS_BUDGET_FACTOR = 4.0
 
 
-def windows(step_s: list[float], window_s: float = WINDOW_S) -> list[tuple[int, float]]:
-    """Consecutive steps grouped into windows of at least `window_s`, as (steps, seconds).
-    A remainder shorter than a window joins the last one; steps adding up to less than one
-    window make one window."""
-    grouped: list[tuple[int, float]] = []
-    count, total = 0, 0.0
-    for seconds in step_s:
-        count, total = count + 1, total + seconds
-        if total >= window_s:
-            grouped.append((count, total))
-            count, total = 0, 0.0
-    if count:
-        if grouped:
-            last_count, last_total = grouped.pop()
-            count, total = count + last_count, total + last_total
-        grouped.append((count, total))
-    return grouped
+def _sibling(name: str) -> Any:
+    """A module beside this file, loaded by path, so it works however this file is started
+    (as a script, with -I or -P, or imported)."""
+    key = f"_guard_harness_{name}"
+    module = sys.modules.get(key)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return module
 
 
-def window_rates(step_s: list[float], batch_size: int, window_s: float = WINDOW_S) -> list[float]:
-    """tok/s of each window of `step_s`."""
-    return [batch_size * count / total for count, total in windows(step_s, window_s) if total > 0]
-
-
-def settled(rates: list[float], width: int = SETTLE_WIDTH, pct: float = SETTLE_PCT) -> bool:
-    """Whether the median of the last `width` rates is within `pct` of the median one window earlier."""
-    if len(rates) <= width:
-        return False
-    now, before = statistics.median(rates[-width:]), statistics.median(rates[-width - 1:-1])
-    return abs(now - before) <= abs(before) * pct / 100
-
-
-def current_cpu() -> int | None:
-    """The CPU this thread last ran on (Linux); None elsewhere."""
-    try:
-        text = Path("/proc/thread-self/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
-    return int(fields[36])  # field 39 of proc(5), "processor"
-
-
-def _rusage() -> tuple[int, int, float, float] | None:
-    try:
-        import resource
-    except ImportError:  # not a Unix
-        return None
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_nvcsw, usage.ru_nivcsw, usage.ru_utime, usage.ru_stime
-
-
-class HostMeter:
-    """What the host did during the timed passes alone: the process's context switches and CPU
-    seconds (all its threads), summed over the passes, and the CPUs its main thread was on at
-    their starts and ends."""
-
-    def __init__(self) -> None:
-        self.totals = [0, 0, 0.0, 0.0]
-        self.cpus: set[int] = set()
-        self.available = True
-        self._start: tuple[int, int, float, float] | None = None
-
-    def _cpu(self) -> None:
-        cpu = current_cpu()
-        if cpu is not None:
-            self.cpus.add(cpu)
-
-    def start(self) -> None:
-        self._cpu()
-        self._start = _rusage()
-
-    def stop(self) -> None:
-        now = _rusage()
-        if now is None or self._start is None:
-            self.available = False
-        else:
-            self.totals = [total + b - a for total, a, b in zip(self.totals, self._start, now)]
-        self._cpu()
-
-    def result(self) -> dict[str, Any] | None:
-        if not self.available:
-            return None
-        voluntary, involuntary, user_s, sys_s = self.totals
-        return {"voluntary_switches": voluntary, "involuntary_switches": involuntary,
-                "user_s": user_s, "sys_s": sys_s, "cpus": sorted(self.cpus)}
+host = _sibling("_host")
 
 
 def restart(workload: Any, batch_size: int, feed: Feed | None) -> float:
@@ -289,7 +213,7 @@ def restart(workload: Any, batch_size: int, feed: Feed | None) -> float:
 
 
 def warm_up(
-    workload: Any, batch_size: int, pass_steps: int, max_s: float, feed: Feed | None, window_s: float = WINDOW_S,
+    workload: Any, batch_size: int, pass_steps: int, max_s: float, feed: Feed | None, window_s: float = host.WINDOW_S,
 ) -> dict[str, Any]:
     """Untimed decode after setup(), in passes of `pass_steps` steps, until the rolling median
     of its windows' tok/s settles or `max_s` seconds of decode have gone; then setup() again,
@@ -311,13 +235,13 @@ def warm_up(
         if total >= window_s:
             rates.append(batch_size * count / total)
             count, total = 0, 0.0
-            is_settled = settled(rates)
+            is_settled = host.settled(rates)
     restart(workload, batch_size, feed)
     return {"warmup_s": elapsed, "warmup_settled": is_settled}
 
 
 def _end_to_end_pass(
-    workload: Any, torch: Any, batch_size: int, steps: int, feed: Feed | None, cuda_ok: bool, meter: HostMeter,
+    workload: Any, torch: Any, batch_size: int, steps: int, feed: Feed | None, cuda_ok: bool, meter: Any,
 ) -> dict[str, Any]:
     """`steps` steps with each step's ids copied to the host, as a decode loop does. Each step's
     wall time runs from the end of the one before, so they add up to the pass. CUDA events are
@@ -361,7 +285,7 @@ def _end_to_end_pass(
 def run_batch(
     workload: Any, torch: Any, batch_size: int, steps: int, warmup_steps: int,
     reference: list[list[int]] | None = None, tok_per_s_min_s: float = 0.0, warmup_max_s: float = 0.0,
-    phase: Callable[[str], None] = lambda name: None, window_s: float = WINDOW_S,
+    phase: Callable[[str], None] = lambda name: None, window_s: float = host.WINDOW_S,
 ) -> dict[str, Any]:
     """setup(), a warmup (see `warm_up`), `warmup_steps` steps, then the timed passes: the
     end-to-end pass, on a GPU the GPU-timed pass after it, then more end-to-end passes, each
@@ -383,7 +307,7 @@ def run_batch(
         tokens.append(token_ids(call_step(workload, feed), batch_size))
 
     cuda_ok = torch is not None and torch.cuda.is_available()
-    meter = HostMeter()
+    meter = host.HostMeter()
     collecting = gc.isenabled()
     gc.collect()
     gc.freeze()  # what exists now is never scanned again: a later collection has less to walk
@@ -426,7 +350,7 @@ def run_batch(
         if collecting:
             gc.enable()
     phase("timed passes")
-    rates = window_rates(step_s, batch_size, window_s)
+    rates = host.window_rates(step_s, batch_size, window_s)
     timed_s = sum(step_s)
     if timed_s < tok_per_s_min_s:
         log(f"batch size {batch_size}: tok/s from {timed_s:.2f} s of decode in {passes} pass(es), under the "
@@ -682,7 +606,7 @@ def main(argv: list[str]) -> int:
                 + (", inputs forced" if reference is not None else ""))
             runs.append(run_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"], reference,
                                   spec.get("tok_per_s_min_s", 0.0), spec.get("warmup_max_s", 0.0), phase,
-                                  spec.get("tok_per_s_window_s", WINDOW_S)))
+                                  spec.get("tok_per_s_window_s", host.WINDOW_S)))
         # Profiled passes come after every timed pass: a profiler session leaves the process
         # slower (H200: +22% GPU time per step afterwards; benchmarks/profiler_aftereffect.py).
         # Last batch size first: its setup() is the one still in place, which a workload can reuse.
