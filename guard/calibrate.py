@@ -99,6 +99,7 @@ def calibrate(
         spec = HarnessSpec(
             entry=config.workload.entry, options=config.workload.options, batch_sizes=config.workload.batch_sizes,
             steps=config.workload.steps, warmup_steps=config.workload.warmup_steps,
+            tok_per_s_min_s=config.workload.tok_per_s_min_s, warmup_max_s=config.workload.warmup_max_s,
             profile_steps=config.workload.profile_steps,
             profile_repeats=config.workload.profile_repeats or PROFILED_PER_SIDE,
         )

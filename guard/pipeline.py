@@ -136,6 +136,8 @@ def _run_guard(
         batch_sizes=config.workload.batch_sizes,
         steps=config.workload.steps,
         warmup_steps=config.workload.warmup_steps,
+        tok_per_s_min_s=config.workload.tok_per_s_min_s,
+        warmup_max_s=config.workload.warmup_max_s,
         profile_steps=config.workload.profile_steps,
         profile_repeats=config.workload.profile_repeats,
     )
@@ -168,7 +170,9 @@ def _run_guard(
     def confirmation_round(undecided: list[int]) -> Comparison:
         progress(f"batch size(s) {undecided} undecided: one confirmation round of {repeats} repeats per arm, "
                  "of those batch sizes alone")
-        healthy = [t for t in targets if measurements[t.name].error is None]
+        # base and head alone: the verdict is theirs, and an ablation arm's row stands on its first round
+        verdict_arms = (base_ref.name, head_ref.name)
+        healthy = [t for t in targets if measurements[t.name].error is None and t.name in verdict_arms]
         more = run_interleaved(
             healthy, spec.model_copy(update={"batch_sizes": undecided}), repeats, out_dir / "runs",
             config.measure.timeout_s, progress, first_repeat=repeats,

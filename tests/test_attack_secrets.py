@@ -103,6 +103,9 @@ entry = "wl.py:make"
 batch_sizes = [1]
 steps = 3
 warmup_steps = 1
+# one pass per process: the probe records every setup(), so each process once
+tok_per_s_min_s = 0
+warmup_max_s = 0
 [build]
 method = "venv"
 install = "python probe.py build"

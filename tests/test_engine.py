@@ -77,6 +77,29 @@ def test_bad_capture_mode() -> None:
         RefEngine(device="cpu", capture_mode="whole", **SMALL)
 
 
+def test_setup_again_at_one_batch_size_starts_each_pass_from_the_same_state_on_cpu() -> None:
+    engine = RefEngine(device="cpu", layers=2, max_len=48, prompt_len=32)
+    first = decode(engine, 2, 16)  # up to max_len: a pass that did not start over would run past it
+    cache = engine.state.k_cache[0] if engine.state else None
+    assert decode(engine, 2, 16) == first
+    assert engine.state is not None and engine.state.k_cache[0] is cache  # the same state, copied back
+    # forced passes too, and another batch size in between is set up afresh
+    engine.setup(2)
+    forced = [engine.step(None if i == 0 else torch.tensor(first[i - 1])).tolist() for i in range(16)]
+    assert forced == first
+    assert decode(engine, 1, 16) == decode(RefEngine(device="cpu", layers=2, max_len=48, prompt_len=32), 1, 16)
+    assert decode(engine, 2, 16) == first
+
+
+@pytest.mark.gpu
+def test_setup_again_at_one_batch_size_keeps_its_graphs_on_gpu() -> None:
+    engine = RefEngine(layers=4)
+    first = decode(engine, 2, 24)
+    graphs = list(engine.graphs)
+    assert decode(engine, 2, 24) == first
+    assert engine.graphs == graphs  # replayed again, not captured again
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode,sizes", [("step", (1, 2)), ("layer", (4,))])
 def test_graph_replay_matches_eager_on_gpu(mode: str, sizes: tuple[int, ...]) -> None:

@@ -273,6 +273,9 @@ entry = "wl.py:make"
 batch_sizes = [1]
 steps = 40
 warmup_steps = 4
+# no timed warmup: the recorded pass is then each process's first draws of its seeded flips
+warmup_max_s = 0
+tok_per_s_min_s = 0.2
 [build]
 method = "none"
 install = ""

@@ -112,3 +112,26 @@ def test_bf16_reference_engine_forced_processes_do_the_same_work(tmp_path: Path)
         assert run["forced"] is True
         count, compared, first = count_disagreements(run["tokens"], reference["runs"][0]["tokens"])
         assert count <= compared * 0.2, first
+
+
+@pytest.mark.gpu
+def test_repeated_gpu_passes_keep_the_compared_ids_and_the_gpu_timed_pass_as_they_were(tmp_path: Path) -> None:
+    """With tok/s from 0.5 s of decode and a warmup, a forced process still reports warmup, the
+    end-to-end pass and the GPU-timed pass as its ids, every one the reference's; the repeated
+    passes add windows, not ids."""
+    ref_dir, run_dir = tmp_path / "ref", tmp_path / "run"
+    ref_dir.mkdir()
+    run_dir.mkdir()
+    reference = _run_harness(ref_dir, {"batch_sizes": [1, 2], "arm": "base", "repeat": 0, "mode": "reference"})
+    rows = {r["batch_size"]: r["tokens"] for r in reference["runs"]}
+    path = tmp_path / "reference.json"
+    path.write_text(json.dumps({"format": "regression-guard reference tokens", "source": "test",
+                                "batch_sizes": {str(k): v for k, v in rows.items()}}))
+    result = _run_harness(run_dir, {"batch_sizes": [1, 2], "arm": "head", "repeat": 0, "reference": str(path),
+                                    "tok_per_s_min_s": 0.5, "warmup_max_s": 0.5})
+    for run in result["runs"]:
+        assert run["timer"] == "cuda_event" and run["timed_passes"] > 1 and run["timed_s"] >= 0.5
+        assert run["tokens"] == rows[run["batch_size"]] and run["passes_differing"] == 0
+        assert len(run["step_ms"]) == 8  # the GPU-timed pass, once
+        assert run["tok_per_s"] == statistics.median(run["tok_per_s_windows"])
+        assert 0 < run["warmup_s"] <= 0.5 + 0.05 and run["host"]["cpus"]

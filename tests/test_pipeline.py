@@ -46,6 +46,8 @@ entry = "wl.py:make"
 batch_sizes = [1, 2]
 steps = 12
 warmup_steps = 2
+tok_per_s_min_s = 0.2
+warmup_max_s = 0.1
 [build]
 method = "{method}"
 install = "{install}"
@@ -107,6 +109,16 @@ def test_slower_head_is_a_regression(tmp_path: Path) -> None:
     # in mirrored rounds: base, head, then head, base
     assert [("base" in r, "head" in r) for r in runs] == [(True, False), (False, True), (False, True), (True, False),
                                                           (True, False), (False, True)]
+    # by default the first two processes of each arm are asked for the profiled pass, not the third
+    specs = {path.name: json.loads(path.read_text()) for path in (out / "runs").glob("*.spec.json")}
+    assert {name: spec["profile_steps"] for name, spec in specs.items() if name != "reference.spec.json"} == {
+        f"{arm}-{repeat}.spec.json": 64 if repeat < 2 else 0 for arm in ("base", "head") for repeat in range(3)}
+    # tok/s from the configured seconds of decode, every process alike
+    for arm in ("base", "head"):
+        for repeat in range(3):
+            result = json.loads((out / "runs" / f"{arm}-{repeat}.json").read_text())
+            for run in result["runs"]:
+                assert run["timed_s"] >= 0.2 and run["timed_passes"] > 1 and run["gc_disabled"]
 
 
 @pytest.mark.slow
@@ -379,6 +391,32 @@ def test_a_confirmation_round_measures_only_the_batch_sizes_left_undecided(tmp_p
                  for repeat in range(8)]
         assert sizes == [[1, 2]] * 4 + [[2]] * 4
     assert [a["repeats"] for a in report["arms"]] == [8, 8]  # processes per arm, of both rounds
+
+
+@pytest.mark.slow
+def test_a_confirmation_round_runs_base_and_head_and_not_the_ablation_arms(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, files={"wl.py": JITTER_WORKLOAD})
+    config = CONFIG.format(method="none", install="", repeats=3).replace("[1, 2]", "[1]")
+    config = config.replace("[measure]", 'pass_env = ["JITTER_COUNTER"]\n[measure]')
+    (repo / "guard.toml").write_text(config + '[[arms]]\nname = "again"\nfrom = "head"\n')
+    commit_all(repo, "noisy workload")
+    git(repo, "checkout", "--quiet", "-b", "same")
+    (repo / "note.txt").write_text("no code change\n")
+    commit_all(repo, "a change that cannot matter")
+    out = tmp_path / "out"
+    counter = writable_by_all(tmp_path / "notes") / "count"
+    proc = subprocess.run(
+        [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--base", "feature", "--head", "same",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=600, env=os.environ | {"JITTER_COUNTER": str(counter)},
+    )
+    report = json.loads((out / "report.json").read_text())
+    # delays of 3, 1, 3 ms for base and 2, 1, 2 for head in the first round: far from decided
+    assert report["rounds"] == 2, proc.stderr
+    assert {a["name"]: a["repeats"] for a in report["arms"]} == {"base": 6, "head": 6, "again": 3}
+    # the reference process, 3 arms x 3 repeats, then 2 arms x 3 repeats
+    assert counter.read_text() == "16"
+    assert not (out / "runs" / "again-3.json").exists() and (out / "runs" / "head-5.json").exists()
 
 
 @pytest.mark.slow

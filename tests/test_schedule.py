@@ -81,7 +81,9 @@ def _setup(tmp_path: Path, head_env: dict[str, str] | None = None) -> tuple[list
         ArmTarget(name="base", python=Path(sys.executable), worktree=worktree, env={"ARM": "base"}),
         ArmTarget(name="head", python=Path(sys.executable), worktree=worktree, env={"ARM": "head"} | (head_env or {})),
     ]
-    spec = HarnessSpec(entry="wl.py:make", options={"log": str(log)}, batch_sizes=[1], steps=2, warmup_steps=1)
+    # one pass and no timed warmup: the log then counts every step a process made
+    spec = HarnessSpec(entry="wl.py:make", options={"log": str(log)}, batch_sizes=[1], steps=2, warmup_steps=1,
+                       tok_per_s_min_s=0, warmup_max_s=0)
     return targets, spec, log
 
 
@@ -169,20 +171,26 @@ def test_missing_interpreter_is_an_arm_error(tmp_path: Path) -> None:
     assert len(results["base"].repeats) == 2
 
 
-def test_profile_repeats_profiles_only_the_first_processes_of_each_round(tmp_path: Path) -> None:
+def test_profile_repeats_profiles_the_first_processes_of_each_arm_and_no_confirmation_round(tmp_path: Path) -> None:
     import json
 
     targets, spec, _ = _setup(tmp_path)
-    spec = spec.model_copy(update={"profile_steps": 8, "profile_repeats": 1})
+    spec = spec.model_copy(update={"profile_steps": 8, "profile_repeats": 2})
     run_dir = tmp_path / "runs"
-    run_interleaved(targets, spec, 2, run_dir, timeout_s=120)
-    run_interleaved(targets, spec, 2, run_dir, timeout_s=120, first_repeat=2)  # a confirmation round
+    run_interleaved(targets, spec, 3, run_dir, timeout_s=120)
+    run_interleaved(targets, spec, 3, run_dir, timeout_s=120, first_repeat=3)  # a confirmation round
 
     def profiled(arm: str, repeat: int) -> int:
         return json.loads((run_dir / f"{arm}-{repeat}.spec.json").read_text())["profile_steps"]
 
     for arm in ("base", "head"):
-        assert [profiled(arm, r) for r in range(4)] == [8, 0, 8, 0]
+        assert [profiled(arm, r) for r in range(6)] == [8, 8, 0, 0, 0, 0]
+    # asked for more than a round holds, the confirmation round profiles the rest
+    many = spec.model_copy(update={"profile_repeats": 4})
+    run_interleaved(targets[:1], many, 3, run_dir / "many", timeout_s=120)
+    run_interleaved(targets[:1], many, 3, run_dir / "many", timeout_s=120, first_repeat=3)
+    assert [json.loads((run_dir / "many" / f"base-{r}.spec.json").read_text())["profile_steps"]
+            for r in range(6)] == [8, 8, 8, 8, 0, 0]
 
 
 def test_a_pinned_arm_runs_on_its_cpus_and_a_bad_cpu_is_a_config_error(tmp_path: Path) -> None:

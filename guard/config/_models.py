@@ -28,6 +28,7 @@ STEADY_RUNNER = (
     "quiet the runner (no other jobs on it, a GPU of its own), pin the harness to CPUs (measure.cpus), "
     "raise measure.repeats, or lengthen the timed pass (workload.steps)"
 )
+MAX_HOST_SECONDS = 600  # seconds of decode per batch size and process, for tok/s or its warmup
 _BRANCH_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -92,14 +93,26 @@ class WorkloadConfig(_Section):
     )
     batch_sizes: list[int] = Field(default=[1, 2], min_length=1, max_length=64)
     steps: int = Field(default=256, ge=1, le=MAX_STEPS, description="Timed decode steps per batch size.")
-    warmup_steps: int = Field(default=32, ge=0, le=MAX_STEPS)
+    warmup_steps: int = Field(default=32, ge=0, le=MAX_STEPS, description="Untimed steps at the start of every pass.")
+    tok_per_s_min_s: float = Field(
+        default=1.0, ge=0, le=MAX_HOST_SECONDS,
+        description="Seconds of decode per batch size that tok/s is measured over, at the least: passes of `steps` "
+        "are repeated, each from setup() and warmup_steps, until they add up to this (0: one pass). tok/s is the "
+        "median over windows of 100 ms or more.",
+    )
+    warmup_max_s: float = Field(
+        default=1.0, ge=0, le=MAX_HOST_SECONDS,
+        description="Most seconds of untimed decode per batch size before its timed passes; the warmup ends sooner "
+        "once the rolling median tok/s of its 100 ms windows settles (0: warmup_steps alone).",
+    )
     profile_steps: int = Field(
         default=64, ge=0, le=MAX_PROFILE_STEPS,
         description="Steps of the separate profiled pass on a GPU (0: no profiling).",
     )
     profile_repeats: int = Field(
-        default=0, ge=0, le=MAX_REPEATS,
-        description="Processes per arm and round that run the profiled pass, the first ones (0: every one).",
+        default=2, ge=0, le=MAX_REPEATS,
+        description="Processes per arm that run the profiled pass, the first ones; a confirmation round adds none "
+        "unless this is more than measure.repeats (0: every one).",
     )
     reference_file: str | None = Field(
         default=None,

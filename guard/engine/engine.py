@@ -86,12 +86,19 @@ class RefEngine:
         self.state: DecodeState | None = None
         self.graphs: list[torch.cuda.CUDAGraph] = []
         self.positions_used = 0
+        self._prefilled: list[torch.Tensor] = []  # the state as the prefill left it, for a repeated setup
 
     # -- protocol ---------------------------------------------------------------------
 
     def setup(self, batch_size: int) -> None:
         if batch_size < 1 or batch_size > MAX_PROMPT_ROWS:
             raise ValueError(f"batch_size must be between 1 and {MAX_PROMPT_ROWS}")
+        if self.state is not None and batch_size == self.batch and self._prefilled:
+            # another pass at this batch size: the graphs stay, the prefilled state is copied back
+            for tensor, saved in zip(self._tensors(), self._prefilled):
+                tensor.copy_(saved)
+            self.positions_used = self.prompt_len
+            return
         self.teardown()
         self.batch = batch_size
         self.run_batch = self._padded(batch_size)
@@ -99,6 +106,7 @@ class RefEngine:
         if self.use_graphs and self.run_batch in self.capture_batch_sizes:
             self._capture()
         self._prefill()
+        self._prefilled = [tensor.clone() for tensor in self._tensors()]
 
     def step(self, tokens: torch.Tensor | None = None) -> torch.Tensor:
         """One decode step. `tokens`: this step's input ids (teacher forcing), written into the
@@ -127,6 +135,7 @@ class RefEngine:
     def teardown(self) -> None:
         self.graphs = []
         self.state = None
+        self._prefilled = []
         self.positions_used = 0
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -151,6 +160,12 @@ class RefEngine:
         }
 
     # -- internals --------------------------------------------------------------------
+
+    def _tensors(self) -> list[torch.Tensor]:
+        """Every tensor a decode step reads and writes."""
+        state = self.state
+        assert state is not None
+        return [state.token, state.pos, *state.k_cache, *state.v_cache]
 
     def _padded(self, batch_size: int) -> int:
         for size in self.capture_batch_sizes:

@@ -3,6 +3,8 @@
 Usage: python run.py SPEC.json RESULT.json
 
 SPEC: {"entry", "root", "options", "batch_sizes", "steps", "warmup_steps", "arm", "repeat",
+       "tok_per_s_min_s" (optional, 0 = one timed pass), "tok_per_s_window_s" (optional, default WINDOW_S of _host.py),
+       "warmup_max_s" (optional, 0 = warmup_steps only),
        "profile_steps" (optional, 0 = none), "trace_dir" (optional), "cpus" (optional: pin to these),
        "mode" (optional: "measure", the default, or "reference"),
        "reference" (optional: a reference-tokens JSON whose ids force every step's input)}
@@ -14,6 +16,7 @@ Imports only the standard library and torch: this file runs in the arm's environ
 
 from __future__ import annotations
 
+import gc
 import gzip
 import hashlib
 import shutil
@@ -178,32 +181,83 @@ def workload_device(workload: Any) -> Any:
     return getattr(workload, "device", None)
 
 
-def run_batch(
-    workload: Any, torch: Any, batch_size: int, steps: int, warmup_steps: int,
-    reference: list[list[int]] | None = None,
-) -> dict[str, Any]:
+# Repeated passes stop at this multiple of tok_per_s_min_s, their setups included: a
+# workload whose setup() is slow gets fewer seconds of decode, not an endless process.
+PASS_BUDGET_FACTOR = 4.0
+
+
+def _sibling(name: str) -> Any:
+    """A module beside this file, loaded by path, so it works however this file is started
+    (as a script, with -I or -P, or imported)."""
+    key = f"_guard_harness_{name}"
+    module = sys.modules.get(key)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+host = _sibling("_host")
+
+
+def restart(workload: Any, batch_size: int, feed: Feed | None) -> float:
+    """setup() again, for another pass from the state every pass starts from; its seconds."""
     t0 = time.perf_counter()
     workload.setup(batch_size)
-    setup_s = time.perf_counter() - t0
-    describe = getattr(workload, "describe", None)
-    described = describe() if callable(describe) else {}
-    feed = Feed(torch, reference, workload_device(workload), batch_size) if reference is not None else None
-    tokens: list[list[int]] = []
-    for _ in range(warmup_steps):
-        tokens.append(token_ids(call_step(workload, feed), batch_size))
+    if feed is not None:
+        feed.reset()
+    return time.perf_counter() - t0
 
-    # End-to-end pass: tok/s from the wall clock, as a decode loop sees it. CUDA events are
-    # recorded whenever CUDA is present and kept as a diagnostic (they include the host's
-    # launch time, as the GPU waits for it).
-    cuda_ok = torch is not None and torch.cuda.is_available()
+
+def warm_up(
+    workload: Any, batch_size: int, pass_steps: int, max_s: float, feed: Feed | None, window_s: float = host.WINDOW_S,
+) -> dict[str, Any]:
+    """Untimed decode after setup(), in passes of `pass_steps` steps, until the rolling median
+    of its windows' tok/s settles or `max_s` seconds of decode have gone; then setup() again,
+    so that the timed passes start where every pass does. Nothing when `max_s` is 0."""
+    if max_s <= 0:
+        return {"warmup_s": 0.0, "warmup_settled": None}
+    rates: list[float] = []
+    count, total, elapsed, done = 0, 0.0, 0.0, 0
+    is_settled = False
+    stamp = time.perf_counter()
+    while elapsed < max_s and not is_settled:
+        if done == pass_steps:
+            restart(workload, batch_size, feed)
+            done, stamp = 0, time.perf_counter()
+        token_ids(call_step(workload, feed), batch_size)
+        now = time.perf_counter()
+        seconds, stamp, done = now - stamp, now, done + 1
+        elapsed, count, total = elapsed + seconds, count + 1, total + seconds
+        if total >= window_s:
+            rates.append(batch_size * count / total)
+            count, total = 0, 0.0
+            is_settled = host.settled(rates)
+    restart(workload, batch_size, feed)
+    return {"warmup_s": elapsed, "warmup_settled": is_settled}
+
+
+def _end_to_end_pass(
+    workload: Any, torch: Any, batch_size: int, steps: int, feed: Feed | None, cuda_ok: bool, meter: Any,
+) -> dict[str, Any]:
+    """`steps` steps with each step's ids copied to the host, as a decode loop does. Each step's
+    wall time runs from the end of the one before, so they add up to the pass. CUDA events are
+    recorded whenever CUDA is present and kept as a diagnostic (they include the host's launch
+    time, as the GPU waits for it); every pass records them, so every pass does the same."""
     if cuda_ok:
         torch.cuda.synchronize()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+    tokens: list[list[int]] = []
+    step_s: list[float] = []
     host_ms: list[float] = []
     enqueue_us: list[float] = []
     on_cuda = False
-    wall0 = time.perf_counter()
+    meter.start()
+    stamp = time.perf_counter()
     for i in range(steps):
         if cuda_ok:
             starts[i].record()
@@ -213,29 +267,106 @@ def run_batch(
         if cuda_ok:
             ends[i].record()
         tokens.append(token_ids(out, batch_size))  # copies to the host: a real decode loop does too
-        host_ms.append((time.perf_counter() - s0) * 1e3)
+        now = time.perf_counter()
+        host_ms.append((now - s0) * 1e3)
+        step_s.append(now - stamp)
+        stamp = now
         on_cuda = on_cuda or uses_cuda(out)
     if cuda_ok:
         torch.cuda.synchronize()
-    wall_s = time.perf_counter() - wall0
-    run: dict[str, Any] = {
-        "batch_size": batch_size,
-        "steps": steps,
-        "warmup_steps": warmup_steps,
-        "timer": "perf_counter",
-        "setup_s": setup_s,
-        "wall_s": wall_s,
-        "tok_per_s": batch_size * steps / wall_s,
-        "gpu_ms_per_step": statistics.median(host_ms) if host_ms else 0.0,
-        "step_ms": host_ms,
-        "forced": feed is not None,
-    }
+    meter.stop()
+    result: dict[str, Any] = {"tokens": tokens, "step_s": step_s, "host_ms": host_ms, "enqueue_us": enqueue_us,
+                              "on_cuda": on_cuda}
     if on_cuda:
-        unheld = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-        run["end_to_end_gpu_ms_per_step"] = statistics.median(unheld)
-        held = _gpu_timed_pass(workload, torch, batch_size, steps, hold_us_for(enqueue_us), tokens, feed)
-        run |= held | {"timer": "cuda_event", "gpu_ms_per_step": statistics.median(held["step_ms"])}
-        run["host_ms_per_step"] = statistics.median(held["host_ms"])
+        result["end_to_end_gpu_ms"] = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    return result
+
+
+def run_batch(
+    workload: Any, torch: Any, batch_size: int, steps: int, warmup_steps: int,
+    reference: list[list[int]] | None = None, tok_per_s_min_s: float = 0.0, warmup_max_s: float = 0.0,
+    phase: Callable[[str], None] = lambda name: None, window_s: float = host.WINDOW_S,
+) -> dict[str, Any]:
+    """setup(), a warmup (see `warm_up`), `warmup_steps` steps, then the timed passes: the
+    end-to-end pass, on a GPU the GPU-timed pass after it, then more end-to-end passes, each
+    from setup() and `warmup_steps` steps again, until tok/s has `tok_per_s_min_s` seconds of
+    decode. `tokens` holds the first of them alone (and the GPU-timed pass), so that what is
+    compared with the reference does not depend on how many passes a process made. The
+    garbage collector is off during the timed passes: a collection is a pause of the host.
+    `phase(name)` is called as the setup and warmup end and as the timed passes do."""
+    t0 = time.perf_counter()
+    workload.setup(batch_size)
+    setup_s = time.perf_counter() - t0
+    describe = getattr(workload, "describe", None)
+    described = describe() if callable(describe) else {}
+    feed = Feed(torch, reference, workload_device(workload), batch_size) if reference is not None else None
+    warmup = warm_up(workload, batch_size, warmup_steps + steps, warmup_max_s, feed, window_s)
+    phase("setup and warmup")
+    tokens: list[list[int]] = []
+    for _ in range(warmup_steps):
+        tokens.append(token_ids(call_step(workload, feed), batch_size))
+
+    cuda_ok = torch is not None and torch.cuda.is_available()
+    meter = host.HostMeter()
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.freeze()  # what exists now is never scanned again: a later collection has less to walk
+    gc.disable()
+    try:
+        first = _end_to_end_pass(workload, torch, batch_size, steps, feed, cuda_ok, meter)
+        tokens.extend(first["tokens"])
+        wall_s = sum(first["step_s"])
+        run: dict[str, Any] = {
+            "batch_size": batch_size,
+            "steps": steps,
+            "warmup_steps": warmup_steps,
+            "timer": "perf_counter",
+            "setup_s": setup_s,
+            "wall_s": wall_s,
+            "gpu_ms_per_step": statistics.median(first["host_ms"]) if first["host_ms"] else 0.0,
+            "step_ms": first["host_ms"],
+            "forced": feed is not None,
+        }
+        if first["on_cuda"]:
+            run["end_to_end_gpu_ms_per_step"] = statistics.median(first["end_to_end_gpu_ms"])
+            meter.start()
+            held = _gpu_timed_pass(workload, torch, batch_size, steps, hold_us_for(first["enqueue_us"]), tokens, feed)
+            meter.stop()
+            run |= held | {"timer": "cuda_event", "gpu_ms_per_step": statistics.median(held["step_ms"])}
+            run["host_ms_per_step"] = statistics.median(held["host_ms"])
+        step_s = list(first["step_s"])
+        passes, differing = 1, 0
+        first_pass = tokens[: warmup_steps + steps]
+        budget_end = time.perf_counter() + PASS_BUDGET_FACTOR * tok_per_s_min_s
+        while sum(step_s) < tok_per_s_min_s and time.perf_counter() < budget_end:
+            restart(workload, batch_size, feed)
+            lead_in = [token_ids(call_step(workload, feed), batch_size) for _ in range(warmup_steps)]
+            again = _end_to_end_pass(workload, torch, batch_size, steps, feed, cuda_ok, meter)
+            step_s.extend(again["step_s"])
+            passes += 1
+            differing += (lead_in + again["tokens"]) != first_pass
+    finally:
+        gc.unfreeze()
+        if collecting:
+            gc.enable()
+    phase("timed passes")
+    rates = host.window_rates(step_s, batch_size, window_s)
+    timed_s = sum(step_s)
+    if timed_s < tok_per_s_min_s:
+        log(f"batch size {batch_size}: tok/s from {timed_s:.2f} s of decode in {passes} pass(es), under the "
+            f"{tok_per_s_min_s:g} s asked: setup() is slow when called again for the same batch size "
+            "(see docs/workload-protocol.md)")
+    run |= {
+        "tok_per_s": statistics.median(rates),
+        "tok_per_s_windows": rates,
+        "window_s": window_s,
+        "timed_passes": passes,
+        "timed_s": timed_s,
+        "passes_differing": differing,
+        "gc_disabled": True,
+        "host": meter.result(),
+        **warmup,
+    }
     # which of them disagree with the reference, the guard counts from the tokens: this
     # process runs the arm's code, so it reports what it generated and nothing it concluded
     run |= {"tokens": tokens, "sha256": tokens_sha256(tokens), "workload": described}
@@ -473,12 +604,14 @@ def main(argv: list[str]) -> int:
             log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch size {batch_size}, "
                 f"{spec['warmup_steps']} warmup + {spec['steps']} timed steps"
                 + (", inputs forced" if reference is not None else ""))
-            runs.append(run_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"], reference))
-        phase("timed passes")
+            runs.append(run_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"], reference,
+                                  spec.get("tok_per_s_min_s", 0.0), spec.get("warmup_max_s", 0.0), phase,
+                                  spec.get("tok_per_s_window_s", host.WINDOW_S)))
         # Profiled passes come after every timed pass: a profiler session leaves the process
         # slower (H200: +22% GPU time per step afterwards; benchmarks/profiler_aftereffect.py).
+        # Last batch size first: its setup() is the one still in place, which a workload can reuse.
         profile_steps = spec.get("profile_steps", 0)
-        for run in runs:
+        for run in reversed(runs):
             if not (profile_steps and run["timer"] == "cuda_event" and spec.get("trace_dir")):
                 continue
             batch_size = run["batch_size"]
@@ -513,5 +646,14 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def finish(code: int) -> None:
+    """End the process now that its result is written, without the interpreter's teardown:
+    with torch loaded that is most of a second per process, spent on nothing the guard reads
+    (benchmarks/time_to_verdict.py). The workload's teardown() has run by then."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    finish(main(sys.argv[1:]))

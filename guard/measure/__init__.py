@@ -2,7 +2,7 @@
 
 from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
-    REFERENCE_FORMAT, ArmMeasurement, BatchRun, ReferenceTokens, RepeatResult, SourceLabel, TokenMismatch,
+    REFERENCE_FORMAT, ArmMeasurement, BatchRun, HostUsage, ReferenceTokens, RepeatResult, SourceLabel, TokenMismatch,
 )
 from guard.measure._reference import (
     ReferenceOutcome, parse_reference_file, make_reference, prepare_reference, rows_needed, write_reference,
@@ -33,6 +33,7 @@ __all__ = [
     "BatchRun",
     "Change",
     "HarnessSpec",
+    "HostUsage",
     "ReferenceOutcome",
     "RepeatResult",
     "RepeatsNeeded",

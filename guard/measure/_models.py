@@ -19,8 +19,23 @@ class TokenMismatch(BaseModel):
     found: int
 
 
+class HostUsage(BaseModel):
+    """What the host did while one batch size's timed passes ran, as the process counted it
+    (getrusage over all its threads, the timed passes alone): a process that was preempted
+    shows involuntary switches; one that waited on the GPU, voluntary ones."""
+
+    model_config = ConfigDict(frozen=True)
+
+    voluntary_switches: int
+    involuntary_switches: int
+    user_s: float
+    sys_s: float
+    cpus: list[int] = []  # the CPUs its main thread was on at the start and end of each timed pass
+
+
 class BatchRun(BaseModel):
-    """One batch size in one process: warmup, then `steps` timed decode steps."""
+    """One batch size in one process: a warmup, then timed passes of `steps` decode steps each
+    (harness/run.py, `run_batch`)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -29,8 +44,19 @@ class BatchRun(BaseModel):
     warmup_steps: int
     timer: str  # "cuda_event" or "perf_counter"
     setup_s: float
-    wall_s: float
+    wall_s: float  # the first end-to-end pass
+    # the median over `tok_per_s_windows`: windows of `window_s` or more of decode, over
+    # `timed_passes` end-to-end passes (`timed_s` seconds). Older results: one pass's tok/s
     tok_per_s: float
+    tok_per_s_windows: list[float] = []
+    window_s: float | None = None
+    timed_passes: int = 1
+    timed_s: float | None = None
+    passes_differing: int = 0  # passes after the first whose ids were not the first's (as the process says)
+    warmup_s: float = 0.0  # untimed decode before the timed passes, besides warmup_steps
+    warmup_settled: bool | None = None  # the warmup ended as its tok/s settled (False: at its limit); None: none
+    gc_disabled: bool = False  # the garbage collector was off during the timed passes
+    host: HostUsage | None = None
     gpu_ms_per_step: float  # median over the timed steps (CUDA: the held pass)
     step_ms: list[float]
     end_to_end_gpu_ms_per_step: float | None = None  # CUDA events of the end-to-end pass (host launch included)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from guard.cause import CaptureChanges
 from guard.compare import BatchComparison, Verdict
-from guard.config import ConfigChange, ConfigOverrides
+from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides
 from guard.measure import SlowProcesses, SourceLabel
 from guard.report._traces import TraceSection
 
@@ -57,6 +57,12 @@ class WorkloadInfo(BaseModel):
     batch_sizes: list[int]
     steps: int
     warmup_steps: int
+    # tok/s: the median of windows of tok_per_s_window_s or more, over tok_per_s_min_s or more of
+    # decode per batch size and process, after a warmup of up to warmup_max_s (None: older reports,
+    # whose tok/s came from one pass)
+    tok_per_s_min_s: float | None = Field(default=None, ge=0, le=MAX_HOST_SECONDS, allow_inf_nan=False)
+    tok_per_s_window_s: float | None = Field(default=None, gt=0, le=MAX_HOST_SECONDS, allow_inf_nan=False)
+    warmup_max_s: float | None = Field(default=None, ge=0, le=MAX_HOST_SECONDS, allow_inf_nan=False)
     profile_steps: int = 0
     repeats: int
     described: dict[str, Any] = {}  # what the workload says of itself (describe()), per batch size

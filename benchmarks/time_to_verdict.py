@@ -1,0 +1,205 @@
+"""How long `guard run` takes from its first build to report.json, and where the time goes.
+
+Usage: python benchmarks/time_to_verdict.py [--steps N] [--warmup-steps N] [--repeats N]
+                                            [--options 'layers = 36'] [--no-ablation] [--out FILE.json]
+
+Makes the repository `guard demo` makes (the reference engine on base, its piecewise capture
+on head, and the ablation arm unless --no-ablation), with the config's defaults for steps,
+warmup steps and repeats unless given. A first, short run fills the build cache and is not
+counted; then the pipeline `guard run` runs (config from the base commit, as `guard run` reads
+it) is timed as a whole and by stage: the builds (cached), the reference process, the measured
+processes by phase (as each harness process timed itself), the comparisons, the trace
+analysis, the capture detection and the report's writing. The confirmation round, when one
+ran, is its own line; when none ran, the line says what one would add at the measured
+per-process times. On a CPU there is no profiled pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import guard.pipeline as pipeline  # noqa: E402
+from guard.config import GuardConfig, load_config  # noqa: E402
+from guard.demo._repo import make_demo_repo  # noqa: E402
+from guard.measure import RepeatResult  # noqa: E402
+
+# the pipeline's stages, by the names it calls them under, and the line each is printed as
+STAGES = {
+    "build_arm": "builds (cached)",
+    "prepare_reference": "reference process",
+    "run_interleaved": "measured processes",
+    "compare": "comparisons",
+    "trace_sections": "trace analysis",
+    "find_capture_changes": "capture detection",
+    "write_report": "report.json and comment.md",
+}
+
+
+class StageClock:
+    """Wraps the pipeline's stage functions, in its own namespace, to add up their seconds."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {name: 0.0 for name in STAGES}
+        self.rounds: list[tuple[float, int]] = []  # each round of measured processes: seconds, processes
+        self.results: dict[tuple[str, int], RepeatResult] = {}  # every measured process, by (arm, repeat)
+        self._originals: dict[str, Callable[..., Any]] = {}
+
+    def __enter__(self) -> StageClock:
+        for name in STAGES:
+            original = getattr(pipeline, name)
+            self._originals[name] = original
+            setattr(pipeline, name, self._timed(name, original))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name, original in self._originals.items():
+            setattr(pipeline, name, original)
+
+    def _timed(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                result = original(*args, **kwargs)
+            finally:
+                seconds = time.perf_counter() - started
+                self.seconds[name] += seconds
+            if name == "run_interleaved":
+                self.rounds.append((seconds, sum(len(m.repeats) for m in result.values())))
+                self.results |= {(r.arm, r.repeat): r for m in result.values() for r in m.repeats}
+            return result
+
+        return timed
+
+
+def _process_phases(results: list[RepeatResult]) -> tuple[list[float], dict[str, list[float]]]:
+    """Each measured process's seconds, and each phase's seconds over the processes that had it."""
+    totals: list[float] = []
+    by_phase: dict[str, list[float]] = {}
+    for result in results:
+        total = result.process_s or 0.0
+        totals.append(total)
+        phases = dict(result.timings_s)
+        phases["start and exit"] = max(0.0, total - sum(phases.values()))
+        for name, seconds in phases.items():
+            by_phase.setdefault(name, []).append(seconds)
+    return totals, by_phase
+
+
+def _prime_cache(repo: Path, head: str, config: GuardConfig, work: Path) -> None:
+    """A short run of the same builds, so the timed run finds them cached."""
+    short = config.model_copy(update={
+        "workload": config.workload.model_copy(update={
+            "steps": 2, "warmup_steps": 0, "tok_per_s_min_s": 0.0, "warmup_max_s": 0.0, "profile_steps": 0}),
+        "measure": config.measure.model_copy(update={"repeats": 2, "confirm": False}),
+        "arms": [],
+    })
+    pipeline.run_guard(repo, None, head, short, work / "prime", progress=lambda _: None)
+
+
+def _bad(message: str) -> int:
+    print(f"time_to_verdict: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    defaults = GuardConfig()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=defaults.workload.steps)
+    p.add_argument("--warmup-steps", type=int, default=defaults.workload.warmup_steps)
+    p.add_argument("--repeats", type=int, default=defaults.measure.repeats)
+    p.add_argument("--options", default="", help="reference engine options, as TOML, e.g. 'layers = 36'")
+    p.add_argument("--no-ablation", action="store_true", help="base and head only, without the demo's ablation arm")
+    p.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    args = p.parse_args(argv)
+    try:
+        tomllib.loads(args.options)
+    except tomllib.TOMLDecodeError as exc:
+        return _bad(f"--options {args.options!r} is not TOML ({exc}), e.g. 'layers = 36'")
+
+    work = Path(tempfile.mkdtemp(prefix="guard-ttv-"))
+    work.chmod(0o755)  # run as root, the arms' code runs as build.user, which must reach the repository
+    repo = work / "engine-repo"
+    _, head = make_demo_repo(repo, args.steps, args.warmup_steps, args.repeats, args.options)
+    committed = load_config(repo / "guard.toml")
+    given = committed.model_copy(update={"arms": []}) if args.no_ablation else None  # None: as the base holds it
+    _prime_cache(repo, head, committed, work)
+
+    load_before = os.getloadavg()[0]
+    started = time.perf_counter()
+
+    def progress(message: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f} s] {message}", file=sys.stderr, flush=True)
+
+    with StageClock() as clock:
+        report = pipeline.run_guard(repo, None, head, given, work / "out", progress=progress)
+    total_s = time.perf_counter() - started
+
+    rounds = [{"seconds": seconds, "processes": count} for seconds, count in clock.rounds]
+    results = list(clock.results.values())
+    totals, by_phase = _process_phases(results)
+    if not totals:
+        return _bad("no measured process finished; see the progress above")
+    per_process_s = statistics.median(totals)
+    figures: dict[str, Any] = {
+        "command": "python benchmarks/time_to_verdict.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "device": report.environment.gpu or f"CPU ({report.environment.cpu})",
+        "cpus": os.cpu_count(),
+        "load_average_1min": [load_before, os.getloadavg()[0]],  # before and after: a shared machine shows
+        "verdict": report.verdict,
+        "rounds": report.rounds,
+        "arms": [a.name for a in report.arms],
+        "steps": args.steps,
+        "warmup_steps": args.warmup_steps,
+        "repeats": args.repeats,
+        "options": args.options,
+        "time_to_verdict_s": total_s,
+        "stages_s": {STAGES[name]: seconds for name, seconds in clock.seconds.items()},
+        "other_s": total_s - sum(clock.seconds.values()),
+        "measured_rounds": rounds,
+        "per_process_s": {"median": per_process_s, "min": min(totals), "max": max(totals), "count": len(totals)},
+        "per_phase_s": {name: {"median": statistics.median(values), "processes": len(values), "sum": sum(values)}
+                        for name, values in sorted(by_phase.items(), key=lambda item: -sum(item[1]))},
+    }
+    profiled = [r.process_s or 0.0 for r in results if any(run.trace for run in r.runs)]
+    unprofiled = [r.process_s or 0.0 for r in results if not any(run.trace for run in r.runs)]
+    figures["profiled_process_s"] = statistics.median(profiled) if profiled else None
+    figures["unprofiled_process_s"] = statistics.median(unprofiled) if unprofiled else None
+    if report.rounds == 1:
+        # what a confirmation round (base and head, `repeats` more each, none profiled) would add
+        figures["confirmation_round_estimate_s"] = 2 * args.repeats * statistics.median(unprofiled or totals)
+
+    print(f"time to verdict: {total_s:.1f} s on {figures['device']} (verdict {report.verdict}, "
+          f"{report.rounds} round(s), arms {', '.join(figures['arms'])})")
+    for name, seconds in figures["stages_s"].items():
+        print(f"  {name:28s} {seconds:7.1f} s")
+    print(f"  {'other (git, config, cause)':28s} {figures['other_s']:7.1f} s")
+    for number, measured in enumerate(rounds, start=1):
+        print(f"  round {number}: {measured['processes']} processes in {measured['seconds']:.1f} s")
+    print(f"  per measured process: median {per_process_s:.1f} s ({min(totals):.1f}-{max(totals):.1f})"
+          + (f"; profiled {figures['profiled_process_s']:.1f} s, the others {figures['unprofiled_process_s']:.1f} s"
+             if profiled and unprofiled else ""))
+    for name, phase in figures["per_phase_s"].items():
+        print(f"    {name:34s} median {phase['median']:5.2f} s in {phase['processes']:2d} processes, "
+              f"{phase['sum']:6.1f} s in all")
+    if "confirmation_round_estimate_s" in figures:
+        print(f"  no confirmation round ran; one would add about {figures['confirmation_round_estimate_s']:.0f} s "
+              f"(2 x {args.repeats} processes at the median unprofiled process time)")
+    if args.out:
+        args.out.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

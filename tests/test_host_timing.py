@@ -1,0 +1,350 @@
+"""tok/s from windows over repeated passes, the warmup, the garbage collector and what the host
+did: the pieces of guard/harness/run.py, and the harness as a real subprocess."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import statistics
+import tarfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from guard.harness._host import settled, window_rates, windows
+from guard.measure import HostUsage, RepeatResult
+from tests.test_harness import REPO_ROOT, engine_spec, file_spec, run_harness
+
+EXAMPLE_RUNS = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "runs.tar.gz"
+
+
+# -- windows and their median ---------------------------------------------------------------
+
+
+def test_steps_are_grouped_into_windows_of_at_least_the_window() -> None:
+    steps = [0.04] * 10  # 0.4 s: a window closes on its third step (0.12 s)
+    assert windows(steps, 0.1) == [(3, pytest.approx(0.12)), (3, pytest.approx(0.12)), (4, pytest.approx(0.16))]
+    # the remainder (one step, 0.04 s) joined the last window: no window is shorter than 0.1 s
+    assert all(seconds >= 0.1 for _, seconds in windows([0.03] * 17, 0.1))
+    assert sum(count for count, _ in windows([0.03] * 17, 0.1)) == 17  # every step in one window
+
+
+def test_a_step_longer_than_a_window_is_a_window_and_too_few_steps_make_one() -> None:
+    assert windows([0.25, 0.3, 0.01], 0.1) == [(1, 0.25), (2, pytest.approx(0.31))]
+    assert windows([0.01, 0.02], 0.1) == [(2, pytest.approx(0.03))]
+    assert windows([], 0.1) == []
+
+
+def test_window_rates_are_tokens_over_seconds_and_tok_per_s_their_median() -> None:
+    # batch size 2; windows of 0.12 s (3 steps), 0.12 s, and 0.1 + 0.3 s (a pause in the last)
+    steps = [0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.1, 0.3]
+    rates = window_rates(steps, 2, 0.1)
+    assert rates == [pytest.approx(6 / 0.12), pytest.approx(6 / 0.12), pytest.approx(2 / 0.1), pytest.approx(2 / 0.3)]
+    # the pause moves the pass's own rate by far more than it moves the median of windows
+    whole_pass = 2 * len(steps) / sum(steps)
+    assert statistics.median(rates) == pytest.approx((6 / 0.12 + 2 / 0.1) / 2)
+    assert whole_pass < 0.6 * 6 / 0.12
+
+
+def test_the_warmup_settles_when_its_rolling_median_stops_moving() -> None:
+    assert not settled([100.0, 100.0, 100.0])  # three windows: no earlier median to compare with
+    assert settled([100.0, 100.0, 100.0, 100.5], width=3, pct=1.0)
+    # a cold start: the median of the last three still climbs by more than 1%
+    assert not settled([50.0, 80.0, 95.0, 99.0], width=3, pct=1.0)
+    assert settled([50.0, 80.0, 95.0, 99.0, 99.5, 99.4], width=3, pct=1.0)
+    # one outlier window does not unsettle a median of three
+    assert settled([100.0, 100.0, 100.0, 100.0, 40.0], width=3, pct=1.0)
+
+
+# -- the harness: like-for-like passes ------------------------------------------------------
+
+# Records every setup and every step's input, and spins a fixed time per step. Tokens depend on
+# the step's position after setup and on its input, so a pass that did not start over shows.
+RECORDING = """
+import json
+import time
+
+
+class W:
+    def __init__(self, log, step_s):
+        self.log, self.step_s = log, step_s
+        self.position = 0
+
+    def _note(self, entry):
+        with open(self.log, "a") as f:
+            f.write(json.dumps(entry) + "\\n")
+
+    def setup(self, batch_size):
+        self.batch, self.position = batch_size, 0
+        self._note({"setup": batch_size})
+
+    def step(self, tokens=None):
+        given = None if tokens is None else tokens.tolist()
+        end = time.perf_counter() + self.step_s
+        while time.perf_counter() < end:
+            pass
+        self.position += 1
+        self._note({"position": self.position, "input": given})
+        return [(self.position * 5 + row + (given[row] if given else 0)) % 97 for row in range(self.batch)]
+
+
+def make(log, step_s):
+    return W(log, step_s)
+"""
+
+
+def _entries(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def _passes(entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The steps between one setup and the next."""
+    passes: list[list[dict[str, Any]]] = []
+    for entry in entries:
+        if "setup" in entry:
+            passes.append([])
+        else:
+            passes[-1].append(entry)
+    return passes
+
+
+def _reference(path: Path, rows: int) -> Path:
+    data = {"format": "regression-guard reference tokens", "source": "test",
+            "batch_sizes": {"1": [[(11 * k + 3) % 97] for k in range(rows)]}}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_repeated_passes_do_the_same_work_and_only_the_first_is_compared(tmp_path: Path) -> None:
+    steps, lead_in = 6, 2
+    log = tmp_path / "calls.log"
+    reference = _reference(tmp_path / "reference.json", lead_in + steps)
+    spec = file_spec(tmp_path, RECORDING, options={"log": str(log), "step_s": 0.004}, batch_sizes=[1],
+                     steps=steps, warmup_steps=lead_in, tok_per_s_min_s=0.3, warmup_max_s=0.0,
+                     reference=str(reference))
+    rc, result, stderr = run_harness(tmp_path, spec)
+    assert rc == 0, result.get("error", stderr)
+    run = result["runs"][0]
+    passes = _passes(_entries(log))
+    # the first setup, then one per pass after the first: each pass is lead-in + steps from position 1
+    assert len(passes) == run["timed_passes"]
+    # a pass times 24 ms of steps at the least: 0.3 s took several, and no more than it needed
+    assert 2 <= run["timed_passes"] <= 0.3 / (steps * 0.004) + 1
+    assert all([e["position"] for e in p] == list(range(1, lead_in + steps + 1)) for p in passes)
+    # every pass was forced with the same inputs: none on its first step, then the reference's ids
+    inputs = [[e["input"] for e in p] for p in passes]
+    assert all(i == inputs[0] for i in inputs)
+    assert inputs[0] == [None] + [[(11 * k + 3) % 97] for k in range(lead_in + steps - 1)]
+    # the tokens compared are those of one pass, however many passes a process made
+    assert len(run["tokens"]) == lead_in + steps
+    assert run["passes_differing"] == 0
+    assert run["timed_s"] >= 0.3
+
+
+def test_tok_per_s_is_the_median_of_windows_over_the_timed_passes(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    spec = file_spec(tmp_path, RECORDING, options={"log": str(log), "step_s": 0.005}, batch_sizes=[1, 2],
+                     steps=10, warmup_steps=1, tok_per_s_min_s=0.5, tok_per_s_window_s=0.1, warmup_max_s=0.0)
+    rc, result, stderr = run_harness(tmp_path, spec)
+    assert rc == 0, result.get("error", stderr)
+    for run in result["runs"]:
+        rates = run["tok_per_s_windows"]
+        assert run["tok_per_s"] == statistics.median(rates)
+        assert run["window_s"] == 0.1
+        # windows of 0.1 s or more: no more of them than the decode holds, and each step's
+        # spin caps every window's rate
+        assert 1 <= len(rates) <= run["timed_s"] / 0.1
+        assert max(rates) <= run["batch_size"] / 0.005
+        # a step spins 5 ms, so a window near 0.1 s holds about 20 steps: the rate is not off by a pass
+        assert run["tok_per_s"] == pytest.approx(run["batch_size"] / 0.005, rel=0.5)
+        # the per-step figure still comes from the first pass alone
+        assert len(run["step_ms"]) == run["steps"] == 10
+
+
+def test_one_pass_without_a_minimum_is_the_old_measurement(tmp_path: Path) -> None:
+    rc, result, stderr = run_harness(tmp_path, engine_spec(batch_sizes=[1], tok_per_s_min_s=0, warmup_max_s=0))
+    assert rc == 0, stderr
+    run = result["runs"][0]
+    assert run["timed_passes"] == 1 and run["warmup_s"] == 0.0 and run["warmup_settled"] is None
+    # a pass shorter than a window is one window: tok/s over its own wall time
+    assert run["tok_per_s_windows"] == [pytest.approx(run["steps"] / run["wall_s"])]
+
+
+# -- the warmup -------------------------------------------------------------------------------
+
+# A cold start that warms gradually: a step spins 6 ms at first, 0.05 ms less each call of the
+# process, down to 1 ms after `ramp` calls (0.35 s of them for ramp = 100).
+RAMP = """
+import time
+
+
+class W:
+    def __init__(self, ramp):
+        self.ramp, self.calls = ramp, 0
+
+    def setup(self, batch_size):
+        self.batch = batch_size
+
+    def step(self):
+        self.calls += 1
+        spin_ms = max(1.0, 6.0 - 5.0 * self.calls / self.ramp) if self.ramp else 1.0
+        end = time.perf_counter() + spin_ms / 1e3
+        while time.perf_counter() < end:
+            pass
+        return [self.calls] * self.batch  # which call of the process made it
+
+
+def make(ramp):
+    return W(ramp)
+"""
+
+
+def test_the_warmup_lasts_until_a_gradual_cold_start_is_over(tmp_path: Path) -> None:
+    spec = file_spec(tmp_path, RAMP, options={"ramp": 100}, batch_sizes=[1], steps=20, warmup_steps=0,
+                     tok_per_s_min_s=0.2, warmup_max_s=3.0)
+    rc, result, stderr = run_harness(tmp_path, spec)
+    assert rc == 0, result.get("error", stderr)
+    run = result["runs"][0]
+    # while the steps speed up, each window is faster than the last: the warmup outlasts the ramp,
+    # so every timed step (its token is the call's number) came after it
+    assert min(row[0] for row in run["tokens"]) > 100
+    assert 0.35 <= run["warmup_s"] <= 3.0 + 0.05
+
+
+def test_the_warmup_stops_at_its_limit(tmp_path: Path) -> None:
+    spec = file_spec(tmp_path, RAMP, options={"ramp": 0}, batch_sizes=[1], steps=20, warmup_steps=0,
+                     tok_per_s_min_s=0, warmup_max_s=0.25)
+    rc, result, stderr = run_harness(tmp_path, spec)
+    assert rc == 0, result.get("error", stderr)
+    run = result["runs"][0]
+    # two windows in 0.25 s, too few for a rolling median of three to be compared: the limit ends it
+    assert 0.25 <= run["warmup_s"] <= 0.25 + 0.05
+    assert run["warmup_settled"] is False
+
+
+# -- the garbage collector ----------------------------------------------------------------------
+
+# Makes cyclic garbage every step and notes, per step, whether the collector is on and how many
+# collections ran since the last step: with the collector on, this much garbage triggers them.
+GARBAGE = """
+import gc
+import json
+
+COLLECTIONS = [0]
+gc.callbacks.append(lambda phase, info: COLLECTIONS.__setitem__(0, COLLECTIONS[0] + (phase == "start")))
+
+
+class W:
+    def __init__(self, log):
+        self.log = log
+        self.notes = []
+
+    def setup(self, batch_size):
+        self.batch = batch_size
+
+    def step(self):
+        before = COLLECTIONS[0]
+        for _ in range(3000):
+            a = []
+            a.append(a)
+        self.notes.append({"enabled": gc.isenabled(), "collections": COLLECTIONS[0] - before,
+                           "frozen": gc.get_freeze_count()})
+        return [1] * self.batch
+
+    def teardown(self):
+        self.notes.append({"teardown": True, "enabled": gc.isenabled(), "frozen": gc.get_freeze_count()})
+        with open(self.log, "w") as f:
+            json.dump(self.notes, f)
+
+
+def make(log):
+    return W(log)
+"""
+
+
+def test_the_collector_is_off_during_the_timed_passes_and_on_again_after(tmp_path: Path) -> None:
+    steps, lead_in = 5, 3
+    log = tmp_path / "gc.json"
+    spec = file_spec(tmp_path, GARBAGE, options={"log": str(log)}, batch_sizes=[1], steps=steps,
+                     warmup_steps=lead_in, tok_per_s_min_s=0, warmup_max_s=0)
+    rc, result, stderr = run_harness(tmp_path, spec)
+    assert rc == 0, result.get("error", stderr)
+    notes = json.loads(log.read_text())
+    lead, timed, end = notes[:lead_in], notes[lead_in:lead_in + steps], notes[-1]
+    assert all(n["enabled"] for n in lead) and sum(n["collections"] for n in lead) > 0  # the garbage does collect
+    assert not any(n["enabled"] for n in timed) and sum(n["collections"] for n in timed) == 0
+    assert all(n["frozen"] > 0 for n in timed)  # gc.freeze() ran before them
+    assert end == {"teardown": True, "enabled": True, "frozen": 0}
+    assert result["runs"][0]["gc_disabled"] is True
+
+
+# -- what the host did ----------------------------------------------------------------------------
+
+
+def test_context_switches_cpu_time_and_cpus_are_recorded_for_the_timed_passes(tmp_path: Path) -> None:
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    spec = file_spec(tmp_path, RAMP, options={"ramp": 0}, batch_sizes=[1], steps=20, warmup_steps=0,
+                     tok_per_s_min_s=0.3, warmup_max_s=0, cpus=[cpu])
+    rc, result, stderr = run_harness(tmp_path, spec)
+    assert rc == 0, result.get("error", stderr)
+    run = result["runs"][0]
+    host = HostUsage.model_validate(run["host"])
+    assert host.cpus == [cpu]  # pinned: the only CPU it could be seen on
+    # one thread spins through the timed passes: CPU time, but no more than their wall time (the
+    # process's import and setup, a second or more, are not counted)
+    assert 0 < host.user_s + host.sys_s <= 1.1 * run["timed_s"] + 0.02
+    assert host.voluntary_switches >= 0 and host.involuntary_switches >= 0
+
+
+# -- the results, written and read back -------------------------------------------------------
+
+
+def test_the_new_fields_are_read_back_and_results_without_them_still_load(tmp_path: Path) -> None:
+    rc, result, stderr = run_harness(tmp_path, engine_spec(tok_per_s_min_s=0.2, warmup_max_s=0.2))
+    assert rc == 0, stderr
+    loaded = RepeatResult.model_validate(result)
+    for run, raw in zip(loaded.runs, result["runs"]):
+        assert run.timed_passes == raw["timed_passes"] > 1
+        assert run.tok_per_s_windows == raw["tok_per_s_windows"] and run.tok_per_s == raw["tok_per_s"]
+        assert run.host is not None and run.host.cpus == raw["host"]["cpus"]
+        assert run.warmup_s == raw["warmup_s"] > 0 and run.gc_disabled
+    assert RepeatResult.model_validate_json(loaded.model_dump_json()) == loaded
+
+    # results an earlier harness wrote (the committed H200 demo): one pass, no window, no host figures
+    with tarfile.open(EXAMPLE_RUNS) as archive:
+        member = next(m for m in archive.getmembers() if m.name.endswith("base-0.json"))
+        data = json.load(io.TextIOWrapper(archive.extractfile(member)))  # type: ignore[arg-type]
+    old = RepeatResult.model_validate(data)
+    assert "timed_passes" not in data["runs"][0]
+    assert old.runs[0].timed_passes == 1 and old.runs[0].host is None and old.runs[0].tok_per_s_windows == []
+    assert old.runs[0].tok_per_s == data["runs"][0]["tok_per_s"]
+
+
+def test_a_slow_setup_ends_the_passes_at_their_budget_and_says_why(tmp_path: Path) -> None:
+    slow_setup = textwrap.dedent("""
+        import time
+
+
+        class W:
+            def setup(self, batch_size):
+                self.batch = batch_size
+                time.sleep(0.3)
+
+            def step(self):
+                return [1] * self.batch
+
+
+        def make():
+            return W()
+        """)
+    spec = file_spec(tmp_path, slow_setup, batch_sizes=[1], steps=2, warmup_steps=0, tok_per_s_min_s=0.1,
+                     warmup_max_s=0)
+    rc, result, stderr = run_harness(tmp_path, spec)
+    assert rc == 0, result.get("error", stderr)
+    run = result["runs"][0]
+    # passes of microseconds behind setups of 0.3 s: the budget (4 x 0.1 s) ends them after a few
+    assert 1 < run["timed_passes"] <= 3 and run["timed_s"] < 0.1
+    assert "tok/s from" in stderr and "setup() is slow" in stderr
