@@ -324,7 +324,8 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
     # the floor re-decision is there only when the pairs ran above the floor (a CPU's noise
     # puts them far above it, but the test reads it from the calibration, not from hope)
     above_floor = summary["thresholds"]["gpu_ms_pct"] > 0.25
-    assert [d["role"] for d in summary["decisions"]] == ["as run", "own", *(["floor"] if above_floor else []), "default"]
+    roles = ["as run", "own", *(["floor"] if above_floor else []), "default"]
+    assert [d["role"] for d in summary["decisions"]] == roles
     assert summary["decisions"][-1]["label"] == "re-decided at the default threshold, 1%"
     if above_floor:
         floor = summary["decisions"][2]
