@@ -21,7 +21,7 @@ $(PY):
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --upgrade pip "setuptools>=70.1"
+	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77"
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet $(TORCH_CPU)
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
