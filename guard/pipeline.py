@@ -13,6 +13,7 @@ import guard
 from guard._errors import BuildError, ConfigError, GuardError
 from guard._output import check_out_dir
 from guard.cause import CaptureChanges, find_capture_changes
+from guard.explain import explain
 from guard.checkout import (
     ArmRef, BuiltArm, build_arm, changed_files, commit_subject, persisted_credentials, resolve_arms,
     require_distinct, uncommitted_changes,
@@ -197,6 +198,14 @@ def _run_guard(
     traces = _trace_paths(measurements)
     if traces:
         progress(f"analysing {sum(len(v) for by in traces.values() for v in by.values())} profiler traces")
+    sections = trace_sections(traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir)
+    capture = _capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress)
+    explanation = explain(
+        comparison.verdict, comparison.batches, {s.batch_size: s.diff for s in sections if s.diff is not None},
+        base_ref.name, head_ref.name, threshold_pct=comparison.threshold_pct, confidence=comparison.confidence,
+        ablation_builds={a.name: a.source for a in arms if a.source is not None and a.status == "ok"},
+        capture=capture,
+    )
     report = Report(
         tool_version=guard.__version__,
         verdict=comparison.verdict,
@@ -223,16 +232,17 @@ def _run_guard(
         environment=_environment(measurements, [base_ref.name, head_ref.name]).model_copy(
             update={"gpu_state": comparison.gpu_fingerprint}
         ),
-        traces=trace_sections(traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir),
+        traces=sections,
         changed_files=changed_files(repo, base_ref.sha, head_ref.sha),
         config_change=change,
         overrides=overrides if overrides.given() else None,
-        capture=_capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress),
+        capture=capture,
         github_repo=github_repo,
         server_url=server_url,
         repo=str(repo),
         started_at=datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
         duration_s=round(time.time() - started, 1),
+        explanation=explanation,
     )
     write_report(report, out_dir)
     return report
