@@ -10,55 +10,66 @@ from guard.report._reason_text import reason_short
 from guard.report._schema import Report
 
 TITLE_LIMIT = 120
-SUBJECT_LEAST = 24  # a commit subject is cut to make room, never below this many characters
+SUBJECT_LEAST = 16  # a commit subject is cut to make room, never below this many characters
 
 
 def title(report: Report) -> str:
-    """Plain text, escaped where it is rendered."""
+    """Plain text, escaped where it is rendered: the verdict and its figure first, then the
+    head commit, then as many of the cause, a fall out of CUDA graphs and the capture change
+    as fit; the commit subject is cut to SUBJECT_LEAST before any of them is left out."""
     head = report.arm(report.head)
-    rest = _rest(report)
-    room = TITLE_LIMIT - 1 - len(rest.format(change="")) - len(" (12345678)")
+    lead, extras = _parts(report)
+    sha = words.short_sha(head.sha)
+
+    def line(subject: str, kept: list[str]) -> str:
+        change = f"{subject} ({sha})" if subject else sha
+        return lead.format(change=change) + "".join(kept)
+
     subject = head.subject
-    if len(subject) > max(room, SUBJECT_LEAST):
-        subject = subject[: max(room, SUBJECT_LEAST) - 3].rstrip() + "..."
-    change = f"{subject} ({words.short_sha(head.sha)})" if subject else words.short_sha(head.sha)
-    line = rest.format(change=change)
-    return line if len(line) < TITLE_LIMIT else line[: TITLE_LIMIT - 4] + "..."
+    for kept in (extras[:n] for n in range(len(extras), -1, -1)):
+        if len(line(subject, kept)) < TITLE_LIMIT:
+            return line(subject, kept)
+        room = TITLE_LIMIT - 1 - len(line("", kept)) - 3
+        if room >= SUBJECT_LEAST:
+            return line(subject[:room].rstrip() + "...", kept)
+    short = line(subject[:SUBJECT_LEAST].rstrip() + "...", [])
+    return short if len(short) < TITLE_LIMIT else short[: TITLE_LIMIT - 4] + "..."
 
 
-def _rest(report: Report) -> str:
-    """The title with '{change}' where the head commit goes."""
+def _parts(report: Report) -> tuple[str, list[str]]:
+    """The title's lead, with '{change}' where the head commit goes, and its optional tails."""
     h = report.explanation.headline
     gpu = report.gpu_timed()
-    capture = ""
+    capture = []
     if h.capture is not None:
         where = PurePosixPath(h.capture.path).name + (f":{h.capture.lines[0]}" if h.capture.lines else "")
-        capture = f", capture changed in {where}"
-    fell = f", decode fell out of CUDA graphs at {words.sizes(h.fell_out)}" if h.fell_out else ""
+        capture = [f"; capture changed at {where}"]
+    fell = [f"; decode fell out of CUDA graphs at {words.sizes(h.fell_out)}"] if h.fell_out else []
     if h.verdict == "invalid":
         first = report.reasons[0] if report.reasons else None
         why = reason_short(report, first) if first else _invalid_batch(report)
-        return "Decode comparison not valid for {change}: " + _braces(why)
+        return "Decode comparison not valid for {change}: " + _braces(why), []
     if h.batch_size is None or h.change is None or h.metric is None:
-        return f"Decode speed with {{change}}: {words.verdict(h.verdict)}" + fell
+        return f"Decode speed with {{change}}: {words.verdict(h.verdict)}", fell
     name = words.metric(h.metric, gpu)
-    figure = f"{name} {words.pct(h.change.pct, 1)} at batch size {h.batch_size}"
-    more = f" (+{h.others} more)" if h.others else ""
+    size = f"batch size {h.batch_size}"
+    moved = words.pct(abs(h.change.pct), 1).lstrip("+")
+    by = " in tok/s" if h.metric == "tok_per_s" else ""  # step time is what "slower" means otherwise
     if h.verdict == "regression":
-        cause = f", {words.CAUSE[h.cause]}" if h.cause and not (h.cause == "no_cuda_graph" and h.fell_out) else ""
-        return f"Decode slower with {{change}}: {figure}{more}{cause}{capture}{fell}"
+        cause = [f": {words.CAUSE[h.cause]}"] if h.cause and not (h.cause == "no_cuda_graph" and h.fell_out) else []
+        return f"Decode {moved} slower at {size}{by} with {{change}}", cause + fell + capture
     if h.verdict == "improvement":
-        return f"Decode faster with {{change}}: {figure}{more}{fell}"
+        return f"Decode {moved} faster at {size}{by} with {{change}}", fell
     if h.verdict == "at_threshold":
         limit = report.threshold_pct if h.metric == "gpu_ms" else report.tok_threshold_pct or report.threshold_pct
-        return (f"Decode slowdown at the threshold with {{change}}: {figure} against "
-                f"{words.threshold(limit)}{more}{capture}{fell}")
+        return (f"Decode slowdown at the {words.threshold(limit)} threshold with {{change}}: "
+                f"{words.pct(h.change.pct)} {name} at {size}"), capture + fell
     if h.verdict == "inconclusive":
-        return f"Decode speed inconclusive with {{change}}: {name} too noisy at batch size {h.batch_size}{more}{fell}"
+        return f"Decode speed inconclusive with {{change}}: {name} too noisy at {size}", fell
     if h.notable:
         return (f"No decode slowdown past {words.threshold(report.threshold_pct)} with {{change}}; "
-                f"{figure}, under it{fell}")
-    return f"No decode slowdown past {words.threshold(report.threshold_pct)} with {{change}}{fell}"
+                f"{words.pct(h.change.pct)} {name} at {size}, under it"), fell
+    return f"No decode slowdown past {words.threshold(report.threshold_pct)} with {{change}}", fell
 
 
 def _invalid_batch(report: Report) -> str:
