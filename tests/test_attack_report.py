@@ -26,7 +26,7 @@ from cmarkgfm.cmark import Options
 from guard._markdown import block, code, text
 from guard.report import Report, UnfoundedReport, read_report
 from tests.github_standin import GitHubStandIn
-from tests.report_fixtures import remeasured
+from tests.report_fixtures import remeasured, committed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The richest committed H200 report: per-metric verdicts, an ablation arm, traces, a capture change.
@@ -69,7 +69,7 @@ def _json(report: Report) -> dict[str, Any]:
 
 def _far_slower() -> dict[str, Any]:
     """The rich report, with head 9.05 times slower than base: +805%, a regression."""
-    report = remeasured(read_report(RICH), 9.05)
+    report = remeasured(committed(RICH), 9.05)
     assert report.verdict == "regression"
     assert all(round(b.gpu_ms_change.pct) == 805 for b in report.batch_sizes if b.gpu_ms_change)
     return _json(report)
@@ -90,7 +90,7 @@ def _every_verdict_pass() -> dict[str, Any]:
 
 
 def _one_metric_pass() -> dict[str, Any]:
-    data = _json(read_report(RICH))
+    data = _json(committed(RICH))
     data["batch_sizes"][0]["gpu_ms_verdict"] = "pass"  # the batch size still says regression
     return data
 
@@ -106,7 +106,7 @@ def _changes_to_fit_a_pass() -> dict[str, Any]:
 
 def _values_that_do_not_fit() -> dict[str, Any]:
     """An honest regression's stated changes, over head values made base's own: no change at all."""
-    data = _json(read_report(RICH))
+    data = _json(committed(RICH))
     for batch in data["batch_sizes"]:
         base = next(a for a in batch["arms"] if a["arm"] == data["base"])
         head = next(a for a in batch["arms"] if a["arm"] == data["head"])
@@ -115,19 +115,19 @@ def _values_that_do_not_fit() -> dict[str, Any]:
 
 
 def _median_not_of_its_values() -> dict[str, Any]:
-    data = _json(read_report(RICH))
+    data = _json(committed(RICH))
     data["batch_sizes"][0]["arms"][1]["gpu_ms_per_step"]["median"] = 1.0
     return data
 
 
 def _changed_output_hidden() -> dict[str, Any]:
     """A head whose forced outputs changed, its flags and verdicts cleared and timings made up."""
-    data = _json(read_report(OUTPUT_CHANGED))
+    data = _json(committed(OUTPUT_CHANGED))
     assert data["verdict"] == "invalid"
     batch = data["batch_sizes"][0]
     for arm in batch["agreement"]["arms"]:
         arm.update(output_changed=False, numerics_changed=False)
-    honest = remeasured(read_report(RICH), 1.0).batch_sizes[0]
+    honest = remeasured(committed(RICH), 1.0).batch_sizes[0]
     batch.update(verdict="pass", gpu_ms_verdict="pass", tok_per_s_verdict="pass",
                  gpu_ms_change=_json_of(honest.gpu_ms_change), tok_per_s_change=_json_of(honest.tok_per_s_change))
     data["verdict"] = "pass"
@@ -139,7 +139,7 @@ def _json_of(model: Any) -> Any:
 
 
 def _threshold_past_reason() -> dict[str, Any]:
-    data = _json(read_report(RICH))
+    data = _json(committed(RICH))
     data["tok_threshold_pct"] = 1000.0  # tok/s cannot fall by more than 100%
     return data
 
@@ -147,7 +147,7 @@ def _threshold_past_reason() -> dict[str, Any]:
 def _at_threshold() -> dict[str, Any]:
     """The rich report, head 1% slower with base's own spread: at the 1% threshold, by the
     interval rule, in the first of 2 rounds."""
-    report = remeasured(read_report(RICH), 1.01, looks=2)
+    report = remeasured(committed(RICH), 1.01, looks=2)
     assert report.verdict == "at_threshold" and report.looks == 2
     assert [b.decided_by for b in report.batch_sizes] == ["gpu_ms", "gpu_ms"]
     return _json(report)
@@ -238,7 +238,7 @@ def test_an_honest_report_of_the_interval_rule_holds_up(tmp_path: Path, factor: 
     """Each verdict of the interval rule, written as `guard run` writes it and read back."""
     from guard.report import ReportError
 
-    report = remeasured(read_report(RICH), factor, jitter, looks=2)
+    report = remeasured(committed(RICH), factor, jitter, looks=2)
     assert report.verdict == verdict
     again = read_report(_write(tmp_path, report))  # decided again from its numbers, and it holds
     assert again.verdict == verdict and again.schema_version == 2 and again.looks == 2
@@ -268,7 +268,7 @@ def test_the_forged_pass_would_set_success_without_the_check(
 def test_consistent_numbers_post_as_they_are(api: GitHubStandIn, tmp_path: Path) -> None:
     """The check's limit: numbers made up to agree with each other are decided again and
     agree. A pass remeasured from base's own values posts as a pass."""
-    report = remeasured(read_report(RICH), 1.0)
+    report = remeasured(committed(RICH), 1.0)
     assert report.verdict == "pass"
     proc = _cli("comment", "--report", str(_write(tmp_path, report)), "--pr", str(PR), "--mode", "always",
                 env=_env(api, tmp_path))
@@ -328,7 +328,7 @@ def _hostile(data: Any, names: dict[str, str], key: str = "") -> Any:
 
 
 def _hostile_report(tmp_path: Path, failed: bool = False) -> tuple[Path, Report]:
-    data = _json(read_report(RICH))
+    data = _json(committed(RICH))
     if failed:  # the ablation arm failed to run: its log tail is shown, the comparison invalid
         data["arms"][2].update(status="run_failed", error="exit 1", log_tail="Traceback\n  ...\nError: boom")
         data["verdict"] = "invalid"

@@ -14,7 +14,7 @@ import pyperf
 import pytest
 
 from guard.report import Report
-from tests.report_fixtures import remeasured
+from tests.report_fixtures import remeasured, committed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RICH = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"  # no host times
@@ -32,7 +32,7 @@ def _arm(report: Report, batch_size: int, arm: str):  # noqa: ANN202
 
 
 def test_pyperf_loads_the_export_and_compares_base_with_head(tmp_path: Path) -> None:
-    report = Report.model_validate_json(RICH.read_text())
+    report = committed(RICH)
     files = {}
     for arm in ("base", "head"):
         files[arm] = tmp_path / f"{arm}.json"
@@ -71,7 +71,7 @@ def test_pyperf_export_carries_host_time_where_the_report_has_it(tmp_path: Path)
 
 @pytest.mark.parametrize("path", [RICH, HOST_TIMED])
 def test_bmf_holds_each_batch_sizes_measures_with_their_bounds(path: Path) -> None:
-    report = Report.model_validate_json(path.read_text())
+    report = committed(path)
     proc = _export("--format", "bmf", str(path))
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -94,7 +94,7 @@ def test_bmf_holds_each_batch_sizes_measures_with_their_bounds(path: Path) -> No
 
 
 def test_github_action_benchmark_gets_the_smaller_is_better_step_times() -> None:
-    report = Report.model_validate_json(HOST_TIMED.read_text())
+    report = committed(HOST_TIMED)
     proc = _export("--format", "github-action-benchmark", "--arm", "base", str(HOST_TIMED))
     assert proc.returncode == 0, proc.stderr
     entries = json.loads(proc.stdout)
@@ -122,7 +122,7 @@ def test_an_unfounded_report_is_refused_and_nothing_is_written(tmp_path: Path) -
 
 
 def test_an_arm_without_measurements_is_one_message(tmp_path: Path) -> None:
-    report = remeasured(Report.model_validate_json(RICH.read_text()), 1.0)
+    report = remeasured(committed(RICH), 1.0)
     failed = report.model_copy(update={
         "verdict": "invalid",
         "arms": [a.model_copy(update={"status": "build_failed"}) if a.name == report.head else a

@@ -16,6 +16,7 @@ from guard.report._traces import TraceSection
 from guard.trace import analyze, diff, read_trace
 from guard.trace._figures import GRAPH_LAUNCH_API, KERNEL_LAUNCH_API, launches_per_step
 from tests.test_trace_analysis import annotated_trace
+from tests.report_fixtures import committed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "traces"
@@ -67,7 +68,7 @@ def test_a_head_that_launches_its_kernels_itself_fell_out_of_its_graphs() -> Non
 
 def test_the_title_says_decode_fell_out_of_its_graphs_even_when_it_passes() -> None:
     fell = diff(analyze(read_trace(ONE_GRAPH)), analyze(annotated_trace()))
-    report = Report.model_validate_json(EXAMPLE.read_text())
+    report = committed(EXAMPLE)
     batch = report.batch_sizes[0]
     passing = batch.model_copy(update={"verdict": "pass", "gpu_ms_verdict": "pass", "tok_per_s_verdict": "pass"})
     report = report.model_copy(update={
@@ -90,7 +91,7 @@ def test_the_title_says_decode_fell_out_of_its_graphs_even_when_it_passes() -> N
 
 
 def test_host_time_per_step_is_its_own_metric_with_an_interval() -> None:
-    report = Report.model_validate_json(EXAMPLE.read_text())
+    report = committed(EXAMPLE)
     batch = report.batch_sizes[0]
     base_host, head_host = [0.020, 0.021, 0.020], [1.9, 2.0, 2.1]
     arms = [a.model_copy(update={"host_ms_per_step": spread(v)})
@@ -105,7 +106,7 @@ def test_host_time_per_step_is_its_own_metric_with_an_interval() -> None:
 
 
 def test_an_arm_whose_host_outran_its_hold_is_flagged() -> None:
-    report = Report.model_validate_json(EXAMPLE.read_text())
+    report = committed(EXAMPLE)
     batch = report.batch_sizes[0]
     steps = 100
     base, head = batch.arms[0], batch.arms[1]

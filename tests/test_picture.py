@@ -20,7 +20,7 @@ from cmarkgfm.cmark import Options
 
 from guard.measure import spread
 from guard.report import CHART_FILE, Report, render_comment, strip_chart, strip_svg, write_report
-from tests.report_fixtures import remeasured
+from tests.report_fixtures import remeasured, committed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RICH = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"  # 2 batch sizes, an ablation arm
@@ -28,7 +28,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def _rich() -> Report:
-    return Report.model_validate_json(RICH.read_text())
+    return committed(RICH)
 
 
 def _values(report: Report, batch_size: int, arm: str) -> list[float]:

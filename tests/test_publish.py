@@ -24,7 +24,7 @@ from guard.publish import (
 )
 from guard.report import Report, read_report
 from tests.github_standin import GitHubStandIn
-from tests.report_fixtures import remeasured
+from tests.report_fixtures import remeasured, committed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json"
@@ -53,7 +53,7 @@ HEAD_FOR = {"pass": (1.0, 0.0), "inconclusive": (1.0, 0.2)}
 def _report(tmp_path: Path, verdict: str = "regression", name: str = "report.json") -> tuple[Path, Report]:
     """The committed H200 demo report, or one whose head measured so that its numbers give
     another verdict (a report is decided again from its numbers before it is posted)."""
-    report = read_report(EXAMPLE)
+    report = committed(EXAMPLE)
     if verdict != "regression":
         report = remeasured(report, *HEAD_FOR[verdict])
         assert report.verdict == verdict
@@ -344,7 +344,7 @@ def test_an_invalid_reports_reasons_become_one_escaped_annotation(tmp_path: Path
 
 
 def test_the_status_line_names_host_clock_step_times_as_such() -> None:
-    report = Report.model_validate_json(EXAMPLE.read_text())
+    report = committed(EXAMPLE)
     assert headline(report).startswith("regression: batch size 1 GPU ms/step +36.56%")
     on_cpu = report.model_copy(update={"batch_sizes": [
         b.model_copy(update={"arms": [a.model_copy(update={"timer": "perf_counter"}) for a in b.arms]})

@@ -9,6 +9,7 @@ import statistics
 from pathlib import Path
 
 from guard.report import Report, render_comment, trace_sections
+from tests.report_fixtures import committed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "traces"
@@ -28,7 +29,7 @@ def test_regression_comment_gains_the_trace_paragraph(tmp_path: Path) -> None:
     head_trace = out / "runs" / "traces" / "head-0-bs1.trace.json.gz"
     shutil.copy(FIXTURES / "h200-refengine-step-graph-bs1.json.gz", base_trace)
     shutil.copy(FIXTURES / "h200-refengine-layer-graphs-bs1.json.gz", head_trace)
-    report = Report.model_validate_json(EXAMPLE.read_text())
+    report = committed(EXAMPLE)
     # The fixtures have no step ranges; the step-graph one splits by its 16 graph launches.
     # The layer-graphs one has 22 launches per step, so give it as base too for a fair pair.
     sections = trace_sections(
@@ -69,7 +70,7 @@ def test_piecewise_head_paragraph_names_counts_and_launches(tmp_path: Path) -> N
     sections = trace_sections(
         {"base": {1: [(0, base_trace)]}, "head": {1: [(0, head_trace)]}}, "base", "head", [1], 8, tmp_path
     )
-    report = Report.model_validate_json(EXAMPLE.read_text()).model_copy(update={"traces": sections})
+    report = committed(EXAMPLE).model_copy(update={"traces": sections})
     comment = render_comment(report)
     before, after = _kernels_per_step(base_trace, 8), _kernels_per_step(head_trace, 8)
     assert after == before  # an eager kernel stands where a graph's kernel stood
@@ -80,7 +81,7 @@ def test_piecewise_head_paragraph_names_counts_and_launches(tmp_path: Path) -> N
 
 def test_steady_median_gap_points_at_the_tail() -> None:
     """The H200 demo at batch size 2: same kernels, same median gap, more idle time."""
-    report = Report.model_validate_json(EXAMPLE.read_text())
+    report = committed(EXAMPLE)
     section = next(s for s in report.traces if s.batch_size == 2)
     assert section.diff is not None
     gaps, idle = section.diff.gaps, section.diff.idle_ms_per_step
@@ -109,7 +110,7 @@ def test_slower_kernels_with_a_sliver_of_idle_say_nothing_about_gap_tails() -> N
 
 def _pair_report(folder: str, pair: str) -> Report:
     path = REPO_ROOT / "docs" / "validation" / folder / "pairs" / pair / "report.json.gz"
-    return Report.model_validate_json(gzip.decompress(path.read_bytes()))
+    return committed(path)
 
 
 def test_a_profile_out_of_scale_with_the_timed_pass_says_to_read_it_for_shares() -> None:
@@ -221,7 +222,7 @@ def _one_batch(report: Report, **update: object) -> Report:
 
 
 def test_title_and_sentence_name_the_metric_that_decided() -> None:
-    report = Report.model_validate_json(EXAMPLE.read_text())
+    report = committed(EXAMPLE)
     change = report.batch_sizes[0].gpu_ms_change
     tok = report.batch_sizes[0].tok_per_s_change
     assert change is not None and tok is not None
@@ -245,7 +246,7 @@ def test_title_and_sentence_name_the_metric_that_decided() -> None:
 
 
 def test_environment_names_the_gpu_state_and_warnings() -> None:
-    report = Report.model_validate_json(EXAMPLE.read_text())
+    report = committed(EXAMPLE)
     state = {"available": True, "power_limit_w": 700.0, "max_sm_clock_mhz": 1980, "persistence_mode": True}
     report = report.model_copy(
         update={
@@ -263,7 +264,7 @@ def test_environment_names_the_gpu_state_and_warnings() -> None:
 def test_title_tags_a_batch_size_with_its_dominant_cause() -> None:
     """H200 demo with an ablation arm: at batch size 2 idle time is most of the change."""
     path = REPO_ROOT / "docs" / "examples" / "h200-demo-ablation" / "report.json"
-    report = Report.model_validate_json(path.read_text())
+    report = committed(path)
     diff = next(s for s in report.traces if s.batch_size == 2).diff
     assert diff is not None
     idle = diff.idle_ms_per_step.delta or 0.0
@@ -278,7 +279,7 @@ def test_a_launch_only_slowdown_is_named_where_the_verdict_does_not_see_it() -> 
     """End-to-end CUDA-event times slower, held GPU times not: the comment says so."""
     from guard.measure import relative_change
 
-    report = Report.model_validate_json(EXAMPLE.read_text())
+    report = committed(EXAMPLE)
     base_ms, steady_ms = [1.630, 1.631, 1.629, 1.630], [1.630, 1.630, 1.631, 1.629]
     launch_ms = [1.650, 1.652, 1.651, 1.649]
     quiet = report.batch_sizes[0].model_copy(update={
@@ -297,7 +298,7 @@ def test_a_launch_only_slowdown_is_named_where_the_verdict_does_not_see_it() -> 
 
 def test_a_pass_says_what_it_rules_out_for_each_metric() -> None:
     """An A/A pair from the H200: the intervals stay under each metric's own threshold."""
-    report = Report.model_validate_json(gzip.decompress(AA_PAIR.read_bytes()))
+    report = committed(AA_PAIR)
     assert report.verdict == "pass" and report.tok_threshold_pct != report.threshold_pct
     batch = report.batch_sizes[0]
     assert batch.gpu_ms_change.ci_high_pct < report.threshold_pct
@@ -312,7 +313,7 @@ def test_a_pass_says_what_it_rules_out_for_each_metric() -> None:
 def test_a_pass_whose_tok_per_s_only_informs_claims_nothing_of_tok_per_s() -> None:
     """tok/s too noisy to detect its threshold: the pass rules out a slowdown in step time
     alone, and one sentence says what tok/s could detect and the repeats it would take."""
-    report = Report.model_validate_json(gzip.decompress(AA_PAIR.read_bytes()))
+    report = committed(AA_PAIR)
     informs = _one_batch(report, tok_per_s_gates=False, tok_per_s_detectable_pct=23.4, tok_per_s_repeats_to_gate=None)
     comment = render_comment(informs)
     assert (f"slows decode by less than {report.threshold_pct:g}% in GPU ms per decode step at every batch size "
@@ -333,7 +334,7 @@ def test_a_kernel_swapped_for_another_variant_is_a_slower_kernel_on_h200_figures
     from guard.trace import diff
 
     path = REPO_ROOT / "docs" / "validation" / "h200" / "pairs" / "kernel-1-01" / "report.json.gz"
-    report = Report.model_validate_json(gzip.decompress(path.read_bytes()))
+    report = committed(path)
     section, batch = report.traces[0], report.batch_sizes[0]
     assert section.diff is not None and cause_tag(batch, section) is None  # as it ran
     recorded = {k.name for k in section.diff.kernels_added + section.diff.kernels_removed}

@@ -92,6 +92,13 @@ def scale_sentence(scale: ProfileScale) -> str:
             "for the shares and the table for the size.")
 
 
+def ablation_lines(report: Report) -> list[str]:
+    """One line per ablation arm the explanation has effects of, in the order they ran."""
+    effects = report.explanation.ablations
+    names = list(dict.fromkeys(e.arm for e in effects))
+    return [ablation_line(report, [e for e in effects if e.arm == name]) for name in names]
+
+
 def ablation_line(report: Report, effects: list[AblationEffect]) -> str:
     """'`no-upload` (the head build with `X=0`): at batch size 1, +0.41% against base (-0.10% to
     +0.90%), taking back 85% of the head's +2.80%.'"""

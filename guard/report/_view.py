@@ -14,7 +14,7 @@ from guard.report import _words as words
 from guard.report import _like_for_like as like_for_like
 from guard.report._capture_text import capture_summary
 from guard.report._cause_text import (
-    ablation_line, cause_sentence, fallout_line, launch_sentence, scale_sentence, slower_kernel_lines,
+    ablation_lines, cause_sentence, fallout_line, launch_sentence, scale_sentence, slower_kernel_lines,
 )
 from guard.report._chart import strip_chart
 from guard.report._config_change import config_note
@@ -205,10 +205,8 @@ def _folds(report: Report) -> list[Fold]:
         if cause is not None and cause.slower_kernels:
             blocks.append(Block(kind="bullets", lines=slower_kernel_lines(cause)))
         folds.append(Fold(summary=f"Profiler: where the time went at batch size {section.batch_size}", blocks=blocks))
-    effects = report.explanation.ablations
-    if effects:
-        names = list(dict.fromkeys(e.arm for e in effects))
-        lines = [ablation_line(report, [e for e in effects if e.arm == n]) for n in names]
+    lines = ablation_lines(report)
+    if lines:
         folds.append(Fold(summary=f"Ablation arms: {words.metric('gpu_ms', _gpu(report))} against base "
                                   f"({words.level(report.confidence)} interval)",
                           blocks=[Block(kind="bullets", lines=lines)]))
@@ -284,7 +282,7 @@ def _method_blocks(report: Report) -> list[Block]:
     lines.append(
         f"{words.metric('gpu_ms', True)} from CUDA events around each step, queued ahead of its start so the host's "
         "launch time is left out; tok/s from the wall clock of a separate pass as the decode loop runs."
-        if _gpu(report) else "No GPU: step times and tok/s are the CPU's wall clock.")
+        if _gpu(report) else "Step times and tok/s are the CPU's wall clock: no GPU timed them.")
     return [_p(line) for line in lines]
 
 
