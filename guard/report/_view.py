@@ -282,7 +282,7 @@ def _method_blocks(report: Report) -> list[Block]:
     lines.append(
         f"{words.metric('gpu_ms', True)} from CUDA events around each step, queued ahead of its start so the host's "
         "launch time is left out; tok/s from the wall clock of a separate pass as the decode loop runs."
-        if _gpu(report) else "Step times and tok/s are the CPU's wall clock: no GPU timed them.")
+        if _gpu(report) else "No CUDA events: step times and tok/s are the CPU's wall clock.")
     return [_p(line) for line in lines]
 
 
