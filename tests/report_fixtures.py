@@ -8,10 +8,23 @@ from __future__ import annotations
 
 from guard.compare import StatedRule, decide_again, most_severe
 from guard.measure import spread
+import tempfile
+from pathlib import Path
+
 from benchmarks.validation._older import read_any as committed
 from guard.report import SCHEMA_VERSION, Report, explain_report
 
-__all__ = ["committed", "explained", "remeasured"]
+__all__ = ["committed", "current_file", "explained", "remeasured"]
+
+_CURRENT = Path(tempfile.mkdtemp(prefix="guard-current-reports-"))
+
+
+def current_file(path: Path) -> Path:
+    """A committed report of an older schema, written as the current schema, for a command to read."""
+    out = _CURRENT / f"{path.parent.name}-{path.name.removesuffix('.gz')}"
+    if not out.exists():
+        out.write_text(committed(path).model_dump_json(indent=2))
+    return out
 
 
 def explained(report: Report) -> Report:

@@ -30,11 +30,11 @@ from guard.publish import GitHub, PublishError, write_outputs
 from guard.report import read_report, write_report
 from tests.conftest import commit_all, git
 from tests.github_standin import GitHubStandIn
-from tests.report_fixtures import committed
+from tests.report_fixtures import committed, current_file
 from tests.test_pipeline import WORKLOAD, make_repo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json"
+EXAMPLE = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json")
 SMALL_TRACE = REPO_ROOT / "tests" / "fixtures" / "traces" / "h200-refengine-step-graph-bs1.json.gz"
 REPO, PR, TOKEN = "octo/engine", 7, "user-token"
 MiB = 1 << 20

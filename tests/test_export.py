@@ -14,11 +14,11 @@ import pyperf
 import pytest
 
 from guard.report import Report
-from tests.report_fixtures import remeasured, committed
+from tests.report_fixtures import remeasured, committed, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RICH = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"  # no host times
-HOST_TIMED = REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-graph-break" / "report.json"
+RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")  # no host times
+HOST_TIMED = current_file(REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-graph-break" / "report.json")
 
 
 def _export(*args: str) -> subprocess.CompletedProcess[str]:

@@ -16,13 +16,13 @@ from guard.report._traces import TraceSection
 from guard.trace import analyze, diff, read_trace
 from guard.trace._figures import GRAPH_LAUNCH_API, KERNEL_LAUNCH_API, launches_per_step
 from tests.test_trace_analysis import annotated_trace
-from tests.report_fixtures import committed
+from tests.report_fixtures import committed, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "traces"
 ONE_GRAPH = FIXTURES / "h200-harness-guard-step-one-graph.json.gz"
 PIECEWISE = FIXTURES / "h200-harness-guard-step-piecewise.json.gz"
-EXAMPLE = REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json"
+EXAMPLE = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json")
 
 
 def raw_launches(path: Path) -> tuple[float, float]:

@@ -20,10 +20,10 @@ from cmarkgfm.cmark import Options
 
 from guard.measure import spread
 from guard.report import CHART_FILE, Report, render_comment, strip_chart, strip_svg, write_report
-from tests.report_fixtures import remeasured, committed
+from tests.report_fixtures import remeasured, committed, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RICH = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"  # 2 batch sizes, an ablation arm
+RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")  # 2 batch sizes, an ablation arm
 SVG = "{http://www.w3.org/2000/svg}"
 
 

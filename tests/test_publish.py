@@ -24,10 +24,10 @@ from guard.publish import (
 )
 from guard.report import Report, read_report
 from tests.github_standin import GitHubStandIn
-from tests.report_fixtures import remeasured, committed
+from tests.report_fixtures import remeasured, committed, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json"
+EXAMPLE = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json")
 REPO = "octo/engine"
 PR = 7
 USER_TOKEN, ACTIONS_TOKEN = "user-token", "actions-token"

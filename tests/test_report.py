@@ -9,12 +9,12 @@ import statistics
 from pathlib import Path
 
 from guard.report import Report, render_comment, trace_sections
-from tests.report_fixtures import committed
+from tests.report_fixtures import committed, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "traces"
-EXAMPLE = REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json"
-AA_PAIR = REPO_ROOT / "docs" / "validation" / "h200-30l" / "pairs" / "aa-01" / "report.json.gz"
+EXAMPLE = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json")
+AA_PAIR = current_file(REPO_ROOT / "docs" / "validation" / "h200-30l" / "pairs" / "aa-01" / "report.json.gz")
 
 
 def _kernels_per_step(path: Path, steps: int) -> float:

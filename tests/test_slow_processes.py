@@ -12,10 +12,10 @@ from scipy import stats
 
 from guard.measure import SLOW_MIN_PCT, SlowProcess, find_slow_processes, slow_in
 from guard.report import UnfoundedReport, read_report, slow_processes_sentence
-from tests.report_fixtures import committed
+from tests.report_fixtures import committed, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RICH = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"
+RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")
 
 
 def _quiet(rng: np.random.Generator, level: float = 2.4266, n: int = 10) -> list[float]:

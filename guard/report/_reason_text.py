@@ -13,7 +13,8 @@ _FIELD = dict(IDENTITY_FIELDS)
 
 
 def _field(reason: Reason) -> str:
-    return _FIELD.get(reason.field or "", reason.field or "a fingerprint field")
+    """The fingerprint field's name as the guard writes it; one it does not know, as text."""
+    return _FIELD.get(reason.field or "") or text(reason.field or "a fingerprint field")
 
 
 def reason_short(report: Report, reason: Reason) -> str:
