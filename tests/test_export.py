@@ -14,7 +14,7 @@ import pyperf
 import pytest
 
 from guard.report import Report
-from tests.report_fixtures import remeasured, committed, current_file
+from tests.report_fixtures import committed, explained, remeasured, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")  # no host times
@@ -123,7 +123,7 @@ def test_an_unfounded_report_is_refused_and_nothing_is_written(tmp_path: Path) -
 
 def test_an_arm_without_measurements_is_one_message(tmp_path: Path) -> None:
     report = remeasured(committed(RICH), 1.0)
-    failed = report.model_copy(update={
+    failed = explained(report.model_copy(update={
         "verdict": "invalid",
         "arms": [a.model_copy(update={"status": "build_failed"}) if a.name == report.head else a
                  for a in report.arms],
@@ -131,7 +131,7 @@ def test_an_arm_without_measurements_is_one_message(tmp_path: Path) -> None:
             "verdict": "invalid", "gpu_ms_verdict": None, "tok_per_s_verdict": None,
             "gpu_ms_change": None, "tok_per_s_change": None,
             "arms": [a for a in b.arms if a.arm != report.head]}) for b in report.batch_sizes],
-    })
+    }))
     path = tmp_path / "report.json"
     path.write_text(failed.model_dump_json())
     proc = _export("--format", "bmf", str(path))

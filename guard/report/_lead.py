@@ -37,7 +37,6 @@ def batch_sentence(report: Report, batch: BatchComparison) -> str | None:
     name = words.metric(metric, gpu)
     moved = words.with_interval(change)
     cap = words.threshold(limit(report, metric))
-    processes = _processes(report, batch)
     needed = "more than {most}".format(most=MOST_REPEATS) if batch.repeats_to_decide is None \
         else f"about {batch.repeats_to_decide}"
     after = " after its confirmation round" if batch.look > 1 else ""
@@ -47,10 +46,10 @@ def batch_sentence(report: Report, batch: BatchComparison) -> str | None:
         return f"At batch size {batch.batch_size}, {name} changed {moved}, faster by more than the {cap} threshold."
     if batch.verdict == "at_threshold":
         return (f"At batch size {batch.batch_size}, {name} changed {moved}: slower, but too close to the {cap} "
-                f"threshold to call{after}; {needed} processes per arm would decide it (this run: {processes}).")
+                f"threshold to call{after}; {needed} processes per arm would decide it (this run: {_processes(report, batch)}).")
     if batch.verdict == "inconclusive":
         return (f"At batch size {batch.batch_size}, {name} changed {moved}: too noisy to tell a {cap} slowdown "
-                f"from none{after}; {needed} processes per arm would decide it (this run: {processes}).")
+                f"from none{after}; {needed} processes per arm would decide it (this run: {_processes(report, batch)}).")
     return None
 
 
@@ -76,7 +75,7 @@ def ruled_out_sentence(report: Report) -> str | None:
 
 
 def _processes(report: Report, batch: BatchComparison) -> int:
-    return min(a.repeats for a in batch.arms if a.arm in (report.base, report.head))
+    return min((a.repeats for a in batch.arms if a.arm in (report.base, report.head)), default=0)
 
 
 def processes_text(report: Report) -> str:
