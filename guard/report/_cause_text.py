@@ -129,3 +129,33 @@ def _share(value: float) -> str:
 
 def _short(name: str) -> str:
     return name if len(name) <= _NAME_LIMIT else name[: _NAME_LIMIT - 3] + "..."
+
+
+def unheld_notes(report: Report) -> list[str]:
+    """A GPU-timed pass whose host was still launching when the hold ran out times the host too."""
+    notes = []
+    for batch in report.batch_sizes:
+        arms = {a.arm: a for a in batch.arms if a.arm in (report.base, report.head)}
+        if len(arms) < 2 or not any(a.outran_hold for a in arms.values()):
+            continue
+        shares = ", ".join(f"{text(name)} {words.share(a.unheld_share)}" for name, a in arms.items())
+        if all(a.outran_hold for a in arms.values()):
+            notes.append(f"At batch size {batch.batch_size} the host was still launching many steps when their hold "
+                         f"on the GPU ran out ({shares} of the GPU-timed steps), so {words.metric('gpu_ms', True)} "
+                         "includes launch time in both arms.")
+        else:
+            slow = text(next(name for name, a in arms.items() if a.outran_hold))
+            notes.append(f"At batch size {batch.batch_size} only the {slow} arm's host was still launching steps when "
+                         f"their hold ran out ({shares} of the GPU-timed steps): its {words.metric('gpu_ms', True)} "
+                         "includes launch time the other arm's does not, so the arms were not timed alike.")
+    return notes
+
+
+def host_sentence(report: Report) -> str | None:
+    """The host's enqueue time per step, where it was timed: left out of the GPU-timed figures."""
+    parts = [f"{words.with_interval(b.host_ms_change)} at batch size {b.batch_size}"
+             for b in report.batch_sizes if b.host_ms_change is not None]
+    if not parts:
+        return None
+    return (f"{words.HOST[0].upper()}{words.HOST[1:]} ({words.level(report.confidence)} interval): "
+            + ", ".join(parts) + f"; {words.metric('gpu_ms', True)} leaves it out, tok/s carries it.")

@@ -67,8 +67,8 @@ def _parts(report: Report) -> tuple[str, list[str]]:
     if h.verdict == "inconclusive":
         return f"Decode speed inconclusive with {{change}}: {name} too noisy at {size}", fell
     if h.notable:
-        return (f"No decode slowdown past {words.threshold(report.threshold_pct)} with {{change}}; "
-                f"{words.pct(h.change.pct)} {name} at {size}, under it"), fell
+        return (f"No decode slowdown past {words.threshold(report.threshold_pct)} with {{change}}",
+                fell + [f"; {words.pct(h.change.pct)} {name} at {size}, under it"])
     return f"No decode slowdown past {words.threshold(report.threshold_pct)} with {{change}}", fell
 
 

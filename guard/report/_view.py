@@ -14,7 +14,8 @@ from guard.report import _words as words
 from guard.report import _like_for_like as like_for_like
 from guard.report._capture_text import capture_summary
 from guard.report._cause_text import (
-    ablation_lines, cause_sentence, fallout_line, launch_sentence, scale_sentence, slower_kernel_lines,
+    ablation_lines, cause_sentence, fallout_line, host_sentence, launch_sentence, scale_sentence, slower_kernel_lines,
+    unheld_notes,
 )
 from guard.report._chart import strip_chart
 from guard.report._config_change import config_note
@@ -120,6 +121,8 @@ def _what_happened(report: Report) -> list[Block]:
             blocks.append(_p(line))
     for note in report.explanation.launch_notes:
         blocks.append(_p(launch_sentence(note, _gpu(report), bounds_level(report))))
+    for note in unheld_notes(report):
+        blocks.append(_p(note))
     if (override := override_note(report)) is not None:
         blocks.append(_p(override))
     if (config := config_note(report.config_change)) is not None:
@@ -218,7 +221,9 @@ def _folds(report: Report) -> list[Fold]:
             _p("A bar per process, in the order each arm ran them; each axis spans the values shown, not from zero."),
         ]))
     if (every := _every_arm(report)) is not None:
-        folds.append(Fold(summary="Every arm, with the range of its processes", blocks=[every]))
+        host = host_sentence(report)
+        folds.append(Fold(summary="Every arm, with the range of its processes",
+                          blocks=[every] + ([_p(host)] if host else [])))
     for arm in report.arms:
         if arm.status != "ok":
             folds.append(Fold(summary=f"{html(arm.name)} ({html(words.short_sha(arm.sha))}): "
