@@ -75,7 +75,7 @@ def ms_delta(value: float) -> str:
 
 
 def us(value: float) -> str:
-    return f"{value:.2f}"
+    return f"{value:.3f}"
 
 
 def rate(value: float) -> str:
