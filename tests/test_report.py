@@ -164,9 +164,9 @@ def test_a_real_slowdown_at_the_threshold_is_said_to_be_at_threshold() -> None:
     assert f"{bounds.pct:+.2f}% GPU ms per step at batch size 1" in comment.splitlines()[1]
     level = f"{(1 - 2 * 0.01 / (2 * 2 * 1)) * 100:.4g}%"  # alpha 0.01 over 2 looks x 2 metrics x 1 batch size
     assert level == "99.5%"
-    assert (f"At batch size 1, GPU ms per step changed {bounds.pct:+.2f}% ({bounds.interval()}): slower, but too close "
-            "to the 0.5% threshold to call after its confirmation round; more than 200 processes per arm would "
-            "decide it (this run: 8).") in comment
+    assert (f"At batch size 1, GPU ms per step rose {bounds.pct:.2f}%: slower, but too close to the 0.5% threshold "
+            "to call after its confirmation round; more than 200 processes per arm would decide it (this run: 8).") \
+        in comment
     assert f"| GPU ms per step | {_median(report, 'base')} | {_median(report, 'head')} | {bounds.pct:+.2f}% " \
            f"({bounds.interval()}) |" in comment
     assert f"change ({level} interval)" in comment
@@ -259,7 +259,8 @@ def test_title_and_sentence_name_the_metric_that_decided() -> None:
     assert title.startswith("**Decode 10.0% slower at batch size 1 in tok/s with ") and title.endswith(": host time**")
     tok = again.tok_per_s_bounds
     assert tok is not None
-    assert f"At batch size 1, tok/s changed {tok.pct:+.2f}% ({tok.interval()}), past the" in render_comment(by_tok)
+    assert f"At batch size 1, tok/s fell {-tok.pct:.2f}%, past the 1% threshold across its whole interval." \
+        in render_comment(by_tok)
 
 
 def test_environment_names_the_gpu_state_and_warnings() -> None:

@@ -147,7 +147,7 @@ def unheld_notes(report: Report) -> list[str]:
             slow = text(next(name for name, a in arms.items() if a.outran_hold))
             notes.append(f"At batch size {batch.batch_size} only the {slow} arm's host was still launching steps when "
                          f"their hold ran out ({shares} of the GPU-timed steps): its {words.metric('gpu_ms', True)} "
-                         "includes launch time the other arm's does not, so the arms were not timed alike.")
+                         "includes launch time, so the arms were not timed alike.")
     return notes
 
 

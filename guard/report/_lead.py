@@ -28,28 +28,29 @@ def shown(batch: BatchComparison, metric: MetricKey) -> Change | None:
 
 
 def batch_sentence(report: Report, batch: BatchComparison) -> str | None:
-    """'At batch size 2, GPU ms per step rose +3.21% (+2.10% to +4.30%), past the 1% threshold.'"""
+    """'At batch size 2, GPU ms per step rose 3.21%, past the 1% threshold across its whole
+    interval.' The interval itself is in the table below the sentences."""
     metric: MetricKey = batch.decided_by or "gpu_ms"
     change = shown(batch, metric)
     if change is None:
         return None
-    gpu = report.gpu_timed()
-    name = words.metric(metric, gpu)
-    moved = words.with_interval(change)
+    name = words.metric(metric, report.gpu_timed())
+    slowdown = change.pct if metric == "gpu_ms" else -change.pct
+    moved = f"{'rose' if metric == 'gpu_ms' else 'fell'} {words.pct(abs(change.pct)).lstrip('+')}" \
+        if slowdown > 0 else f"changed {words.pct(change.pct)}"
     cap = words.threshold(limit(report, metric))
-    needed = "more than {most}".format(most=MOST_REPEATS) if batch.repeats_to_decide is None \
-        else f"about {batch.repeats_to_decide}"
+    needed = f"more than {MOST_REPEATS}" if batch.repeats_to_decide is None else f"about {batch.repeats_to_decide}"
     after = " after its confirmation round" if batch.look > 1 else ""
+    decide = f"{needed} processes per arm would decide it (this run: {_processes(report, batch)})"
+    at = f"At batch size {batch.batch_size}, {name} {moved}"
     if batch.verdict == "regression":
-        return f"At batch size {batch.batch_size}, {name} changed {moved}, past the {cap} threshold."
+        return f"{at}, past the {cap} threshold across its whole interval."
     if batch.verdict == "improvement":
-        return f"At batch size {batch.batch_size}, {name} changed {moved}, faster by more than the {cap} threshold."
+        return f"{at}, faster by more than the {cap} threshold across its whole interval."
     if batch.verdict == "at_threshold":
-        return (f"At batch size {batch.batch_size}, {name} changed {moved}: slower, but too close to the {cap} "
-                f"threshold to call{after}; {needed} processes per arm would decide it (this run: {_processes(report, batch)}).")
+        return f"{at}: slower, but too close to the {cap} threshold to call{after}; {decide}."
     if batch.verdict == "inconclusive":
-        return (f"At batch size {batch.batch_size}, {name} changed {moved}: too noisy to tell a {cap} slowdown "
-                f"from none{after}; {needed} processes per arm would decide it (this run: {_processes(report, batch)}).")
+        return f"{at}: too noisy to tell a {cap} slowdown from none{after}; {decide}."
     return None
 
 

@@ -29,7 +29,8 @@ def title(report: Report) -> str:
     for kept in (extras[:n] for n in range(len(extras), -1, -1)):
         if len(line(subject, kept)) < TITLE_LIMIT:
             return line(subject, kept)
-        room = TITLE_LIMIT - 1 - len(line("", kept)) - 3
+        fixed = len(lead.format(change=f" ({sha})") + "".join(kept))  # all but the subject
+        room = TITLE_LIMIT - 1 - fixed - 3  # and "..."
         if room >= SUBJECT_LEAST:
             return line(subject[:room].rstrip() + "...", kept)
     short = line(subject[:SUBJECT_LEAST].rstrip() + "...", [])

@@ -112,8 +112,10 @@ def _what_happened(report: Report) -> list[Block]:
         blocks.append(_p(" ".join(lines)))
     if report.verdict != "invalid" and (table := _table(report)) is not None:
         blocks += [table, _p(_table_note(report))]
-    causes = report.explanation.causes
-    said = [cause_sentence(c, _gpu(report), sized=len(causes) > 1) for c in causes]
+    fell = report.explanation.headline.fell_out
+    # a batch size out of its CUDA graphs has its own line, with the launch counts
+    causes = [c for c in report.explanation.causes if not (c.kind == "no_cuda_graph" and c.batch_size in fell)]
+    said = [cause_sentence(c, _gpu(report), sized=len(report.explanation.causes) > 1) for c in causes]
     if said:
         blocks.append(_p(" ".join(said)))
     for size in report.explanation.headline.fell_out:
@@ -172,6 +174,18 @@ def _cause_section(report: Report) -> Section | None:
     head = report.arm(report.head)
     sentence = capture_summary(report.capture, github_repo=report.github_repo, sha=head.sha,
                                server_url=report.server_url)
+    ablated = any(a.source for a in report.arms)
+    caveat = ("Inferred from the timing, not proven; "
+              + ("the ablation arms below test it." if ablated else
+                 "an ablation arm (`[[arms]]` in guard.toml) undoing it would settle it."))
+    return Section(heading=f"Cause ({text(_ref_text(head))})", blocks=[_p(f"{sentence or ''} {caveat}")])
+
+
+def _capture_lines(report: Report) -> list[str]:
+    """Each changed hunk of capture code: where (linked), in which function, its first lines."""
+    if report.capture is None:
+        return []
+    head = report.arm(report.head)
     places = []
     for change in report.capture.files:
         for hunk in change.hunks:
@@ -180,12 +194,7 @@ def _cause_section(report: Report) -> Section | None:
             scope = f" in {code(hunk.function)}" if hunk.function else ""
             diff = "; ".join(code(line) for line in hunk.excerpt[:2])
             places.append(f"{where}{scope}: {diff}" if diff else f"{where}{scope}")
-    ablated = any(a.source for a in report.arms)
-    caveat = ("That it caused the slowdown is inferred from the timing, not proven; "
-              + ("the ablation arms below test it." if ablated else
-                 "an ablation arm (`[[arms]]` in guard.toml) undoing it would settle it."))
-    blocks = [_p(sentence or "")] + ([Block(kind="bullets", lines=places)] if places else []) + [_p(caveat)]
-    return Section(heading=f"Cause ({text(_ref_text(head))})", blocks=blocks)
+    return places
 
 
 def _folds(report: Report) -> list[Fold]:
@@ -208,6 +217,8 @@ def _folds(report: Report) -> list[Fold]:
         if cause is not None and cause.slower_kernels:
             blocks.append(Block(kind="bullets", lines=slower_kernel_lines(cause)))
         folds.append(Fold(summary=f"Profiler: where the time went at batch size {section.batch_size}", blocks=blocks))
+    if _cause_section(report) is not None and (places := _capture_lines(report)):
+        folds.append(Fold(summary="The changed lines of graph capture", blocks=[Block(kind="bullets", lines=places)]))
     lines = ablation_lines(report)
     if lines:
         folds.append(Fold(summary=f"Ablation arms: {words.metric('gpu_ms', _gpu(report))} against base "
