@@ -32,7 +32,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # The richest committed H200 report: per-metric verdicts, an ablation arm, traces, a capture change.
 RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")
 # A forced pair whose head computes another function: invalid, by its disagreement counts.
-OUTPUT_CHANGED = current_file(REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-output-change" / "report.json")
+OUTPUT_CHANGED = current_file(REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-output-change"
+                              / "report.json")
 REPO, PR, TOKEN = "octo/engine", 7, "user-token"
 SERVER = "https://github.example"
 

@@ -18,7 +18,8 @@ from tests.report_fixtures import committed, explained, remeasured, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")  # no host times
-HOST_TIMED = current_file(REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-graph-break" / "report.json")
+HOST_TIMED = current_file(REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-graph-break"
+                          / "report.json")
 
 
 def _export(*args: str) -> subprocess.CompletedProcess[str]:

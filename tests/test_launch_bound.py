@@ -11,7 +11,7 @@ import pytest
 
 from guard.compare import UNHELD_SHARE
 from guard.measure import relative_change, spread
-from guard.report import Report, render_comment
+from guard.report import render_comment
 from guard.report._traces import TraceSection
 from guard.trace import analyze, diff, read_trace
 from guard.trace._figures import GRAPH_LAUNCH_API, KERNEL_LAUNCH_API, launches_per_step
@@ -82,7 +82,8 @@ def test_the_title_says_decode_fell_out_of_its_graphs_even_when_it_passes() -> N
     assert launches is not None
     after, before = launches.kernel_launches_per_step.after, launches.kernel_launches_per_step.before
     assert (after, before) == (6, raw_launches(ONE_GRAPH)[1])  # 6 hand-made kernels; the fixture's own launches
-    assert title.startswith("**No decode slowdown") and title.endswith("; decode fell out of CUDA graphs at batch size 1**")
+    assert title.startswith("**No decode slowdown")
+    assert title.endswith("; decode fell out of CUDA graphs at batch size 1**")
     assert (f"**Decode fell out of its CUDA graphs at batch size 1**: 0 of 1 graph launches per step left; "
             f"{after:.0f} kernel launches per step instead of {before:.0f}") in comment
     same = diff(analyze(read_trace(ONE_GRAPH)), analyze(read_trace(ONE_GRAPH)))

@@ -14,7 +14,7 @@ import pytest
 
 from guard._errors import ConfigError
 from guard.config import ConfigOverrides, GuardConfig, apply_overrides, parse_config
-from guard.report import Report, UnfoundedReport, read_report, render_comment
+from guard.report import UnfoundedReport, read_report, render_comment
 from tests.conftest import git
 from tests.test_pipeline import guard_run, make_repo
 from tests.report_fixtures import committed

@@ -23,7 +23,8 @@ from guard.report import CHART_FILE, Report, render_comment, strip_chart, strip_
 from tests.report_fixtures import remeasured, committed, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")  # 2 batch sizes, an ablation arm
+# 2 batch sizes, an ablation arm
+RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")
 SVG = "{http://www.w3.org/2000/svg}"
 
 

@@ -22,7 +22,7 @@ from guard.publish import (
     publish,
     publish_comment,
 )
-from guard.report import Report, read_report
+from guard.report import Report
 from tests.github_standin import GitHubStandIn
 from tests.report_fixtures import remeasured, committed, current_file
 

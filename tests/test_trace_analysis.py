@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import re
 import statistics
 import subprocess
 import sys

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from guard.compare._models import BatchComparison, MetricKey, Verdict, most_severe
 from guard.compare._rule import Rule
-from guard.measure import MOST_REPEATS, PASS_RATE, Spread, detectable_change_pct, repeats_to_decide, repeats_to_rule_out
+from guard.measure import MOST_REPEATS, PASS_RATE, Spread, detectable_change_pct, repeats_to_rule_out
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,8 @@ def reason_sentence(reason: Reason) -> str:
     if reason.kind == "not_deterministic":
         return (f"{at}the {arm} arm is not deterministic: repeat {reason.repeat} generated other tokens than "
                 f"repeat {reason.first_repeat}{where}")
-    return f"{at}the {arm} arm finished {words.plural(reason.repeats_done or 0, 'repeat')}, too few to estimate a change"
+    done = words.plural(reason.repeats_done or 0, "repeat")
+    return f"{at}the {arm} arm finished {done}, too few to estimate a change"
 
 
 def _repeats(numbers: list[int]) -> str:

@@ -79,7 +79,8 @@ def _invalid_batch(report: Report) -> str:
         if batch.verdict != "invalid" or batch.agreement is None:
             continue
         if batch.agreement.unforced:
-            return f"the {batch.agreement.unforced[0]} arm's workload could not be forced (batch size {batch.batch_size})"
+            arm = batch.agreement.unforced[0]
+            return f"the {arm} arm's workload could not be forced (batch size {batch.batch_size})"
         head = batch.agreement.arm(report.head)
         if head is not None and head.output_changed:
             first = f", first at step {head.first_disagreement.step}" if head.first_disagreement else ""

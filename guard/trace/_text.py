@@ -78,7 +78,8 @@ def diff_text(result: TraceDiff) -> str:
                      f"mean {result.gap_ms_per_step_by_mean:.4f}")
     lines += ["", f"streams, paired by rank (kernels per step, then first appearance): base {result.base_streams}, "
               f"head {result.head_streams}; median gap moved as the pooled one on {result.streams_gaps_same_way} "
-              f"of {result.streams_with_gaps} with gaps in both", f"{'rank':>4}{'streams':>14}{'kernels/step':>16}{'median gap us':>20}"]
+              f"of {result.streams_with_gaps} with gaps in both",
+              f"{'rank':>4}{'streams':>14}{'kernels/step':>16}{'median gap us':>20}"]
     for s in result.streams:
         lines.append(
             f"{s.rank:>4}{_id(s.base_stream) + ' -> ' + _id(s.head_stream):>14}"
