@@ -187,7 +187,8 @@ def _run_guard(
 
     comparison, rounds, _ = confirm_undecided(decide(), confirmation_round)
     slow = slow_processes(measurements.values(), spec.batch_sizes)
-    progress(slow_processes_sentence(slow))
+    gpu_timed = any(a.timer == "cuda_event" for b in comparison.batches for a in b.arms)
+    progress(slow_processes_sentence(slow, gpu=gpu_timed))
 
     for info in arms:
         m = measurements[info.name]
