@@ -106,7 +106,7 @@ def test_github_action_benchmark_gets_the_smaller_is_better_step_times() -> None
         assert set(entry) <= {"name", "unit", "value", "range", "extra"} and {"name", "unit", "value"} <= set(entry)
         assert entry["unit"] == "ms" and all(isinstance(entry[k], str) for k in ("name", "unit", "range", "extra"))
     first = _arm(report, report.batch_sizes[0].batch_size, report.base)
-    assert entries[0]["name"] == f"decode batch size {report.batch_sizes[0].batch_size}: GPU ms per decode step"
+    assert entries[0]["name"] == f"decode batch size {report.batch_sizes[0].batch_size}: GPU ms per step"
     assert entries[0]["value"] == first.gpu_ms_per_step.median
     assert report.arm(report.base).sha[:12] in entries[0]["extra"]
 

@@ -266,7 +266,9 @@ def _every_arm(report: Report) -> Block | None:
 
 def _environment_blocks(report: Report) -> list[Block]:
     base, head = report.arm(report.base), report.arm(report.head)
-    blocks = [_p(f"{text(_environment_line(report))}; base {text(_ref_text(base))}, head {text(_ref_text(head))}.")]
+    subject = f" ({text(head.subject)})" if head.subject else ""
+    blocks = [_p(f"{text(_environment_line(report))}; base {text(_ref_text(base))}, head {text(_ref_text(head))}"
+                 f"{subject}.")]
     if report.slow_processes is not None:
         blocks.append(_p(text(slow_processes_sentence(report.slow_processes, gpu=_gpu(report)))))
     if report.warnings:
