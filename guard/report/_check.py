@@ -125,7 +125,7 @@ def _explanation(report: Report) -> list[Discrepancy]:
     for name in type(again).model_fields:
         if getattr(again, name) != getattr(report.explanation, name):
             found.append(Discrepancy(kind="count", batch_size=None, field=f"explanation.{name}",
-                                     stated="other facts", recomputed="the facts of its figures"))
+                                     stated="as stated", recomputed="other facts"))
     return found
 
 
