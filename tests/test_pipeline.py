@@ -291,7 +291,7 @@ def test_every_run_names_its_slow_processes_and_their_rate(tmp_path: Path) -> No
     median = sorted(v for (a, _), v in figures.items() if a == arm)[1]
     assert figures[(arm, repeat)] > 2.5 * median
     off_pct = (figures[(arm, repeat)] / median - 1) * 100
-    named = f"{arm} repeat {repeat} at batch size 1, GPU ms per step {off_pct:+.2f}%"
+    named = f"{arm} repeat {repeat} at batch size 1, CPU ms per step {off_pct:+.2f}%"  # timed on a CPU
 
     progress = [line for line in proc.stderr.splitlines() if "Slow processes: " in line]
     assert len(progress) == 1 and named in progress[0], proc.stderr
@@ -347,7 +347,7 @@ def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path
     # the reference process, then 2 arms x 3 repeats x 2 rounds, one process each
     assert counter.read_text() == "13"
     assert "one confirmation round" in proc.stderr
-    assert report["rounds"] == 2 and report["looks"] == 2 and report["schema_version"] == 2
+    assert report["rounds"] == 2 and report["looks"] == 2 and report["schema_version"] == 3
     assert [a["repeats"] for a in report["arms"]] == [6, 6]
     assert report["verdict"] == "inconclusive" and proc.returncode == 0
     (batch,) = report["batch_sizes"]

@@ -10,7 +10,7 @@ from guard.report._reason_text import reason_short
 from guard.report._schema import Report
 
 TITLE_LIMIT = 120
-SUBJECT_LEAST = 16  # a commit subject is cut to make room, never below this many characters
+SUBJECT_LEAST = 12  # a commit subject is cut to make room, never below this many characters
 
 
 def title(report: Report) -> str:
@@ -49,7 +49,7 @@ def _parts(report: Report) -> tuple[str, list[str]]:
     if h.verdict == "invalid":
         first = report.reasons[0] if report.reasons else None
         why = reason_short(report, first) if first else _invalid_batch(report)
-        return "Decode comparison not valid for {change}: " + _braces(why), []
+        return "Invalid comparison for {change}: " + _braces(why), []
     if h.batch_size is None or h.change is None or h.metric is None:
         return f"Decode speed with {{change}}: {words.verdict(h.verdict)}", fell
     name = words.metric(h.metric, gpu)
