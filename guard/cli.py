@@ -79,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
         help="thresholds file to write; point measure.thresholds_file at it",
     )
     cal.add_argument(
-        "--threshold-pct", type=_threshold_pct, action="append", default=[], metavar="PCT",
+        "--threshold-pct", type=_percent, action="append", default=[], metavar="PCT",
         help="a threshold to estimate the repeats per arm of, besides measure.threshold_pct (repeatable)",
     )
 
@@ -361,16 +361,6 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _trace_cap(args: argparse.Namespace) -> tuple[int, ...]:
     return () if args.max_trace_mib is None else (args.max_trace_mib << 20,)
-
-
-def _threshold_pct(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < 100:  # nan fails this too
-        raise argparse.ArgumentTypeError(f"expected a percentage above 0 and under 100, got {text!r}")
-    return value
 
 
 def _positive_int(text: str) -> int:
