@@ -227,7 +227,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from guard.calibrate import calibrate
+    from guard.calibrate import calibrate, calibration_path
 
     check_out_file(args.out)
     config = load_caller_config(args.config, args.repo) if args.config else None  # None: REF's guard.toml
@@ -236,7 +236,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     _progress(
         f"suggested thresholds: GPU ms per step {result.suggested.gpu_ms_pct:g}%, "
         f"tok/s {result.suggested.tok_per_s_pct:g}% (the smallest {result.repeats} repeats per arm support here); "
-        f"{result.slow.count} of {result.slow.processes} processes slow; wrote {args.out}"
+        f"{result.slow.count} of {result.slow.processes} processes slow; wrote {args.out} and "
+        f"{calibration_path(args.out)}"
     )
     return 0
 

@@ -483,6 +483,13 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
     assert re.search(r"Slow processes: (none|\d+) of 6 \(", text), text
     assert "bs 1: no profiled pass (no GPU, or workload.profile_steps = 0): no gap figures." in text
     assert (tmp_path / "thr-runs").is_dir()  # the A/A runs are kept beside the file
+    # and its figures as fields, named in the last progress line
+    from guard.calibrate import calibration_path
+
+    calibration = json.loads(calibration_path(out).read_text())
+    assert calibration["suggested"] == pytest.approx(thresholds.model_dump())
+    assert [n["batch_size"] for n in calibration["noise"]] == [1, 2]
+    assert proc.stderr.rstrip().endswith(f"wrote {out} and {tmp_path / 'thr-calibration.json'}")
 
     # The thresholds file, named in the base's config, sets the report's thresholds.
     git(repo, "checkout", "--quiet", "main")
