@@ -200,7 +200,7 @@ def record(case: Case, kind: str, out: Path, seconds: float) -> dict[str, Any]:
         "launches": None if launches is None else launches.model_dump(),
         "capture": [{"path": f.path, "ranges": f.ranges, "matched_by": f.matched_by}
                     for f in (report.capture.files if report.capture else [])],
-        "reasons": [reason_short(report, r) for r in report.reasons],
+        "reasons": [reason_short(r) for r in report.reasons],
         "repeats": report.workload.repeats, "steps": report.workload.steps,
         "gpu": report.environment.gpu, "seconds": round(seconds, 1),
     }

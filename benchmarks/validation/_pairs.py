@@ -59,7 +59,7 @@ def record_of(report: Report, kind: Kind, index: int, size: InjectionSize | None
         batch_size=batch.batch_size,
         steps=report.workload.steps,
         verdict=report.verdict,
-        reasons=[reason_short(report, r) for r in report.reasons],
+        reasons=[reason_short(r) for r in report.reasons],
         warnings=report.warnings,
         threshold_pct=report.threshold_pct,
         tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct,

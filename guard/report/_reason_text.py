@@ -7,7 +7,6 @@ from __future__ import annotations
 from guard._markdown import text
 from guard.compare import IDENTITY_FIELDS, Reason
 from guard.report import _words as words
-from guard.report._schema import Report
 
 _FIELD = dict(IDENTITY_FIELDS)
 
@@ -17,7 +16,7 @@ def _field(reason: Reason) -> str:
     return _FIELD.get(reason.field or "") or text(reason.field or "a fingerprint field")
 
 
-def reason_short(report: Report, reason: Reason) -> str:
+def reason_short(reason: Reason) -> str:
     return words.REASON_SHORT[reason.kind].format(
         arm=reason.arm or "", field=_field(reason), batch_size=reason.batch_size)
 

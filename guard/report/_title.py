@@ -48,7 +48,7 @@ def _parts(report: Report) -> tuple[str, list[str]]:
     fell = [f"; decode fell out of CUDA graphs at {words.sizes(h.fell_out)}"] if h.fell_out else []
     if h.verdict == "invalid":
         first = report.reasons[0] if report.reasons else None
-        why = reason_short(report, first) if first else _invalid_batch(report)
+        why = reason_short(first) if first else _invalid_batch(report)
         return "Invalid comparison for {change}: " + _braces(why), []
     if h.batch_size is None or h.change is None or h.metric is None:
         return f"Decode speed with {{change}}: {words.verdict(h.verdict)}", fell

@@ -318,7 +318,7 @@ def _status(report: Report) -> str:
     """The commit status's description: the verdict and its deciding figure, plain."""
     h = report.explanation.headline
     if report.verdict == "invalid":
-        reason = reason_short(report, report.reasons[0]) if report.reasons else "see the comment"
+        reason = reason_short(report.reasons[0]) if report.reasons else "see the comment"
         return f"invalid: {reason}"
     if h.batch_size is None or h.change is None or h.metric is None:
         return words.verdict(report.verdict)
@@ -337,7 +337,7 @@ def _annotation(report: Report, headline: str) -> Annotation | None:
         return None
     message = headline
     if report.verdict == "invalid" and report.reasons:
-        message = "; ".join(reason_short(report, r) for r in report.reasons)
+        message = "; ".join(reason_short(r) for r in report.reasons)
     return Annotation(level=found[0], heading=found[1], message=message)  # type: ignore[arg-type]
 
 
