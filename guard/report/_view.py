@@ -30,6 +30,7 @@ from guard.report._roles import tok_role_note
 from guard.report._schema import ArmInfo, Report
 from guard.report._slow import slow_processes_sentence
 from guard.report._title import title
+from guard.report._environment_text import environment_line
 from guard.report._trace_text import gap_arithmetic, span_sentence, trace_bullets
 
 # Hidden marker by which a later run finds its own earlier comment.
@@ -267,7 +268,7 @@ def _every_arm(report: Report) -> Block | None:
 def _environment_blocks(report: Report) -> list[Block]:
     base, head = report.arm(report.base), report.arm(report.head)
     subject = f" ({text(head.subject)})" if head.subject else ""
-    blocks = [_p(f"{text(_environment_line(report))}; base {text(_ref_text(base))}, head {text(_ref_text(head))}"
+    blocks = [_p(f"{text(environment_line(report))}; base {text(_ref_text(base))}, head {text(_ref_text(head))}"
                  f"{subject}.")]
     if report.slow_processes is not None:
         blocks.append(_p(text(slow_processes_sentence(report.slow_processes, gpu=_gpu(report)))))
@@ -352,34 +353,3 @@ def _label(report: Report, arm: ArmInfo) -> str:
         return f"{arm.label or arm.name} ({arm.source} build {words.short_sha(arm.sha)})"
     role = {report.head: "head", report.base: "base"}.get(arm.name, arm.name)
     return f"{role} ({_ref_text(arm)})"
-
-
-def _environment_line(report: Report) -> str:
-    env = report.environment
-    parts = []
-    if env.gpu:
-        extras = ", ".join(x for x in (env.gpu_capability, f"driver {env.driver}" if env.driver else None) if x)
-        parts.append(f"{env.gpu} ({extras})" if extras else env.gpu)
-    else:
-        parts.append(f"CPU only ({env.cpu or 'unknown'}; times are wall clock)")
-    state = env.gpu_state
-    if state.get("available"):
-        clocks = [
-            f"power limit {state['power_limit_w']:g} W" if _number(state.get("power_limit_w")) else None,
-            f"max SM clock {state['max_sm_clock_mhz']:g} MHz" if _number(state.get("max_sm_clock_mhz")) else None,
-            "MIG enabled" if state.get("mig_mode_current") is True else None,
-            "persistence mode on" if state.get("persistence_mode") is True else None,
-        ]
-        parts.append("; ".join(c for c in clocks if c) or "GPU state recorded")
-    if env.torch:
-        parts.append(f"torch {env.torch}" + (f", CUDA {env.cuda}" if env.cuda else ""))
-    if env.python:
-        parts.append(f"Python {env.python}")
-    if env.hostname:
-        parts.append(f"host {env.hostname}")
-    return ", ".join(parts)
-
-
-def _number(value: object) -> bool:
-    """A figure to print: the fingerprint is a report's free-form dict, so a value may be anything."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
