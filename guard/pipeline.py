@@ -27,8 +27,9 @@ from guard.measure import (
     slow_processes,
 )
 from guard.report import (
-    ArmInfo, Environment, Report, WorkloadInfo, slow_processes_sentence, trace_sections, write_report,
+    ArmInfo, Environment, Report, WorkloadInfo, slow_processes_sentence, write_report,
 )
+from guard.trace import trace_sections
 
 Progress = Callable[[str], None]
 

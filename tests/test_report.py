@@ -8,7 +8,8 @@ import shutil
 import statistics
 from pathlib import Path
 
-from guard.report import Report, render_comment, trace_sections
+from guard.report import Report, render_comment
+from guard.trace import trace_sections
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "traces"

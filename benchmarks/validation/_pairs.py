@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from guard._errors import ConfigError
 from guard.config import GuardConfig
 from guard.pipeline import Progress, run_guard
-from guard.report import Report, TraceSection, title
+from guard.report import Report, title
+from guard.trace import TraceSection
 from guard.report._attribution import cause_tag  # the same tag the comment's title shows
 
 from ._models import KIND_BY_NAME, ArmValues, InjectionSize, Kind, PairRecord, TraceSplit

@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import BaseModel
-from scipy import stats
 
 from guard.measure._models import ArmMeasurement
 
@@ -79,6 +78,7 @@ def find_slow_processes(
     values: dict[tuple[int, SlowMetric], dict[str, list[float]]], processes: int
 ) -> SlowProcesses:
     """`values[(batch size, metric)][arm]`: each process's figure, in its arm's run order."""
+    from scipy import stats  # here, not at the top: reading a report needs no scipy
     slow = [
         SlowProcess(arm=arm, repeat=position, batch_size=batch_size, metric=metric,
                     value=values_by_arm[arm][position - 1], off_pct=off_pct)

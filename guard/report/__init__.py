@@ -16,7 +16,6 @@ from guard.report._schema import (
 from guard.report._slow import share, slow_processes_sentence
 from guard.report._svg import CHART_FILE, strip_svg
 from guard.report._title import step_metric, title
-from guard.report._traces import ArmTraces, TraceSection, trace_sections
 from guard.report._write import ReportError, read_report, write_report
 
 __all__ = [
@@ -24,8 +23,6 @@ __all__ = [
     "CHART_FILE",
     "SCHEMA_VERSION",
     "ArmInfo",
-    "ArmTraces",
-    "TraceSection",
     "UnfoundedReport",
     "Environment",
     "Report",
@@ -43,7 +40,6 @@ __all__ = [
     "strip_chart",
     "strip_svg",
     "title",
-    "trace_sections",
     "verdict_label",
     "write_report",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from guard._markdown import code
 from guard.compare import BatchComparison
 from guard.report._trace_text import _count
-from guard.report._traces import TraceSection
+from guard.trace import TraceSection
 from guard.trace import TraceDiff
 
 # A cause is named as dominant when it carries at least this share of the change.

@@ -25,7 +25,7 @@ from guard.report._schema import ArmInfo, Report
 from guard.report._slow import slow_processes_sentence
 from guard.report._title import step_metric, title, undecided_sentence, under_threshold_sentence
 from guard.report._trace_text import gap_arithmetic, profile_scale, trace_bullets
-from guard.report._traces import TraceSection
+from guard.trace import TraceSection
 
 COMMENT_TEMPLATE = "comment.md.j2"
 # Hidden marker by which a later run finds its own earlier comment.

@@ -10,7 +10,7 @@ from guard.cause import CaptureChanges
 from guard.compare import BatchComparison, Verdict
 from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides
 from guard.measure import SlowProcesses, SourceLabel
-from guard.report._traces import TraceSection
+from guard.trace import TraceSection
 
 SCHEMA_VERSION = 2
 # 1: verdicts by the significance rule (p < alpha and a change of at least the threshold); still

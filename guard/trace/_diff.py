@@ -4,9 +4,9 @@ kernels added or removed)."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from itertools import zip_longest
 
-import numpy as np
 from pydantic import BaseModel
 
 from guard.trace._figures import KernelFigures, StreamFigures, TraceFigures
@@ -297,7 +297,7 @@ def _pair_streams(base: list[StreamFigures], head: list[StreamFigures]) -> list[
 
 def _digits(value: float, significant: int) -> str:
     """A figure at `significant` digits, never in exponent form."""
-    return np.format_float_positional(value, precision=significant, fractional=False, trim="-")
+    return format(Decimal(f"{value:.{significant}g}"), "f")
 
 
 def _gap_statement(median_gap_us: BeforeAfter, streams: list[StreamChange]) -> str | None:
