@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 from contextlib import ExitStack
 from datetime import datetime, timezone
@@ -10,11 +9,12 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 import guard
+from guard._git import common_dir
 from guard._errors import BuildError, ConfigError, GuardError
 from guard._output import check_out_dir
 from guard.cause import CaptureChanges, find_capture_changes
 from guard.checkout import (
-    ArmRef, BuiltArm, build_arm, changed_files, commit_subject, persisted_credentials, resolve_arms,
+    ArmRef, BuiltArm, build_arm, commit_subject, persisted_credentials, resolve_arms,
     require_distinct, uncommitted_changes,
 )
 from guard.compare import Comparison, compare, confirm_undecided
@@ -36,11 +36,8 @@ Progress = Callable[[str], None]
 
 def default_cache_dir(repo: Path) -> Path:
     """Arm builds live beside the repository's git data, so they go when it goes."""
-    common = subprocess.run(
-        ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-        cwd=repo, capture_output=True, text=True, check=False,
-    ).stdout.strip()
-    return Path(common) / "regression-guard" if common else repo / ".regression-guard"
+    common = common_dir(repo)
+    return common / "regression-guard" if common else repo / ".regression-guard"
 
 
 def run_guard(
@@ -198,6 +195,7 @@ def _run_guard(
     traces = _trace_paths(measurements)
     if traces:
         progress(f"analysing {sum(len(v) for by in traces.values() for v in by.values())} profiler traces")
+    capture = _capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress)
     report = Report(
         tool_version=guard.__version__,
         verdict=comparison.verdict,
@@ -225,10 +223,10 @@ def _run_guard(
             update={"gpu_state": comparison.gpu_fingerprint}
         ),
         traces=trace_sections(traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir),
-        changed_files=changed_files(repo, base_ref.sha, head_ref.sha),
+        changed_files=capture.changed_files if capture else [],  # from the one diff capture detection reads
         config_change=change,
         overrides=overrides if overrides.given() else None,
-        capture=_capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress),
+        capture=capture,
         github_repo=github_repo,
         server_url=server_url,
         repo=str(repo),

@@ -22,7 +22,7 @@ from guard.checkout._cache import (
     LAYOUT_VERSION, LOCK_NAME, LOG_NAME, TREE_NAME, VENV_NAME, Stale, check_build, clear_folder, discard_build,
     prepare_folder, write_record,
 )
-from guard.checkout._git import add_worktree, prune_worktrees
+from guard._git import add_worktree, prune_worktrees
 from guard.checkout._lock import FolderLock, LockTimeout
 from guard.checkout._models import ArmRef, BuiltArm
 from guard.config._models import BuildConfig

@@ -42,7 +42,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from guard.checkout._git import worktree_head
+from guard._git import worktree_head
 from guard.checkout._manifest import Manifest, first_difference, remove_path, take_manifest
 
 # bump when the build procedure or this layout changes, so folders made the old way are not reused
