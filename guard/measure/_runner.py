@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from guard._errors import ConfigError
 from guard.config import WorkloadConfig
-from guard.harness import HARNESS_SCRIPT
+from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION
 from guard.measure._disagreements import with_disagreements
 from guard.measure._models import ArmMeasurement, ReferenceTokens, RepeatResult
 from guard.measure._schedule import interleave
@@ -161,6 +161,7 @@ def run_harness(
         "repeat": repeat,
         "trace_dir": str(trace_dir),
         "cpus": target.cpus,  # the harness pins itself before it imports torch
+        "protocol": PROTOCOL_VERSION,
     }
     spec_path.write_text(json.dumps(payload, indent=2))
     # the process (the arm's code) may write its result file and add traces, nothing else here
@@ -189,6 +190,10 @@ def run_harness(
         raise RunFailed(f"{err.get('type')} at {err.get('stage')}: {err.get('message')}", _tail(log_path))
     if exit_code != 0 or data is None:
         raise RunFailed(f"harness exited with code {exit_code} and no result", _tail(log_path))
+    if data.get("protocol") != PROTOCOL_VERSION:
+        raise RunFailed(
+            f"the harness answered in protocol {data.get('protocol')!r}, the guard reads {PROTOCOL_VERSION}: "
+            f"{HARNESS_SCRIPT} and the guard come from different installs; reinstall the guard", _tail(log_path))
     return data
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import jinja2
 
 from guard._markdown import block, code, html, text
+from guard._marker import COMMENT_MARKER
 from guard.compare import UNDECIDED
 from guard.measure import Change
 from guard.cause import capture_summary, location
@@ -29,7 +30,6 @@ from guard.trace import TraceSection
 
 COMMENT_TEMPLATE = "comment.md.j2"
 # Hidden marker by which a later run finds its own earlier comment.
-COMMENT_MARKER = "<!-- regression-guard:comment -->"
 
 
 def _template_dir() -> Path:
