@@ -96,13 +96,8 @@ def calibrate(
                       pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus)
             for name in "ab"
         ]
-        spec = HarnessSpec(
-            entry=config.workload.entry, options=config.workload.options, batch_sizes=config.workload.batch_sizes,
-            steps=config.workload.steps, warmup_steps=config.workload.warmup_steps,
-            tok_per_s_min_s=config.workload.tok_per_s_min_s, warmup_max_s=config.workload.warmup_max_s,
-            profile_steps=config.workload.profile_steps,
-            profile_repeats=config.workload.profile_repeats or PROFILED_PER_SIDE,
-        )
+        spec = HarnessSpec.of(config.workload).model_copy(
+            update={"profile_repeats": config.workload.profile_repeats or PROFILED_PER_SIDE})
         runs = out.parent / f"{out.stem}-runs"
         spec, reference = prepare_reference(targets[0], spec, runs, config.measure.timeout_s,
                                             config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress,

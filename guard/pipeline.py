@@ -128,17 +128,7 @@ def _run_guard(
             measurements[ref.name] = ArmMeasurement(arm=ref.name, error=info.error, log_tail=info.log_tail)
     _add_ablation_arms(config, arms, targets, measurements)
 
-    spec = HarnessSpec(
-        entry=config.workload.entry,
-        options=config.workload.options,
-        batch_sizes=config.workload.batch_sizes,
-        steps=config.workload.steps,
-        warmup_steps=config.workload.warmup_steps,
-        tok_per_s_min_s=config.workload.tok_per_s_min_s,
-        warmup_max_s=config.workload.warmup_max_s,
-        profile_steps=config.workload.profile_steps,
-        profile_repeats=config.workload.profile_repeats,
-    )
+    spec = HarnessSpec.of(config.workload)
     repeats = config.measure.repeats
     base_target = next((t for t in targets if t.name == base_ref.name), None)
     reference = ReferenceOutcome()

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from guard.cause import CaptureChanges
 from guard.compare import BatchComparison, Verdict
-from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides
+from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides, Workload
 from guard.measure import SlowProcesses, SourceLabel
 from guard.trace import TraceSection
 
@@ -51,12 +51,9 @@ class Environment(BaseModel):
     gpu_state: dict[str, Any] = {}  # NVML fingerprint fields shared by every repeat
 
 
-class WorkloadInfo(BaseModel):
-    entry: str
-    options: dict[str, Any]
-    batch_sizes: list[int]
-    steps: int
-    warmup_steps: int
+class WorkloadInfo(Workload):
+    """The workload as the run replayed it, with what the run learnt of it."""
+
     # tok/s: the median of windows of tok_per_s_window_s or more, over tok_per_s_min_s or more of
     # decode per batch size and process, after a warmup of up to warmup_max_s (None: older reports,
     # whose tok/s came from one pass)
