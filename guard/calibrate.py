@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from guard._errors import GuardError, HarnessError, TraceError
-from guard.checkout import ArmRef, build_arm, require_repo, resolve_commit
+from guard.checkout import ArmRef, build_arm, default_cache_dir, require_repo, resolve_commit
 from guard.compare import compare
 from guard.config import (
     REFUSED_GPU_MS_PCT, REFUSED_TOK_PER_S_PCT, STEADY_RUNNER, CommitFiles, GuardConfig, Thresholds, check_entry,
@@ -20,7 +20,7 @@ from guard.measure import (
     MOST_REPEATS, PASS_RATE, SPREAD_LIMIT_CONFIDENCE, ArmMeasurement, ArmTarget, HarnessSpec, RunnerNoise,
     SlowMetric, SlowProcesses, check_cpus, prepare_reference, run_interleaved, runner_noise, slow_processes,
 )
-from guard.pipeline import Progress, default_cache_dir
+from guard.pipeline import Progress
 from guard.report import share, slow_processes_sentence
 from guard.trace import analyze, read_trace
 

@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 import guard
-from guard._git import common_dir
 from guard._errors import BuildError, ConfigError, GuardError
 from guard._output import check_out_dir
 from guard.cause import CaptureChanges, find_capture_changes
 from guard.checkout import (
-    ArmRef, BuiltArm, build_arm, commit_subject, persisted_credentials, resolve_arms,
+    ArmRef, BuiltArm, build_arm, commit_subject, default_cache_dir, persisted_credentials, resolve_arms,
     require_distinct, uncommitted_changes,
 )
 from guard.compare import Comparison, compare, confirm_undecided
@@ -32,12 +31,6 @@ from guard.report import (
 from guard.trace import trace_sections
 
 Progress = Callable[[str], None]
-
-
-def default_cache_dir(repo: Path) -> Path:
-    """Arm builds live beside the repository's git data, so they go when it goes."""
-    common = common_dir(repo)
-    return common / "regression-guard" if common else repo / ".regression-guard"
 
 
 def run_guard(
