@@ -1,4 +1,4 @@
-"""Render comment.md from the report with templates/comment.md.j2."""
+"""Render comment.md from the report with guard/_templates/comment.md.j2."""
 
 from __future__ import annotations
 
@@ -33,10 +33,7 @@ COMMENT_TEMPLATE = "comment.md.j2"
 
 
 def _template_dir() -> Path:
-    source_tree = Path(__file__).resolve().parents[2] / "templates"
-    if (source_tree / COMMENT_TEMPLATE).is_file():
-        return source_tree
-    return Path(__file__).resolve().parents[1] / "_templates"  # installed copy (pyproject maps it)
+    return Path(__file__).resolve().parents[1] / "_templates"
 
 
 def _environment() -> jinja2.Environment:
