@@ -187,9 +187,11 @@ def run_harness(
         raise RunFailed(f"{err.get('type')} at {err.get('stage')}: {err.get('message')}", _tail(log_path))
     if exit_code != 0 or data is None:
         raise RunFailed(f"harness exited with code {exit_code} and no result", _tail(log_path))
-    if data.get("protocol") != PROTOCOL_VERSION:
+    # every harness writes its version first; a result without one is malformed, which its
+    # model says next (the arm's code may have written the file itself)
+    if "protocol" in data and data["protocol"] != PROTOCOL_VERSION:
         raise RunFailed(
-            f"the harness answered in protocol {data.get('protocol')!r}, the guard reads {PROTOCOL_VERSION}: "
+            f"the harness answered in protocol {data['protocol']!r}, the guard reads {PROTOCOL_VERSION}: "
             f"{HARNESS_SCRIPT} and the guard come from different installs; reinstall the guard", _tail(log_path))
     return data
 
