@@ -3,7 +3,7 @@ next pull request's regression?
 
 Usage: python benchmarks/cache_poisoning.py [--guard PATH] [--user NAME]
 
-Makes a git repository with a pure-Python workload (tests/test_pipeline.py's) and two pull
+Makes the git repository tests/poisoning.py builds (tests/test_pipeline.py's workload) and two pull
 requests off main: `attack`, whose workload rewrites every other cached worktree it finds
 beside its own so the base does twenty times the work per step, and `feature`, a real
 regression (twice the work per step). Runs `guard run` on `attack`, then on `feature`, then
@@ -25,9 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.conftest import commit_all, git  # noqa: E402
-from tests.test_attack_cache import ATTACK  # noqa: E402
-from tests.test_pipeline import CONFIG, make_repo, write_workload  # noqa: E402
+from tests.poisoning import make_poisoning_repo, write_poisoning_config  # noqa: E402
 
 
 def main() -> None:
@@ -38,18 +36,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="guard-poisoning-") as tmp_name:
         tmp = Path(tmp_name)
         tmp.chmod(0o755)  # run as root, build.user runs the arms' code and must reach the repository
-        engine = make_repo(tmp)
-        git(engine, "checkout", "--quiet", "-b", "attack", "main")
-        (engine / "wl.py").write_text((engine / "wl.py").read_text() + ATTACK)
-        commit_all(engine, "a pull request whose workload rewrites the cached base")
-        git(engine, "checkout", "--quiet", "feature")
-        write_workload(engine, work=6000)
-        commit_all(engine, "the next pull request: decode twice as slow")
-        config = tmp / "guard.toml"
-        settings = CONFIG.format(method="none", install="", repeats=3)
-        if args.user is not None:
-            settings = settings.replace("[measure]", f"user = {json.dumps(args.user)}\n[measure]")
-        config.write_text(settings + "confirm = false\n")
+        engine = make_poisoning_repo(tmp)
+        config = write_poisoning_config(tmp / "guard.toml", None if args.user is None else json.dumps(args.user))
         env = os.environ | {"PYTHONPATH": str(args.guard.resolve())}
         print(f"guard from {args.guard.resolve()}")
         for run, head in enumerate(["attack", "feature", "feature"], start=1):

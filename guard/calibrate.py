@@ -10,15 +10,17 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from guard._errors import GuardError, HarnessError, TraceError
+from guard._output import write_atomic
 from guard.checkout import ArmRef, build_arm, default_cache_dir, require_repo, resolve_commit
-from guard.compare import compare
+from guard.compare import DisagreementNoise, compare, disagreement_noise
 from guard.config import (
     REFUSED_GPU_MS_PCT, REFUSED_TOK_PER_S_PCT, STEADY_RUNNER, CommitFiles, GuardConfig, Thresholds, check_entry,
     load_commit_config, threshold_refusal, write_thresholds,
 )
 from guard.measure import (
-    MOST_REPEATS, PASS_RATE, SPREAD_LIMIT_CONFIDENCE, ArmMeasurement, ArmTarget, HarnessSpec, RunnerNoise,
-    SlowMetric, SlowProcesses, check_cpus, prepare_reference, run_interleaved, runner_noise, slow_processes,
+    MOST_REPEATS, PASS_RATE, RATE_CONFIDENCE, SPREAD_LIMIT_CONFIDENCE, ArmMeasurement, ArmTarget, HarnessSpec,
+    RunnerNoise, SlowMetric, SlowProcesses, check_cpus, prepare_reference, run_interleaved, runner_noise,
+    slow_processes,
 )
 from guard.pipeline import Progress
 from guard.report import share, slow_processes_sentence
@@ -58,6 +60,7 @@ class NoiseFloor(BaseModel):
     gpu_ms: RunnerNoise  # the spread without the slow processes, and what it supports
     tok_per_s: RunnerNoise
     gaps: GapNoise | None = None  # None: no profiled pass (no GPU, or workload.profile_steps = 0)
+    disagreement: DisagreementNoise | None = None  # None: the workload ran free (its step() takes no ids)
 
 
 class Calibration(BaseModel):
@@ -134,6 +137,7 @@ def calibrate(
                                    config.measure.confidence, asked),
             gaps=gap_noise([Path(run.trace) for m in measurements.values() for r in m.repeats
                             for run in r.runs if run.batch_size == batch.batch_size and run.trace]),
+            disagreement=disagreement_noise(batch.agreement),
         ))
     gpu_pct = max(n.gpu_ms.supported_pct for n in noise)
     tok_pct = max(n.tok_per_s.supported_pct for n in noise)
@@ -163,7 +167,13 @@ def calibrate(
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     write_thresholds(out, suggested, "\n".join(lines))
+    write_atomic(calibration_path(out), result.model_dump_json(indent=2) + "\n")
     return result
+
+
+def calibration_path(out: Path) -> Path:
+    """Where the A/A's figures are written as JSON, beside the thresholds file `out`."""
+    return out.parent / f"{out.stem}-calibration.json"
 
 
 def _kept(
@@ -255,7 +265,36 @@ def noise_lines(noise: NoiseFloor) -> list[str]:
     for label, metric in (("GPU ms per step", noise.gpu_ms), ("tok/s", noise.tok_per_s)):
         lines.append(metric_line(noise.batch_size, label, metric))
     lines.append(gap_noise_line(noise))
+    lines.append(disagreement_line(noise))
     return lines
+
+
+def disagreement_line(noise: NoiseFloor) -> str:
+    """The A/A's disagreements with the reference per side, and the agreement rule's floor beside them."""
+    found = noise.disagreement
+    if found is None:
+        return (f"bs {noise.batch_size}: the workload ran free (its step() takes no input ids): "
+                "no disagreement figures.")
+    sides = "; ".join(
+        f"side {s.side} {', '.join(map(str, s.disagreements))} of {s.compared} outputs per process, "
+        f"{_pct(s.rate)} ({RATE_CONFIDENCE:.0%} interval {_pct(s.rate_low)} to {_pct(s.rate_high)})"
+        for s in found.sides
+    )
+    floor = (f"the agreement rule calls an output changed when every head process disagrees more than every base "
+             f"one, by at least {_pct(found.floor_share)} of the outputs on average ({found.floor_outputs:g} of "
+             f"{found.sides[0].compared})")
+    if found.leaves_room:
+        room = (f"the upper limit {_pct(found.rate_high)} leaves {found.room_share * 100:.1f} "
+                "points under it, so a change that only rounds differently, which moves near-ties like these, "
+                "stays under the floor")
+    else:
+        room = (f"the upper limit {_pct(found.rate_high)} is not under it: near-ties are this common here, so a "
+                "change that only rounds differently may pass the floor and be called a changed output (invalid)")
+    return f"bs {noise.batch_size}, disagreement with the reference under forcing: {sides}; {floor}: {room}."
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:.1f}%"
 
 
 def metric_line(batch_size: int, label: str, noise: RunnerNoise) -> str:

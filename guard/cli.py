@@ -79,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
         help="thresholds file to write; point measure.thresholds_file at it",
     )
     cal.add_argument(
-        "--threshold-pct", type=_threshold_pct, action="append", default=[], metavar="PCT",
+        "--threshold-pct", type=_percent, action="append", default=[], metavar="PCT",
         help="a threshold to estimate the repeats per arm of, besides measure.threshold_pct (repeatable)",
     )
 
@@ -238,7 +238,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from guard.calibrate import calibrate
+    from guard.calibrate import calibrate, calibration_path
 
     check_out_file(args.out)
     config = load_caller_config(args.config, args.repo) if args.config else None  # None: REF's guard.toml
@@ -247,7 +247,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     _progress(
         f"suggested thresholds: GPU ms per step {result.suggested.gpu_ms_pct:g}%, "
         f"tok/s {result.suggested.tok_per_s_pct:g}% (the smallest {result.repeats} repeats per arm support here); "
-        f"{result.slow.count} of {result.slow.processes} processes slow; wrote {args.out}"
+        f"{result.slow.count} of {result.slow.processes} processes slow; wrote {args.out} and "
+        f"{calibration_path(args.out)}"
     )
     return 0
 
@@ -395,16 +396,6 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _trace_cap(args: argparse.Namespace) -> tuple[int, ...]:
     return () if args.max_trace_mib is None else (args.max_trace_mib << 20,)
-
-
-def _threshold_pct(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < 100:  # nan fails this too
-        raise argparse.ArgumentTypeError(f"expected a percentage above 0 and under 100, got {text!r}")
-    return value
 
 
 def _positive_int(text: str) -> int:

@@ -24,11 +24,10 @@ import pytest
 
 from guard.checkout import ArmRef, BuiltArm, build_arm
 from guard.config import BuildConfig
-from tests.conftest import commit_all, writable_by_all
-from tests.conftest import git as plain_git
+from tests.conftest import writable_by_all
+from tests.poisoning import make_poisoning_repo, write_poisoning_config
 from tests.test_checkout import PIP_INSTALL, Repo, git, make_repo, run_in_arm
-from tests.test_pipeline import CONFIG, guard_run, write_workload
-from tests.test_pipeline import make_repo as make_engine
+from tests.test_pipeline import guard_run
 
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
@@ -54,18 +53,6 @@ def _listed_worktrees(repo: Path) -> list[str]:
 
 # ---- the issue's attack, end to end: a workload poisons the cached base -------------------------
 
-ATTACK = '''
-from pathlib import Path
-
-_here = Path(__file__).resolve().parent
-# every other arm's cached worktree, found from this one's place in the cache
-for _victim in _here.parent.parent.glob("*/*/wl.py"):
-    if _victim.parent != _here:
-        try:
-            _victim.write_text(_victim.read_text().replace("WORK = 3000", "WORK = 60000"))
-        except PermissionError:  # run as build.user: the cached base is not its to write
-            pass
-'''
 AS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not AS_ROOT, reason="needs root, to act as a second user")
 
@@ -79,19 +66,9 @@ needs_root = pytest.mark.skipif(not AS_ROOT, reason="needs root, to act as a sec
 def test_a_workload_that_poisons_the_cached_base_does_not_hide_the_next_regression(
     user: str, tmp_path: Path
 ) -> None:
-    engine = make_engine(tmp_path)
+    engine = make_poisoning_repo(tmp_path)
     cache = tmp_path / "cache"
-    plain_git(engine, "checkout", "--quiet", "-b", "attack", "main")
-    (engine / "wl.py").write_text((engine / "wl.py").read_text() + ATTACK)
-    commit_all(engine, "a pull request whose workload rewrites the cached base")
-    plain_git(engine, "checkout", "--quiet", "feature")
-    write_workload(engine, work=6000)
-    commit_all(engine, "the next pull request: decode twice as slow")
-
-    # the config from outside the pull request; no confirmation round, to keep the test short
-    config = tmp_path / "guard.toml"
-    settings = CONFIG.format(method="none", install="", repeats=3).replace("[measure]", f"user = {user}\n[measure]")
-    config.write_text(settings + "confirm = false\n")
+    config = write_poisoning_config(tmp_path / "guard.toml", user)
     cached = ["--cache-dir", str(cache), "--config", str(config)]
     attack = guard_run(engine, tmp_path / "out-attack", "--head", "attack", *cached)
     assert attack.returncode in (0, 1), attack.stderr  # the attacker's arm ran

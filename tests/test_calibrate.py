@@ -16,10 +16,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from guard.calibrate import NoiseFloor, gap_noise, gap_noise_line
+from guard.calibrate import NoiseFloor, calibration_path, gap_noise, gap_noise_line
+from guard.compare import agreement
+from guard.compare import disagreement_noise as noise_of
 from guard.config import load_thresholds
 from guard.measure import RunnerNoise
-from tests.conftest import commit_all, writable_by_all
+from tests.conftest import commit_all, git, writable_by_all
+from tests.test_forcing import CONFIG as FORCED_CONFIG
+from tests.test_forcing import forced_runs, noisy_repo
 from tests.test_pipeline import (
     CONFIG, JITTER_WORKLOAD, SLEEPY_STEPS, SLEEPY_WORKLOAD, SLOW_ENV, guard_run, make_repo,
 )
@@ -100,6 +104,10 @@ def test_a_slow_process_is_named_counted_and_left_out_of_the_spread(tmp_path: Pa
     proc = _calibrate(repo, out, {"SLOW_COUNTER": str(counter), "SLOW_AT": "5"})
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
+    # its step() takes no ids: nothing to count disagreements of, and the file says so
+    assert "bs 1: the workload ran free (its step() takes no input ids): no disagreement figures." in text
+    calibration = json.loads(calibration_path(out).read_text())
+    assert calibration["noise"][0]["disagreement"] is None
     figures = _process_figures(tmp_path / "thr-runs")
     assert len(figures) == 8
     slow_key = max(figures, key=lambda k: figures[k][0])
@@ -161,6 +169,7 @@ def test_a_runner_too_noisy_to_guard_is_refused_and_nothing_is_written(tmp_path:
     for advice in ("quiet the runner", "measure.cpus", "measure.repeats", "workload.steps", "calibrate again"):
         assert advice in message
     assert out.read_text() == "[thresholds]\ngpu_ms_pct = 1\ntok_per_s_pct = 2\n"
+    assert not calibration_path(out).exists()
     # what it saw went to the progress output, the thresholds asked about with it
     assert "bs 1, GPU ms per step: within-side sd " in proc.stderr
     assert "repeats per arm for 5%." in proc.stderr
@@ -184,3 +193,93 @@ def test_a_thresholds_file_that_switches_the_guard_off_is_refused(
     (error,) = [line for line in proc.stderr.splitlines() if line.startswith("guard: error: ")]
     assert expected in error and "thr.toml (commit " in error and "guard calibrate" in error
     assert not (tmp_path / "out" / "report.json").exists()  # refused before anything was measured
+
+
+# --- disagreements with the reference, when the workload is forced ------------------------------
+
+
+def _interval(count: int, outputs: int) -> tuple[float, float]:
+    """Clopper-Pearson at 95%, from the beta distribution's quantiles."""
+    low = stats.beta.ppf(0.025, count, outputs - count + 1) if count else 0.0
+    high = stats.beta.ppf(0.975, count + 1, outputs - count) if count < outputs else 1.0
+    return low, high
+
+
+def _counted(runs: Path, side: str, repeats: int) -> tuple[list[int], int]:
+    """Each process's (step, sequence) outputs that differ from the reference, counted here from
+    the tokens it wrote; and the outputs compared per process."""
+    (rows,) = json.loads((runs / "reference-tokens.json").read_text())["batch_sizes"].values()
+    counts = []
+    for repeat in range(repeats):
+        (run,) = json.loads((runs / f"{side}-{repeat}.json").read_text())["runs"]
+        counts.append(sum(found != expected for row, ref in zip(run["tokens"], rows)
+                          for found, expected in zip(row, ref)))
+    return counts, len(rows)
+
+
+def _steady_noisy_repo(tmp_path: Path, flip: float) -> Path:
+    """test_forcing's noisy argmax, each step a sleep of 2 ms instead of a loop, for 96 steps: its
+    timings steady enough on a busy host for the A/A to suggest thresholds."""
+    repo = noisy_repo(tmp_path, flip=flip, config=FORCED_CONFIG.replace("steps = 40", "steps = 96"))
+    git(repo, "checkout", "--quiet", "main")
+    workload = (repo / "wl.py").read_text()
+    steady = workload.replace("import random\n", "import random\nimport time\n").replace(
+        "        for i in range(WORK):\n            acc += i * i\n", "        time.sleep(0.002)\n")
+    assert steady.count("time.") == 1 and "range(WORK)" not in steady
+    (repo / "wl.py").write_text(steady)
+    commit_all(repo, "steps of sleep")
+    return repo
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("flip", "room"), [(0.05, True), (0.4, False)])
+def test_a_forced_workloads_disagreements_are_counted_per_side_against_the_rules_floor(
+    tmp_path: Path, flip: float, room: bool
+) -> None:
+    """A teacher-forced decode whose argmax takes the runner-up in `flip` of its outputs, its
+    own way in every process: each side's D per process are those its tokens give against the
+    reference, its rate has its Clopper-Pearson interval, and the file says whether that noise
+    stays under the share of outputs the agreement rule calls a change of output."""
+    repo = _steady_noisy_repo(tmp_path, flip)
+    out = tmp_path / "thr.toml"
+    proc = _calibrate(repo, out, {"NOISY_COUNTER": str(writable_by_all(tmp_path / "notes") / "count")})
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert proc.stdout == text
+    (noise,) = json.loads(calibration_path(out).read_text())["noise"]
+    found = noise["disagreement"]
+    highs = []
+    for side, stated in zip("ab", found["sides"], strict=True):
+        counts, compared = _counted(tmp_path / "thr-runs", side, 4)
+        assert all(counts) and max(counts) < compared  # every process is noisy, none is another function
+        low, high = _interval(sum(counts), 4 * compared)
+        assert stated["side"] == side and stated["disagreements"] == counts and stated["compared"] == compared
+        assert stated["rate"] == pytest.approx(sum(counts) / (4 * compared))
+        assert (stated["rate_low"], stated["rate_high"]) == (pytest.approx(low), pytest.approx(high))
+        assert (f"side {side} {', '.join(map(str, counts))} of {compared} outputs per process, "
+                f"{sum(counts) / (4 * compared) * 100:.1f}% (95% interval {low * 100:.1f}% to {high * 100:.1f}%)"
+                in text)
+        highs.append(high)
+    floor = max(2, compared / 4)  # a quarter of the outputs, 2 at the least
+    assert found["floor_outputs"] == floor and found["floor_share"] == pytest.approx(floor / compared)
+    assert found["leaves_room"] is bool(max(highs) < floor / compared) is room
+    assert found["room_share"] == pytest.approx(floor / compared - max(highs))
+    said = (f"leaves {(floor / compared - max(highs)) * 100:.1f} points under it" if room
+            else f"the upper limit {max(highs) * 100:.1f}% is not under it")
+    assert f"at least {floor / compared * 100:.1f}% of the outputs on average ({floor:g} of {compared})" in text
+    assert said in text
+
+
+def test_an_exact_side_has_a_rate_of_none_and_the_interval_of_none_seen() -> None:
+    """Clean processes: rate 0, its upper limit 1 - 0.025^(1/n); a free-running workload has no figures."""
+    noise = noise_of(agreement({"a": forced_runs([0, 0, 0], 4), "b": forced_runs([0, 1, 0], 4)}, "a", "reference"))
+    assert noise is not None
+    clean, noisy = noise.sides
+    assert (clean.rate, clean.rate_low) == (0.0, 0.0)
+    assert clean.rate_high == pytest.approx(1 - 0.025 ** (1 / 12))
+    assert noisy.rate == pytest.approx(1 / 12) and noisy.rate_high == pytest.approx(_interval(1, 12)[1])
+    # 4 outputs per process: the rule asks 2 of them, not a quarter; the upper limit 0.385 is under 0.5
+    assert noise.floor_outputs == 2 and noise.floor_share == 0.5 and noise.leaves_room is True
+    free = [run.model_copy(update={"forced": False}) for run in forced_runs([0, 0], 4)]
+    assert noise_of(agreement({"a": free, "b": free}, "a", "reference")) is None
+    assert noise_of(None) is None

@@ -202,27 +202,23 @@ def make(ramp):
 """
 
 
-def test_the_warmup_lasts_until_a_gradual_cold_start_is_over(tmp_path: Path) -> None:
-    spec = file_spec(tmp_path, RAMP, options={"ramp": 100}, batch_sizes=[1], steps=20, warmup_steps=0,
-                     tok_per_s_min_s=0.2, warmup_max_s=3.0)
-    rc, result, stderr = run_harness(tmp_path, spec)
-    assert rc == 0, result.get("error", stderr)
-    run = result["runs"][0]
-    # while the steps speed up, each window is faster than the last: the warmup outlasts the ramp,
-    # so every timed step (its token is the call's number) came after it
-    assert min(row[0] for row in run["tokens"]) > 100
-    assert 0.35 <= run["warmup_s"] <= 3.0 + 0.05
-
-
-def test_the_warmup_stops_at_its_limit(tmp_path: Path) -> None:
-    spec = file_spec(tmp_path, RAMP, options={"ramp": 0}, batch_sizes=[1], steps=20, warmup_steps=0,
-                     tok_per_s_min_s=0, warmup_max_s=0.25)
-    rc, result, stderr = run_harness(tmp_path, spec)
-    assert rc == 0, result.get("error", stderr)
-    run = result["runs"][0]
+@pytest.mark.parametrize(("ramp", "tok_per_s_min_s", "warmup_max_s", "warmup_s", "is_settled", "first_call"), [
+    # while the steps speed up, each window is faster than the last: the warmup outlasts the
+    # ramp, so every timed step (its token is the call's number) came after it
+    (100, 0.2, 3.0, (0.35, 3.0 + 0.05), True, 101),
     # two windows in 0.25 s, too few for a rolling median of three to be compared: the limit ends it
-    assert 0.25 <= run["warmup_s"] <= 0.25 + 0.05
-    assert run["warmup_settled"] is False
+    (0, 0.0, 0.25, (0.25, 0.25 + 0.05), False, 2),
+], ids=["until a gradual cold start is over", "until its limit"])
+def test_the_warmup_lasts(tmp_path: Path, ramp: int, tok_per_s_min_s: float, warmup_max_s: float,
+                          warmup_s: tuple[float, float], is_settled: bool, first_call: int) -> None:
+    spec = file_spec(tmp_path, RAMP, options={"ramp": ramp}, batch_sizes=[1], steps=20, warmup_steps=0,
+                     tok_per_s_min_s=tok_per_s_min_s, warmup_max_s=warmup_max_s)
+    rc, result, stderr = run_harness(tmp_path, spec)
+    assert rc == 0, result.get("error", stderr)
+    run = result["runs"][0]
+    assert warmup_s[0] <= run["warmup_s"] <= warmup_s[1]
+    assert run["warmup_settled"] is is_settled
+    assert min(row[0] for row in run["tokens"]) >= first_call
 
 
 # -- the garbage collector ----------------------------------------------------------------------

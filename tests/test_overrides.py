@@ -72,6 +72,18 @@ def test_a_bad_flag_is_one_message_before_anything_runs(tmp_path: Path, flag: st
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("value", ["100", "inf", "nan", "-1", "x"])
+def test_calibrate_reads_a_threshold_as_run_does(tmp_path: Path, value: str) -> None:
+    """One parser for a percentage: `guard calibrate --threshold-pct` gives run's message."""
+    proc = subprocess.run([sys.executable, "-m", "guard", "calibrate", "--repo", str(tmp_path), "--out",
+                           str(tmp_path / "t.toml"), "--threshold-pct", value], capture_output=True, text=True,
+                          timeout=60)
+    expected = f"argument --threshold-pct: expected a percentage above 0 and below 100, e.g. 0.5; got {value!r}"
+    assert proc.returncode == 2 and expected in proc.stderr
+    assert proc.stderr.count("error:") == 1 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "t.toml").exists()
+
+
 def test_an_override_out_of_range_stops_the_run_before_a_build(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, repeats=3)
     git(repo, "commit", "--quiet", "--allow-empty", "-m", "head")

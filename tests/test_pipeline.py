@@ -185,22 +185,33 @@ def test_bad_ref_is_one_message(tmp_path: Path) -> None:
     assert "no-such-branch" in proc.stderr
 
 
-JITTER_WORKLOAD = '''
+# A workload's process counts itself in the file an environment variable names: its number, from
+# 0 (the reference process first), or None where the variable is unset.
+PROCESS_COUNTER = '''
 import os, time
 from pathlib import Path
 
+
+def _process_number(variable):
+    counter = os.environ.get(variable)
+    if not counter:
+        return None
+    path = Path(counter)
+    n = int(path.read_text()) if path.exists() else 0
+    path.write_text(str(n + 1))
+    return n
+'''
+
+JITTER_WORKLOAD = PROCESS_COUNTER + '''
 # Each process takes the next delay from a fixed cycle, counted in a file named by
 # JITTER_COUNTER. Runs come in base/head pairs (in either order), so both arms get
 # the same delays {1, 2, 3} ms: no true change, and a spread far too large to decide.
 _PAIRS = [(0.001, 0.003), (0.002, 0.002), (0.003, 0.001)]
 
 def _next_delay():
-    counter = os.environ.get("JITTER_COUNTER")
-    if not counter:
+    n = _process_number("JITTER_COUNTER")
+    if n is None:
         return 0.001
-    path = Path(counter)
-    n = int(path.read_text()) if path.exists() else 0
-    path.write_text(str(n + 1))
     pair, side = divmod(n, 2)
     return _PAIRS[pair % len(_PAIRS)][side]
 
@@ -222,10 +233,7 @@ def make(**options):
 '''
 
 
-SLEEPY_WORKLOAD = '''
-import os, time
-from pathlib import Path
-
+SLEEPY_WORKLOAD = PROCESS_COUNTER + '''
 # Steps of sleep: steady to about 0.1% between processes, even on a busy host (run it for
 # SLEEPY_STEPS steps: one late wake-up then moves tok/s little). With
 # SLOW_COUNTER naming a file, each process counts itself there, and the one numbered SLOW_AT
@@ -234,12 +242,7 @@ STEP_S = 0.002
 
 
 def _factor():
-    counter = os.environ.get("SLOW_COUNTER")
-    if not counter:
-        return 1.0
-    path = Path(counter)
-    n = int(path.read_text()) if path.exists() else 0
-    path.write_text(str(n + 1))
+    n = _process_number("SLOW_COUNTER")
     return float(os.environ.get("SLOW_FACTOR", "3")) if n == int(os.environ.get("SLOW_AT", "-1")) else 1.0
 
 
@@ -480,6 +483,13 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
     assert re.search(r"Slow processes: (none|\d+) of 6 \(", text), text
     assert "bs 1: no profiled pass (no GPU, or workload.profile_steps = 0): no gap figures." in text
     assert (tmp_path / "thr-runs").is_dir()  # the A/A runs are kept beside the file
+    # and its figures as fields, named in the last progress line
+    from guard.calibrate import calibration_path
+
+    calibration = json.loads(calibration_path(out).read_text())
+    assert calibration["suggested"] == pytest.approx(thresholds.model_dump())
+    assert [n["batch_size"] for n in calibration["noise"]] == [1, 2]
+    assert proc.stderr.rstrip().endswith(f"wrote {out} and {tmp_path / 'thr-calibration.json'}")
 
     # The thresholds file, named in the base's config, sets the report's thresholds.
     git(repo, "checkout", "--quiet", "main")

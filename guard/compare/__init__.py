@@ -1,6 +1,7 @@
 """Comparison and verdict: like-for-like check of output tokens, then timing changes."""
 
 from guard.compare._agreement import MIN_EXCESS, OUTPUT_CHANGE_SHARE, agreement, false_alarm_bound
+from guard.compare._agreement_noise import DisagreementNoise, SideDisagreement, disagreement_noise
 from guard.compare._fingerprint import FingerprintCheck, check_fingerprints, check_measurements
 from guard.compare._hashes import first_mismatch
 from guard.compare._models import (
@@ -24,9 +25,11 @@ __all__ = [
     "ArmStats",
     "BatchComparison",
     "Comparison",
+    "DisagreementNoise",
     "Discrepancy",
     "FingerprintCheck",
     "MetricKey",
+    "SideDisagreement",
     "StatedRule",
     "TokenMismatch",
     "Verdict",
@@ -36,6 +39,7 @@ __all__ = [
     "check_measurements",
     "compare",
     "decide_again",
+    "disagreement_noise",
     "confirm_undecided",
     "false_alarm_bound",
     "first_mismatch",

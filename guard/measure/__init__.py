@@ -14,8 +14,8 @@ from guard.measure._slow import (
     slow_in, slow_processes,
 )
 from guard.measure._stats import (
-    MOST_REPEATS, PASS_RATE, Change, Spread, detectable_change_pct, relative_change, repeats_to_decide,
-    repeats_to_rule_out, spread,
+    MOST_REPEATS, PASS_RATE, Change, Spread, detectable_change_pct, rate_interval, relative_change,
+    repeats_to_decide, repeats_to_rule_out, spread,
 )
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "parse_reference_file",
     "make_reference",
     "prepare_reference",
+    "rate_interval",
     "relative_change",
     "repeats_to_decide",
     "repeats_to_rule_out",

@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from guard.measure._models import ArmMeasurement
+from guard.measure._stats import rate_interval
 
 SLOW_SIGMAS = 5.0
 SLOW_MIN_PCT = 0.1
@@ -78,18 +79,14 @@ def find_slow_processes(
     values: dict[tuple[int, SlowMetric], dict[str, list[float]]], processes: int
 ) -> SlowProcesses:
     """`values[(batch size, metric)][arm]`: each process's figure, in its arm's run order."""
-    from scipy import stats  # here, not at the top: reading a report needs no scipy
     slow = [
         SlowProcess(arm=arm, repeat=position, batch_size=batch_size, metric=metric,
                     value=values_by_arm[arm][position - 1], off_pct=off_pct)
         for (batch_size, metric), values_by_arm in sorted(values.items())
         for arm, position, off_pct in slow_in(values_by_arm, slower_is_higher=metric == "gpu_ms")
     ]
-    count = len({(s.arm, s.repeat) for s in slow})
-    if processes == 0:
-        return SlowProcesses(processes=0, slow=slow, rate_low=0.0, rate_high=1.0)
-    interval = stats.binomtest(count, processes).proportion_ci(RATE_CONFIDENCE, method="exact")
-    return SlowProcesses(processes=processes, slow=slow, rate_low=interval.low, rate_high=interval.high)
+    low, high = rate_interval(len({(s.arm, s.repeat) for s in slow}), processes, RATE_CONFIDENCE)
+    return SlowProcesses(processes=processes, slow=slow, rate_low=low, rate_high=high)
 
 
 def slow_processes(measurements: Iterable[ArmMeasurement], batch_sizes: list[int]) -> SlowProcesses:

@@ -1,4 +1,5 @@
-"""Spread of one arm's repeats, and the relative change between two arms with its interval."""
+"""Spread of one arm's repeats, the relative change between two arms with its interval, and a
+rate's interval."""
 
 from __future__ import annotations
 
@@ -23,6 +24,16 @@ class Spread(BaseModel):
 
 def spread(values: list[float]) -> Spread:
     return Spread(median=statistics.median(values), min=min(values), max=max(values), values=list(values))
+
+
+def rate_interval(count: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Clopper-Pearson interval of a rate, count of trials, 0 to 1; (0, 1) without trials."""
+    from scipy import stats  # here, not at the top: reading a report needs no scipy
+
+    if trials == 0:
+        return 0.0, 1.0
+    interval = stats.binomtest(count, trials).proportion_ci(confidence, method="exact")
+    return interval.low, interval.high
 
 
 class Change(BaseModel):
