@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     except GuardError as exc:
         return _bad(str(exc))
     spec = HarnessSpec(entry="guard.engine:make", options=options,
-                       batch_sizes=[args.batch_size], steps=args.steps, warmup_steps=args.warmup_steps)
+                       batch_sizes=[args.batch_size], steps=args.steps, warmup_steps=args.warmup_steps,
+                       profile_steps=0)
     # the guard's own engine, not a pull request's: it runs as whoever runs this (user "")
     targets = [ArmTarget(name=name, python=Path(sys.executable), worktree=ROOT, cpus=pins, user="")
                for name, pins in (("unpinned", []), ("pinned", cpus))]

@@ -37,7 +37,7 @@ from guard.calibrate import RunnerTooNoisy, calibrate  # noqa: E402
 from guard.checkout import ArmRef, build_arm  # noqa: E402
 from guard.config import MeasureConfig, load_config  # noqa: E402
 from guard.measure import HarnessSpec  # noqa: E402
-from guard.pipeline import default_cache_dir  # noqa: E402
+from guard.checkout import default_cache_dir  # noqa: E402
 from validation import _inputs as inputs  # noqa: E402
 from validation._models import KINDS, Kind, PairRecord, RunSettings, Sizing, Summary  # noqa: E402
 from validation._pairs import append_record, keep_pair_files, pair_id, plan, read_records, run_pair  # noqa: E402

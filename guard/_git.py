@@ -1,4 +1,5 @@
-"""One way to run git: an argument list, text out, and a clear error when git is missing."""
+"""Every git call of the guard: an argument list (never a shell string), text out, and one
+error style: a GitError that says what was wrong, where, and what to do."""
 
 from __future__ import annotations
 
@@ -6,6 +7,14 @@ import subprocess
 from pathlib import Path
 
 from guard._errors import GitError
+
+# Pin every option a user's git config could change, so the diff parser always sees one format.
+DIFF_ARGS = (
+    "-c", "core.quotePath=false",
+    "diff", "--unified=0", "--inter-hunk-context=0", "--no-color", "--no-ext-diff", "--no-textconv",
+    "--find-renames", "--no-relative", "--submodule=short", "--src-prefix=a/", "--dst-prefix=b/",
+)
+_NO_GIT = "git not found on PATH; install git or add it to PATH"
 
 
 def run_git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -15,7 +24,7 @@ def run_git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
             capture_output=True, text=True, encoding="utf-8", errors="replace", check=False,
         )
     except FileNotFoundError:
-        raise GitError("git not found on PATH; install git or add it to PATH") from None
+        raise GitError(_NO_GIT) from None
 
 
 def read_git_bytes(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -23,4 +32,137 @@ def read_git_bytes(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]
     try:
         return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False)
     except FileNotFoundError:
-        raise GitError("git not found on PATH; install git or add it to PATH") from None
+        raise GitError(_NO_GIT) from None
+
+
+def checked_git(repo: Path, *args: str, doing: str) -> subprocess.CompletedProcess[str]:
+    """run_git, where a failure is a GitError: "could not <doing> in <repo>: git said: ..."."""
+    proc = run_git(repo, *args)
+    if proc.returncode != 0:
+        said = proc.stderr.strip() or f"exit code {proc.returncode}"
+        raise GitError(f"could not {doing} in {repo}: git said: {said}")
+    return proc
+
+
+# ---- the repository and its commits ------------------------------------------------------------
+
+
+def require_repo(repo: Path) -> None:
+    if not repo.is_dir():
+        raise GitError(f"{repo}: no such directory; pass the path of a git repository")
+    proc = run_git(repo, "rev-parse", "--git-dir")
+    if proc.returncode != 0:
+        raise GitError(
+            f"{repo}: not a git repository ({_first_line(proc.stderr)}); "
+            "pass the path of the repository to compare"
+        )
+
+
+def common_dir(repo: Path) -> Path | None:
+    """The repository's own git folder (shared by its worktrees), or None outside a repository."""
+    proc = run_git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    found = proc.stdout.strip()
+    return Path(found) if proc.returncode == 0 and found else None
+
+
+def resolve_commit(repo: Path, ref: str, what: str = "ref") -> str:
+    """Full sha of the commit `ref` names; `what` names it in the error ("ref", "base commit")."""
+    if not ref or ref.startswith("-"):
+        # a leading dash would be read by git as an option, not a ref
+        raise GitError(f"{what} {ref!r} is not a valid ref name; pass a branch, tag or commit sha")
+    proc = run_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    sha = proc.stdout.strip()
+    if proc.returncode != 0 or not sha:
+        raise GitError(f"{what} '{ref}' not found in {repo}; fetch it or pass an existing branch, tag or commit")
+    return sha
+
+
+def merge_base(repo: Path, one: str, other: str, one_name: str | None = None, other_name: str | None = None) -> str:
+    """The commit `one...other` diffs from: where the two histories parted."""
+    proc = run_git(repo, "merge-base", one, other)
+    sha = proc.stdout.strip()
+    if proc.returncode == 0 and sha:
+        return sha
+    names = f"'{one_name or one[:12]}' and '{other_name or other[:12]}'"
+    if proc.returncode == 1:
+        hint = "pass a base ref explicitly"
+        if run_git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+            # CI checkouts are often shallow, which hides the common ancestor
+            hint = "the clone is shallow; fetch more history (git fetch --unshallow) or pass a base ref explicitly"
+        raise GitError(f"{names} have no common ancestor in {repo}, so there is no 'base...head' diff; {hint}")
+    raise GitError(f"could not find the merge base of {names} in {repo}: git said: {_first_line(proc.stderr)}")
+
+
+def find_branch(repo: Path, branch: str) -> tuple[str, str]:
+    """(name to show, sha) of `branch`: the local branch, else origin's copy, else a full ref name."""
+    candidates = [(f"refs/heads/{branch}", branch), (f"refs/remotes/origin/{branch}", f"origin/{branch}")]
+    if not branch.startswith("-"):
+        # also accept a ref spelled out in full, e.g. "origin/main" or "upstream/main"
+        candidates.append((branch, branch))
+    for full_ref, shown in candidates:
+        proc = run_git(repo, "rev-parse", "--verify", "--quiet", f"{full_ref}^{{commit}}")
+        if proc.returncode == 0 and proc.stdout.strip():
+            return shown, proc.stdout.strip()
+    raise GitError(
+        f"target branch '{branch}' not found in {repo}: neither a local branch '{branch}' "
+        f"nor 'origin/{branch}' exists; fetch it (git fetch origin {branch}) or pass a base ref explicitly"
+    )
+
+
+def commit_subject(repo: Path, sha: str) -> str:
+    """First line of the commit message: the change, in its author's words."""
+    return checked_git(repo, "log", "-1", "--format=%s", sha, doing=f"read the message of {sha[:12]}").stdout.strip()
+
+
+def diff_text(repo: Path, base_sha: str, head_sha: str) -> str:
+    """`git diff base...head` in the one format the capture-change parser reads."""
+    return checked_git(repo, *DIFF_ARGS, f"{base_sha}...{head_sha}",
+                       doing=f"diff {base_sha[:12]}...{head_sha[:12]}").stdout
+
+
+def file_at(repo: Path, sha: str, path: str) -> str | None:
+    """Text of `path` at commit `sha`, or None when it is not a readable file there."""
+    proc = run_git(repo, "cat-file", "blob", f"{sha}:{path}")
+    return proc.stdout if proc.returncode == 0 else None
+
+
+# ---- the working tree and the worktrees of the arms ---------------------------------------------
+
+
+def uncommitted_changes(repo: Path) -> list[str]:
+    """Tracked files the working tree changed: the guard builds commits, so it leaves them out."""
+    proc = checked_git(repo, "status", "--porcelain", "-z", "--untracked-files=no",
+                       doing="check the working tree for uncommitted changes")
+    return [entry[3:] for entry in proc.stdout.split("\0") if len(entry) > 3]
+
+
+def add_worktree(repo: Path, dest: Path, sha: str) -> str:
+    """Check `sha` out, detached, at `dest` (which must not exist yet); returns git's output."""
+    proc = checked_git(repo, "worktree", "add", "--detach", str(dest), sha, doing=f"check out {sha[:12]} into {dest}")
+    return proc.stdout + proc.stderr
+
+
+def prune_worktrees(repo: Path) -> None:
+    """Forget worktrees whose folders were deleted, so their paths can be used again."""
+    checked_git(repo, "worktree", "prune", doing="prune stale worktrees")
+
+
+def worktree_head(worktree: Path) -> str | None:
+    """The commit checked out in `worktree`, or None if it is no longer a working checkout."""
+    if not worktree.is_dir():
+        return None
+    proc = run_git(worktree, "rev-parse", "--verify", "--quiet", "HEAD")
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def persisted_credentials(repo: Path) -> list[str]:
+    """Config keys of the repository that hold an HTTP credential (actions/checkout's
+    `http.<url>.extraheader` when persist-credentials is left on). The arms' worktrees share
+    this config, so the pull request's code could read them."""
+    proc = run_git(repo, "config", "--local", "--name-only", "--get-regexp", r"^http\..*extraheader$")
+    return proc.stdout.split() if proc.returncode == 0 else []
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else "no message"

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from guard._errors import GuardError, HarnessError, TraceError
 from guard._output import write_atomic
-from guard.checkout import ArmRef, build_arm, require_repo, resolve_commit
+from guard.checkout import ArmRef, build_arm, default_cache_dir, require_repo, resolve_commit
 from guard.compare import DisagreementNoise, compare, disagreement_noise
 from guard.config import (
     REFUSED_GPU_MS_PCT, REFUSED_TOK_PER_S_PCT, STEADY_RUNNER, CommitFiles, GuardConfig, Thresholds, check_entry,
@@ -22,7 +22,7 @@ from guard.measure import (
     RunnerNoise, SlowMetric, SlowProcesses, check_cpus, prepare_reference, run_interleaved, runner_noise,
     slow_processes,
 )
-from guard.pipeline import Progress, default_cache_dir
+from guard.pipeline import Progress
 from guard.report import share, slow_processes_sentence
 from guard.report._reason_text import reason_short
 from guard.trace import analyze, read_trace
@@ -100,13 +100,8 @@ def calibrate(
                       pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus)
             for name in "ab"
         ]
-        spec = HarnessSpec(
-            entry=config.workload.entry, options=config.workload.options, batch_sizes=config.workload.batch_sizes,
-            steps=config.workload.steps, warmup_steps=config.workload.warmup_steps,
-            tok_per_s_min_s=config.workload.tok_per_s_min_s, warmup_max_s=config.workload.warmup_max_s,
-            profile_steps=config.workload.profile_steps,
-            profile_repeats=config.workload.profile_repeats or PROFILED_PER_SIDE,
-        )
+        spec = HarnessSpec.of(config.workload).model_copy(
+            update={"profile_repeats": config.workload.profile_repeats or PROFILED_PER_SIDE})
         runs = out.parent / f"{out.stem}-runs"
         spec, reference = prepare_reference(targets[0], spec, runs, config.measure.timeout_s,
                                             config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress,

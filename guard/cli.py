@@ -83,6 +83,15 @@ def _parser() -> argparse.ArgumentParser:
         help="a threshold to estimate the repeats per arm of, besides measure.threshold_pct (repeatable)",
     )
 
+    clean = sub.add_parser(
+        "clean", help="remove the worktrees and builds the guard made for a repository",
+        description="Only from a cache dir the guard marked, and only the builds in it; a build that a running "
+                    "guard holds is left.")
+    clean.add_argument("--repo", type=Path, default=Path("."), help="the repository the builds are of (default: .)")
+    clean.add_argument("--cache-dir", type=Path, default=None,
+                       help="the --cache-dir `guard run` used (default: the guard's folder in the repository's .git)")
+    clean.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
+
     demo = sub.add_parser("demo", help="run the whole pipeline on a throwaway repo holding the reference engine")
     demo.add_argument("--out", type=Path, default=Path("guard-demo"), help="folder for report.json and comment.md")
     demo.add_argument(
@@ -183,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             return _export(args)
         if args.command == "artifact":
             return _artifact(args)
+        if args.command == "clean":
+            return _clean(args)
         return _demo(args)
     except GuardError as exc:
         print(f"guard: error: {exc.message}", file=sys.stderr)
@@ -316,6 +327,29 @@ def _export(args: argparse.Namespace) -> int:
     else:
         write_atomic(args.out, text)
         _progress(f"wrote {args.format} of the {args.arm} arm to {args.out}")
+    return EXIT_OK
+
+
+def _clean(args: argparse.Namespace) -> int:
+    from guard.checkout import clean, default_cache_dir
+
+    repo = args.repo.resolve()
+    cache_dir = (args.cache_dir or default_cache_dir(repo)).absolute()
+    done = clean(repo, cache_dir, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for build in done.builds:
+        print(f"{verb} {build}")
+    for build in done.in_use:
+        print(f"left {build}: a running guard holds it")
+    for other in done.others:
+        print(f"left {other}: not a build of the guard")
+    if done.removed_cache_dir:
+        print(f"removed {cache_dir}")
+    if not done.builds and not done.in_use:
+        _progress(f"nothing to clean in {cache_dir}")
+    else:
+        _progress(f"{verb} {len(done.builds)} build(s) of {cache_dir}" + (
+            "; run again without --dry-run to remove them" if args.dry_run and done.builds else ""))
     return EXIT_OK
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 from contextlib import ExitStack
 from datetime import datetime, timezone
@@ -15,7 +14,7 @@ from guard._output import check_out_dir
 from guard.cause import CaptureChanges, find_capture_changes
 from guard.explain import explain
 from guard.checkout import (
-    ArmRef, BuiltArm, build_arm, changed_files, commit_subject, persisted_credentials, resolve_arms,
+    ArmRef, BuiltArm, build_arm, commit_subject, default_cache_dir, persisted_credentials, resolve_arms,
     require_distinct, uncommitted_changes,
 )
 from guard.compare import Comparison, compare, confirm_undecided
@@ -28,19 +27,11 @@ from guard.measure import (
     slow_processes,
 )
 from guard.report import (
-    ArmInfo, Environment, Report, WorkloadInfo, slow_processes_sentence, trace_sections, write_report,
+    ArmInfo, Environment, Report, WorkloadInfo, slow_processes_sentence, write_report,
 )
+from guard.trace import trace_sections
 
 Progress = Callable[[str], None]
-
-
-def default_cache_dir(repo: Path) -> Path:
-    """Arm builds live beside the repository's git data, so they go when it goes."""
-    common = subprocess.run(
-        ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-        cwd=repo, capture_output=True, text=True, check=False,
-    ).stdout.strip()
-    return Path(common) / "regression-guard" if common else repo / ".regression-guard"
 
 
 def run_guard(
@@ -131,17 +122,7 @@ def _run_guard(
             measurements[ref.name] = ArmMeasurement(arm=ref.name, error=info.error, log_tail=info.log_tail)
     _add_ablation_arms(config, arms, targets, measurements)
 
-    spec = HarnessSpec(
-        entry=config.workload.entry,
-        options=config.workload.options,
-        batch_sizes=config.workload.batch_sizes,
-        steps=config.workload.steps,
-        warmup_steps=config.workload.warmup_steps,
-        tok_per_s_min_s=config.workload.tok_per_s_min_s,
-        warmup_max_s=config.workload.warmup_max_s,
-        profile_steps=config.workload.profile_steps,
-        profile_repeats=config.workload.profile_repeats,
-    )
+    spec = HarnessSpec.of(config.workload)
     repeats = config.measure.repeats
     base_target = next((t for t in targets if t.name == base_ref.name), None)
     reference = ReferenceOutcome()
@@ -234,7 +215,7 @@ def _run_guard(
             update={"gpu_state": comparison.gpu_fingerprint}
         ),
         traces=sections,
-        changed_files=changed_files(repo, base_ref.sha, head_ref.sha),
+        changed_files=capture.changed_files if capture else [],  # from the one diff capture detection reads
         config_change=change,
         overrides=overrides if overrides.given() else None,
         capture=capture,

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from guard.checkout._cache import CACHE_MARK_NAME
 from guard.sandbox import MARKER, guard_environment, is_allowed, pr_environment
 from guard.sandbox._env import check_pass_env
 from tests.composite_runner import ArtifactStore, clean_env, run_action
@@ -278,7 +279,8 @@ def test_code_run_as_the_second_user_reads_no_environment_above_it_and_writes_no
     out = Path(env["PROBE_OUT"])
     assert not (out / "planted.txt").exists() and not (out / "runs" / "planted.txt").exists()
     assert not list(cache.glob("*/planted.txt")) and not (cache / "planted.txt").exists()
-    for folder in cache.iterdir():
+    assert "written by the pull request" not in (cache / CACHE_MARK_NAME).read_text()
+    for folder in (entry for entry in cache.iterdir() if entry.name != CACHE_MARK_NAME):
         assert "written by the pull request" not in (folder / "marker.json").read_text()
         assert "written by the pull request" not in (folder / "build.log").read_text()
         # its own build's line only: none of the workload's four processes got through

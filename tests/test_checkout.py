@@ -14,8 +14,9 @@ import pytest
 
 from guard._errors import BuildError, GitError
 from guard.checkout import (
-    ArmRef, BuiltArm, build_arm, changed_files, require_distinct, resolve_arms, uncommitted_changes,
+    ArmRef, BuiltArm, build_arm, require_distinct, resolve_arms, uncommitted_changes,
 )
+from guard.cause import find_capture_changes
 from guard.config import BuildConfig
 
 # isolated from the machine's git config, with an identity so commits work anywhere
@@ -182,9 +183,13 @@ def test_unrelated_histories_have_no_merge_base(repo: Repo) -> None:
 
 
 def test_changed_files_is_three_dot(repo: Repo) -> None:
-    # NOTES.txt changed on main after feature branched, so main...feature must not list it
-    assert changed_files(repo.path, repo.main_sha, repo.feature_sha) == ["tinypkg/__init__.py"]
-    assert changed_files(repo.path, repo.feature_sha, repo.main_sha) == ["NOTES.txt"]
+    # the report's changed files come from the one diff capture detection reads; NOTES.txt
+    # changed on main after feature branched, so main...feature must not list it
+    def changed(base: str, head: str) -> list[str]:
+        return find_capture_changes(repo.path, base, head, globs=[]).changed_files
+
+    assert changed(repo.main_sha, repo.feature_sha) == ["tinypkg/__init__.py"]
+    assert changed(repo.feature_sha, repo.main_sha) == ["NOTES.txt"]
 
 
 # ---- build_arm, method "none" -----------------------------------------------------------------

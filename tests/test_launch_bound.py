@@ -12,9 +12,8 @@ import pytest
 from guard.compare import UNHELD_SHARE
 from guard.measure import relative_change, spread
 from guard.report import render_comment
-from guard.report._traces import TraceSection
-from guard.trace import analyze, diff, read_trace
-from guard.trace._figures import GRAPH_LAUNCH_API, KERNEL_LAUNCH_API, launches_per_step
+from guard.trace import TraceSection, analyze, diff, read_trace
+from guard.trace._analyze import GRAPH_LAUNCH_API, KERNEL_LAUNCH_API, launches_per_step
 from tests.test_trace_analysis import annotated_trace
 from tests.report_fixtures import committed, current_file, explained
 

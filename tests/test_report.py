@@ -11,7 +11,8 @@ import pytest
 
 from guard.compare import StatedRule, decide_again
 from guard.measure import spread
-from guard.report import Report, render_comment, trace_sections
+from guard.report import Report, render_comment
+from guard.trace import trace_sections
 from tests.report_fixtures import committed, current_file, explained
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

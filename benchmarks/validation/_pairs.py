@@ -14,8 +14,9 @@ from pydantic import ValidationError
 from guard._errors import ConfigError
 from guard.config import GuardConfig
 from guard.pipeline import Progress, run_guard
-from guard.report import Report, TraceSection, title
+from guard.report import Report, title
 from guard.report._reason_text import reason_short
+from guard.trace import TraceSection
 
 from ._models import KIND_BY_NAME, ArmValues, InjectionSize, Kind, PairRecord, TraceSplit
 from ._repo import BASE_BRANCH, head_branch

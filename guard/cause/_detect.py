@@ -17,7 +17,7 @@ import re
 from functools import cached_property
 from pathlib import Path
 
-from guard.cause import _git
+from guard import _git
 from guard.cause._compile import CompileView
 from guard.cause._compile_check import BlockReach, CompileCheck
 from guard.cause._diff import Block, FileDiff, parse_diff
@@ -35,8 +35,9 @@ EXCERPT_WIDTH = 120
 def find_capture_changes(repo: Path, base_sha: str, head_sha: str, globs: list[str]) -> CaptureChanges:
     """The changes head made since it left base that touch CUDA graph capture."""
     repo = Path(repo)
-    base = _git.resolve(repo, base_sha, "base commit")
-    head = _git.resolve(repo, head_sha, "head commit")
+    _git.require_repo(repo)
+    base = _git.resolve_commit(repo, base_sha, "base commit")
+    head = _git.resolve_commit(repo, head_sha, "head commit")
     fork = _git.merge_base(repo, base, head)
     diffs = parse_diff(_git.diff_text(repo, base, head))
     files = [change for diff in diffs if (change := _FileCheck(repo, fork, head, diff, globs).change()) is not None]

@@ -20,9 +20,9 @@ from typing import NoReturn, TextIO
 from guard._errors import BuildError, GuardError
 from guard.checkout._cache import (
     LAYOUT_VERSION, LOCK_NAME, LOG_NAME, TREE_NAME, VENV_NAME, Stale, check_build, clear_folder, discard_build,
-    prepare_folder, write_record,
+    mark_cache, prepare_folder, write_record,
 )
-from guard.checkout._git import add_worktree, prune_worktrees
+from guard._git import add_worktree, prune_worktrees
 from guard.checkout._lock import FolderLock, LockTimeout
 from guard.checkout._models import ArmRef, BuiltArm
 from guard.config._models import BuildConfig
@@ -66,6 +66,7 @@ def build_arm(
     wait_s = build.timeout_s if lock_wait_s is None else lock_wait_s
     try:
         prune_worktrees(repo)  # git forgets the worktrees of cache folders deleted since
+        mark_cache(folder.parent)
         prepare_folder(folder)
         lock = FolderLock(folder / LOCK_NAME)
     except OSError as exc:

@@ -1,6 +1,8 @@
 """The build cache: its layout, who owns what in it, and the one rule for reusing a build.
 
-One folder per (commit, build config) under the cache dir:
+The cache dir (default: beside the repository's git data, see default_cache_dir) holds the
+mark CACHE_MARK_NAME, written when the guard first builds there: `guard clean` removes
+builds only from a folder so marked. One folder per (commit, build config) under it:
 
     <sha12>-<config key>/      the guard's
         lock                   the guard's: shared while a run uses the build, exclusive to (re)build it
@@ -42,7 +44,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from guard.checkout._git import worktree_head
+from guard._git import common_dir, worktree_head
 from guard.checkout._manifest import Manifest, first_difference, remove_path, take_manifest
 
 # bump when the build procedure or this layout changes, so folders made the old way are not reused
@@ -52,6 +54,8 @@ MARKER_NAME = "marker.json"
 LOG_NAME = "build.log"
 TREE_NAME = "tree"
 VENV_NAME = "venv"
+CACHE_MARK_NAME = "regression-guard-cache"
+_CACHE_MARK_TEXT = "Builds of regression-guard. `guard clean` removes them; the guard rebuilds what it needs.\n"
 
 _FOLDER_MODE = 0o755  # others may enter it to reach tree/ and venv/, never write in it
 _MARKER_MODE = 0o644
@@ -80,6 +84,24 @@ class Stale:
 
     why: StaleWhy
     path: str | None = None
+
+
+def default_cache_dir(repo: Path) -> Path:
+    """Arm builds live beside the repository's git data, so they go when it goes."""
+    common = common_dir(repo)
+    return common / "regression-guard" if common else repo / ".regression-guard"
+
+
+def mark_cache(cache_dir: Path) -> None:
+    """Say in `cache_dir` that the guard builds there, once: what `guard clean` looks for."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(cache_dir / CACHE_MARK_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     _MARKER_MODE)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(_CACHE_MARK_TEXT)
 
 
 def prepare_folder(folder: Path) -> None:

@@ -16,6 +16,7 @@ from guard.config._models import (
     CaptureConfig,
     GuardConfig,
     MeasureConfig,
+    Workload,
     WorkloadConfig,
     threshold_refusal,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "GuardConfig",
     "MeasureConfig",
     "Thresholds",
+    "Workload",
     "WorkloadConfig",
     "apply_overrides",
     "check_entry",

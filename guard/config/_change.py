@@ -7,8 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, StringConstraints
 
-from guard._errors import GitError
-from guard._git import run_git
+from guard._git import checked_git
 from guard.config._models import GuardConfig
 
 # enough to read a change to a few keys; a longer diff is cut, and says so
@@ -50,8 +49,4 @@ def config_change(repo: Path, base_sha: str, head_sha: str, paths: list[str]) ->
 
 
 def _git(repo: Path, *args: str) -> str:
-    proc = run_git(repo, *args)
-    if proc.returncode != 0:
-        said = proc.stderr.strip() or f"exit code {proc.returncode}"
-        raise GitError(f"could not diff the config between base and head in {repo}: git said: {said}")
-    return proc.stdout
+    return checked_git(repo, *args, doing="diff the config between base and head").stdout

@@ -83,7 +83,10 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class WorkloadConfig(_Section):
+class Workload(BaseModel):
+    """The decode workload a run replays on both arms, as the config states it, the harness
+    is given it and the report records it: one model, each stage adding what is its own."""
+
     entry: str = Field(
         default="bench/guard_workload.py:make",
         description="Entry point returning a workload: 'pkg.module:make' or 'path/file.py:make'.",
@@ -114,6 +117,11 @@ class WorkloadConfig(_Section):
         description="Processes per arm that run the profiled pass, the first ones; a confirmation round adds none "
         "unless this is more than measure.repeats (0: every one).",
     )
+
+
+class WorkloadConfig(_Section, Workload):
+    """[workload] of guard.toml: the workload, checked as the input it is here."""
+
     reference_file: str | None = Field(
         default=None,
         description="Reference-tokens JSON in the repository (read from the base commit) whose ids force every "
@@ -146,15 +154,15 @@ class WorkloadConfig(_Section):
             raise ValueError("finite numbers (no nan or inf)")
         return value
 
-    @field_validator("reference_file")
-    @classmethod
-    def _reference_path(cls, value: str | None) -> str | None:
-        return _in_repository(value, ".json", "bench/reference-tokens.json")
-
     @field_validator("batch_sizes")
     @classmethod
     def _positive_unique(cls, value: list[int]) -> list[int]:
         return _distinct_at_least(value, 1, "every batch size must be 1 or more", "batch sizes", MAX_BATCH_SIZE)
+
+    @field_validator("reference_file")
+    @classmethod
+    def _reference_path(cls, value: str | None) -> str | None:
+        return _in_repository(value, ".json", "bench/reference-tokens.json")
 
 
 class BuildConfig(_Section):

@@ -7,5 +7,8 @@ the version of the JSON it reads and writes.
 
 from pathlib import Path
 
+from guard.harness._protocol import PROTOCOL_VERSION
+
 HARNESS_SCRIPT = Path(__file__).with_name("run.py")
-PROTOCOL_VERSION = 1
+
+__all__ = ["HARNESS_SCRIPT", "PROTOCOL_VERSION"]

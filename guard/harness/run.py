@@ -7,7 +7,8 @@ SPEC: {"entry", "root", "options", "batch_sizes", "steps", "warmup_steps", "arm"
        "warmup_max_s" (optional, 0 = warmup_steps only),
        "profile_steps" (optional, 0 = none), "trace_dir" (optional), "cpus" (optional: pin to these),
        "mode" (optional: "measure", the default, or "reference"),
-       "reference" (optional: a reference-tokens JSON whose ids force every step's input)}
+       "reference" (optional: a reference-tokens JSON whose ids force every step's input),
+       "protocol" (optional: the guard's PROTOCOL_VERSION; another one is refused)}
 A "reference" process decodes free-running, untimed, and writes the ids every measured process
 is then forced with (see `forcing`). Exit codes: 0 done, 3 the workload failed (RESULT.json
 then holds "error").
@@ -35,7 +36,6 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-PROTOCOL_VERSION = 1
 REFERENCE_FORMAT = "regression-guard reference tokens"
 
 
@@ -201,6 +201,7 @@ def _sibling(name: str) -> Any:
 
 
 host = _sibling("_host")
+PROTOCOL_VERSION = _sibling("_protocol").PROTOCOL_VERSION
 
 
 def restart(workload: Any, batch_size: int, feed: Feed | None) -> float:
@@ -551,6 +552,13 @@ def main(argv: list[str]) -> int:
         "started_at": time.time(),
         "timings_s": timings,
     }
+    if spec.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
+        message = (f"the guard speaks harness protocol {spec['protocol']} and this harness {PROTOCOL_VERSION}: "
+                   "they come from different installs of the guard; run the harness of the guard that runs it")
+        result["error"] = {"stage": "spec", "type": "ProtocolMismatch", "message": message, "traceback": ""}
+        out_path.write_text(json.dumps(result))
+        log(f"failed at spec: {message}")
+        return 3
     if spec.get("cpus"):
         # before torch starts its threads: they, and the host side of every step (launches,
         # the copy back, Python), stay on these cores in every process

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 
 from pydantic import BaseModel
-from scipy import stats
 
 from guard.measure._stats import MOST_REPEATS, PASS_RATE, _fewest_repeats, _margin, _pooled_log_variance
 
@@ -46,6 +45,7 @@ def runner_noise(
     kept_by_side: list[list[float]], repeats: int, confidence: float, thresholds_pct: list[float]
 ) -> RunnerNoise:
     """The noise of an A/A's processes, each side's in run order with its slow ones left out."""
+    from scipy import stats  # here, not at the top: reading a report needs no scipy
     sides = [values for values in kept_by_side if len(values) >= 2]
     dof = sum(len(values) - 1 for values in sides)
     if dof < 1:

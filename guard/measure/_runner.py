@@ -11,8 +11,8 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 
 from guard._errors import ConfigError
-from guard.config import WorkloadConfig
-from guard.harness import HARNESS_SCRIPT
+from guard.config import Workload
+from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION
 from guard.measure._disagreements import with_disagreements
 from guard.measure._models import ArmMeasurement, ReferenceTokens, RepeatResult
 from guard.measure._schedule import interleave
@@ -38,25 +38,22 @@ class ArmTarget(BaseModel):
     cpus: list[int] = []  # the CPUs its processes may run on (measure.cpus); empty: wherever the OS puts them
 
 
-_WORKLOAD_DEFAULTS = WorkloadConfig()
 # tok/s is the median over windows of at least this much decode: a value shorter than that
 # is one pause away from being 10% off
 TOK_PER_S_WINDOW_S = 0.1
 
 
-class HarnessSpec(BaseModel):
-    entry: str
-    options: dict[str, Any] = {}
-    batch_sizes: list[int]
-    steps: int
-    warmup_steps: int
-    tok_per_s_min_s: float = _WORKLOAD_DEFAULTS.tok_per_s_min_s  # 0: tok/s from one pass
+class HarnessSpec(Workload):
+    """The workload as the harness is given it, with what only the harness needs."""
+
     tok_per_s_window_s: float = TOK_PER_S_WINDOW_S
-    warmup_max_s: float = _WORKLOAD_DEFAULTS.warmup_max_s  # 0: warmup_steps alone
-    profile_steps: int = 0
-    profile_repeats: int = 0  # the first N processes of each arm are profiled, whatever the round; 0: all
     reference: str | None = None  # reference-tokens file that forces every step's input (see _reference)
     reference_sha256: str | None = None  # of that file as the guard wrote it: the harness checks it
+
+    @classmethod
+    def of(cls, workload: Workload, **more: Any) -> HarnessSpec:
+        """The spec of `workload` (the config's, say), the workload's own fields as they are."""
+        return cls(**workload.model_dump(include=set(Workload.model_fields)), **more)
 
 
 def run_interleaved(
@@ -161,6 +158,7 @@ def run_harness(
         "repeat": repeat,
         "trace_dir": str(trace_dir),
         "cpus": target.cpus,  # the harness pins itself before it imports torch
+        "protocol": PROTOCOL_VERSION,
     }
     spec_path.write_text(json.dumps(payload, indent=2))
     # the process (the arm's code) may write its result file and add traces, nothing else here
@@ -189,6 +187,12 @@ def run_harness(
         raise RunFailed(f"{err.get('type')} at {err.get('stage')}: {err.get('message')}", _tail(log_path))
     if exit_code != 0 or data is None:
         raise RunFailed(f"harness exited with code {exit_code} and no result", _tail(log_path))
+    # every harness writes its version first; a result without one is malformed, which its
+    # model says next (the arm's code may have written the file itself)
+    if "protocol" in data and data["protocol"] != PROTOCOL_VERSION:
+        raise RunFailed(
+            f"the harness answered in protocol {data['protocol']!r}, the guard reads {PROTOCOL_VERSION}: "
+            f"{HARNESS_SCRIPT} and the guard come from different installs; reinstall the guard", _tail(log_path))
     return data
 
 

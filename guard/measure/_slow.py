@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import BaseModel
+
 from guard.measure._models import ArmMeasurement
 from guard.measure._stats import rate_interval
 

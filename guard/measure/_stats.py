@@ -8,7 +8,6 @@ import math
 import statistics
 
 from pydantic import BaseModel
-from scipy import stats
 
 
 class Spread(BaseModel):
@@ -29,6 +28,8 @@ def spread(values: list[float]) -> Spread:
 
 def rate_interval(count: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
     """The Clopper-Pearson interval of a rate, count of trials, 0 to 1; (0, 1) without trials."""
+    from scipy import stats  # here, not at the top: reading a report needs no scipy
+
     if trials == 0:
         return 0.0, 1.0
     interval = stats.binomtest(count, trials).proportion_ci(confidence, method="exact")
@@ -54,6 +55,7 @@ class Change(BaseModel):
 
 
 def relative_change(before: list[float], after: list[float], confidence: float = 0.95) -> Change:
+    from scipy import stats  # here, not at the top: reading a report needs no scipy
     if len(before) < 2 or len(after) < 2:
         raise ValueError("a relative change needs at least two values on each side")
     if min(before) <= 0 or min(after) <= 0:
@@ -151,5 +153,6 @@ def _pooled_log_variance(by_arm: list[list[float]]) -> float:
 
 def _margin(variance: float, repeats: int, confidence: float, power: float) -> float:
     """(t_confidence + t_power) x the standard error of a difference of means, `repeats` per arm."""
+    from scipy import stats  # here, not at the top: reading a report needs no scipy
     df = 2 * repeats - 2
     return float(stats.t.ppf(0.5 + confidence / 2, df) + stats.t.ppf(power, df)) * math.sqrt(2 * variance / repeats)

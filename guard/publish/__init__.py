@@ -1,6 +1,7 @@
 """Publish: the sticky pull-request comment, the commit status, and the job's outputs,
 summary and annotations."""
 
+from guard._marker import Marker
 from guard.publish._artifact import gather_artifact
 from guard.publish._client import DEFAULT_API_URL, GitHub
 from guard.publish._comment import (
@@ -8,7 +9,6 @@ from guard.publish._comment import (
     MAX_BODY_CHARS,
     CommentMode,
     CommentResult,
-    Marker,
     compose,
     cut,
     publish_comment,

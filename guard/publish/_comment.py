@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from guard._markdown import code
+from guard._marker import Marker, without_marker
 from guard.publish._client import GitHub, Progress, body_json
 from guard.publish._errors import MaybeApplied, PublishError
 from guard.report import verdict as verdict_words
@@ -21,31 +22,8 @@ CUT_NOTE = (
     "\n\n---\n_This comment was cut at {limit:,} characters. The whole report is in the job summary "
     "and in report.json._\n"
 )
-MARKER_PREFIX = "<!-- regression-guard:comment"
-_MARKER = re.compile(r"\A<!-- regression-guard:comment(?P<attrs>(?: [a-z]+=[^\s>]*)*) -->")
 _MENTION = re.compile(r"@(?=[A-Za-z0-9])")
 _WRITE_TRIES = 3
-
-
-class Marker(BaseModel):
-    """What a comment says of itself in its first line, hidden from readers."""
-
-    key: str = "default"
-    verdict: str = ""
-    head: str = ""
-    regressed: str = ""  # the head sha at which this comment last reported a regression
-
-    def render(self) -> str:
-        attrs = " ".join(f"{name}={value}" for name, value in self.model_dump().items() if value)
-        return f"{MARKER_PREFIX} {attrs} -->"
-
-    @classmethod
-    def parse(cls, body: str) -> Marker | None:
-        match = _MARKER.match(body)
-        if match is None:
-            return None
-        pairs = dict(attr.split("=", 1) for attr in match["attrs"].split())
-        return cls(**{k: v for k, v in pairs.items() if k in cls.model_fields})
 
 
 class CommentResult(BaseModel):
@@ -86,7 +64,7 @@ def compose(body: str, verdict: str, head: str, key: str, previous: Marker | Non
     was one, the report's comment with @-mentions neutralised, cut to GitHub's limit."""
     regressed = head if verdict == "regression" else (previous.regressed if previous else "")
     marker = Marker(key=key, verdict=verdict, head=head, regressed=regressed)
-    text = body.split("\n", 1)[1] if body.startswith(MARKER_PREFIX) else body
+    text = without_marker(body)
     text = _MENTION.sub("@\u200b", text)  # a bot comment pings no one
     note = ""
     if previous is not None and previous.regressed and verdict != "regression":

@@ -1,4 +1,4 @@
-"""Report: `report.json` (versioned schema) and `comment.md` (rendered from templates/)."""
+"""Report: `report.json` (versioned schema) and `comment.md` (rendered from guard/_templates/)."""
 
 from guard.report._chart import StripChart, strip_chart
 from guard.report._check import UnfoundedReport, check_report
@@ -18,7 +18,6 @@ from guard.report._svg import CHART_FILE, strip_svg
 from guard.report._title import TITLE_LIMIT, title
 from guard.report._view import Annotation, CommentView, build_view
 from guard.report._words import metric, share, verdict
-from guard.report._traces import ArmTraces, TraceSection, trace_sections
 from guard.report._write import ReportError, read_report, write_report
 
 __all__ = [
@@ -35,8 +34,6 @@ __all__ = [
     "CHART_FILE",
     "SCHEMA_VERSION",
     "ArmInfo",
-    "ArmTraces",
-    "TraceSection",
     "UnfoundedReport",
     "Environment",
     "Report",
@@ -53,6 +50,5 @@ __all__ = [
     "strip_chart",
     "strip_svg",
     "title",
-    "trace_sections",
     "write_report",
 ]

@@ -1,4 +1,4 @@
-"""Render comment.md: the view of the report (`_view.py`), laid out by templates/comment.md.j2."""
+"""Render comment.md: the view of the report (`_view.py`), laid out by guard/_templates/comment.md.j2."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from pathlib import Path
 
 import jinja2
 
+from guard._marker import COMMENT_MARKER
 from guard.report._links import RunLinks
 from guard.report._schema import Report
-from guard.report._view import COMMENT_MARKER, CommentView, build_view
+from guard.report._view import CommentView, build_view
 
 COMMENT_TEMPLATE = "comment.md.j2"
 
@@ -16,10 +17,7 @@ __all__ = ["COMMENT_MARKER", "COMMENT_TEMPLATE", "render_comment", "render_view"
 
 
 def _template_dir() -> Path:
-    source_tree = Path(__file__).resolve().parents[2] / "templates"
-    if (source_tree / COMMENT_TEMPLATE).is_file():
-        return source_tree
-    return Path(__file__).resolve().parents[1] / "_templates"  # installed copy (pyproject maps it)
+    return Path(__file__).resolve().parents[1] / "_templates"
 
 
 def _environment() -> jinja2.Environment:

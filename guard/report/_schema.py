@@ -8,10 +8,10 @@ from pydantic import BaseModel, Field
 
 from guard.cause import CaptureChanges
 from guard.compare import BatchComparison, Reason, Verdict
-from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides
+from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides, Workload
 from guard.explain import Explanation
 from guard.measure import SlowProcesses, SourceLabel
-from guard.report._traces import TraceSection
+from guard.trace import TraceSection
 
 SCHEMA_VERSION = 3
 # 1: verdicts by the significance rule; 2: the interval rule, with the looks the run could take;
@@ -53,12 +53,9 @@ class Environment(BaseModel):
     gpu_state: dict[str, Any] = {}  # NVML fingerprint fields shared by every repeat
 
 
-class WorkloadInfo(BaseModel):
-    entry: str
-    options: dict[str, Any]
-    batch_sizes: list[int]
-    steps: int
-    warmup_steps: int
+class WorkloadInfo(Workload):
+    """The workload as the run replayed it, with what the run learnt of it."""
+
     # tok/s: the median of windows of tok_per_s_window_s or more, over tok_per_s_min_s or more of
     # decode per batch size and process, after a warmup of up to warmup_max_s (None: older reports,
     # whose tok/s came from one pass)

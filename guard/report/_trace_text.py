@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from guard._markdown import code, text
 from guard.report import _words as words
-from guard.report._traces import TraceSection
+from guard.trace import TraceSection
 from guard.trace import BeforeAfter, TraceDiff
 
 API_NAMES_SHOWN = 4

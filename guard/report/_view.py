@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from guard._markdown import block, code, html, text
+from guard._marker import COMMENT_MARKER
 from guard.cause import location
 from guard.report import _words as words
 from guard.report import _like_for_like as like_for_like
@@ -33,8 +34,6 @@ from guard.report._title import title
 from guard.report._environment_text import environment_line
 from guard.report._trace_text import gap_arithmetic, span_sentence, trace_bullets
 
-# Hidden marker by which a later run finds its own earlier comment.
-COMMENT_MARKER = "<!-- regression-guard:comment -->"
 MAX_FILES_NAMED = 12
 
 

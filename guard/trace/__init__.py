@@ -1,5 +1,15 @@
 """Trace analysis: read a profiler trace, split it into decode steps, measure each step,
-and compare two traces."""
+and compare two traces; and the trace analysis of a whole run.
+
+The models (figures, diff, sections) import with pydantic alone, so a report reads without
+numpy, msgspec or the readers; the functions that read and analyse a trace load those on
+first use, through `__getattr__` below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from guard.trace._diff import BeforeAfter, GapChange, KernelChange, LaunchChange, StreamChange, TraceDiff, diff
 from guard.trace._figures import (
@@ -7,26 +17,51 @@ from guard.trace._figures import (
     KernelFigures,
     P90OverSteps,
     StepSeries,
+    StepsRule,
     StreamFigures,
     TraceFigures,
-    analyze,
 )
-from guard.trace._model import KERNEL, MEMCPY, MEMSET, ApiTable, GpuTable, RangeTable, Trace
-from guard.trace._read import read_trace
-from guard.trace._steps import StepAssignment, StepsRule, assign_steps
+from guard.trace._sections import ArmTraces, TraceSection
 from guard.trace._text import diff_text, figures_text
+
+if TYPE_CHECKING:
+    from guard.trace._analyze import analyze
+    from guard.trace._model import KERNEL, MEMCPY, MEMSET, ApiTable, GpuTable, RangeTable, Trace
+    from guard.trace._read import read_trace
+    from guard.trace._run import trace_sections
+    from guard.trace._steps import StepAssignment, assign_steps
+
+# name -> the module that defines it: the parts that need numpy (and msgspec, for the readers)
+_HEAVY = {
+    "analyze": "_analyze",
+    "KERNEL": "_model", "MEMCPY": "_model", "MEMSET": "_model",
+    "ApiTable": "_model", "GpuTable": "_model", "RangeTable": "_model", "Trace": "_model",
+    "read_trace": "_read",
+    "trace_sections": "_run",
+    "StepAssignment": "_steps", "assign_steps": "_steps",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HEAVY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "KERNEL",
     "MEMCPY",
     "MEMSET",
     "ApiTable",
+    "ArmTraces",
     "BeforeAfter",
     "GapChange",
     "GapFigures",
     "GpuTable",
     "KernelChange",
     "KernelFigures",
+    "LaunchChange",
     "P90OverSteps",
     "RangeTable",
     "StepAssignment",
@@ -36,12 +71,13 @@ __all__ = [
     "StreamFigures",
     "Trace",
     "TraceDiff",
-    "LaunchChange",
     "TraceFigures",
+    "TraceSection",
     "analyze",
     "assign_steps",
     "diff",
     "diff_text",
     "figures_text",
     "read_trace",
+    "trace_sections",
 ]

@@ -19,14 +19,12 @@ out with a warning.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
 from guard._errors import TraceError
+from guard.trace._figures import StepsRule
 from guard.trace._model import KERNEL, ApiTable, RangeTable, Trace
-
-StepsRule = Literal["annotation", "graph_launch", "count"]
 
 GUARD_STEP_RANGE = "guard.step"
 PROFILER_STEP_PREFIX = "ProfilerStep#"

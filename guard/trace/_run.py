@@ -1,31 +1,16 @@
-"""The trace part of the report: per batch size, each arm's profiled figures and the diff."""
+"""Trace analysis of a run: every profiled repeat of every arm, analysed, and the arms diffed."""
 
 from __future__ import annotations
 
 import statistics
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from guard._errors import TraceError
-from guard.trace import TraceDiff, TraceFigures, analyze, diff, read_trace
-
-
-class ArmTraces(BaseModel):
-    arm: str
-    traces: list[str]  # every repeat's trace, relative to the report's folder
-    shown_repeat: int | None = None  # the repeat whose figures are shown: median idle time
-    shown_trace: str | None = None
-    figures: TraceFigures | None = None
-    idle_ms_per_step_by_repeat: list[float] = []
-    error: str | None = None
-
-
-class TraceSection(BaseModel):
-    batch_size: int
-    profile_steps: int
-    arms: list[ArmTraces]
-    diff: TraceDiff | None = None  # base -> head, from each arm's shown repeat
+from guard.trace._analyze import analyze
+from guard.trace._diff import diff
+from guard.trace._figures import TraceFigures
+from guard.trace._read import read_trace
+from guard.trace._sections import ArmTraces, TraceSection
 
 
 def trace_sections(

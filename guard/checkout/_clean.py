@@ -1,0 +1,99 @@
+"""`guard clean`: remove the builds (worktrees and venvs) the guard made in a cache dir.
+
+Only a cache dir that holds the guard's mark is touched, and in it only folders laid out as
+the guard lays out a build: named `<sha12>-<config key>`, the guard user's, holding the
+guard's lock file. Anything else there is left and listed. A build another run holds
+(measures or builds) is left too: its lock says so.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from guard._errors import GuardError
+from guard._git import prune_worktrees, require_repo
+from guard.checkout._cache import CACHE_MARK_NAME, LOCK_NAME, TREE_NAME
+from guard.checkout._manifest import remove_path
+
+_BUILD_NAME = re.compile(r"^[0-9a-f]{12}-[0-9a-f]{10}$")
+
+
+class CleanError(GuardError):
+    """A cache dir `guard clean` will not touch."""
+
+
+@dataclass
+class Cleaning:
+    cache_dir: Path
+    builds: list[Path] = field(default_factory=list)  # removed, or to remove on a dry run
+    in_use: list[Path] = field(default_factory=list)  # builds another run holds: left
+    others: list[Path] = field(default_factory=list)  # not the guard's: left
+    removed_cache_dir: bool = False
+
+
+def clean(repo: Path, cache_dir: Path, dry_run: bool = False) -> Cleaning:
+    """Remove the guard's builds from `cache_dir` (the cache of `repo`), and the cache dir
+    once it holds nothing else; then git forgets their worktrees. With `dry_run`, only list."""
+    require_repo(repo)
+    cleaning = Cleaning(cache_dir=cache_dir)
+    if not cache_dir.exists() and not cache_dir.is_symlink():
+        return cleaning
+    if cache_dir.is_symlink() or not cache_dir.is_dir():
+        raise CleanError(f"{cache_dir} is not a folder; pass the --cache-dir the guard built in")
+    if not (cache_dir / CACHE_MARK_NAME).is_file():
+        raise CleanError(
+            f"{cache_dir} holds no {CACHE_MARK_NAME} mark, so the guard did not make it (or made it before it "
+            "marked its caches); nothing was removed. Pass the --cache-dir `guard run` used, or delete it yourself"
+        )
+    for entry in sorted(cache_dir.iterdir()):
+        if entry.name == CACHE_MARK_NAME:
+            continue
+        if not _is_build(entry):
+            cleaning.others.append(entry)
+        elif dry_run:
+            cleaning.builds.append(entry)
+        elif _remove_unless_held(entry):
+            cleaning.builds.append(entry)
+        else:
+            cleaning.in_use.append(entry)
+    if not dry_run:
+        prune_worktrees(repo)  # the removed builds' worktrees: git forgets them
+        if not cleaning.others and not cleaning.in_use:
+            (cache_dir / CACHE_MARK_NAME).unlink()
+            cache_dir.rmdir()
+            cleaning.removed_cache_dir = True
+    return cleaning
+
+
+def _is_build(entry: Path) -> bool:
+    try:
+        folder, lock = entry.lstat(), (entry / LOCK_NAME).lstat()
+    except OSError:
+        return False
+    return (
+        bool(_BUILD_NAME.match(entry.name))
+        and stat.S_ISDIR(folder.st_mode) and folder.st_uid == os.geteuid()
+        and stat.S_ISREG(lock.st_mode) and lock.st_uid == os.geteuid()
+    )
+
+
+def _remove_unless_held(build: Path) -> bool:
+    """Remove `build` while holding its lock exclusively; False when another run holds it."""
+    fd = os.open(build / LOCK_NAME, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        # the worktree first, the lock last: a run that starts meanwhile finds no build and rebuilds
+        for entry in sorted(build.iterdir(), key=lambda p: (p.name == LOCK_NAME, p.name != TREE_NAME)):
+            remove_path(entry)
+        build.rmdir()
+        return True
+    finally:
+        os.close(fd)
