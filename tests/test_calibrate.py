@@ -142,8 +142,10 @@ def test_a_slow_process_is_named_counted_and_left_out_of_the_spread(tmp_path: Pa
     with_it = [np.log([figures[(s, r)][0] for r in range(1, 5)]) for s in "ab"]
     pooled_with_it = sum(((x - x.mean()) ** 2).sum() for x in with_it) / 6
     assert math.sqrt(pooled_with_it) > 20 * math.sqrt(pooled)  # what one slow process does to the spread
-    # so the threshold stays that of the steady processes
-    assert load_thresholds(out).gpu_ms_pct < 5
+    # so the threshold stays that of the steady processes: a few of their sds, below the one
+    # sd the slow process alone would give (a threshold is several sds; on a loaded CPU the
+    # steady processes' sleep jitters, so no fixed figure holds)
+    assert load_thresholds(out).gpu_ms_pct < 100 * math.sqrt(pooled_with_it)
 
 
 @pytest.mark.slow
