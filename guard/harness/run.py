@@ -478,24 +478,28 @@ class MixFeed:
         self.torch, self.width, self.schedule, self.device = torch, width, schedule, device
         self.last: list[int] = []
         self.views: list[Any] = []
+        self.forced = rows is not None
         if rows is not None:
-            if len(rows) < 1 + len(schedule):
-                raise WorkloadError(f"the reference tokens hold {len(rows)} mix steps, fewer than the "
-                                    f"{1 + len(schedule)} this pass needs")
             widths = [width, *schedule]
-            if any(len(row) != w for row, w in zip(rows, widths)):
+            if not rows or any(len(row) != w for row, w in zip(rows, widths)):
                 raise WorkloadError("the reference tokens of the mix have rows of other widths than its schedule")
+            # step k decodes from rows 0..k-1: a reference of n rows forces n - 1 steps (a CPU's
+            # reference stops before the GPU-timed pass; a GPU's holds it)
+            covered = schedule[: len(rows) - 1]
             inputs: list[int] = []
             last = list(rows[0])
-            for k, size in enumerate(schedule, start=1):
+            for k, size in enumerate(covered, start=1):
                 inputs.extend(last[:size])
                 last[:size] = rows[k]
             flat = torch.tensor(inputs, dtype=torch.int64, device=device if device is not None else "cpu")
-            self.views = list(flat.split(schedule))
+            self.views = list(flat.split(covered)) if covered else []
 
     def input(self, k: int) -> Any:
         """The ids of schedule step k (0-based, after the lead step)."""
-        if self.views:
+        if self.forced:
+            if k >= len(self.views):
+                raise WorkloadError(f"the reference tokens hold {len(self.views)} mix steps, fewer than this pass "
+                                    "needs (on a GPU, warmup_steps + 2 x steps)")
             return self.views[k]
         return self.torch.tensor(self.last[: self.schedule[k]], dtype=self.torch.int64,
                                  device=self.device if self.device is not None else "cpu")
