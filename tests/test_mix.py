@@ -116,15 +116,13 @@ def test_each_pass_holds_every_size_in_its_share_in_a_seeded_order() -> None:
 def test_two_processes_draw_one_schedule(tmp_path: Path) -> None:
     """The harness draws it in the arm's process from its spec; the guard again in its own."""
     spec = HarnessSpec(batch_mix=MIX, batch_mix_seed=3, warmup_steps=4, steps=40)
-    code = ("import importlib.util, json, sys; s = importlib.util.spec_from_file_location('m', sys.argv[1]); "
-            "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); "
-            "spec = json.loads(sys.argv[2]); run = importlib.util.spec_from_file_location('r', sys.argv[3]); "
-            "r = importlib.util.module_from_spec(run); run.loader.exec_module(r); print(json.dumps(r.mix_schedule(spec)))")
-    payload = spec.model_dump_json()
+    # run.py as the arm's process loads it: by path, isolated (-I), drawing from the JSON spec
+    code = ("import importlib.util, json, sys; s = importlib.util.spec_from_file_location('r', sys.argv[1]); "
+            "r = importlib.util.module_from_spec(s); s.loader.exec_module(r); "
+            "print(json.dumps(r.mix_schedule(json.loads(sys.argv[2]))))")
     drawn = [
-        json.loads(subprocess.run(
-            [sys.executable, "-I", "-c", code, str(REPO_ROOT / "guard/harness/_mix.py"), payload,
-             str(REPO_ROOT / "guard/harness/run.py")], capture_output=True, text=True, check=True).stdout)
+        json.loads(subprocess.run([sys.executable, "-I", "-c", code, str(REPO_ROOT / "guard/harness/run.py"),
+                                   spec.model_dump_json()], capture_output=True, text=True, check=True).stdout)
         for _ in range(2)
     ]
     assert drawn[0] == drawn[1] == spec.mix_schedule()
