@@ -258,3 +258,92 @@ def test_imbalance_from_known_loads() -> None:
         (1.0, 1.25, 1, 1.0), (1.25, 1.5, 1, 2.0), (1.5, 2.0, 1, 3.0), (2.0, 3.0, 1, 4.0), (3.0, None, 1, 5.0)]
     assert imbalance.buckets[4].gpu_ms_per_real_token == 5.0 / 8
     assert not any(math.isnan(b.gpu_ms_per_step) for b in imbalance.buckets)
+
+
+# -- the whole run ------------------------------------------------------------------------
+
+MIX_WORKLOAD = '''
+CAPTURED = (1, 2, 4)
+FALLBACK = {fallback}
+
+
+class Workload:
+    def setup(self, batch_size):
+        self.rows = self.padded = batch_size
+
+    def step(self, tokens=None):
+        ids = list(range(self.rows)) if tokens is None else [int(t) for t in tokens.tolist()]
+        self.rows = len(ids)
+        up = [c for c in CAPTURED if c >= self.rows]
+        self.padded = self.rows if (FALLBACK or not up) and self.rows not in CAPTURED else up[0]
+        sum(i * i for i in range(200 * self.padded))  # work grows with the rows computed
+        return [(t * 7 + 3) % 101 for t in ids]
+
+    def step_info(self):
+        return {{"path": "graph" if self.padded in CAPTURED else "eager", "padded_to": self.padded}}
+
+
+def make(**options):
+    return Workload()
+'''
+
+MIX_CONFIG = """
+[workload]
+entry = "wl.py:make"
+batch_sizes = [1]
+steps = 16
+warmup_steps = 2
+tok_per_s_min_s = 0
+warmup_max_s = 0
+batch_mix_file = "bench/sizes.txt"
+[build]
+method = "none"
+[measure]
+repeats = 2
+confirm = false
+threshold_pct = 20
+"""
+
+
+@pytest.mark.slow
+def test_guard_run_reports_the_mix_per_arm(tmp_path: Path) -> None:
+    from tests.conftest import commit_all
+
+    repo = tmp_path / "engine"
+    (repo / "bench").mkdir(parents=True)
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    (repo / "guard.toml").write_text(MIX_CONFIG)
+    (repo / "wl.py").write_text(MIX_WORKLOAD.format(fallback=True))
+    (repo / "bench" / "sizes.txt").write_text("3\n1\n6\n2\n3\n")
+    commit_all(repo, "base: sizes between the captured ones run eagerly")
+    git(repo, "checkout", "--quiet", "-b", "feature")
+    (repo / "wl.py").write_text(MIX_WORKLOAD.format(fallback=False))
+    (repo / "bench" / "sizes.txt").write_text("1\n")  # the head's file is not used
+    commit_all(repo, "head: remove the fallback")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    mix = report["mix"]
+    assert mix["source"] == "bench/sizes.txt" and mix["max_batch_size"] == 6
+    sequence = [3, 1, 6, 2, 3]
+    timed = [sequence[k % 5] for k in range(2, 2 + 16)]  # after the warmup, on a CPU
+    head_rows = {1: 1, 2: 2, 3: 4, 6: 6}
+    base, head = (next(a for a in mix["arms"] if a["arm"] == name) for name in ("base", "head"))
+    assert base["padding_waste"] == 0 and base["useful_work_coverage"] == 1
+    assert head["useful_work_coverage"] == pytest.approx(sum(timed) / sum(head_rows[b] for b in timed))
+    graph_steps = {"base": sum(b in (1, 2) for b in timed), "head": sum(b in (1, 2, 3) for b in timed)}
+    assert base["capture_coverage"] == pytest.approx(graph_steps["base"] / 16)
+    assert head["capture_coverage"] == pytest.approx(graph_steps["head"] / 16)
+    shares = {s["batch_size"]: s["share"] for s in head["sizes"]}
+    assert shares == {b: n / 16 for b, n in Counter(timed).items()}
+    assert {s["batch_size"]: (s["path"], s["padded_to"]) for s in head["sizes"]} == {
+        1: ("graph", 1), 2: ("graph", 2), 3: ("graph", 4), 6: ("eager", 6)}
+    assert {s["batch_size"]: s["path"] for s in base["sizes"]}[3] == "eager"
+    # like for like: forced from the base's free-running pass of the same schedule
+    for arm in ("base", "head"):
+        result = json.loads((out / "runs" / f"{arm}-0.json").read_text())
+        assert [len(row) for row in result["mix"]["tokens"]] == [6, *[sequence[k % 5] for k in range(18)]]
+        assert result["mix"]["forced"] is True
+    assert report["config_change"] is not None  # the head's sizes file was seen, and not used

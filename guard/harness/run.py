@@ -521,6 +521,7 @@ def _mix_steps(
     when the workload has it, is called after each step and recorded as data."""
     info_fn = getattr(workload, "step_info", None)
     step_s: list[float] = []
+    enqueue_us: list[float] = []
     gpu_ms: list[float] = []
     infos: list[dict[str, Any]] = []
     events = []
@@ -534,6 +535,7 @@ def _mix_steps(
             start.record()
         t0 = time.perf_counter()
         out = workload.step(ids)
+        enqueue_us.append((time.perf_counter() - t0) * 1e6)
         if held_cycles is not None:
             end.record()
             events.append((start, end))
@@ -549,7 +551,8 @@ def _mix_steps(
     if held_cycles is not None:
         torch.cuda.synchronize()
         gpu_ms = [s.elapsed_time(e) for s, e in events]
-    return {"step_s": step_s, "gpu_ms": gpu_ms, "step_info": infos if callable(info_fn) else None}
+    return {"step_s": step_s, "enqueue_us": enqueue_us, "gpu_ms": gpu_ms,
+            "step_info": infos if callable(info_fn) else None}
 
 
 def mix_schedule(spec: dict[str, Any]) -> list[int] | None:
@@ -595,7 +598,7 @@ def run_mix(
                                "step_info": first["step_info"]}
         if cuda_ok:
             rate = hold_cycles_per_us(torch)
-            hold_us = hold_us_for([s * 1e6 for s in first["step_s"]])
+            hold_us = hold_us_for(first["enqueue_us"])
             held = _mix_steps(workload, torch, feed, warmup_steps + steps, steps, tokens,
                               int(hold_us * rate) if rate else 0)
             run |= {"timer": "cuda_event", "step_ms": held["gpu_ms"], "step_info": held["step_info"]}
