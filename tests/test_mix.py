@@ -216,6 +216,7 @@ def test_coverages_padding_and_step_times_from_known_records() -> None:
     sizes = {s.batch_size: s for s in figures.sizes}
     assert sizes[1].share == 0.5 and sizes[3].share == sizes[4].share == 0.25
     assert sizes[1].path == "graph" and sizes[4].path == "eager" and sizes[3].padded_to == 4
+    assert sizes[3].padding_waste == 0.25 and sizes[1].padding_waste == sizes[4].padding_waste == 0
     # per process: size 1's median 1.5 and 2.0; their median 1.75
     assert sizes[1].gpu_ms_per_step == 1.75
     assert sizes[3].gpu_ms_per_real_token == pytest.approx((1.0 + 5 / 3) / 2)

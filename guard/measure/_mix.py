@@ -30,6 +30,7 @@ class MixSize(BaseModel):
     share: float  # of the timed steps
     path: Literal["graph", "eager", "mixed"] | None = None  # None: unknown (no step_info)
     padded_to: int | None = None  # the rows most of its steps computed; None: unknown
+    padding_waste: float | None = None  # its padded rows over its computed rows; None: unknown
     gpu_ms_per_step: float  # median over processes of each one's median over the size's steps
     gpu_ms_per_real_token: float  # median over processes of the size's step ms summed over its real rows
 
@@ -155,12 +156,16 @@ def arm_mix(arm: str, runs: list[MixRun], schedule: list[int]) -> ArmMix | None:
         whole_token.append(sum(run.step_ms) / sum(sizes))
     counts = Counter(sizes)  # every process timed the same segment of the schedule
     total_steps = sum(counts.values())
+    def known(size: int) -> bool:
+        return bool(padded.get(size)) and len(padded[size]) == len(paths[size])
+
     sizes_out = [
         MixSize(
             batch_size=size,
             share=counts[size] / total_steps,
             path=_path_of(paths.get(size, [])),
-            padded_to=_mode(padded.get(size)) if padded.get(size) and len(padded[size]) == len(paths[size]) else None,
+            padded_to=_mode(padded[size]) if known(size) else None,
+            padding_waste=1.0 - size * len(padded[size]) / sum(padded[size]) if known(size) else None,
             gpu_ms_per_step=statistics.median(per_size_ms[size]),
             gpu_ms_per_real_token=statistics.median(per_size_token[size]),
         )
