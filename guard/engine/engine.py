@@ -125,15 +125,15 @@ class RefEngine:
         self.batch = batch_size
         self.run_batch = self._padded(batch_size)
         self.state = DecodeState.empty(self.spec, self.run_batch, self.device, self.dtype)
-        if self.use_graphs:
-            # smaller captured sizes too, for a mix's smaller steps: views of the first rows,
-            # their padding rows masked (they are real rows that sit this step out)
+        if self.use_graphs and self.fallback is not None:
+            # a capture policy: every captured size up to this one, for a mix's smaller steps, on
+            # views of the first rows, their padding rows masked (real rows that sit the step out)
             for size in self.capture_batch_sizes:
-                if size < batch_size:
+                if size <= self.run_batch:
                     self.graphs_by_size[size] = self._capture(self.state.rows(size, self.active))
-            if self.run_batch in self.capture_batch_sizes:
-                masked = self.state.rows(self.run_batch, self.active) if self.fallback is not None else self.state
-                self.graphs_by_size[self.run_batch] = self.graphs = self._capture(masked)
+            self.graphs = self.graphs_by_size.get(self.run_batch, [])
+        elif self.use_graphs and self.run_batch in self.capture_batch_sizes:
+            self.graphs_by_size[self.run_batch] = self.graphs = self._capture(self.state)
         self._prefill()
         self._prefilled = [tensor.clone() for tensor in self._tensors()]
 
@@ -152,10 +152,8 @@ class RefEngine:
             self.state.token[:rows].copy_(tokens)
         size, captured = self._policy(rows)
         graphs = self.graphs_by_size.get(size, []) if captured else []
-        if graphs and (size != self.run_batch or self.fallback is not None):
+        if graphs and self.fallback is not None:
             self.active.fill_(rows)
-        elif graphs and rows != self.batch:
-            graphs, size, captured = [], rows, False  # the set-up size's graph does not mask: exact, eagerly
         if graphs:
             for index, graph in enumerate(graphs):
                 graph.replay()
@@ -178,10 +176,13 @@ class RefEngine:
     def _policy(self, rows: int) -> tuple[int, bool]:
         """(rows to compute, whether that is a captured size) for a step of `rows` real rows:
         `capture_eligible(shape) ? replay_graph : run_eager`. The set-up size is what setup()
-        chose; a smaller one gets its own graph, or with fallback runs eagerly at its shape, or
-        without it pads up to the next captured size (eagerly past the largest)."""
+        chose. Under a capture policy a smaller one gets its own graph, or with fallback runs
+        eagerly at its shape, or without it pads up to the next captured size (eagerly past the
+        largest); without a policy it runs eagerly at its shape."""
         if rows == self.batch:
             return self.run_batch, self.run_batch in self.capture_batch_sizes
+        if self.fallback is None:
+            return rows, False  # the fixed-size policy has one graph, the set-up size's
         if rows in self.capture_batch_sizes:
             return rows, True
         if self.fallback:
@@ -232,8 +233,9 @@ class RefEngine:
             "max_len": self.spec.max_len,
             "long_kv_layers": self.spec.long_kv_layers,
             "head_splits": self.spec.head_splits,
-            "capture_mode": self.capture_mode if self.graphs else "eager",
+            "capture_mode": self.capture_mode if self.graphs_by_size else "eager",
             "graphs_per_step": len(self.graphs),
+            "captured_sizes": sorted(self.graphs_by_size),
             "idle_us": self.idle_us,
             "capture_batch_sizes": list(self.capture_batch_sizes),
             "run_batch": self.run_batch,
