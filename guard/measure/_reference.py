@@ -20,7 +20,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 
 from guard._errors import ConfigError
-from guard.config import MAX_REFERENCE_BYTES, Files
+from guard.config import MAX_BATCH_SIZE, MAX_MIX_SIZES, MAX_REFERENCE_BYTES, Files
 from guard.measure._models import REFERENCE_FORMAT, ReferenceTokens
 from guard.measure._runner import ArmTarget, HarnessSpec, RunFailed, run_harness
 
@@ -158,8 +158,6 @@ MAX_MIX_FILE_BYTES = 8 << 20
 def parse_mix_file(text: bytes, shown_as: str) -> list[int]:
     """A committed batch-size sequence: one whole number per line (1 to the largest batch size
     a config may name), blank lines and `#` comments ignored, at most 64 distinct sizes."""
-    from guard.config._models import MAX_BATCH_SIZE, MAX_MIX_SIZES
-
     hint = "write one batch size per line, one line per decode step"
     try:
         lines = text.decode("utf-8").splitlines()
