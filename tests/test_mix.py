@@ -197,17 +197,19 @@ def test_the_report_figures_follow_the_policy(mixed_arms) -> None:  # type: igno
 
 # -- the figures from known records -------------------------------------------------------
 
-def _run(step_ms: list[float], infos: list[StepInfo] | None, warmup: int = 0, timer: str = "perf_counter") -> MixRun:
-    return MixRun(max_batch_size=4, steps=len(step_ms), warmup_steps=warmup, timer=timer, setup_s=0.0,
-                  tok_per_s=100.0, step_ms=step_ms, step_info=infos, tokens=[])
+def _run(step_ms: list[float], infos: list[StepInfo] | None, schedule: list[int], warmup: int = 0) -> MixRun:
+    """A CPU's mix pass of known step times over `schedule`, its rows as wide as the schedule says."""
+    rows = [[0] * max(schedule)] + [[0] * size for size in schedule[: warmup + len(step_ms)]]
+    return MixRun(max_batch_size=max(schedule), steps=len(step_ms), warmup_steps=warmup, timer="perf_counter",
+                  setup_s=0.0, tok_per_s=100.0, step_ms=step_ms, step_info=infos, tokens=rows)
 
 
 def test_coverages_padding_and_step_times_from_known_records() -> None:
     schedule = [9, 1, 3, 1, 4]  # a warmup step, then 4 timed ones (a CPU times the first pass)
     infos = [StepInfo(path="graph", padded_to=1), StepInfo(path="graph", padded_to=4),
              StepInfo(path="graph", padded_to=1), StepInfo(path="eager", padded_to=4)]
-    first = _run([1.0, 3.0, 2.0, 4.0], infos, warmup=1)
-    second = _run([2.0, 5.0, 2.0, 6.0], infos, warmup=1)
+    first = _run([1.0, 3.0, 2.0, 4.0], infos, schedule, warmup=1)
+    second = _run([2.0, 5.0, 2.0, 6.0], infos, schedule, warmup=1)
     figures = arm_mix("head", [first, second], schedule)
     assert figures is not None
     assert figures.capture_coverage == 3 / 4
@@ -223,16 +225,19 @@ def test_coverages_padding_and_step_times_from_known_records() -> None:
     assert figures.gpu_ms_per_step == pytest.approx((2.5 + 3.75) / 2)
     assert figures.gpu_ms_per_real_token == pytest.approx((10 / 9 + 15 / 9) / 2)
     assert figures.imbalance is None
+    # a process that decoded another schedule is left out, not read against this one
+    assert arm_mix("head", [first, _run([2.0, 5.0, 2.0, 6.0], infos, [9, 1, 1, 3, 4], warmup=1)],
+                   schedule).processes == 1
 
 
 def test_unknown_without_step_info_and_a_contradicting_record_is_not_taken() -> None:
-    figures = arm_mix("base", [_run([1.0, 2.0], None)], [2, 1])
+    figures = arm_mix("base", [_run([1.0, 2.0], None, [2, 1])], [2, 1])
     assert figures is not None
     assert figures.capture_coverage is figures.useful_work_coverage is figures.padding_waste is None
     assert all(s.path is None and s.padded_to is None for s in figures.sizes)
     # padded_to under the step's batch contradicts the schedule: that step is unknown, and counted
     lying = arm_mix("head", [_run([1.0, 2.0], [StepInfo(path="graph", padded_to=1),
-                                               StepInfo(path="graph", padded_to=1)])], [2, 1])
+                                               StepInfo(path="graph", padded_to=1)], [2, 1])], [2, 1])
     assert lying is not None and lying.inconsistent_steps == 1 and lying.padding_waste is None
     with pytest.raises(ValueError):
         StepInfo.model_validate({"path": "replayed"})
@@ -249,7 +254,7 @@ def test_imbalance_from_known_loads() -> None:
     levels = [1.0, 1.25, 1.5, 2.0, 3.0]
     ms = [1.0, 2.0, 3.0, 4.0, 5.0]
     infos = [StepInfo(path="graph", padded_to=8, expert_tokens=load) for load in loads]
-    figures = arm_mix("head", [_run(ms, infos)], [8] * 5)
+    figures = arm_mix("head", [_run(ms, infos, [8] * 5)], [8] * 5)
     assert figures is not None and figures.imbalance is not None
     imbalance = figures.imbalance
     assert [imbalance_of(load) for load in loads] == levels

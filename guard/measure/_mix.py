@@ -60,7 +60,7 @@ class Imbalance(BaseModel):
 
 class ArmMix(BaseModel):
     arm: str
-    processes: int
+    processes: int  # whose mix pass followed the schedule (the others are left out)
     timer: str
     gpu_ms_per_step: float  # median over processes of the mean over the timed steps (a mix is a whole)
     gpu_ms_per_real_token: float  # median over processes of the timed steps' ms over their real rows
@@ -102,6 +102,14 @@ def _path_of(paths: list[str | None]) -> Literal["graph", "eager", "mixed"] | No
     return "mixed" if len(kinds) > 1 else ("graph" if kinds == {"graph"} else "eager")
 
 
+def _on_schedule(run: MixRun, schedule: list[int]) -> bool:
+    """The process decoded the guard's schedule: after its lead row, a row per step as wide as
+    that step's batch, through its timed steps (another interpreter's draw would show here)."""
+    widths = [len(row) for row in run.tokens[1:]]
+    timed_end = run.warmup_steps + run.steps * (2 if run.timer == "cuda_event" else 1)
+    return len(widths) >= timed_end and widths == schedule[: len(widths)]
+
+
 def _consistent(info: StepInfo | None, size: int) -> bool:
     return info is None or info.padded_to is None or info.padded_to >= size
 
@@ -109,7 +117,8 @@ def _consistent(info: StepInfo | None, size: int) -> bool:
 def arm_mix(arm: str, runs: list[MixRun], schedule: list[int]) -> ArmMix | None:
     """One arm's figures over its processes' mix passes; `schedule` is the guard's own draw,
     the timed steps read against its segment for their timer. None without a usable run."""
-    usable = [r for r in runs if len(r.step_ms) == r.steps and (r.step_info is None or len(r.step_info) == r.steps)]
+    usable = [r for r in runs if len(r.step_ms) == r.steps and (r.step_info is None or len(r.step_info) == r.steps)
+              and _on_schedule(r, schedule)]
     if not usable:
         return None
     per_size_ms: dict[int, list[float]] = {}
