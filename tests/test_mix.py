@@ -178,6 +178,7 @@ def test_the_report_figures_follow_the_policy(mixed_arms) -> None:  # type: igno
     timed = schedule[spec.warmup_steps: spec.warmup_steps + spec.steps]  # a CPU times the end-to-end pass
     real, computed = sum(timed), sum(_padded(b) for b in timed)
     assert base.padding_waste == 0 and base.useful_work_coverage == 1
+    assert base.disagreements == head.disagreements == [0, 0] and head.compared > spec.steps
     assert head.useful_work_coverage == pytest.approx(real / computed)
     assert head.padding_waste == pytest.approx((computed - real) / computed)
     assert head.padding_waste > 0

@@ -70,6 +70,10 @@ class ArmMix(BaseModel):
     useful_work_coverage: float | None = None  # real rows over computed rows
     padding_waste: float | None = None  # padded rows over computed rows
     inconsistent_steps: int = 0  # step records that contradict the schedule (padded_to under the batch): unknown
+    # forced: each process's (step, row) outputs that differ from the reference, as the guard
+    # counted them, of `compared` each; None: it ran free
+    disagreements: list[int | None] = []
+    compared: int = 0
     sizes: list[MixSize]
     imbalance: Imbalance | None = None  # None: no expert_tokens
 
@@ -192,6 +196,8 @@ def arm_mix(arm: str, runs: list[MixRun], schedule: list[int]) -> ArmMix | None:
         useful_work_coverage=useful,
         padding_waste=1.0 - useful if useful is not None else None,
         inconsistent_steps=inconsistent,
+        disagreements=[r.disagreements for r in usable],
+        compared=max(r.compared for r in usable),
         sizes=sizes_out,
         imbalance=_imbalance(points),
     )
