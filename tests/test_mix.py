@@ -354,3 +354,42 @@ def test_guard_run_reports_the_mix_per_arm(tmp_path: Path) -> None:
         assert [len(row) for row in result["mix"]["tokens"]] == [6, *[sequence[k % 5] for k in range(18)]]
         assert result["mix"]["forced"] is True
     assert report["config_change"] is not None  # the head's sizes file was seen, and not used
+
+
+BAD_INFO_WORKLOAD = '''
+class Workload:
+    def setup(self, batch_size):
+        self.rows = batch_size
+
+    def step(self, tokens=None):
+        self.rows = self.rows if tokens is None else len(tokens)
+        return [1] * self.rows
+
+    def step_info(self):
+        return {answer}
+
+
+def make():
+    return Workload()
+'''
+
+
+@pytest.mark.parametrize("answer,said", [
+    ('{"path": "replayed"}', "path must be 'graph' or 'eager'"),
+    ('{"padded_to": 0}', "padded_to must be a whole number"),
+    ('{"expert_tokens": [1, -1]}', "expert_tokens must be 1 to 4096 whole numbers"),
+    ('{"graphs": 1}', "unknown keys ['graphs']"),
+    ('[1]', "must return a dict"),
+])
+def test_a_step_info_that_breaks_the_protocol_fails_its_process_with_a_message(
+    tmp_path: Path, answer: str, said: str,
+) -> None:
+    (tmp_path / "wl.py").write_text(BAD_INFO_WORKLOAD.format(answer=answer))
+    spec = {"entry": "wl.py:make", "root": str(tmp_path), "batch_sizes": [1], "steps": 3, "warmup_steps": 1,
+            "batch_mix": {"1": 0.5, "2": 0.5}}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "guard/harness/run.py"), str(tmp_path / "spec.json"),
+                           str(tmp_path / "out.json")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3
+    error = json.loads((tmp_path / "out.json").read_text())["error"]
+    assert error["stage"] == "batch-size mix" and said in error["message"]
