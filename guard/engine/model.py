@@ -185,9 +185,9 @@ class Decoder:
         weight, chosen = (h @ lw["router"]).topk(top_k, dim=-1)  # route: [B, k]
         weight = weight.softmax(-1)
         expert = chosen.reshape(-1)  # [B * k], token-major
-        token = torch.arange(batch, device=h.device).repeat_interleave(top_k)
+        token = torch.arange(batch * top_k, device=h.device) // top_k  # no host sync: capturable
         onehot = torch.nn.functional.one_hot(expert, experts)  # [B * k, E]
-        real = onehot if keep is None else onehot * keep.repeat_interleave(top_k).unsqueeze(1)
+        real = onehot if keep is None else onehot * keep.unsqueeze(1).expand(batch, top_k).reshape(-1, 1)
         if self.loads is not None:
             self.loads.add_(real.sum(0))
         if self.dispatch == "capacity":
