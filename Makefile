@@ -10,7 +10,7 @@ WORKFLOWS := action.yml $(wildcard .github/workflows/*.yml) $(wildcard examples/
 # The CPU build the tests pin; on a GPU runner the runner's own torch is used instead.
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup demo test test-gpu test-docker lint clean
+.PHONY: setup demo schema test test-gpu test-docker lint clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,10 @@ $(STAMP): pyproject.toml | $(PY)
 # Exit code 1 is the demo doing its job (it finds the regression); 2 is a real failure.
 demo: setup
 	$(VENV)/bin/guard demo --out guard-demo || test $$? -eq 1
+
+# The JSON Schema of report.json, from the Report model (tests/test_report_schema.py holds it to this).
+schema: setup
+	$(PY) -m guard.report._json_schema docs/report.schema.json
 
 test: setup
 	$(PY) -m pytest -q

@@ -40,9 +40,10 @@ from typing import Any, Callable
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from guard.report import Report  # noqa: E402
-from guard.report._attribution import cause_tag  # noqa: E402
-from guard.report._title import title  # noqa: E402
+from benchmarks.validation._older import read_any  # noqa: E402
+from benchmarks.validation._pairs import cause_of  # noqa: E402
+from guard.report import Report, title  # noqa: E402
+from guard.report._reason_text import reason_short  # noqa: E402
 
 COMPILED_SOURCE = REPO_ROOT / "guard" / "workloads" / "compiled.py"
 ENGINE_DIR = REPO_ROOT / "guard" / "engine"
@@ -160,14 +161,14 @@ def head_branch(repo: Path, case: Case, kind: str) -> str:
 
 def expected(kind: str, report: Report, cause: str | None) -> tuple[bool, str]:
     """Whether the pair met its criterion, and the criterion, from the report's typed fields
-    (the title says what they say: report/_title.py renders it from them)."""
+    (the explanation's cause, not the title's words)."""
     capture = bool(report.capture and report.capture.files)
     fell_out = any(t.diff and t.diff.launches and t.diff.launches.fell_out_of_graphs for t in report.traces)
     head = [a for b in report.batch_sizes if b.agreement for a in b.agreement.arms if a.arm == report.head]
     if kind == "aa":
         return report.verdict == "pass", "pass"
     if kind == "graph-break":
-        return (report.verdict == "regression" and cause == "idle time between kernels" and capture,
+        return (report.verdict == "regression" and cause == "idle_between_kernels" and capture,
                 "regression, idle time between kernels, titled as a capture change, the line named")
     if kind == "mode-default":
         return report.verdict == "regression" and fell_out, "regression, decode fell out of its CUDA graphs"
@@ -175,10 +176,11 @@ def expected(kind: str, report: Report, cause: str | None) -> tuple[bool, str]:
 
 
 def record(case: Case, kind: str, out: Path, seconds: float) -> dict[str, Any]:
-    report = Report.model_validate_json((out / "report.json").read_text())
+    # a committed pair may be of an older schema: its numbers read as data, decided and explained again
+    report = read_any(out / "report.json")
     batch = report.batch_sizes[0]
     section = next((t for t in report.traces if t.batch_size == batch.batch_size), None)
-    cause = cause_tag(batch, section) if batch.gpu_ms_change is not None else None
+    cause = cause_of(report, batch.batch_size)
     headline = title(report)
     met, criterion = expected(kind, report, cause)
     agreement = batch.agreement
@@ -198,7 +200,7 @@ def record(case: Case, kind: str, out: Path, seconds: float) -> dict[str, Any]:
         "launches": None if launches is None else launches.model_dump(),
         "capture": [{"path": f.path, "ranges": f.ranges, "matched_by": f.matched_by}
                     for f in (report.capture.files if report.capture else [])],
-        "reasons": report.reasons,
+        "reasons": [reason_short(r) for r in report.reasons],
         "repeats": report.workload.repeats, "steps": report.workload.steps,
         "gpu": report.environment.gpu, "seconds": round(seconds, 1),
     }

@@ -24,6 +24,7 @@ from guard.measure import (
 )
 from guard.pipeline import Progress
 from guard.report import share, slow_processes_sentence
+from guard.report._reason_text import reason_short
 from guard.trace import analyze, read_trace
 
 # A suggested threshold is the smallest this runner supports (measure/_noise.py), over the
@@ -121,7 +122,8 @@ def calibrate(
     noise = []
     for batch in comparison.batches:
         if batch.gpu_ms_change is None or batch.tok_per_s_change is None:
-            raise HarnessError("aa", f"batch size {batch.batch_size}: {'; '.join(batch.reasons)}")
+            why = "; ".join(reason_short(r) for r in batch.reasons) or "no change to compare"
+            raise HarnessError("aa", f"batch size {batch.batch_size}: {why}")
         gpu = [v for a in batch.arms for v in a.gpu_ms_per_step.values]
         tok = [v for a in batch.arms for v in a.tok_per_s.values]
         noise.append(NoiseFloor(

@@ -12,6 +12,7 @@ import guard
 from guard._errors import BuildError, ConfigError, GuardError
 from guard._output import check_out_dir
 from guard.cause import CaptureChanges, find_capture_changes
+from guard.explain import explain
 from guard.checkout import (
     ArmRef, BuiltArm, build_arm, commit_subject, default_cache_dir, persisted_credentials, resolve_arms,
     require_distinct, uncommitted_changes,
@@ -167,7 +168,8 @@ def _run_guard(
 
     comparison, rounds, _ = confirm_undecided(decide(), confirmation_round)
     slow = slow_processes(measurements.values(), spec.batch_sizes)
-    progress(slow_processes_sentence(slow))
+    gpu_timed = any(a.timer == "cuda_event" for b in comparison.batches for a in b.arms)
+    progress(slow_processes_sentence(slow, gpu=gpu_timed))
 
     for info in arms:
         m = measurements[info.name]
@@ -178,7 +180,14 @@ def _run_guard(
     traces = _trace_paths(measurements)
     if traces:
         progress(f"analysing {sum(len(v) for by in traces.values() for v in by.values())} profiler traces")
+    sections = trace_sections(traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir)
     capture = _capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress)
+    explanation = explain(
+        comparison.verdict, comparison.batches, {s.batch_size: s.diff for s in sections if s.diff is not None},
+        base_ref.name, head_ref.name, threshold_pct=comparison.threshold_pct, confidence=comparison.confidence,
+        ablation_builds={a.name: a.source for a in arms if a.source is not None and a.status == "ok"},
+        capture=capture,
+    )
     report = Report(
         tool_version=guard.__version__,
         verdict=comparison.verdict,
@@ -205,7 +214,7 @@ def _run_guard(
         environment=_environment(measurements, [base_ref.name, head_ref.name]).model_copy(
             update={"gpu_state": comparison.gpu_fingerprint}
         ),
-        traces=trace_sections(traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir),
+        traces=sections,
         changed_files=capture.changed_files if capture else [],  # from the one diff capture detection reads
         config_change=change,
         overrides=overrides if overrides.given() else None,
@@ -217,6 +226,7 @@ def _run_guard(
         repo=str(repo),
         started_at=datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
         duration_s=round(time.time() - started, 1),
+        explanation=explanation,
     )
     write_report(report, out_dir)
     return report

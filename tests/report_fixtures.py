@@ -1,13 +1,35 @@
 """Reports that hold up, for any verdict: a committed H200 report's base measurements, with
 head's made from them, every verdict decided again from those values by the compare stage,
-by the interval rule (schema 2), as if in one round of a run that may take `looks` rounds.
-A test that wants a report saying `pass` gets one whose numbers pass."""
+by the interval rule, as if in one round of a run that may take `looks` rounds, and its facts
+explained again. A test that wants a report saying `pass` gets one whose numbers pass.
+`committed` reads a committed report of an older schema as data (benchmarks/validation/_older.py)."""
 
 from __future__ import annotations
 
 from guard.compare import StatedRule, decide_again, most_severe
 from guard.measure import spread
-from guard.report import SCHEMA_VERSION, Report
+import tempfile
+from pathlib import Path
+
+from benchmarks.validation._older import read_any as committed
+from guard.report import SCHEMA_VERSION, Report, explain_report
+
+__all__ = ["committed", "current_file", "explained", "remeasured"]
+
+_CURRENT = Path(tempfile.mkdtemp(prefix="guard-current-reports-"))
+
+
+def current_file(path: Path) -> Path:
+    """A committed report of an older schema, written as the current schema, for a command to read."""
+    out = _CURRENT / f"{path.parent.name}-{path.name.removesuffix('.gz')}"
+    if not out.exists():
+        out.write_text(committed(path).model_dump_json(indent=2))
+    return out
+
+
+def explained(report: Report) -> Report:
+    """`report` with its facts explained again, after a test changed its figures."""
+    return report.model_copy(update={"explanation": explain_report(report)})
 
 
 def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 1) -> Report:
@@ -31,9 +53,10 @@ def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 
             }))
         stored = batch.model_copy(update={"arms": arms, "look": 1})
         batches.append(decide_again(stored, report.base, report.head, rule))
-    return report.model_copy(update={
+    again = report.model_copy(update={
         "schema_version": SCHEMA_VERSION, "looks": looks, "rounds": 1,
         "batch_sizes": batches,
         "verdict": most_severe([b.verdict for b in batches]),
         "reasons": [r for b in batches for r in b.reasons],
     })
+    return again.model_copy(update={"explanation": explain_report(again)})

@@ -7,14 +7,15 @@ from pathlib import Path
 
 from guard.measure import Spread
 from guard.report import Report, render_comment
-from guard.report._ablation import ablation_lines
+from guard.report._cause_text import ablation_lines
+from tests.report_fixtures import committed, explained
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"
 
 
 def _demo() -> Report:
-    return Report.model_validate_json(DEMO.read_text())
+    return committed(DEMO)
 
 
 def _values(report: Report, batch_size: int, arm: str) -> list[float]:
@@ -40,7 +41,8 @@ def test_the_share_each_batch_size_takes_back_is_the_ablations_distance_from_the
     assert "taking back 96% of" in line and "taking back 52% of" in line
     comment = render_comment(report)
     assert f"- {line}" in comment
-    assert comment.index(line) < comment.index("Profiler over")
+    # the arms' figures are detail: in their own fold, under the answer
+    assert comment.index("<summary>Ablation arms") < comment.index(line) < comment.index("<summary>Every arm")
 
 
 def _with_unpadded(report: Report, batch_size: int, scale: float) -> Report:
@@ -57,7 +59,7 @@ def _with_unpadded(report: Report, batch_size: int, scale: float) -> Report:
             ]
             batch = batch.model_copy(update={"arms": arms})
         batches.append(batch)
-    return report.model_copy(update={"batch_sizes": batches})
+    return explained(report.model_copy(update={"batch_sizes": batches}))
 
 
 def test_all_or_none_of_the_slowdown_is_said_in_words() -> None:
@@ -72,13 +74,13 @@ def test_all_or_none_of_the_slowdown_is_said_in_words() -> None:
 def test_a_batch_size_that_did_not_regress_gets_the_change_alone_and_a_failed_arm_no_line() -> None:
     report = _demo()
     batches = [b.model_copy(update={"verdict": "pass"}) if b.batch_size == 2 else b for b in report.batch_sizes]
-    [line] = ablation_lines(report.model_copy(update={"batch_sizes": batches}))
+    [line] = ablation_lines(explained(report.model_copy(update={"batch_sizes": batches})))
     second = line[line.index("at batch size 2"):]
     assert "against base" in second and "taking back" not in second
     arms = [a.model_copy(update={"status": "run_failed"}) if a.source else a for a in report.arms]
-    failed = report.model_copy(update={"arms": arms})
+    failed = explained(report.model_copy(update={"arms": arms}))
     assert ablation_lines(failed) == []
-    assert "The ablation arms, in" not in render_comment(failed)
+    assert "Ablation arms" not in render_comment(failed)
 
 
 def test_one_repeat_gives_the_medians_ratio_without_an_interval() -> None:
@@ -91,7 +93,7 @@ def test_one_repeat_gives_the_medians_ratio_without_an_interval() -> None:
             spread = Spread(median=one[0], min=one[0], max=one[0], values=one)
             arms.append(a.model_copy(update={"gpu_ms_per_step": spread}))
         batches.append(batch.model_copy(update={"arms": arms}))
-    [line] = ablation_lines(report.model_copy(update={"batch_sizes": batches}))
+    [line] = ablation_lines(explained(report.model_copy(update={"batch_sizes": batches})))
     base, unpadded = _values(report, 1, "base")[0], _values(report, 1, "head-unpadded")[0]
     clause = f"at batch size 1, {(unpadded / base - 1) * 100:+.2f}% against base"
     assert clause in line and not line[line.index(clause) + len(clause):].startswith(" (")
@@ -100,7 +102,7 @@ def test_one_repeat_gives_the_medians_ratio_without_an_interval() -> None:
 def test_an_arm_from_the_base_build_reproduces_a_share_of_the_slowdown() -> None:
     report = _demo()
     arms = [a.model_copy(update={"source": "base"}) if a.source else a for a in report.arms]
-    [line] = ablation_lines(report.model_copy(update={"arms": arms}))
+    [line] = ablation_lines(explained(report.model_copy(update={"arms": arms})))
     assert line.startswith("`head-unpadded` (the base build with ")
     for batch_size in (1, 2):
         base, head, unpadded = (_values(report, batch_size, a) for a in ("base", "head", "head-unpadded"))
@@ -111,10 +113,11 @@ def test_an_arm_from_the_base_build_reproduces_a_share_of_the_slowdown() -> None
 
 def test_the_heading_names_the_step_time_as_it_was_timed() -> None:
     report = _demo()
-    assert "The ablation arms, in GPU ms per decode step against base (95% interval):" in render_comment(report)
+    assert "<summary>Ablation arms: GPU ms per step against base (95% interval)</summary>" in render_comment(report)
     batches = [
         b.model_copy(update={"arms": [a.model_copy(update={"timer": "perf_counter"}) for a in b.arms]})
         for b in report.batch_sizes
     ]
     on_cpu = render_comment(report.model_copy(update={"batch_sizes": batches}))
-    assert "The ablation arms, in ms per decode step (CPU) against base (95% interval):" in on_cpu
+    assert "<summary>Ablation arms: CPU ms per step against base (95% interval)</summary>" in on_cpu
+    assert "GPU ms" not in on_cpu and "GPU time" not in on_cpu  # a CPU run never names its times GPU

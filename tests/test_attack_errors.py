@@ -30,10 +30,11 @@ from guard.publish import GitHub, PublishError, write_outputs
 from guard.report import read_report, write_report
 from tests.conftest import commit_all, git
 from tests.github_standin import GitHubStandIn
+from tests.report_fixtures import committed, current_file
 from tests.test_pipeline import WORKLOAD, make_repo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json"
+EXAMPLE = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json")
 SMALL_TRACE = REPO_ROOT / "tests" / "fixtures" / "traces" / "h200-refengine-step-graph-bs1.json.gz"
 REPO, PR, TOKEN = "octo/engine", 7, "user-token"
 MiB = 1 << 20
@@ -229,7 +230,7 @@ def test_a_full_disk_keeps_the_earlier_report_whole(tmp_path: Path) -> None:
 def test_report_and_thresholds_are_written_whole_or_not_at_all(tmp_path: Path) -> None:
     """The writers themselves on a disk that fills: the earlier files stay as they were, and
     no temporary file is left behind."""
-    report = read_report(EXAMPLE)
+    report = committed(EXAMPLE)
     with small_disk(tmp_path / "disk", "1m") as disk:
         write_report(report, disk)
         write_thresholds(disk / "thr.toml", Thresholds(gpu_ms_pct=2.0, tok_per_s_pct=3.0), "first")

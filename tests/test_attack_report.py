@@ -24,15 +24,16 @@ import pytest
 from cmarkgfm.cmark import Options
 
 from guard._markdown import block, code, text
-from guard.report import Report, UnfoundedReport, read_report
+from guard.report import Report, UnfoundedReport, build_view, read_report
 from tests.github_standin import GitHubStandIn
-from tests.report_fixtures import remeasured
+from tests.report_fixtures import committed, current_file, explained, remeasured
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The richest committed H200 report: per-metric verdicts, an ablation arm, traces, a capture change.
-RICH = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"
+RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")
 # A forced pair whose head computes another function: invalid, by its disagreement counts.
-OUTPUT_CHANGED = REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-output-change" / "report.json"
+OUTPUT_CHANGED = current_file(REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-output-change"
+                              / "report.json")
 REPO, PR, TOKEN = "octo/engine", 7, "user-token"
 SERVER = "https://github.example"
 
@@ -69,7 +70,7 @@ def _json(report: Report) -> dict[str, Any]:
 
 def _far_slower() -> dict[str, Any]:
     """The rich report, with head 9.05 times slower than base: +805%, a regression."""
-    report = remeasured(read_report(RICH), 9.05)
+    report = remeasured(committed(RICH), 9.05)
     assert report.verdict == "regression"
     assert all(round(b.gpu_ms_change.pct) == 805 for b in report.batch_sizes if b.gpu_ms_change)
     return _json(report)
@@ -90,7 +91,7 @@ def _every_verdict_pass() -> dict[str, Any]:
 
 
 def _one_metric_pass() -> dict[str, Any]:
-    data = _json(read_report(RICH))
+    data = _json(committed(RICH))
     data["batch_sizes"][0]["gpu_ms_verdict"] = "pass"  # the batch size still says regression
     return data
 
@@ -106,7 +107,7 @@ def _changes_to_fit_a_pass() -> dict[str, Any]:
 
 def _values_that_do_not_fit() -> dict[str, Any]:
     """An honest regression's stated changes, over head values made base's own: no change at all."""
-    data = _json(read_report(RICH))
+    data = _json(committed(RICH))
     for batch in data["batch_sizes"]:
         base = next(a for a in batch["arms"] if a["arm"] == data["base"])
         head = next(a for a in batch["arms"] if a["arm"] == data["head"])
@@ -115,19 +116,19 @@ def _values_that_do_not_fit() -> dict[str, Any]:
 
 
 def _median_not_of_its_values() -> dict[str, Any]:
-    data = _json(read_report(RICH))
+    data = _json(committed(RICH))
     data["batch_sizes"][0]["arms"][1]["gpu_ms_per_step"]["median"] = 1.0
     return data
 
 
 def _changed_output_hidden() -> dict[str, Any]:
     """A head whose forced outputs changed, its flags and verdicts cleared and timings made up."""
-    data = _json(read_report(OUTPUT_CHANGED))
+    data = _json(committed(OUTPUT_CHANGED))
     assert data["verdict"] == "invalid"
     batch = data["batch_sizes"][0]
     for arm in batch["agreement"]["arms"]:
         arm.update(output_changed=False, numerics_changed=False)
-    honest = remeasured(read_report(RICH), 1.0).batch_sizes[0]
+    honest = remeasured(committed(RICH), 1.0).batch_sizes[0]
     batch.update(verdict="pass", gpu_ms_verdict="pass", tok_per_s_verdict="pass",
                  gpu_ms_change=_json_of(honest.gpu_ms_change), tok_per_s_change=_json_of(honest.tok_per_s_change))
     data["verdict"] = "pass"
@@ -139,7 +140,7 @@ def _json_of(model: Any) -> Any:
 
 
 def _threshold_past_reason() -> dict[str, Any]:
-    data = _json(read_report(RICH))
+    data = _json(committed(RICH))
     data["tok_threshold_pct"] = 1000.0  # tok/s cannot fall by more than 100%
     return data
 
@@ -147,7 +148,7 @@ def _threshold_past_reason() -> dict[str, Any]:
 def _at_threshold() -> dict[str, Any]:
     """The rich report, head 1% slower with base's own spread: at the 1% threshold, by the
     interval rule, in the first of 2 rounds."""
-    report = remeasured(read_report(RICH), 1.01, looks=2)
+    report = remeasured(committed(RICH), 1.01, looks=2)
     assert report.verdict == "at_threshold" and report.looks == 2
     assert [b.decided_by for b in report.batch_sizes] == ["gpu_ms", "gpu_ms"]
     return _json(report)
@@ -181,10 +182,10 @@ def _a_look_past_the_last() -> dict[str, Any]:
     return data
 
 
-def _the_significance_rule_claimed() -> dict[str, Any]:
-    """Schema 1 claimed, to be decided by the rule of older reports: that rule never says at_threshold."""
-    data = _at_threshold()
-    data.update(schema_version=1, looks=None)
+def _a_cause_not_of_its_figures() -> dict[str, Any]:
+    """The facts the comment states, changed: a cause its trace diff does not give."""
+    data = _json(committed(RICH))
+    data["explanation"]["causes"][0]["kind"] = "slower_kernels"
     return data
 
 
@@ -195,15 +196,15 @@ FORGERIES = {
                                          "batch size 1: decided_by tok_per_s, but its numbers give gpu_ms"),
     "alpha not split over the looks": (_alpha_not_split, "batch size 1: alpha_per_look 0.005, but its numbers give"),
     "a look past the last": (_a_look_past_the_last, "batch size 2: look is 3, where 1 to 2"),
-    "the significance rule claimed": (_the_significance_rule_claimed,
-                                      "batch size 1: verdict at_threshold, but its numbers give inconclusive"),
+    "a cause not of its figures": (_a_cause_not_of_its_figures,
+                                   "explanation.causes as stated, but its numbers give other facts"),
     "pass over +805%": (_pass_over_regression, "verdict pass, but its numbers give regression"),
     "every verdict pass over +805%": (_every_verdict_pass,
                                       "batch size 1: verdict pass, but its numbers give regression"),
     "one metric's verdict": (_one_metric_pass, "batch size 1: gpu_ms_verdict pass, but its numbers give regression"),
     "changes rewritten to fit a pass": (_changes_to_fit_a_pass, "verdict pass, but its numbers give regression"),
     "values that do not give the changes": (_values_that_do_not_fit,
-                                            "batch size 1: verdict regression, but its numbers give inconclusive"),
+                                            "batch size 1: verdict regression, but its numbers give pass"),
     "a median not of its values": (_median_not_of_its_values, "gpu_ms_per_step.median 1.0, but its numbers give"),
     "a changed output hidden": (_changed_output_hidden, "verdict pass, but its numbers give invalid"),
     "a threshold past reason": (_threshold_past_reason, "tok_threshold_pct is 1000.0"),
@@ -238,13 +239,13 @@ def test_an_honest_report_of_the_interval_rule_holds_up(tmp_path: Path, factor: 
     """Each verdict of the interval rule, written as `guard run` writes it and read back."""
     from guard.report import ReportError
 
-    report = remeasured(read_report(RICH), factor, jitter, looks=2)
+    report = remeasured(committed(RICH), factor, jitter, looks=2)
     assert report.verdict == verdict
     again = read_report(_write(tmp_path, report))  # decided again from its numbers, and it holds
-    assert again.verdict == verdict and again.schema_version == 2 and again.looks == 2
+    assert again.verdict == verdict and again.schema_version == 3 and again.looks == 2
     assert [b.alpha_per_look for b in again.batch_sizes] == [again.alpha / (2 * 2 * 2)] * 2
-    unstated = _json(report) | {"looks": None}  # schema 2 without the looks its alpha was split over
-    with pytest.raises(ReportError, match="looks is stated in a report of schema 2"):
+    unstated = _json(report) | {"looks": None}  # without the looks its alpha was split over
+    with pytest.raises(ReportError, match="not a valid report: looks"):
         read_report(_write(tmp_path, unstated, "unstated.json"))
 
 
@@ -268,7 +269,7 @@ def test_the_forged_pass_would_set_success_without_the_check(
 def test_consistent_numbers_post_as_they_are(api: GitHubStandIn, tmp_path: Path) -> None:
     """The check's limit: numbers made up to agree with each other are decided again and
     agree. A pass remeasured from base's own values posts as a pass."""
-    report = remeasured(read_report(RICH), 1.0)
+    report = remeasured(committed(RICH), 1.0)
     assert report.verdict == "pass"
     proc = _cli("comment", "--report", str(_write(tmp_path, report)), "--pr", str(PR), "--mode", "always",
                 env=_env(api, tmp_path))
@@ -283,8 +284,11 @@ def _committed_reports() -> list[Path]:
 
 
 def test_every_committed_report_holds_up(tmp_path: Path) -> None:
-    """An honest report, of this guard or an older one, is decided again to what it states."""
+    """The committed reports are of older schemas: the guard refuses each in one message that
+    says to run it again; read as data by the validation code, each holds up as this guard's."""
     import gzip
+
+    from guard.report import SCHEMA_VERSION, ReportError
 
     paths = _committed_reports()
     assert len(paths) >= 40
@@ -293,8 +297,26 @@ def test_every_committed_report_holds_up(tmp_path: Path) -> None:
         raw = path.read_bytes()
         plain = tmp_path / f"{number}.json"
         plain.write_bytes(gzip.decompress(raw) if path.suffix == ".gz" else raw)
-        verdicts.add(read_report(plain).verdict)  # raises UnfoundedReport where it would not hold
-    assert verdicts == {"pass", "regression", "inconclusive", "invalid"}
+        if json.loads(plain.read_bytes())["schema_version"] == SCHEMA_VERSION:  # written by this guard
+            verdicts.add(read_report(plain).verdict)
+            continue
+        with pytest.raises(ReportError, match=r"is a report of schema_version [12]; .* re-run the guard"):
+            read_report(plain)
+        verdicts.add(read_report(current_file(path)).verdict)  # raises UnfoundedReport where it would not hold
+    assert {"pass", "regression", "invalid"} <= verdicts
+
+
+def test_a_report_of_an_older_schema_is_refused_before_anything_is_posted(api: GitHubStandIn,
+                                                                          tmp_path: Path) -> None:
+    path = _write(tmp_path, _at_threshold() | {"schema_version": 2})
+    env = _env(api, tmp_path)
+    for command in (["comment", "--report", str(path), "--pr", str(PR)], ["summary", "--report", str(path)]):
+        proc = _cli(*command, env=env)
+        assert proc.returncode == 2, proc.stderr
+        (line,) = proc.stderr.splitlines()
+        assert line == (f"guard: error: {path} is a report of schema_version 2; this guard reads schema_version 3 "
+                        "only: re-run the guard (`guard run`) to get a report it reads")
+    assert api.requests() == [] and not (tmp_path / "summary.md").exists()
 
 
 # --- hostile strings ---------------------------------------------------------------------
@@ -310,7 +332,8 @@ LEADS = ["", "# ", "- ", "1. ", "    ", "> ", "<div>", "=== ", "| ", "@org/team 
 # Fields whose values are a closed set, a pattern or a commit sha: the schema or the check
 # refuses anything else, so they cannot carry markup. Keys of these dicts are rendered too.
 CLOSED = {"verdict", "gpu_ms_verdict", "tok_per_s_verdict", "status", "sha", "timer", "matched_by", "at_threshold",
-          "reference", "format", "steps_rule", "how", "base_sha", "head_sha", "merge_base", "schema_version"}
+          "reference", "format", "steps_rule", "how", "base_sha", "head_sha", "merge_base", "schema_version",
+          "decided_by", "metric", "kind", "build", "cause"}
 RENDERED_KEYS = {"env", "options", "api_calls_changed"}
 
 
@@ -328,12 +351,14 @@ def _hostile(data: Any, names: dict[str, str], key: str = "") -> Any:
 
 
 def _hostile_report(tmp_path: Path, failed: bool = False) -> tuple[Path, Report]:
-    data = _json(read_report(RICH))
+    data = _json(committed(RICH))
     if failed:  # the ablation arm failed to run: its log tail is shown, the comparison invalid
         data["arms"][2].update(status="run_failed", error="exit 1", log_tail="Traceback\n  ...\nError: boom")
         data["verdict"] = "invalid"
+        data = _json(explained(Report.model_validate(data)))
     data["warnings"] = ["arm 'head' repeat 2: clocks held down"]
-    data["reasons"] = data["reasons"] + ["arm 'x' failed after 3 repeats: exit 1"]
+    data["reasons"] = data["reasons"] + [{"kind": "arm_failed", "arm": "x", "repeats_done": 3, "error": "exit 1",
+                                          "field": "name", "seen": [{"value": "A100", "arm": "x"}]}]
     data["server_url"] = "https://e.vil"  # links come from the job, not the report
     hostile = _hostile(data, {})
     path = _write(tmp_path, hostile)
@@ -392,7 +417,7 @@ def _render(markdown: str) -> _Html:
     return parsed
 
 
-def _assert_inert(markdown: str, failed_arms: int) -> None:
+def _assert_inert(markdown: str, folds: int) -> None:
     assert "was cut at" not in markdown  # the whole comment is checked
     page = _render(markdown)
     stray = sorted({tag for tag, _ in page.tags if tag not in ALLOWED_TAGS})
@@ -403,9 +428,8 @@ def _assert_inert(markdown: str, failed_arms: int) -> None:
     assert [c for c in page.comments if not c.startswith(" regression-guard:comment")] == []
     assert all(h.startswith(OUR_HEADINGS) for h in page.headings), page.headings
     assert page.rows and len(set(page.rows)) == 1, page.rows  # no row broke out of the table's columns
-    # a fold per failed arm's log, and one for the picture, which holds only Mermaid code blocks
-    charts = [attrs for tag, attrs in page.tags if tag == "code" and attrs.get("class") == "language-mermaid"]
-    assert sum(tag == "details" for tag, _ in page.tags) == failed_arms + (1 if charts else 0)
+    # the guard's own folds (a failed arm's log among them), and no other
+    assert sum(tag == "details" for tag, _ in page.tags) == folds
     prose = "".join(page.prose)
     assert not re.search(r"@[A-Za-z0-9]|#\d|GH-\d", prose)  # no mention, no issue reference
     shown = "".join(page.text).replace("\u200b", "")
@@ -428,8 +452,9 @@ def test_hostile_strings_are_posted_as_text(api: GitHubStandIn, tmp_path: Path) 
     path, report = _hostile_report(tmp_path)
     assert report.verdict == "regression" and report.capture and report.traces
     body, summary, annotations = _post_and_summarize(api, tmp_path, path)
-    _assert_inert(body, failed_arms=0)
-    _assert_inert(summary, failed_arms=0)
+    folds = len(build_view(report).folds)
+    _assert_inert(body, folds)
+    _assert_inert(summary, folds)
     # the Cause section links the changed file, at the head commit, in this job's repository
     head = report.arm(report.head).sha
     assert any(attrs.get("href", "").startswith(f"{SERVER}/{REPO}/blob/{head}/") for tag, attrs in _render(body).tags
@@ -438,7 +463,7 @@ def test_hostile_strings_are_posted_as_text(api: GitHubStandIn, tmp_path: Path) 
     assert len(annotations) == 1 + len(report.warnings)
     assert annotations[0].startswith("::error title=Decode regression::")
     assert all(re.match(r"::(error|warning) title=[^:]*::", line) for line in annotations)
-    assert "%0A::set-output name=verdict::pass" in annotations[0]
+    assert "%0A::set-output name=verdict::pass" in annotations[1]  # a warning's line breaks, escaped
     outputs = (tmp_path / "outputs.txt").read_text().splitlines()
     assert [line.split("=", 1)[0] for line in outputs] == [
         "comment-url", "comment-action", "verdict", "tok-per-s-change", "gpu-ms-change", "report-path"]
@@ -451,7 +476,8 @@ def test_a_hostile_log_tail_stays_in_its_code_block(api: GitHubStandIn, tmp_path
     assert "```" in failed.log_tail and "</details>" in failed.log_tail
     body, summary, annotations = _post_and_summarize(api, tmp_path, path)
     for markdown in (body, summary):
-        _assert_inert(markdown, failed_arms=1)
+        _assert_inert(markdown, len(build_view(report).folds))
+        assert any(f.summary.endswith("run failed") for f in build_view(report).folds)
         page = _render(markdown)
         pre = [i for i, (tag, _) in enumerate(page.tags)
                if tag == "pre" and page.tags[i + 1][1].get("class") != "language-mermaid"]

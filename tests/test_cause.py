@@ -11,10 +11,10 @@ from guard.cause import (
     CaptureChange,
     CaptureChanges,
     LineRange,
-    capture_summary,
     find_capture_changes,
     location,
 )
+from guard.report._capture_text import capture_summary
 from tests.conftest import commit_all, git
 
 ENGINE = '''\

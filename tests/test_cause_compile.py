@@ -10,7 +10,8 @@ from textwrap import dedent
 
 import pytest
 
-from guard.cause import CaptureChanges, CaptureHunk, capture_summary, find_capture_changes
+from guard.cause import CaptureChanges, CaptureHunk, find_capture_changes
+from guard.report._capture_text import capture_summary
 from tests.conftest import commit_all, git
 from tests.test_cause import edit
 

@@ -14,11 +14,12 @@ import pyperf
 import pytest
 
 from guard.report import Report
-from tests.report_fixtures import remeasured
+from tests.report_fixtures import committed, explained, remeasured, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RICH = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"  # no host times
-HOST_TIMED = REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-graph-break" / "report.json"
+RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")  # no host times
+HOST_TIMED = current_file(REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-graph-break"
+                          / "report.json")
 
 
 def _export(*args: str) -> subprocess.CompletedProcess[str]:
@@ -32,7 +33,7 @@ def _arm(report: Report, batch_size: int, arm: str):  # noqa: ANN202
 
 
 def test_pyperf_loads_the_export_and_compares_base_with_head(tmp_path: Path) -> None:
-    report = Report.model_validate_json(RICH.read_text())
+    report = committed(RICH)
     files = {}
     for arm in ("base", "head"):
         files[arm] = tmp_path / f"{arm}.json"
@@ -71,7 +72,7 @@ def test_pyperf_export_carries_host_time_where_the_report_has_it(tmp_path: Path)
 
 @pytest.mark.parametrize("path", [RICH, HOST_TIMED])
 def test_bmf_holds_each_batch_sizes_measures_with_their_bounds(path: Path) -> None:
-    report = Report.model_validate_json(path.read_text())
+    report = committed(path)
     proc = _export("--format", "bmf", str(path))
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -94,7 +95,7 @@ def test_bmf_holds_each_batch_sizes_measures_with_their_bounds(path: Path) -> No
 
 
 def test_github_action_benchmark_gets_the_smaller_is_better_step_times() -> None:
-    report = Report.model_validate_json(HOST_TIMED.read_text())
+    report = committed(HOST_TIMED)
     proc = _export("--format", "github-action-benchmark", "--arm", "base", str(HOST_TIMED))
     assert proc.returncode == 0, proc.stderr
     entries = json.loads(proc.stdout)
@@ -105,7 +106,7 @@ def test_github_action_benchmark_gets_the_smaller_is_better_step_times() -> None
         assert set(entry) <= {"name", "unit", "value", "range", "extra"} and {"name", "unit", "value"} <= set(entry)
         assert entry["unit"] == "ms" and all(isinstance(entry[k], str) for k in ("name", "unit", "range", "extra"))
     first = _arm(report, report.batch_sizes[0].batch_size, report.base)
-    assert entries[0]["name"] == f"decode batch size {report.batch_sizes[0].batch_size}: GPU ms per decode step"
+    assert entries[0]["name"] == f"decode batch size {report.batch_sizes[0].batch_size}: GPU ms per step"
     assert entries[0]["value"] == first.gpu_ms_per_step.median
     assert report.arm(report.base).sha[:12] in entries[0]["extra"]
 
@@ -122,8 +123,8 @@ def test_an_unfounded_report_is_refused_and_nothing_is_written(tmp_path: Path) -
 
 
 def test_an_arm_without_measurements_is_one_message(tmp_path: Path) -> None:
-    report = remeasured(Report.model_validate_json(RICH.read_text()), 1.0)
-    failed = report.model_copy(update={
+    report = remeasured(committed(RICH), 1.0)
+    failed = explained(report.model_copy(update={
         "verdict": "invalid",
         "arms": [a.model_copy(update={"status": "build_failed"}) if a.name == report.head else a
                  for a in report.arms],
@@ -131,7 +132,7 @@ def test_an_arm_without_measurements_is_one_message(tmp_path: Path) -> None:
             "verdict": "invalid", "gpu_ms_verdict": None, "tok_per_s_verdict": None,
             "gpu_ms_change": None, "tok_per_s_change": None,
             "arms": [a for a in b.arms if a.arm != report.head]}) for b in report.batch_sizes],
-    })
+    }))
     path = tmp_path / "report.json"
     path.write_text(failed.model_dump_json())
     proc = _export("--format", "bmf", str(path))

@@ -17,6 +17,7 @@ import pytest
 from guard.compare._fingerprint import FingerprintCheck, check_fingerprints, check_measurements
 from guard.harness import HARNESS_SCRIPT
 from guard.measure import ArmMeasurement, RepeatResult
+from guard.report._reason_text import reason_sentence
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -248,24 +249,25 @@ def test_different_driver_is_invalid_and_names_both_values() -> None:
     check = two_arms(head=head)
     assert len(check.invalid_reasons) == 1
     reason = check.invalid_reasons[0]
-    assert "driver version" in reason
-    assert "'base' 570.133.20" in reason and "'head' 575.51.03" in reason
-    assert "same runner" in reason
+    assert (reason.kind, reason.field) == ("arms_differ", "driver_version")
+    assert [(s.arm, s.value) for s in reason.seen] == [("base", "570.133.20"), ("head", "575.51.03")]
+    assert "same runner" in reason_sentence(reason) and "driver version" in reason_sentence(reason)
 
 
 def test_different_power_limit_is_invalid() -> None:
     capped = snap(power_limit_w=600.0, enforced_power_limit_w=600.0)
     check = two_arms(head=[repeat(capped, capped)] * 2)
     assert len(check.invalid_reasons) == 2  # the set limit and the enforced one
-    assert any("power limit (W)" in r and "'base' 700" in r and "'head' 600" in r for r in check.invalid_reasons)
+    assert any(r.field == "power_limit_w" and [(s.arm, s.value) for s in r.seen] == [("base", "700"), ("head", "600")]
+               for r in check.invalid_reasons)
 
 
 def test_different_gpu_and_torch_are_invalid() -> None:
     other = snap(name="NVIDIA H100 80GB HBM3", uuid="GPU-ffffffff-0000-0000-0000-000000000000", torch_version="2.12.0")
     check = two_arms(head=[repeat(other, other)])
-    text = " ".join(check.invalid_reasons)
+    text = " ".join(reason_sentence(r) for r in check.invalid_reasons)
     assert "GPU model" in text and "NVIDIA H100 80GB HBM3" in text
-    assert "torch version" in text and "2.12.0" in text
+    assert "torch version" in text and "head 2\\.12.0" in text  # the version as Markdown text
 
 
 def test_unknown_max_clock_on_one_side_is_not_a_difference() -> None:
@@ -275,7 +277,8 @@ def test_unknown_max_clock_on_one_side_is_not_a_difference() -> None:
 
 def test_a_change_within_one_arm_is_invalid() -> None:
     check = two_arms(head=[repeat(), repeat(snap(driver_version="575.51.03"), snap(driver_version="575.51.03"))])
-    assert any("arm 'head' changed driver version" in r and "repeat 2" in r for r in check.invalid_reasons)
+    assert any(r.kind == "arm_changed_between_repeats" and r.arm == "head" and r.field == "driver_version"
+               and [s.repeats for s in r.seen] == [[1], [2]] for r in check.invalid_reasons)
 
 
 def test_throttle_during_one_repeat_warns_naming_arm_and_repeat() -> None:

@@ -11,16 +11,17 @@ import pytest
 
 from guard.compare import UNHELD_SHARE
 from guard.measure import relative_change, spread
-from guard.report import Report, render_comment
+from guard.report import render_comment
 from guard.trace import TraceSection, analyze, diff, read_trace
 from guard.trace._analyze import GRAPH_LAUNCH_API, KERNEL_LAUNCH_API, launches_per_step
 from tests.test_trace_analysis import annotated_trace
+from tests.report_fixtures import committed, current_file, explained
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "traces"
 ONE_GRAPH = FIXTURES / "h200-harness-guard-step-one-graph.json.gz"
 PIECEWISE = FIXTURES / "h200-harness-guard-step-piecewise.json.gz"
-EXAMPLE = REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json"
+EXAMPLE = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json")
 
 
 def raw_launches(path: Path) -> tuple[float, float]:
@@ -66,13 +67,14 @@ def test_a_head_that_launches_its_kernels_itself_fell_out_of_its_graphs() -> Non
 
 def test_the_title_says_decode_fell_out_of_its_graphs_even_when_it_passes() -> None:
     fell = diff(analyze(read_trace(ONE_GRAPH)), analyze(annotated_trace()))
-    report = Report.model_validate_json(EXAMPLE.read_text())
+    report = committed(EXAMPLE)
     batch = report.batch_sizes[0]
     passing = batch.model_copy(update={"verdict": "pass", "gpu_ms_verdict": "pass", "tok_per_s_verdict": "pass"})
-    report = report.model_copy(update={
+    report = explained(report.model_copy(update={
         "verdict": "pass", "batch_sizes": [passing], "capture": None,
         "traces": [TraceSection(batch_size=1, profile_steps=8, arms=[], diff=fell)],
-    })
+    }))
+    assert report.explanation.headline.fell_out == [1]
     comment = render_comment(report)
     title = comment.splitlines()[1]
     launches = fell.launches
@@ -80,16 +82,17 @@ def test_the_title_says_decode_fell_out_of_its_graphs_even_when_it_passes() -> N
     after, before = launches.kernel_launches_per_step.after, launches.kernel_launches_per_step.before
     assert (after, before) == (6, raw_launches(ONE_GRAPH)[1])  # 6 hand-made kernels; the fixture's own launches
     assert title.startswith("**No decode slowdown")
-    assert (f"decode fell out of its CUDA graphs at batch size 1 (0 of 1 graph launches per step left; "
-            f"{after:.0f} kernel launches per step instead of {before:.0f})") in title
-    assert "**Decode fell out of its CUDA graphs at batch size 1**" in comment
+    assert title.endswith("; decode fell out of CUDA graphs at batch size 1**")
+    assert (f"**Decode fell out of its CUDA graphs at batch size 1**: 0 of 1 graph launches per step left; "
+            f"{after:.0f} kernel launches per step instead of {before:.0f}") in comment
     same = diff(analyze(read_trace(ONE_GRAPH)), analyze(read_trace(ONE_GRAPH)))
-    kept = report.model_copy(update={"traces": [TraceSection(batch_size=1, profile_steps=8, arms=[], diff=same)]})
+    kept = explained(report.model_copy(update={"traces": [TraceSection(batch_size=1, profile_steps=8, arms=[],
+                                                                              diff=same)]}))
     assert "fell out" not in render_comment(kept)
 
 
 def test_host_time_per_step_is_its_own_metric_with_an_interval() -> None:
-    report = Report.model_validate_json(EXAMPLE.read_text())
+    report = committed(EXAMPLE)
     batch = report.batch_sizes[0]
     base_host, head_host = [0.020, 0.021, 0.020], [1.9, 2.0, 2.1]
     arms = [a.model_copy(update={"host_ms_per_step": spread(v)})
@@ -99,12 +102,12 @@ def test_host_time_per_step_is_its_own_metric_with_an_interval() -> None:
         "arms": arms, "host_ms_change": change})]})
     comment = render_comment(report)
     assert "| tok/s | host ms per step |" in comment
-    assert f"| {change.pct:+.2f}% ({change.interval()}) |" in comment
+    assert f"Host ms per step (95% interval): {change.pct:+.2f}% ({change.interval()}) at batch size 1" in comment
     assert "| 0.020 |" in comment and "| 2.000 |" in comment
 
 
 def test_an_arm_whose_host_outran_its_hold_is_flagged() -> None:
-    report = Report.model_validate_json(EXAMPLE.read_text())
+    report = committed(EXAMPLE)
     batch = report.batch_sizes[0]
     steps = 100
     base, head = batch.arms[0], batch.arms[1]
@@ -113,7 +116,7 @@ def test_an_arm_whose_host_outran_its_hold_is_flagged() -> None:
     assert outran.unheld_share == pytest.approx(285 / 300)
     one = report.model_copy(update={"batch_sizes": [batch.model_copy(update={"arms": [held, outran]})]})
     comment = render_comment(one)
-    assert "only the head arm's host was still launching steps when their hold ran out (base 0%, head 95%" in comment
+    assert "only the head arm's host was still launching steps when their hold ran out (base 0.3%, head 95%" in comment
     base_outran = base.model_copy(update={"steps": steps, "unheld_steps": [50, 60, 70], "outran_hold": True})
     both = report.model_copy(update={"batch_sizes": [batch.model_copy(update={"arms": [base_outran, outran]})]})
     assert "includes launch time in both arms" in render_comment(both)
@@ -144,7 +147,7 @@ def test_a_report_written_before_the_decision_was_kept_gets_it_from_its_own_coun
     path = REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-mode-default" / "report.json"
     raw = json.loads(path.read_text())
     assert all("outran_hold" not in a for b in raw["batch_sizes"] for a in b["arms"])
-    report = Report.model_validate(raw)
+    report = committed(path)  # schema 1, read as data
     base, head = report.batch_sizes[0].arms
     assert (base.unheld_steps, base.outran_hold, head.outran_hold) == ([4, 5, 3], True, False)
     assert "only the base arm's host was still launching steps" in render_comment(report)

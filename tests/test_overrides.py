@@ -14,9 +14,10 @@ import pytest
 
 from guard._errors import ConfigError
 from guard.config import ConfigOverrides, GuardConfig, apply_overrides, parse_config
-from guard.report import Report, UnfoundedReport, read_report, render_comment
+from guard.report import UnfoundedReport, read_report, render_comment
 from tests.conftest import git
 from tests.test_pipeline import guard_run, make_repo
+from tests.report_fixtures import committed
 
 CALIBRATED = """
 [workload]
@@ -129,7 +130,7 @@ def test_a_quick_try_is_marked_in_the_report_and_said_in_the_comment(tmp_path: P
 
 def test_the_comment_names_only_the_overrides_given() -> None:
     example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "h200-demo" / "report.json"
-    report = Report.model_validate_json(example.read_text())
+    report = committed(example)
     assert report.overrides is None and "Set on the command line" not in render_comment(report)
     given = report.model_copy(update={"overrides": ConfigOverrides(threshold_pct=report.threshold_pct)})
     assert (f"Set on the command line in place of the base's config: a threshold of {report.threshold_pct:g}% for "

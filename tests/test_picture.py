@@ -20,15 +20,16 @@ from cmarkgfm.cmark import Options
 
 from guard.measure import spread
 from guard.report import CHART_FILE, Report, render_comment, strip_chart, strip_svg, write_report
-from tests.report_fixtures import remeasured
+from tests.report_fixtures import remeasured, committed, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RICH = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"  # 2 batch sizes, an ablation arm
+# 2 batch sizes, an ablation arm
+RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")
 SVG = "{http://www.w3.org/2000/svg}"
 
 
 def _rich() -> Report:
-    return Report.model_validate_json(RICH.read_text())
+    return committed(RICH)
 
 
 def _values(report: Report, batch_size: int, arm: str) -> list[float]:
@@ -123,7 +124,7 @@ def test_the_comment_holds_one_mermaid_chart_per_batch_size_in_a_fold() -> None:
         assert in_details  # the picture sits in a fold, below the table
         chart = _parse_xychart(text)
         base, head = _values(report, batch.batch_size, report.base), _values(report, batch.batch_size, report.head)
-        assert chart["title"] == f"Batch size {batch.batch_size}: GPU ms per decode step of each process"
+        assert chart["title"] == f"Batch size {batch.batch_size}: GPU ms per step of each process"
         assert chart["labels"] == [f"base {i}" for i in range(1, 6)] + [f"head {i}" for i in range(1, 6)]
         bars = chart["bars"]
         assert isinstance(bars, list) and len(bars) == len(base) + len(head) == 10  # the ablation arm is not drawn
@@ -154,8 +155,8 @@ def test_cpu_step_times_are_named_as_such() -> None:
         for b in report.batch_sizes
     ]})
     (text, _), _ = _mermaid_blocks(render_comment(on_cpu))
-    assert _parse_xychart(text)["title"] == "Batch size 1: ms per decode step (CPU) of each process"
-    assert "GPU" not in strip_svg(strip_chart(on_cpu), "ms per decode step (CPU)")  # type: ignore[arg-type]
+    assert _parse_xychart(text)["title"] == "Batch size 1: CPU ms per step of each process"
+    assert "GPU" not in strip_svg(strip_chart(on_cpu), "CPU ms per step")  # type: ignore[arg-type]
 
 
 # --- the SVG -----------------------------------------------------------------------------
@@ -169,7 +170,7 @@ def _marks(svg_text: str) -> list[dict[str, str]]:
 
 def test_the_svg_has_a_mark_per_process_placed_by_its_value() -> None:
     report = _rich()
-    marks = _marks(strip_svg(strip_chart(report), "GPU ms per decode step"))  # type: ignore[arg-type]
+    marks = _marks(strip_svg(strip_chart(report), "GPU ms per step"))  # type: ignore[arg-type]
     for batch in report.batch_sizes:
         panel = [m for m in marks if m["data-batch-size"] == str(batch.batch_size)]
         for arm in ("base", "head"):
@@ -203,7 +204,7 @@ def test_an_outlier_process_stands_out() -> None:
     head = list(_values(report, 1, report.head))
     head[2] *= 1.007
     report = _with_head(report, 1, head)
-    root = ET.fromstring(strip_svg(strip_chart(report), "GPU ms per decode step"))  # type: ignore[arg-type]
+    root = ET.fromstring(strip_svg(strip_chart(report), "GPU ms per step"))  # type: ignore[arg-type]
     panel = next(g for g in root.iter(f"{SVG}g") if g.get("data-batch-size") == "1")
     median_y = next(float(line.get("y1")) for line in panel.iter(f"{SVG}line")  # type: ignore[arg-type]
                     if line.get("class") == "median" and line.get("stroke") == "#dd8452")

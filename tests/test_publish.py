@@ -22,12 +22,12 @@ from guard.publish import (
     publish,
     publish_comment,
 )
-from guard.report import Report, read_report
+from guard.report import Report
 from tests.github_standin import GitHubStandIn
-from tests.report_fixtures import remeasured
+from tests.report_fixtures import remeasured, committed, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json"
+EXAMPLE = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json")
 REPO = "octo/engine"
 PR = 7
 USER_TOKEN, ACTIONS_TOKEN = "user-token", "actions-token"
@@ -53,7 +53,7 @@ HEAD_FOR = {"pass": (1.0, 0.0), "inconclusive": (1.0, 0.2)}
 def _report(tmp_path: Path, verdict: str = "regression", name: str = "report.json") -> tuple[Path, Report]:
     """The committed H200 demo report, or one whose head measured so that its numbers give
     another verdict (a report is decided again from its numbers before it is posted)."""
-    report = read_report(EXAMPLE)
+    report = committed(EXAMPLE)
     if verdict != "regression":
         report = remeasured(report, *HEAD_FOR[verdict])
         assert report.verdict == verdict
@@ -81,10 +81,10 @@ def test_regression_creates_one_comment_and_a_failing_status(api: GitHubStandIn,
     marker = Marker.parse(body)
     head = report.arm(report.head).sha
     assert marker == Marker(key="default", verdict="regression", head=head, regressed=head)
-    assert "makes decode slower" in body and comments[0]["user"]["login"] == "guard-bot"
+    assert "Decode 36.6% slower at batch size 1" in body and comments[0]["user"]["login"] == "guard-bot"
     (status,) = api.statuses(REPO, head)
     assert status["state"] == "failure" and status["context"] == "regression-guard"
-    assert status["description"].startswith("regression: batch size 1 GPU ms/step +36.56%")
+    assert status["description"].startswith("regression: batch size 1 GPU ms per step +36.56% (")
     assert status["target_url"] == comments[0]["html_url"]
 
 
@@ -324,7 +324,7 @@ def test_cli_comment_and_summary(api: GitHubStandIn, tmp_path: Path) -> None:
     lines = outputs.read_text().splitlines()
     tok = min(b.tok_per_s_change.pct for b in report.batch_sizes)
     assert "verdict=regression" in lines and f"tok-per-s-change={tok:.2f}" in lines
-    assert "makes decode slower" in summary.read_text()
+    assert "Decode 36.6% slower at batch size 1" in summary.read_text()
     assert proc.stdout.startswith("::error title=Decode regression::")
 
     bad = _cli("comment", "--report", str(path), "--pr", str(PR), "--repo", "nope", env=env)
@@ -334,20 +334,22 @@ def test_cli_comment_and_summary(api: GitHubStandIn, tmp_path: Path) -> None:
 
 
 def test_an_invalid_reports_reasons_become_one_escaped_annotation(tmp_path: Path) -> None:
+    from guard.compare import Reason
     from guard.publish import annotations
 
     _, report = _report(tmp_path)
-    reasons = ["tokens differ at step 3", "100% of\nrepeats"]
+    reasons = [Reason(kind="tokens_differ", batch_size=1, step=3), Reason(kind="arm_failed", arm="100% of\nx")]
     invalid = report.model_copy(update={"verdict": "invalid", "reasons": reasons})
     (line,) = annotations(invalid)
-    assert line == "::error title=Decode comparison not valid::tokens differ at step 3; 100%25 of%0Arepeats"
+    assert line == ("::error title=Decode comparison not valid::output tokens differ between base and head at batch "
+                    "size 1; the workload failed on the 100%25 of%0Ax arm")
 
 
 def test_the_status_line_names_host_clock_step_times_as_such() -> None:
-    report = Report.model_validate_json(EXAMPLE.read_text())
-    assert headline(report).startswith("regression: batch size 1 GPU ms/step +36.56%")
+    report = committed(EXAMPLE)
+    assert headline(report).startswith("regression: batch size 1 GPU ms per step +36.56% (")
     on_cpu = report.model_copy(update={"batch_sizes": [
         b.model_copy(update={"arms": [a.model_copy(update={"timer": "perf_counter"}) for a in b.arms]})
         for b in report.batch_sizes
     ]})
-    assert headline(on_cpu).startswith("regression: batch size 1 ms/step (CPU) +36.56%")
+    assert headline(on_cpu).startswith("regression: batch size 1 CPU ms per step +36.56% (")

@@ -12,9 +12,10 @@ from scipy import stats
 
 from guard.measure import SLOW_MIN_PCT, SlowProcess, find_slow_processes, slow_in
 from guard.report import UnfoundedReport, read_report, slow_processes_sentence
+from tests.report_fixtures import committed, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RICH = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"
+RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")
 
 
 def _quiet(rng: np.random.Generator, level: float = 2.4266, n: int = 10) -> list[float]:
@@ -90,7 +91,7 @@ def test_a_process_slow_in_two_metrics_counts_once() -> None:
 
 
 def test_a_report_naming_slow_processes_its_figures_do_not_give_is_refused(tmp_path: Path) -> None:
-    report = read_report(RICH)
+    report = committed(RICH)
     values = {}
     for batch in report.batch_sizes:
         values[(batch.batch_size, "gpu_ms")] = {a.arm: a.gpu_ms_per_step.values for a in batch.arms}

@@ -221,10 +221,7 @@ def test_different_tokens_make_the_comparison_invalid() -> None:
     assert bad.mismatch.expected == default_tokens(2)[4][1]
     assert bad.mismatch.found == default_tokens(2)[4][1] + 1
     assert bad.gpu_ms_change is None  # timings of unlike runs are not compared
-    assert len(bad.reasons) == 1
-    assert "step 5" in bad.reasons[0]
-    assert "sequence 1" in bad.reasons[0]
-    assert "differ" in bad.reasons[0]
+    assert [(r.kind, r.batch_size, r.step, r.sequence) for r in bad.reasons] == [("tokens_differ", 2, 5, 1)]
     assert bad.reasons[0] in result.reasons
 
 
@@ -249,10 +246,9 @@ def test_nondeterministic_arm_is_invalid() -> None:
     assert stats["base"].deterministic is True
     assert len(batch.reasons) == 1
     reason = batch.reasons[0]
-    assert "'head'" in reason
-    assert "not deterministic" in reason
-    assert "repeat 2" in reason  # the second repeat (1-based) is the odd one
-    assert "step 10" in reason
+    assert (reason.kind, reason.arm) == ("not_deterministic", "head")
+    assert (reason.repeat, reason.first_repeat) == (2, 1)  # the second repeat (1-based) is the odd one
+    assert reason.step == 10
 
 
 def test_arm_with_error_and_no_repeats_is_invalid_and_keeps_the_other_arm() -> None:
@@ -261,7 +257,8 @@ def test_arm_with_error_and_no_repeats_is_invalid_and_keeps_the_other_arm() -> N
     head = arm("head", {}, error="RuntimeError at load: kaboom")
     result = run_compare({"base": base, "head": head}, [1, 2])
     assert result.verdict == "invalid"
-    assert any("'head'" in r and "kaboom" in r for r in result.reasons)
+    assert [(r.kind, r.arm, r.error) for r in result.reasons] == [
+        ("arm_no_results", "head", "RuntimeError at load: kaboom")]
     assert result.hash_match is None
     assert [b.batch_size for b in result.batches] == [1, 2]
     for batch in result.batches:
@@ -279,7 +276,7 @@ def test_arm_that_failed_after_one_repeat_is_invalid_not_a_crash() -> None:
     head = arm("head", {1: scaled(1.0, [1.0])}, error="harness exited with code -9 and no result")
     result = run_compare({"base": base, "head": head}, [1])
     assert result.verdict == "invalid"
-    assert any("'head'" in r and "failed after 1 repeats" in r for r in result.reasons)
+    assert any(r.kind == "arm_failed" and r.arm == "head" and r.repeats_done == 1 for r in result.reasons)
     assert {a.arm for a in result.batches[0].arms} == {"base", "head"}
 
 
@@ -288,7 +285,8 @@ def test_arm_that_failed_after_some_repeats_is_invalid_but_timed() -> None:
     head = arm("head", {1: scaled(1.05, [1.0, 1.0001, 0.9999])}, error="timed out after 60 s")
     result = run_compare({"base": base, "head": head}, [1])
     assert result.verdict == "invalid"
-    assert any("'head'" in r and "timed out" in r for r in result.reasons)
+    assert any(r.kind == "arm_failed" and r.arm == "head" and r.error == "timed out after 60 s"
+               for r in result.reasons)
     (batch,) = result.batches
     assert batch.verdict == "regression"  # what the repeats that ran say
     assert {a.arm: a.repeats for a in batch.arms} == {"base": 5, "head": 3}

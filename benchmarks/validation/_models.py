@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from guard.compare import Verdict
+from guard.explain import CauseKind
 from guard.measure import Change
+from guard.report._words import CAUSE
 
 Injection = Literal["none", "idle", "kernel"]
 DecisionRole = Literal["as run", "own", "floor", "default"]
 
-# The cause tag a pair of each injection must get (guard/report/_attribution.py).
+# The cause a pair of each injection must get (the report's explanation, guard/explain).
 SPLIT_ONLY = 0.0  # the idle setting that means: two graphs, no host wait (the split alone)
-EXPECTED_CAUSE: dict[str, str] = {"idle": "idle time between kernels", "kernel": "slower kernels"}
+EXPECTED_CAUSE: dict[str, CauseKind] = {"idle": "idle_between_kernels", "kernel": "slower_kernels"}
+# Records written before the cause was a typed field hold the title's words for it.
+_CAUSE_BY_WORDS: dict[str, CauseKind] = {words: kind for kind, words in CAUSE.items()}
 
 
 class Kind(BaseModel):
@@ -27,7 +31,7 @@ class Kind(BaseModel):
     target_pct: float  # 0 for A/A
 
     @property
-    def expected_cause(self) -> str | None:
+    def expected_cause(self) -> CauseKind | None:
         return EXPECTED_CAUSE.get(self.injection)
 
 
@@ -158,8 +162,9 @@ class PairRecord(BaseModel):
     confidence: float
     gpu_ms_change: Change | None = None
     tok_per_s_change: Change | None = None
-    cause: str | None = None  # the report's cause tag; None when none dominates or no trace
-    title: str | None = None  # the comment's title line (None in records made before it was kept)
+    # the report's dominant cause of the batch size (explanation.causes); None when none dominates or no trace
+    cause: CauseKind | None = None
+    title: str | None = None  # the comment's title line, for a reader (None in records made before it was kept)
     capture_changed: bool | None = None  # the diff touched CUDA graph capture, as the guard found it
     traced: bool = False  # the profiled pass gave a base -> head trace diff
     trace_split: TraceSplit | None = None
@@ -173,11 +178,16 @@ class PairRecord(BaseModel):
     duration_s: float
     finished_at: str
 
+    @field_validator("cause", mode="before")
+    @classmethod
+    def _cause_of_older_records(cls, value: Any) -> Any:
+        return _CAUSE_BY_WORDS.get(value, value) if isinstance(value, str) else value
+
 
 class KindSummary(BaseModel):
     kind: str
     target_pct: float
-    expected_cause: str | None
+    expected_cause: CauseKind | None
     pairs: int
     verdicts: dict[str, int]
     regressions: int

@@ -15,8 +15,8 @@ from guard._errors import ConfigError
 from guard.config import GuardConfig
 from guard.pipeline import Progress, run_guard
 from guard.report import Report, title
+from guard.report._reason_text import reason_short
 from guard.trace import TraceSection
-from guard.report._attribution import cause_tag  # the same tag the comment's title shows
 
 from ._models import KIND_BY_NAME, ArmValues, InjectionSize, Kind, PairRecord, TraceSplit
 from ._repo import BASE_BRANCH, head_branch
@@ -60,7 +60,7 @@ def record_of(report: Report, kind: Kind, index: int, size: InjectionSize | None
         batch_size=batch.batch_size,
         steps=report.workload.steps,
         verdict=report.verdict,
-        reasons=report.reasons,
+        reasons=[reason_short(r) for r in report.reasons],
         warnings=report.warnings,
         threshold_pct=report.threshold_pct,
         tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct,
@@ -68,7 +68,7 @@ def record_of(report: Report, kind: Kind, index: int, size: InjectionSize | None
         confidence=report.confidence,
         gpu_ms_change=batch.gpu_ms_change,
         tok_per_s_change=batch.tok_per_s_change,
-        cause=cause_tag(batch, section),
+        cause=cause_of(report, batch.batch_size),
         title=title(report),
         capture_changed=bool(report.capture and report.capture.files),
         traced=section is not None and section.diff is not None,
@@ -89,6 +89,12 @@ def record_of(report: Report, kind: Kind, index: int, size: InjectionSize | None
         duration_s=round(duration_s, 1),
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+
+
+def cause_of(report: Report, batch_size: int) -> str | None:
+    """The dominant cause the report states for the batch size (its explanation), if any."""
+    cause = next((c for c in report.explanation.causes if c.batch_size == batch_size), None)
+    return cause.kind if cause is not None and cause.dominant else None
 
 
 def _split(section: TraceSection | None) -> TraceSplit | None:

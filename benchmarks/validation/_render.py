@@ -5,6 +5,8 @@ from __future__ import annotations
 from guard.measure import SlowProcesses
 from guard.report import slow_processes_sentence
 
+from guard.report._words import CAUSE
+
 from ._models import SPLIT_ONLY, Decision, PairRecord, Sizing, Summary
 from ._summary import VERDICTS
 
@@ -174,7 +176,7 @@ def cause_text(record: PairRecord) -> str:
         return "no trace"
     if record.verdict != "regression":
         return "-"
-    return record.cause or "none dominant"
+    return CAUSE[record.cause] if record.cause else "none dominant"
 
 
 def setting_label(injection: str, setting: float | None) -> str:

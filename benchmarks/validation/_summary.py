@@ -9,6 +9,7 @@ import statistics
 from typing import Any
 
 from guard.calibrate import FLOOR_PCT
+from guard.report._words import CAUSE
 from guard.compare import Comparison, Verdict, compare, confirm_undecided
 from guard.config import MeasureConfig
 from guard.measure import ArmMeasurement, BatchRun, RepeatResult
@@ -147,7 +148,8 @@ def _all_pass(s: KindSummary) -> Criterion:
 
 
 def _hits(s: KindSummary) -> Criterion:
-    name = f"{s.kind}: regression with cause '{s.expected_cause}' in at least {ISSUE_HIT_RATE:.0%} of pairs"
+    cause = CAUSE[s.expected_cause] if s.expected_cause else "-"
+    name = f"{s.kind}: regression with cause '{cause}' in at least {ISSUE_HIT_RATE:.0%} of pairs"
     detail = f"{s.right_cause} of {s.pairs} (regressions: {s.regressions})"
     allowed_misses = math.floor((1 - ISSUE_HIT_RATE) * max(s.pairs, ISSUE_PAIRS) + 1e-9)
     if s.pairs >= ISSUE_PAIRS and s.right_cause >= ISSUE_HIT_RATE * s.pairs - 1e-9:

@@ -1,7 +1,7 @@
 """Cause stage: find the changes of a pull request that touch CUDA graph capture."""
 
 from guard.cause._detect import find_capture_changes
-from guard.cause._location import location
+from guard.cause._location import DEFAULT_SERVER, format_place, location
 from guard.cause._models import (
     CaptureChange,
     CaptureChanges,
@@ -11,11 +11,11 @@ from guard.cause._models import (
     CompileSite,
     LineRange,
 )
-from guard.cause._patterns import API_PATTERNS
-from guard.cause._summary import capture_summary
+from guard.cause._patterns import API_PATTERNS, reads_as_call
 
 __all__ = [
     "API_PATTERNS",
+    "DEFAULT_SERVER",
     "CaptureChange",
     "CaptureChanges",
     "CaptureHunk",
@@ -23,7 +23,8 @@ __all__ = [
     "CompileReach",
     "CompileSite",
     "LineRange",
-    "capture_summary",
     "find_capture_changes",
+    "format_place",
     "location",
+    "reads_as_call",
 ]

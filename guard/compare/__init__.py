@@ -2,12 +2,13 @@
 
 from guard.compare._agreement import MIN_EXCESS, OUTPUT_CHANGE_SHARE, agreement, false_alarm_bound
 from guard.compare._agreement_noise import DisagreementNoise, SideDisagreement, disagreement_noise
-from guard.compare._fingerprint import FingerprintCheck, check_fingerprints, check_measurements
+from guard.compare._fingerprint import IDENTITY_FIELDS, FingerprintCheck, check_fingerprints, check_measurements
 from guard.compare._hashes import first_mismatch
 from guard.compare._models import (
     METRICS, UNDECIDED, UNHELD_SHARE, VERDICT_SEVERITY, Agreement, ArmAgreement, ArmStats, BatchComparison,
     Comparison, MetricKey, TokenMismatch, Verdict, most_severe,
 )
+from guard.compare._reasons import Reason, ReasonKind, SeenValue
 from guard.compare._recheck import Discrepancy, StatedRule, decide_again, recheck
 from guard.compare._rule import METRICS_PER_LOOK, alpha_per_look
 from guard.compare._verdict import compare, confirm_undecided
@@ -20,6 +21,7 @@ __all__ = [
     "UNDECIDED",
     "UNHELD_SHARE",
     "VERDICT_SEVERITY",
+    "IDENTITY_FIELDS",
     "Agreement",
     "ArmAgreement",
     "ArmStats",
@@ -27,6 +29,9 @@ __all__ = [
     "Comparison",
     "DisagreementNoise",
     "Discrepancy",
+    "Reason",
+    "ReasonKind",
+    "SeenValue",
     "FingerprintCheck",
     "MetricKey",
     "SideDisagreement",

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from guard.compare._reasons import Reason, SeenValue
 from guard.measure import ArmMeasurement
 
 # Fields that change timing when they differ: (key, what to call it).
@@ -109,7 +110,7 @@ class FingerprintCheck(BaseModel):
     """`invalid_reasons`: the arms are not like for like, so no timing verdict holds;
     `warnings`: repeats whose timings may be off; `summary`: what every repeat shares."""
 
-    invalid_reasons: list[str] = []
+    invalid_reasons: list[Reason] = []
     warnings: list[str] = []
     summary: dict[str, Any] = {}
 
@@ -155,9 +156,9 @@ def _parse(arm: str, position: int, raw: dict[str, Any]) -> RepeatFingerprint:
     )
 
 
-def _identity_reasons(repeats: dict[str, list[RepeatFingerprint]]) -> list[str]:
+def _identity_reasons(repeats: dict[str, list[RepeatFingerprint]]) -> list[Reason]:
     reasons = []
-    for key, label in IDENTITY_FIELDS:
+    for key, _ in IDENTITY_FIELDS:
         # arm -> value -> repeats that saw it; unknown values are left out (nothing to compare)
         seen: dict[str, dict[Any, list[int]]] = {}
         for arm, items in repeats.items():
@@ -170,18 +171,12 @@ def _identity_reasons(repeats: dict[str, list[RepeatFingerprint]]) -> list[str]:
                             where.append(r.repeat)
         for arm, values in seen.items():
             if len(values) > 1:
-                listed = "; ".join(f"{_show(v)} in {_repeats(n)}" for v, n in values.items())
-                reasons.append(
-                    f"arm '{arm}' changed {label} between repeats ({listed}); its repeats are not like for "
-                    "like: run every repeat on the same runner and software"
-                )
+                reasons.append(Reason(kind="arm_changed_between_repeats", arm=arm, field=key, seen=[
+                    SeenValue(value=_show(v), repeats=sorted(n)) for v, n in values.items()]))
         single = {arm: next(iter(values)) for arm, values in seen.items() if len(values) == 1}
         if len(set(single.values())) > 1:
-            listed = ", ".join(f"'{arm}' {_show(value)}" for arm, value in single.items())
-            reasons.append(
-                f"the arms ran with a different {label}: {listed}; timings from different hardware or "
-                "software are not comparable: run both arms on the same runner with the same software"
-            )
+            reasons.append(Reason(kind="arms_differ", field=key, seen=[
+                SeenValue(value=_show(value), arm=arm) for arm, value in single.items()]))
     return reasons
 
 

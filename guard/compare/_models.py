@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, model_validator
 
+from guard.compare._reasons import Reason
 from guard.measure import Change, SourceLabel, Spread, TokenMismatch
 
 # at_threshold: a slowdown is shown, and its interval still holds the threshold after the last
@@ -102,7 +103,7 @@ class Agreement(BaseModel):
 class BatchComparison(BaseModel):
     batch_size: int
     verdict: Verdict
-    reasons: list[str] = []
+    reasons: list[Reason] = []  # why it is invalid
     arms: list[ArmStats]
     gpu_ms_change: Change | None = None  # head vs base; positive is slower
     tok_per_s_change: Change | None = None  # head vs base; negative is slower
@@ -142,7 +143,7 @@ class BatchComparison(BaseModel):
 
 class Comparison(BaseModel):
     verdict: Verdict
-    reasons: list[str] = []
+    reasons: list[Reason] = []  # why it is invalid
     hash_match: bool | None
     threshold_pct: float  # GPU ms per step
     tok_threshold_pct: float

@@ -1,7 +1,7 @@
 """The significance rule, by which reports of schema 1 were decided: a change counted when
 p < alpha and its point estimate was at least the threshold. The guard no longer decides by
 it; it is kept so that a schema-1 report read back is decided again by the rule that made it.
-Its reasons are sentences, as those reports store them."""
+"""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from guard.compare._models import BatchComparison, MetricKey, Verdict, most_severe
 from guard.compare._rule import Rule
-from guard.measure import MOST_REPEATS, PASS_RATE, Spread, detectable_change_pct, repeats_to_decide, repeats_to_rule_out
+from guard.measure import MOST_REPEATS, PASS_RATE, Spread, detectable_change_pct, repeats_to_rule_out
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,6 @@ def decide_by_significance(measured: BatchComparison, base: str, head: str, rule
     )
     verdict = most_severe(list(verdicts))
     at_threshold: list[MetricKey] = []
-    reasons: list[str] = []
     if verdict == "inconclusive":
         metrics = [
             _Metric("gpu_ms", "GPU ms per step", verdicts[0], gpu, rule.gpu_pct,
@@ -74,18 +73,10 @@ def decide_by_significance(measured: BatchComparison, base: str, head: str, rule
                     [by_name[name].tok_per_s for name in (base, head)]),
         ]
         at_threshold = [m.key for m in metrics if m.verdict == "inconclusive" and m.slowdown.p_value < rule.alpha]
-        changes = (
-            f"batch size {measured.batch_size}: undecided. GPU ms per step changed {gpu_change.pct:+.2f}% "
-            f"({rule.confidence:.0%} interval {gpu_change.interval()}, "
-            f"p = {gpu_change.p_value:.3g}) and tok/s {tok_change.pct:+.2f}% "
-            f"({tok_change.interval()}, p = {tok_change.p_value:.3g})."
-        )
-        why = _why_undecided(metrics, at_threshold, (base, head), by_name[base].repeats, rule)
-        reasons.append(" ".join([changes, *why]))
     thresholds = (rule.gpu_pct, rule.tok_pct)
     marginal = any(v == "regression" and m.low < t for v, m, t in zip(verdicts, (gpu, tok), thresholds))
     return measured.model_copy(update={
-        "verdict": verdict, "reasons": measured.reasons + reasons,
+        "verdict": verdict,
         "gpu_ms_verdict": verdicts[0], "tok_per_s_verdict": verdicts[1], "at_threshold": at_threshold,
         "tok_per_s_gates": tok_gates, "tok_per_s_detectable_pct": tok_detectable,
         "tok_per_s_repeats_to_gate": None if tok_gates else repeats_to_rule_out(tok_values, rule.tok_pct,
@@ -107,29 +98,3 @@ def _what_would_decide(undecided: list[tuple[str, list[Spread], float]], repeats
     )
 
 
-def _why_undecided(
-    metrics: list[_Metric], at_threshold: list[MetricKey], arms: tuple[str, str], repeats: int, rule: Rule
-) -> list[str]:
-    why = []
-    for m in metrics:
-        if m.key in at_threshold:
-            n = repeats_to_decide([s.values for s in m.spreads], m.slowdown.pct, m.threshold, rule.confidence)
-            count = f"more than {MOST_REPEATS}" if n is None else f"about {n}"
-            why.append(
-                f"{m.label} is slower (p < {rule.alpha:g}), and its interval holds the {m.threshold:g}% threshold: "
-                f"the slowdown is significant, whether it reaches the threshold is not decided. Telling "
-                f"{m.slowdown.pct:+.2f}% from {m.threshold:g}% at this spread takes {count} repeats per arm "
-                f"(this run: {repeats})."
-            )
-    noisy = [m for m in metrics if m.verdict == "inconclusive" and m.key not in at_threshold]
-    if noisy:
-        spread_text = "; ".join(
-            f"{m.label} spread {arms[0]} {m.spreads[0].spread_pct:.2f}%, {arms[1]} {m.spreads[1].spread_pct:.2f}%"
-            for m in noisy
-        )
-        why.append(
-            f"A slowdown of {' and '.join(m.label for m in noisy)} past its threshold is possible but not "
-            f"significant at p < {rule.alpha:g}. Over the repeats, {spread_text} (max - min over median). "
-            + _what_would_decide([(m.label, m.spreads, m.threshold) for m in noisy], repeats, rule.confidence)
-        )
-    return why

@@ -13,6 +13,7 @@ from guard.compare._interval import decide_by_interval
 from guard.compare._models import (
     UNHELD_SHARE, Agreement, ArmStats, BatchComparison, Comparison, Verdict, most_severe,
 )
+from guard.compare._reasons import Reason
 from guard.compare._rule import Rule, alpha_per_look
 from guard.compare._significance import decide_by_significance
 from guard.measure import ArmMeasurement, BatchRun, Change, RepeatResult, Spread, relative_change, spread
@@ -39,11 +40,9 @@ def compare(
     `confidence` is the level of the intervals shown beside the decision's; `reference` names
     where forced runs' input ids came from."""
     reasons = [
-        f"arm '{name}' has no results: {m.error}" for name, m in measurements.items() if m.error and not m.repeats
-    ] + [
-        f"arm '{name}' failed after {len(m.repeats)} repeats: {m.error}"
-        for name, m in measurements.items()
-        if m.error and m.repeats
+        Reason(kind="arm_failed", arm=name, repeats_done=len(m.repeats), error=m.error) if m.repeats
+        else Reason(kind="arm_no_results", arm=name, error=m.error)
+        for name, m in measurements.items() if m.error
     ]
     fingerprints = check_measurements(measurements)
     reasons += fingerprints.invalid_reasons
@@ -140,11 +139,9 @@ def _compare_batch(
     mismatch = None
     if not hash_match:
         mismatch = first_mismatch(base_run.tokens, head_run.tokens)
-        where = f" first at step {mismatch.step}, sequence {mismatch.sequence}" if mismatch else ""
-        reasons.append(
-            f"batch size {batch_size}: output tokens differ between {base} and {head}{where}; "
-            "the runs are not like for like, so their timings are not compared"
-        )
+        reasons.append(Reason(kind="tokens_differ", batch_size=batch_size, arm=base, other_arm=head,
+                              step=mismatch.step if mismatch else None,
+                              sequence=mismatch.sequence if mismatch else None))
     if reasons:
         return BatchComparison(
             batch_size=batch_size, verdict="invalid", reasons=reasons, arms=arms,
@@ -153,7 +150,7 @@ def _compare_batch(
     return _compare_timings(batch_size, arms, base, head, rule, hash_match=True)
 
 
-def _unforced_reasons(usable: dict[str, list[RepeatResult]], batch_size: int) -> list[str]:
+def _unforced_reasons(usable: dict[str, list[RepeatResult]], batch_size: int) -> list[Reason]:
     """Free-running arms whose repeats generated different tokens: the workload is not deterministic."""
     reasons = []
     for name, repeats in usable.items():
@@ -163,11 +160,10 @@ def _unforced_reasons(usable: dict[str, list[RepeatResult]], batch_size: int) ->
             run = other.run_for(batch_size)
             if run.sha256 != first.sha256:
                 where = first_mismatch(first.tokens, run.tokens)
-                at = f" (first at step {where.step}, sequence {where.sequence})" if where else ""
-                reasons.append(
-                    f"batch size {batch_size}: arm '{name}' is not deterministic: repeat {other.repeat + 1} "
-                    f"generated other tokens than repeat {measured[0].repeat + 1}{at}"
-                )
+                reasons.append(Reason(
+                    kind="not_deterministic", batch_size=batch_size, arm=name, repeat=other.repeat + 1,
+                    first_repeat=measured[0].repeat + 1, step=where.step if where else None,
+                    sequence=where.sequence if where else None))
                 break
     return reasons
 
@@ -180,8 +176,8 @@ def _compare_timings(
     by_name = {a.arm: a for a in arms}
     too_few = [name for name in (base, head) if by_name[name].repeats < 2]
     if too_few:
-        reason = (f"batch size {batch_size}: arm '{too_few[0]}' finished fewer than 2 repeats, "
-                  "too few to estimate a change")
+        reason = Reason(kind="too_few_repeats", batch_size=batch_size, arm=too_few[0],
+                        repeats_done=by_name[too_few[0]].repeats)
         return BatchComparison(batch_size=batch_size, verdict="invalid", reasons=[reason], arms=arms,
                                hash_match=hash_match, agreement=agreement)
     confidence = rule.confidence

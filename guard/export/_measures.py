@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from guard._errors import GuardError
 from guard.measure import Spread
 from guard.report import Report
+from guard.report import _words as words
 
 Arm = Literal["base", "head"]
 
@@ -23,7 +24,7 @@ class ExportError(GuardError):
 class Measure(BaseModel):
     batch_size: int
     slug: str  # "gpu-ms-per-step": a Bencher measure, part of every exported name
-    name: str  # "GPU ms per decode step"
+    name: str  # "GPU ms per step" (guard/report/_words.py)
     unit: Literal["ms", "tok/s"]
     smaller_is_better: bool
     median: float
@@ -39,8 +40,8 @@ def benchmark_name(batch_size: int) -> str:
 def measures(report: Report, arm: Arm) -> list[Measure]:
     """The arm's figures at every batch size it was measured at; ExportError when none."""
     name = report.base if arm == "base" else report.head
-    step = ("gpu-ms-per-step", "GPU ms per decode step") if report.gpu_timed() else (
-        "cpu-ms-per-step", "ms per decode step (CPU wall clock)")
+    gpu = report.gpu_timed()
+    step = ("gpu-ms-per-step" if gpu else "cpu-ms-per-step", words.metric("gpu_ms", gpu))
     found = []
     for batch in report.batch_sizes:
         stats = next((a for a in batch.arms if a.arm == name), None)
@@ -48,7 +49,7 @@ def measures(report: Report, arm: Arm) -> list[Measure]:
             continue
         rows = [(step, "ms", True, stats.gpu_ms_per_step), (("tok-per-s", "tok/s"), "tok/s", False, stats.tok_per_s)]
         if stats.host_ms_per_step is not None:
-            rows.append((("host-ms-per-step", "host ms per decode step"), "ms", True, stats.host_ms_per_step))
+            rows.append((("host-ms-per-step", words.HOST), "ms", True, stats.host_ms_per_step))
         for (slug, label), unit, smaller, spread in rows:
             _check_figures(spread, f"batch size {batch.batch_size} {label}")
             found.append(Measure(batch_size=batch.batch_size, slug=slug, name=label, unit=unit,

@@ -12,7 +12,7 @@ from guard._markdown import code
 from guard._marker import Marker, without_marker
 from guard.publish._client import GitHub, Progress, body_json
 from guard.publish._errors import MaybeApplied, PublishError
-from guard.report import verdict_label
+from guard.report import verdict as verdict_words
 
 CommentMode = Literal["on-regression", "always", "never"]
 DEFAULT_BOT_LOGIN = "github-actions[bot]"
@@ -76,7 +76,7 @@ def compose(body: str, verdict: str, head: str, key: str, previous: Marker | Non
         else:
             note = (
                 f"> A regression was reported here at {code(previous.regressed[:8])}; the run at {code(head[:8])} "
-                f"could not decide ({verdict_label(verdict)}), see below.\n\n"
+                f"could not decide ({verdict_words(verdict)}), see below.\n\n"
             )
     return cut(f"{marker.render()}\n{note}{text}")
 

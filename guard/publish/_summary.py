@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 from guard._output import append_whole
-from guard.report import Report, title, verdict_label
+from guard.report import Report, build_view
 
 MAX_ANNOTATION_CHARS = 4_000
 
@@ -25,37 +25,16 @@ def worst_gpu_ms_change_pct(report: Report) -> float | None:
 
 
 def headline(report: Report) -> str:
-    """The verdict with its largest figure, in a line (the commit status description)."""
-    if report.verdict == "invalid":
-        reason = report.reasons[0] if report.reasons else "see the report"
-        return f"invalid: {reason}"
-    measured = [b for b in report.batch_sizes if b.gpu_ms_change is not None and b.tok_per_s_change is not None]
-    if not measured:
-        return report.verdict
-    if report.verdict in ("regression", "at_threshold", "inconclusive"):
-        # the batch size that gave the verdict, the largest step-time change of those that did
-        deciding = [b for b in measured if b.verdict == report.verdict] or measured
-        b = max(deciding, key=lambda b: b.gpu_ms_change.pct)  # type: ignore[union-attr]
-    else:
-        b = max(measured, key=lambda b: abs(b.gpu_ms_change.pct))  # type: ignore[union-attr]
-    step = "GPU ms/step" if report.gpu_timed() else "ms/step (CPU)"
-    return (
-        f"{verdict_label(report.verdict)}: batch size {b.batch_size} {step} {b.gpu_ms_change.pct:+.2f}%, "  # type: ignore[union-attr]
-        f"tok/s {b.tok_per_s_change.pct:+.2f}%"  # type: ignore[union-attr]
-    )
+    """The verdict with its deciding figure, in a line (the commit status description)."""
+    return build_view(report).status
 
 
 def annotations(report: Report) -> list[str]:
     """Workflow commands: an error for a regression or an invalid run, warnings for the rest."""
+    view = build_view(report)
     lines = []
-    if report.verdict == "regression":
-        lines.append(_command("error", "Decode regression", title(report)))
-    elif report.verdict == "invalid":
-        lines.append(_command("error", "Decode comparison not valid", "; ".join(report.reasons) or title(report)))
-    elif report.verdict == "at_threshold":
-        lines.append(_command("warning", "Decode slowdown at the threshold", title(report)))
-    elif report.verdict == "inconclusive":
-        lines.append(_command("warning", "Decode speed inconclusive", "; ".join(report.reasons) or title(report)))
+    if view.annotation is not None:
+        lines.append(_command(view.annotation.level, view.annotation.heading, view.annotation.message))
     for warning in report.warnings:
         lines.append(_command("warning", "regression-guard", warning))
     return lines

@@ -2,9 +2,9 @@
 
 from guard.report._chart import StripChart, strip_chart
 from guard.report._check import UnfoundedReport, check_report
-from guard.report._decision import verdict_label
 from guard.report._links import RunLinks, run_links
-from guard.report._render import render_comment
+from guard.report._render import COMMENT_MARKER, render_comment, render_view
+from guard.report._explained import explain_report
 from guard.report._schema import (
     READ_VERSIONS,
     SCHEMA_VERSION,
@@ -13,12 +13,23 @@ from guard.report._schema import (
     Report,
     WorkloadInfo,
 )
-from guard.report._slow import share, slow_processes_sentence
+from guard.report._slow import slow_processes_sentence
 from guard.report._svg import CHART_FILE, strip_svg
-from guard.report._title import step_metric, title
+from guard.report._title import TITLE_LIMIT, title
+from guard.report._view import Annotation, CommentView, build_view
+from guard.report._words import metric, share, verdict
 from guard.report._write import ReportError, read_report, write_report
 
 __all__ = [
+    "COMMENT_MARKER",
+    "TITLE_LIMIT",
+    "Annotation",
+    "CommentView",
+    "build_view",
+    "explain_report",
+    "metric",
+    "render_view",
+    "verdict",
     "READ_VERSIONS",
     "CHART_FILE",
     "SCHEMA_VERSION",
@@ -36,10 +47,8 @@ __all__ = [
     "share",
     "slow_processes_sentence",
     "run_links",
-    "step_metric",
     "strip_chart",
     "strip_svg",
     "title",
-    "verdict_label",
     "write_report",
 ]

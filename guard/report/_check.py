@@ -11,6 +11,7 @@ from pathlib import Path
 from guard._errors import GuardError
 from guard.compare import Discrepancy, StatedRule, recheck
 from guard.measure import SlowMetric, SlowProcesses, find_slow_processes
+from guard.report._explained import explain_report
 from guard.report._schema import Report
 
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # SHA-1 or SHA-256 object names
@@ -25,13 +26,13 @@ class UnfoundedReport(GuardError):
 def check_report(report: Report, path: Path) -> None:
     """Raises UnfoundedReport, naming what does not hold, unless the report holds up."""
     rule = StatedRule(threshold_pct=report.threshold_pct, alpha=report.alpha, confidence=report.confidence,
-                      tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct,  # older: one for both
+                      tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct,
                       looks=report.looks, batch_sizes=len(report.batch_sizes))
     found = _shape(report) or recheck(
         report.batch_sizes, report.base, report.head, rule,
         verdict=report.verdict, hash_match=report.hash_match,
         failed_arms=[a.name for a in report.arms if a.status != "ok"],
-    ) or _slow_processes(report)
+    ) or _slow_processes(report) or _explanation(report)
     if not found:
         return
     named = "; ".join(_describe(d) for d in found[:MAX_NAMED])
@@ -115,6 +116,17 @@ def _slow_processes(report: Report) -> list[Discrepancy]:
             stated=f"{stated.count} of {stated.processes}", recomputed=f"{found.count} of {found.processes}",
         )]
     return []
+
+
+def _explanation(report: Report) -> list[Discrepancy]:
+    """The facts the comment states, explained again from the report's figures."""
+    again = explain_report(report)
+    found = []
+    for name in type(again).model_fields:
+        if getattr(again, name) != getattr(report.explanation, name):
+            found.append(Discrepancy(kind="count", batch_size=None, field=f"explanation.{name}",
+                                     stated="as stated", recomputed="other facts"))
+    return found
 
 
 def _describe(d: Discrepancy) -> str:

@@ -20,7 +20,7 @@ def tok_role_note(report: Report) -> str:
     if not batches:
         return ""
     threshold = report.tok_threshold_pct or report.threshold_pct
-    repeats = min(a.repeats for a in batches[0].arms if a.arm in (report.base, report.head))
+    repeats = min((a.repeats for a in batches[0].arms if a.arm in (report.base, report.head)), default=0)
     detectable = ", ".join(f"{b.tok_per_s_detectable_pct:.1f}% at batch size {b.batch_size}" for b in batches)
     needed = [b.tok_per_s_repeats_to_gate for b in batches]
     most = (f"more than {MOST_REPEATS}" if None in needed

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
 from guard.cause import CaptureChanges
-from guard.compare import BatchComparison, Verdict
+from guard.compare import BatchComparison, Reason, Verdict
 from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides, Workload
+from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
 from guard.trace import TraceSection
 
-SCHEMA_VERSION = 2
-# 1: verdicts by the significance rule (p < alpha and a change of at least the threshold); still
-# read, and decided again by that rule. 2: the interval rule, with the looks the run could take.
-READ_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+# 1: verdicts by the significance rule; 2: the interval rule, with the looks the run could take;
+# 3: every fact the comment states is a field (`explanation`), reasons are kinds with figures.
+# Only the current version is read: a report of an older one is made again by `guard run`.
+READ_VERSIONS = (3,)
 
 
 class ArmInfo(BaseModel):
@@ -68,10 +70,10 @@ class WorkloadInfo(Workload):
 
 
 class Report(BaseModel):
-    schema_version: Literal[1, 2] = SCHEMA_VERSION
+    schema_version: Literal[3] = SCHEMA_VERSION
     tool_version: str
     verdict: Verdict
-    reasons: list[str] = []
+    reasons: list[Reason] = []  # why the comparison is not valid
     warnings: list[str] = []  # about the runs: throttling, other processes, missing fingerprints
     hash_match: bool | None
     base: str  # arm names
@@ -85,9 +87,8 @@ class Report(BaseModel):
     rounds: int = 1  # 2 when a confirmation round ran
     # processes far on the slow side of their arm's others, every round's (None in older reports)
     slow_processes: SlowProcesses | None = None
-    # the rounds the run could take (2 with a confirmation round), over which alpha was split;
-    # None in schema 1, whose verdicts the significance rule made
-    looks: int | None = None
+    # the rounds the run could take (2 with a confirmation round), over which alpha was split
+    looks: int = Field(ge=1)
     workload: WorkloadInfo
     environment: Environment
     traces: list[TraceSection] = []  # from the profiled pass, on a GPU
@@ -101,12 +102,7 @@ class Report(BaseModel):
     repo: str
     started_at: str
     duration_s: float
-
-    @model_validator(mode="after")
-    def _rule_of_its_schema(self) -> Report:
-        if (self.looks is None) != (self.schema_version == 1):
-            raise ValueError("looks is stated in a report of schema 2, and only there")
-        return self
+    explanation: Explanation  # what the comment states, from the figures above (guard/explain)
 
     def arm(self, name: str) -> ArmInfo:
         return next(a for a in self.arms if a.name == name)

@@ -6,18 +6,14 @@ from __future__ import annotations
 from typing import Callable
 
 from guard.measure import RATE_CONFIDENCE, SlowProcess, SlowProcesses
+from guard.report import _words as words
+from guard.report._words import share
 
 MAX_NAMED = 5  # slow processes named one by one; the rest are counted
-_METRIC = {"gpu_ms": "GPU ms per step", "tok_per_s": "tok/s"}
 
 
-def share(fraction: float) -> str:
-    """0.05 -> '5%', 0.0013 -> '0.1%': a whole percent, or a tenth under 1%."""
-    pct = fraction * 100
-    return f"{pct:.0f}%" if pct >= 1 or pct == 0 else f"{pct:.1f}%"
-
-
-def slow_processes_sentence(slow: SlowProcesses, arm_label: Callable[[str], str] = str, arm_word: str = "arm") -> str:
+def slow_processes_sentence(slow: SlowProcesses, arm_label: Callable[[str], str] = str, arm_word: str = "arm",
+                            gpu: bool = True) -> str:
     """'Slow processes: 1 of 20 (5%; 95% interval 0.1% to 25%): head repeat 3 at batch size 1,
     GPU ms per step +4.20% from its arm's median.' `arm_label` names an arm as the reader knows
     it, `arm_word` says what an arm is (an A/A has sides)."""
@@ -25,7 +21,7 @@ def slow_processes_sentence(slow: SlowProcesses, arm_label: Callable[[str], str]
     if not slow.slow:
         return f"Slow processes: none of {slow.processes} ({interval})."
     rate = share(slow.count / slow.processes) if slow.processes else "n/a"
-    named = "; ".join(_one(s, arm_label, arm_word) for s in slow.slow[:MAX_NAMED])
+    named = "; ".join(_one(s, arm_label, arm_word, gpu) for s in slow.slow[:MAX_NAMED])
     more = f"; and {len(slow.slow) - MAX_NAMED} more" if len(slow.slow) > MAX_NAMED else ""
     return (
         f"Slow processes: {slow.count} of {slow.processes} ({rate}; {interval}): {named}{more}. "
@@ -33,6 +29,6 @@ def slow_processes_sentence(slow: SlowProcesses, arm_label: Callable[[str], str]
     )
 
 
-def _one(s: SlowProcess, arm_label: Callable[[str], str], arm_word: str) -> str:
-    return (f"{arm_label(s.arm)} repeat {s.repeat} at batch size {s.batch_size}, {_METRIC[s.metric]} "
-            f"{s.off_pct:+.2f}% from its {arm_word}'s median")
+def _one(s: SlowProcess, arm_label: Callable[[str], str], arm_word: str, gpu: bool) -> str:
+    return (f"{arm_label(s.arm)} repeat {s.repeat} at batch size {s.batch_size}, {words.metric(s.metric, gpu)} "
+            f"{words.pct(s.off_pct)} from its {arm_word}'s median")

@@ -12,9 +12,9 @@ from guard._output import check_out_dir, write_all_atomic
 from guard.report._chart import strip_chart
 from guard.report._check import check_report
 from guard.report._render import render_comment
-from guard.report._schema import READ_VERSIONS, SCHEMA_VERSION, Report
+from guard.report._schema import READ_VERSIONS, Report
 from guard.report._svg import CHART_FILE, strip_svg
-from guard.report._title import step_metric
+from guard.report._words import metric
 
 # A report read back may come from another job, or from a pull request's run: it is
 # data, checked against the schema, and bounded in size before it is parsed.
@@ -35,7 +35,7 @@ def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
     files: dict[Path, str | bytes] = {comment_path: comment}
     chart = strip_chart(report)
     if chart is not None:
-        files[out_dir / CHART_FILE] = strip_svg(chart, step_metric(report))
+        files[out_dir / CHART_FILE] = strip_svg(chart, metric("gpu_ms", report.gpu_timed()))
     else:  # an earlier run's picture must not stand beside this report
         (out_dir / CHART_FILE).unlink(missing_ok=True)
     files[json_path] = text  # renamed into place last: a report found has its comment and picture
@@ -59,19 +59,19 @@ def read_report(path: Path) -> Report:
         raise ReportError(f"cannot read {path}: {exc.strerror}; pass the report.json that `guard run` wrote") from exc
     if len(data) > MAX_REPORT_BYTES:
         raise ReportError(f"{path} holds more than the {MAX_REPORT_BYTES:,} bytes a report can be")
+    version = _schema_version(data)
+    if isinstance(version, int) and not isinstance(version, bool) and version not in READ_VERSIONS:
+        raise ReportError(
+            f"{path} is a report of schema_version {version}; this guard reads schema_version "
+            f"{' and '.join(map(str, READ_VERSIONS))} only: re-run the guard (`guard run`) to get a report it reads"
+        )
     try:
         report = Report.model_validate_json(data)
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the top level"
-        version = _schema_version(data)
-        hint = (
-            f"it has schema_version {version}, this guard reads {' and '.join(map(str, READ_VERSIONS))} "
-            f"(and writes {SCHEMA_VERSION}): use the same guard version for both"
-            if version is not None and version not in READ_VERSIONS
-            else "pass the report.json that `guard run` wrote"
-        )
-        raise ReportError(f"{path} is not a valid report: {where}: {first['msg']}; {hint}") from exc
+        raise ReportError(f"{path} is not a valid report: {where}: {first['msg']}; "
+                          "pass the report.json that `guard run` wrote") from exc
     names = {arm.name for arm in report.arms}
     for role, name in (("base", report.base), ("head", report.head)):
         if name not in names:

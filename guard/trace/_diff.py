@@ -4,7 +4,6 @@ kernels added or removed)."""
 
 from __future__ import annotations
 
-from decimal import Decimal
 from itertools import zip_longest
 
 from pydantic import BaseModel
@@ -14,10 +13,6 @@ from guard.trace._figures import KernelFigures, StreamFigures, TraceFigures
 SLOWER_RATIO = 1.05  # a kernel is slower when its mean duration grew by more than 5% ...
 SLOWER_MIN_US = 0.1  # ... and by more than 0.1 us: below that it is the timer's grain
 COUNT_TOLERANCE = 1e-9  # counts per step are ratios of integers; equal ones compare equal
-STREAM_PAIRING = (
-    "Streams are paired by rank (kernels per step, then first appearance): "
-    "stream ids differ between two processes' traces of the same graph."
-)
 
 
 class BeforeAfter(BaseModel):
@@ -77,8 +72,11 @@ class TraceDiff(BaseModel):
     span_ms_per_step: BeforeAfter
     idle_ms_per_step: BeforeAfter
     gaps: GapChange
+    # paired by rank (kernels per step, then first appearance): stream ids differ between two
+    # processes' traces of the same graph
     streams: list[StreamChange]
-    streams_note: str
+    base_streams: int
+    head_streams: int
     kernels_added: list[KernelChange]
     kernels_removed: list[KernelChange]
     # Kernels swapped for another variant of themselves (the same function, other template
@@ -92,10 +90,14 @@ class TraceDiff(BaseModel):
     # Busy time per step split by cause; the two sum to the change of mean busy time.
     busy_ms_per_step_from_counts: float
     busy_ms_per_step_from_durations: float
-    gap_statement: str | None  # the median gap's change, stream by stream
-    gap_arithmetic: str | None  # issue-775's sum: gap change times kernels per step; only when gaps widened
-    where_time_went: str
-    warnings: list[str]
+    # of the streams with gaps in both traces, those whose median gap moved as the pooled one did
+    streams_with_gaps: int
+    streams_gaps_same_way: int
+    # the pooled gaps' change times head's kernels per step: what the wider gaps add to a step
+    # (issue 775's sum), by the median gap's change and by the mean's; None unless gaps widened
+    gap_ms_per_step_by_median: float | None
+    gap_ms_per_step_by_mean: float | None
+    warnings: list[str]  # the trace readers' own, per arm
 
 
 def diff(base: TraceFigures, head: TraceFigures) -> TraceDiff:
@@ -119,9 +121,6 @@ def diff(base: TraceFigures, head: TraceFigures) -> TraceDiff:
         if not _same(base.api_calls_per_step.get(name, 0.0), head.api_calls_per_step.get(name, 0.0))
     }
     streams = _pair_streams(base.streams, head.streams)
-    streams_note = STREAM_PAIRING
-    if len(base.streams) != len(head.streams):
-        streams_note += f" Base has {len(base.streams)} streams, head {len(head.streams)}."
 
     gaps = GapChange(
         median_gap_us=_pair(base.gaps.median_gap_us, head.gaps.median_gap_us),
@@ -133,8 +132,7 @@ def diff(base: TraceFigures, head: TraceFigures) -> TraceDiff:
             base.gaps.largest_1pct_gaps_ms_per_step, head.gaps.largest_1pct_gaps_ms_per_step
         ),
     )
-    idle = _pair(base.idle_ms_per_step, head.idle_ms_per_step)
-    span = _pair(base.span_ms_per_step, head.span_ms_per_step)
+    by_median, by_mean = _gap_sum(gaps, head.kernels_per_step)
     return TraceDiff(
         base_source=base.source,
         head_source=head.source,
@@ -146,11 +144,12 @@ def diff(base: TraceFigures, head: TraceFigures) -> TraceDiff:
         launches=_launches(base, head),
         busy_ms_per_step=_pair(base.busy_ms_per_step, head.busy_ms_per_step),
         union_ms_per_step=_pair(base.union_ms_per_step, head.union_ms_per_step),
-        span_ms_per_step=span,
-        idle_ms_per_step=idle,
+        span_ms_per_step=_pair(base.span_ms_per_step, head.span_ms_per_step),
+        idle_ms_per_step=_pair(base.idle_ms_per_step, head.idle_ms_per_step),
         gaps=gaps,
         streams=streams,
-        streams_note=streams_note,
+        base_streams=len(base.streams),
+        head_streams=len(head.streams),
         kernels_added=added,
         kernels_removed=removed,
         kernels_replaced=replaced,
@@ -158,9 +157,10 @@ def diff(base: TraceFigures, head: TraceFigures) -> TraceDiff:
         kernels_faster=faster,
         busy_ms_per_step_from_counts=from_counts_ms,
         busy_ms_per_step_from_durations=from_durations_ms,
-        gap_statement=_gap_statement(gaps.median_gap_us, streams),
-        gap_arithmetic=_gap_arithmetic(gaps, head.kernels_per_step),
-        where_time_went=_where_time_went(span, idle, from_counts_ms, from_durations_ms),
+        streams_with_gaps=len(_with_gaps(streams)),
+        streams_gaps_same_way=_same_way(gaps.median_gap_us, streams),
+        gap_ms_per_step_by_median=by_median,
+        gap_ms_per_step_by_mean=by_mean,
         warnings=warnings,
     )
 
@@ -295,56 +295,24 @@ def _pair_streams(base: list[StreamFigures], head: list[StreamFigures]) -> list[
     return pairs
 
 
-def _digits(value: float, significant: int) -> str:
-    """A figure at `significant` digits, never in exponent form."""
-    return format(Decimal(f"{value:.{significant}g}"), "f")
+def _with_gaps(streams: list[StreamChange]) -> list[StreamChange]:
+    return [s for s in streams if s.median_gap_us.delta is not None]
 
 
-def _gap_statement(median_gap_us: BeforeAfter, streams: list[StreamChange]) -> str | None:
-    if median_gap_us.delta is None or median_gap_us.delta == 0:
-        return None
-    with_gaps = [s for s in streams if s.median_gap_us.delta is not None]
-    same_way = [s for s in with_gaps if s.median_gap_us.delta * median_gap_us.delta > 0]
-    where = f"on {len(same_way)} of the {len(with_gaps)} streams with gaps in both"
-    if len(with_gaps) == 1 and same_way:
-        where = "on the one stream with gaps in both"
-    elif with_gaps and len(same_way) == len(with_gaps):
-        where = f"on all {len(with_gaps)} streams with gaps in both"
-    return (
-        f"The median gap between consecutive kernels of a stream goes from "
-        f"{_digits(median_gap_us.before, 3)} us to {_digits(median_gap_us.after, 3)} us; "
-        f"it moves the same way {where}."
-    )
+def _same_way(median_gap_us: BeforeAfter, streams: list[StreamChange]) -> int:
+    if not median_gap_us.delta:
+        return 0
+    return sum(1 for s in _with_gaps(streams) if (s.median_gap_us.delta or 0.0) * median_gap_us.delta > 0)
 
 
-def _gap_arithmetic(gaps: GapChange, kernels_per_step: float) -> str | None:
+def _gap_sum(gaps: GapChange, kernels_per_step: float) -> tuple[float | None, float | None]:
+    """(by the median gap's change, by the mean's), in ms per step; None unless gaps widened."""
     median_delta_us, mean_delta_us = gaps.median_gap_us.delta, gaps.mean_gap_us.delta
     if median_delta_us is None or mean_delta_us is None:
-        return None
+        return None, None
     if median_delta_us < 0 or mean_delta_us < 0 or (median_delta_us == 0 and mean_delta_us == 0):
-        return None
-    n = round(kernels_per_step)
-    mean_ms = _digits(mean_delta_us * kernels_per_step / 1000, 2)
-    if median_delta_us == 0:  # all of it in a few gaps: a median-times-count sum would say none
-        return (f"At about {n} kernels per step, the mean gap's change adds {mean_ms} ms per step; "
-                "the median gap did not move, so the extra idle time sits in a few gaps.")
-    median_ms = _digits(median_delta_us * kernels_per_step / 1000, 2)
-    return (f"At about {n} kernels per step, that adds {median_ms} ms per step by the median gap's change "
-            f"and {mean_ms} ms by the mean gap's.")
-
-
-def _where_time_went(span: BeforeAfter, idle: BeforeAfter, from_counts_ms: float, from_durations_ms: float) -> str:
-    causes = {
-        "idle time between kernels": idle.delta or 0.0,
-        "kernel durations": from_durations_ms,
-        "kernels added or removed": from_counts_ms,
-    }
-    span_text = f"Span per step {span.before:.4f} -> {span.after:.4f} ms ({span.delta:+.4f})"
-    if all(abs(value) < 1e-9 for value in causes.values()):
-        return f"{span_text}; idle time, kernel durations and kernel counts are unchanged."
-    largest = max(causes, key=lambda cause: abs(causes[cause]))
-    parts = ", ".join(f"{cause} {value:+.4f} ms" for cause, value in causes.items())
-    return f"{span_text}; most of the change is {largest}: {parts}."
+        return None, None
+    return median_delta_us * kernels_per_step / 1000, mean_delta_us * kernels_per_step / 1000
 
 
 def _launches(base: TraceFigures, head: TraceFigures) -> LaunchChange:

@@ -69,9 +69,17 @@ def diff_text(result: TraceDiff) -> str:
     ):
         lines.append(f"{label:<{LABEL_WIDTH}}{_num(change.before):>12}{_num(change.after):>12}{_signed(change):>12}")
     lines += [_count_row(f"calls {name}", change) for name, change in result.api_calls_changed.items()]
-    lines += ["", result.where_time_went]
-    lines += [text for text in (result.gap_statement, result.gap_arithmetic) if text]
-    lines += ["", result.streams_note, f"{'rank':>4}{'streams':>14}{'kernels/step':>16}{'median gap us':>20}"]
+    lines += [
+        f"{'busy ms from counts':<{LABEL_WIDTH}}{'':>24}{result.busy_ms_per_step_from_counts:>+12.4f}",
+        f"{'busy ms from durations':<{LABEL_WIDTH}}{'':>24}{result.busy_ms_per_step_from_durations:>+12.4f}",
+    ]
+    if result.gap_ms_per_step_by_median is not None and result.gap_ms_per_step_by_mean is not None:
+        lines.append(f"{'gap change x kernels, ms':<{LABEL_WIDTH}}median {result.gap_ms_per_step_by_median:.4f}, "
+                     f"mean {result.gap_ms_per_step_by_mean:.4f}")
+    lines += ["", f"streams, paired by rank (kernels per step, then first appearance): base {result.base_streams}, "
+              f"head {result.head_streams}; median gap moved as the pooled one on {result.streams_gaps_same_way} "
+              f"of {result.streams_with_gaps} with gaps in both",
+              f"{'rank':>4}{'streams':>14}{'kernels/step':>16}{'median gap us':>20}"]
     for s in result.streams:
         lines.append(
             f"{s.rank:>4}{_id(s.base_stream) + ' -> ' + _id(s.head_stream):>14}"

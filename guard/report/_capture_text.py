@@ -1,4 +1,5 @@
-"""One factual sentence for the comment's Cause section: where capture changed and how.
+"""One factual sentence for the comment's Cause section: where capture changed and how, in
+words, from the cause stage's facts.
 
 It reports what the diff does (APIs added or removed, settings changed) and never says
 that the change caused the slowdown: that is for the measurements to show.
@@ -7,9 +8,10 @@ that the change caused the slowdown: that is for the measurements to show.
 from __future__ import annotations
 
 from guard._markdown import code, text
-from guard.cause._location import DEFAULT_SERVER, format_place
-from guard.cause._models import CaptureChange, CaptureChanges, CaptureHunk, CaptureSetting, CompileReach, CompileSite
-from guard.cause._patterns import reads_as_call
+from guard.cause import (
+    DEFAULT_SERVER, CaptureChange, CaptureChanges, CaptureHunk, CaptureSetting, CompileReach, CompileSite, format_place,
+    reads_as_call,
+)
 
 MAX_FILES = 3
 MAX_PLACES = 3

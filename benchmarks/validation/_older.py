@@ -1,0 +1,58 @@
+"""The committed reports of schema 1 and 2, read as data: their numbers taken as they are, the
+verdicts decided again by the interval rule at the rounds the run took, the trace diffs made
+again from the figures each arm's trace kept, and the facts explained again. The guard itself
+reads only the current schema (`guard comment` refuses the others); the validation suite and
+the corpus tests read the evidence it already holds this way."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+from guard.compare import Reason, StatedRule, decide_again, most_severe
+from guard.explain import Explanation, Headline
+from guard.report import SCHEMA_VERSION, Report, explain_report
+from guard.trace import diff
+
+
+def read_any(path: Path) -> Report:
+    """A report.json or report.json.gz of any schema, as the current one."""
+    raw = path.read_bytes()
+    return current_report(json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw))
+
+
+def current_report(data: dict[str, Any]) -> Report:
+    if data.get("schema_version") == SCHEMA_VERSION:
+        return Report.model_validate(data)
+    data = json.loads(json.dumps(data))  # a copy to change
+    rounds = int(data.get("rounds") or 1)
+    looks = int(data.get("looks") or rounds)
+    repeats = int(data["workload"]["repeats"])
+    for batch in data["batch_sizes"]:
+        batch["reasons"] = []  # sentences then; what is still wrong is found again below
+        # the confirmation round measured the batch sizes it ran for: they have more processes
+        batch["look"] = 2 if looks > 1 and any(a["repeats"] > repeats for a in batch["arms"]) else 1
+    for section in data.get("traces", []):
+        section["diff"] = None  # made again from the figures below
+    data.update(schema_version=SCHEMA_VERSION, looks=looks, reasons=[],
+                explanation=Explanation(headline=Headline(verdict=data["verdict"])).model_dump())
+    report = Report.model_validate(data)
+    rule = StatedRule(threshold_pct=report.threshold_pct, alpha=report.alpha, confidence=report.confidence,
+                      tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct, looks=looks,
+                      batch_sizes=len(report.batch_sizes))
+    batches = [decide_again(b, report.base, report.head, rule) for b in report.batch_sizes]
+    reasons = [Reason(kind="arm_failed" if a.repeats else "arm_no_results", arm=a.name,
+                      repeats_done=a.repeats or None, error=a.error)
+               for a in report.arms if a.status != "ok"]
+    reasons += [r for b in batches for r in b.reasons]
+    verdict = "invalid" if reasons else most_severe([b.verdict for b in batches])
+    traces = []
+    for section in report.traces:
+        figures = {a.arm: a.figures for a in section.arms}
+        base, head = figures.get(report.base), figures.get(report.head)
+        traces.append(section.model_copy(update={"diff": diff(base, head) if base and head else None}))
+    report = report.model_copy(update={"batch_sizes": batches, "verdict": verdict, "reasons": reasons,
+                                       "traces": traces})
+    return report.model_copy(update={"explanation": explain_report(report)})

@@ -1,0 +1,161 @@
+"""The explanation's facts in words: where each slower batch size's time went, the ablation
+arms' effects, launch-time and profiler-scale notes, decode that fell out of its graphs."""
+
+from __future__ import annotations
+
+from guard._markdown import code, text
+from guard.explain import AblationEffect, Cause, LaunchNote, ProfileScale
+from guard.report import _words as words
+from guard.report._schema import Report
+from guard.trace import LaunchChange
+
+_EDGE = 0.02  # shares this close to 0 or 1 are said as "none" and "all"
+_NAME_LIMIT = 60
+
+
+def cause_sentence(cause: Cause, gpu: bool, sized: bool) -> str:
+    """One sentence: where the extra time went. `sized`: name the batch size (more than one)."""
+    at = f"At batch size {cause.batch_size}, " if sized else ""
+    split = ""
+    if cause.split is not None:
+        s = cause.split
+        split = (f" (profiled: {words.share(s.idle_share)} idle between kernels, {words.share(s.counts_share)} "
+                 f"kernels added or removed, {words.share(s.durations_share)} longer kernels)")
+    if cause.kind == "no_cuda_graph":
+        main = "the head no longer replays a CUDA graph: decode runs eagerly, kernel by kernel"
+    elif cause.kind == "idle_between_kernels" and cause.only_idle:
+        main = "the extra time is idle time between kernels; the kernels themselves are not slower"
+    elif cause.kind == "idle_between_kernels":
+        main = "most of the extra time is idle time between kernels"
+    elif cause.kind == "kernels_added" and cause.kernels_per_step is not None:
+        k = cause.kernels_per_step
+        main = f"most of the extra time is in kernels added: {words.count(k.before or 0)} -> " \
+               f"{words.count(k.after or 0)} kernels per step"
+    elif cause.kind == "slower_kernels":
+        names = ", ".join(code(_short(k.name)) for k in cause.slower_kernels)
+        main = "the kernels themselves are slower" + (f": {names}" if names else "")
+    elif cause.kind == "host_time" and cause.host is not None:
+        host = cause.host
+        main = (f"{words.metric('gpu_ms', gpu)} changed {words.pct(host.gpu_ms_pct)} but tok/s fell "
+                f"{words.pct(host.tok_per_s_fall_pct).lstrip('+')}: the extra time is on the host, around the "
+                "GPU work of each step")
+    else:
+        main = "no single part of the extra time dominates"
+    if cause.host is not None and cause.kind != "host_time":
+        main += f", and tok/s fell {words.pct(cause.host.tok_per_s_fall_pct).lstrip('+')}: time on the host too"
+    sentence = main + split + "."
+    return at + sentence if at else sentence[0].upper() + sentence[1:]
+
+
+def slower_kernel_lines(cause: Cause) -> list[str]:
+    """For the profiler fold: each slower kernel with its duration before and after."""
+    lines = []
+    for k in cause.slower_kernels:
+        d = k.mean_duration_us
+        how = "now as another variant, " if k.variant else ""
+        per = f"{words.count(k.kernels_per_step)} per step, " if k.kernels_per_step is not None else ""
+        lines.append(f"{code(_short(k.name))}: {per}{how}{words.us(d.before or 0)} -> {words.us(d.after or 0)} us")
+    return lines
+
+
+def fallout_counts(launches: LaunchChange) -> str:
+    """'0 of 1 graph launches per step left; 216 kernel launches per step instead of 2'."""
+    graphs, kernels = launches.graph_launches_per_step, launches.kernel_launches_per_step
+    return (f"{words.count(graphs.after or 0)} of {words.count(graphs.before or 0)} graph launches per step left; "
+            f"{words.count(kernels.after or 0)} kernel launches per step instead of {words.count(kernels.before or 0)}")
+
+
+def fallout_line(report: Report, batch_size: int) -> str | None:
+    section = next((t for t in report.traces if t.batch_size == batch_size), None)
+    launches = section.diff.launches if section and section.diff else None
+    if launches is None:
+        return None
+    batch = next((b for b in report.batch_sizes if b.batch_size == batch_size), None)
+    host = batch.host_ms_change if batch else None
+    host_text = (f" The host's time to launch a step changed {words.with_interval(host)}, which "
+                 f"{words.metric('gpu_ms', True)} leaves out and tok/s carries." if host is not None else "")
+    return (f"**Decode fell out of its CUDA graphs at batch size {batch_size}**: {fallout_counts(launches)} "
+            f"(profiled pass).{host_text}")
+
+
+def launch_sentence(note: LaunchNote, gpu: bool, level: str) -> str:
+    return (f"At batch size {note.batch_size}, timed with the host's launch time included, "
+            f"{words.metric('gpu_ms', gpu)} rose {words.with_interval(note.end_to_end)} ({level} interval), past "
+            f"the threshold, against {words.with_interval(note.held)} without it: the extra time may be in "
+            "launching the step's work, which only tok/s weighs in the verdict.")
+
+
+def scale_sentence(scale: ProfileScale) -> str:
+    times = f"{scale.ratio:.0f} times" if scale.ratio >= 10 else f"{scale.ratio:.1f} times"
+    return (f"The profiled step grew by {words.ms(scale.profiled_ms)} ms, {times} the {words.ms(scale.timed_ms)} ms "
+            "the timed pass measured: under the profiler launches and host waits take longer, so read the profile "
+            "for the shares and the table for the size.")
+
+
+def ablation_lines(report: Report) -> list[str]:
+    """One line per ablation arm the explanation has effects of, in the order they ran."""
+    effects = report.explanation.ablations
+    names = list(dict.fromkeys(e.arm for e in effects))
+    return [ablation_line(report, [e for e in effects if e.arm == name]) for name in names]
+
+
+def ablation_line(report: Report, effects: list[AblationEffect]) -> str:
+    """'`no-upload` (the head build with `X=0`): at batch size 1, +0.41% against base (-0.10% to
+    +0.90%), taking back 85% of the head's +2.80%.'"""
+    arm = report.arm(effects[0].arm)
+    overrides = ", ".join(code(f"{k}={v}") for k, v in sorted(arm.env.items()))
+    built = f"the {text(arm.source)} build" + (f" with {overrides}" if overrides else "")
+    clauses = []
+    by_size = {b.batch_size: b for b in report.batch_sizes}
+    for e in effects:
+        clause = f"at batch size {e.batch_size}, {words.pct(e.pct)} against base"
+        if e.change is not None:
+            clause += f" ({words.interval(e.change)})"
+        head = by_size[e.batch_size].gpu_ms_change
+        if e.share_of_head is not None and head is not None:
+            verb = "reproducing" if e.build == "base" else "taking back"
+            clause += f", {verb} {_share(e.share_of_head)} the head's {words.pct(head.pct)}"
+        clauses.append(clause)
+    return f"{code(arm.name)} ({built}): " + "; ".join(clauses) + "."
+
+
+def _share(value: float) -> str:
+    if value >= 1 - _EDGE:
+        return "all of"
+    if value <= _EDGE:
+        return "none of"
+    return f"{words.share(value)} of"
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= _NAME_LIMIT else name[: _NAME_LIMIT - 3] + "..."
+
+
+def unheld_notes(report: Report) -> list[str]:
+    """A GPU-timed pass whose host was still launching when the hold ran out times the host too."""
+    notes = []
+    for batch in report.batch_sizes:
+        arms = {a.arm: a for a in batch.arms if a.arm in (report.base, report.head)}
+        if len(arms) < 2 or not any(a.outran_hold for a in arms.values()):
+            continue
+        shares = ", ".join(f"{text(name)} {words.share(a.unheld_share)}" for name, a in arms.items())
+        if all(a.outran_hold for a in arms.values()):
+            notes.append(f"At batch size {batch.batch_size} the host was still launching many steps when their hold "
+                         f"on the GPU ran out ({shares} of the GPU-timed steps), so {words.metric('gpu_ms', True)} "
+                         "includes launch time in both arms.")
+        else:
+            slow = text(next(name for name, a in arms.items() if a.outran_hold))
+            notes.append(f"At batch size {batch.batch_size} only the {slow} arm's host was still launching steps when "
+                         f"their hold ran out ({shares} of the GPU-timed steps): its {words.metric('gpu_ms', True)} "
+                         "includes launch time, so the arms were not timed alike.")
+    return notes
+
+
+def host_sentence(report: Report) -> str | None:
+    """The host's enqueue time per step, where it was timed: left out of the GPU-timed figures."""
+    parts = [f"{words.with_interval(b.host_ms_change)} at batch size {b.batch_size}"
+             for b in report.batch_sizes if b.host_ms_change is not None]
+    if not parts:
+        return None
+    return (f"{words.HOST[0].upper()}{words.HOST[1:]} ({words.level(report.confidence)} interval): "
+            + ", ".join(parts) + f"; {words.metric('gpu_ms', True)} leaves it out, tok/s carries it.")

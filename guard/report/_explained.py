@@ -1,0 +1,16 @@
+"""The explain stage run on a report's own figures: as the pipeline ran it, and as a report
+read back is checked (its stated facts must be the ones its numbers give)."""
+
+from __future__ import annotations
+
+from guard.explain import Explanation, explain
+from guard.report._schema import Report
+
+
+def explain_report(report: Report) -> Explanation:
+    return explain(
+        report.verdict, report.batch_sizes, {t.batch_size: t.diff for t in report.traces if t.diff is not None},
+        report.base, report.head, threshold_pct=report.threshold_pct, confidence=report.confidence,
+        ablation_builds={a.name: a.source for a in report.arms if a.source is not None and a.status == "ok"},
+        capture=report.capture,
+    )

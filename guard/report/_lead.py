@@ -1,0 +1,109 @@
+"""The comment's first lines: one sentence per slower batch size (or what the run rules out),
+and the interval rule's level and account, with this run's figures."""
+
+from __future__ import annotations
+
+from guard.compare import BatchComparison, MetricKey, alpha_per_look
+from guard.measure import MOST_REPEATS, Change
+from guard.report import _words as words
+from guard.report._schema import Report
+
+
+def bounds_level(report: Report) -> str:
+    """The level of the intervals the verdicts were decided on: '99.75%'."""
+    return words.level(1 - 2 * _alpha_per_look(report))
+
+
+def _alpha_per_look(report: Report) -> float:
+    return alpha_per_look(report.alpha, report.looks, max(1, len(report.batch_sizes)))
+
+
+def limit(report: Report, metric: MetricKey) -> float:
+    return report.threshold_pct if metric == "gpu_ms" else report.tok_threshold_pct or report.threshold_pct
+
+
+def shown(batch: BatchComparison, metric: MetricKey) -> Change | None:
+    """The change between the bounds it was decided on."""
+    return batch.gpu_ms_bounds if metric == "gpu_ms" else batch.tok_per_s_bounds
+
+
+def batch_sentence(report: Report, batch: BatchComparison) -> str | None:
+    """'At batch size 2, GPU ms per step rose 3.21%, past the 1% threshold across its whole
+    interval.' The interval itself is in the table below the sentences."""
+    metric: MetricKey = batch.decided_by or "gpu_ms"
+    change = shown(batch, metric)
+    if change is None:
+        return None
+    name = words.metric(metric, report.gpu_timed())
+    slowdown = change.pct if metric == "gpu_ms" else -change.pct
+    moved = f"{'rose' if metric == 'gpu_ms' else 'fell'} {words.pct(abs(change.pct)).lstrip('+')}" \
+        if slowdown > 0 else f"changed {words.pct(change.pct)}"
+    cap = words.threshold(limit(report, metric))
+    needed = f"more than {MOST_REPEATS}" if batch.repeats_to_decide is None else f"about {batch.repeats_to_decide}"
+    after = " after its confirmation round" if batch.look > 1 else ""
+    decide = f"{needed} processes per arm would decide it (this run: {_processes(report, batch)})"
+    at = f"At batch size {batch.batch_size}, {name} {moved}"
+    if batch.verdict == "regression":
+        return f"{at}, past the {cap} threshold across its whole interval."
+    if batch.verdict == "improvement":
+        return f"{at}, faster by more than the {cap} threshold across its whole interval."
+    if batch.verdict == "at_threshold":
+        return f"{at}: slower, but too close to the {cap} threshold to call{after}; {decide}."
+    if batch.verdict == "inconclusive":
+        return f"{at}: too noisy to tell a {cap} slowdown from none{after}; {decide}."
+    return None
+
+
+def pass_sentence(report: Report) -> str:
+    """What a pass rules out, metric by metric, and a rise under the threshold worth naming."""
+    gpu = report.gpu_timed()
+    gates = all(b.tok_per_s_gates for b in report.batch_sizes)
+    ruled = f"{words.threshold(report.threshold_pct)} in {words.metric('gpu_ms', gpu)}"
+    if gates:
+        ruled += f" and {words.threshold(limit(report, 'tok_per_s'))} in tok/s"
+    sentence = f"No slowdown of {ruled} at any batch size measured: every upper bound is under it."
+    h = report.explanation.headline
+    if h.notable and h.change is not None and h.batch_size is not None:
+        sentence += (f" {words.metric('gpu_ms', gpu)} did rise at batch size {h.batch_size}: "
+                     f"{words.with_interval(h.change)}, under the threshold.")
+    return sentence
+
+
+def ruled_out_sentence(report: Report) -> str | None:
+    """For an undecided run: the batch sizes that were decided."""
+    passed = [b.batch_size for b in report.batch_sizes if b.verdict in ("pass", "improvement")]
+    return f"A slowdown of the threshold is ruled out at {words.sizes(passed)}." if passed else None
+
+
+def _processes(report: Report, batch: BatchComparison) -> int:
+    return min((a.repeats for a in batch.arms if a.arm in (report.base, report.head)), default=0)
+
+
+def processes_text(report: Report) -> str:
+    """'5 fresh processes per arm', and which batch sizes a confirmation round added to."""
+    again = [b.batch_size for b in report.batch_sizes if b.look > 1]
+    text = f"{report.workload.repeats} fresh processes per arm"
+    if again:
+        text += f", and {report.workload.repeats} more in a confirmation round for {words.sizes(again)}"
+    return text
+
+
+def rule_note(report: Report) -> str:
+    """The method fold's account of the rule, with this run's figures."""
+    each = f"{_alpha_per_look(report) * 100:.3g}%"
+    looks, n = report.looks, len(report.batch_sizes)
+    gpu = words.metric("gpu_ms", report.gpu_timed())
+    return (
+        f"A batch size is a regression when the lower bound of its slowdown is above the threshold "
+        f"({words.threshold(report.threshold_pct)} in {gpu}, {words.threshold(limit(report, 'tok_per_s'))} in "
+        "tok/s), a pass when the upper bound is under it, an improvement when the upper bound is under minus the "
+        f"threshold. Each bound is wrong at most {each} of the time (alpha {report.alpha:g} split over "
+        f"{words.plural(looks, 'round')} x 2 metrics x {words.plural(n, 'batch size')}), so all hold together at "
+        f"least {words.level(1 - report.alpha)} of the time. tok/s decides only where this run's processes could "
+        "detect its threshold. "
+        + ("A batch size left open gets one confirmation round; one still open after it " if looks > 1
+           else "A batch size left open ")
+        + "is at threshold (a slowdown is shown, its size against the threshold is not) or inconclusive (no change "
+        "and the threshold both fit). Intervals from Welch's t on log times; p-values are in report.json and "
+        "decide nothing."
+    )

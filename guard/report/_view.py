@@ -1,0 +1,354 @@
+"""The comment as a view: every line of it, made in one pass from the report, in the order it is
+shown. The template only lays it out; the job summary, the commit status and the annotations
+read the same view."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from guard._markdown import block, code, html, text
+from guard._marker import COMMENT_MARKER
+from guard.cause import location
+from guard.report import _words as words
+from guard.report import _like_for_like as like_for_like
+from guard.report._capture_text import capture_summary
+from guard.report._cause_text import (
+    ablation_lines, cause_sentence, fallout_line, host_sentence, launch_sentence, scale_sentence, slower_kernel_lines,
+    unheld_notes,
+)
+from guard.report._chart import strip_chart
+from guard.report._config_change import config_note
+from guard.report._lead import (
+    batch_sentence, bounds_level, pass_sentence, processes_text, ruled_out_sentence, rule_note, shown,
+)
+from guard.report._links import RunLinks
+from guard.report._mermaid import mermaid_charts
+from guard.report._override_note import override_note
+from guard.report._reason_text import reason_sentence, reason_short
+from guard.report._roles import tok_role_note
+from guard.report._schema import ArmInfo, Report
+from guard.report._slow import slow_processes_sentence
+from guard.report._title import title
+from guard.report._environment_text import environment_line
+from guard.report._trace_text import gap_arithmetic, span_sentence, trace_bullets
+
+MAX_FILES_NAMED = 12
+
+
+class Block(BaseModel):
+    """Markdown, made safe where it was made: a paragraph, a list, a table or lines as they are."""
+
+    kind: Literal["paragraph", "bullets", "table", "lines"]
+    lines: list[str] = []  # paragraph: one; bullets: one per item; lines: as they are
+    header: list[str] = []  # table
+    rows: list[list[str]] = []
+
+
+class Section(BaseModel):
+    heading: str | None = None
+    blocks: list[Block] = []
+
+
+class Fold(BaseModel):
+    summary: str  # HTML text: the guard's own words, a report's strings through html()
+    blocks: list[Block] = []
+
+
+class Annotation(BaseModel):
+    level: Literal["error", "warning"]
+    heading: str
+    message: str  # plain text: the workflow command escapes it
+
+
+class CommentView(BaseModel):
+    marker: str = COMMENT_MARKER
+    title: str  # plain text
+    title_md: str
+    sections: list[Section]  # above the first fold
+    folds: list[Fold]
+    footer: list[str]
+    status: str  # the commit status's description, plain text
+    annotation: Annotation | None
+
+
+def _p(line: str) -> Block:
+    return Block(kind="paragraph", lines=[line])
+
+
+def build_view(report: Report, links: RunLinks | None = None) -> CommentView:
+    """`links`: the run that measured and its artifact, from the job that posts (never the report)."""
+    headline = title(report)
+    sections = [Section(heading="What happened", blocks=_what_happened(report))]
+    cause = _cause_section(report)
+    if cause is not None:
+        sections.append(cause)
+    return CommentView(
+        title=headline, title_md=text(headline), sections=sections, folds=_folds(report),
+        footer=_footer(report, links), status=_status(report), annotation=_annotation(report, headline),
+    )
+
+
+def _gpu(report: Report) -> bool:
+    return report.gpu_timed()
+
+
+def _what_happened(report: Report) -> list[Block]:
+    blocks: list[Block] = []
+    if report.verdict == "invalid":
+        reasons = [reason_sentence(r) for r in report.reasons] + like_for_like.agreement_reasons(report)
+        blocks.append(_p("The comparison is not valid, so no timing verdict is given:"))
+        blocks.append(Block(kind="bullets", lines=reasons or ["see report.json"]))
+        hint = like_for_like.forcing_hint(report)
+        if hint:
+            blocks.append(_p(hint))
+    elif report.verdict == "pass":
+        blocks.append(_p(pass_sentence(report)))
+    else:
+        lines = [s for b in report.batch_sizes if (s := batch_sentence(report, b))]
+        if report.verdict in ("at_threshold", "inconclusive") and (ruled := ruled_out_sentence(report)):
+            lines.append(ruled)
+        blocks.append(_p(" ".join(lines)))
+    if report.verdict != "invalid" and (table := _table(report)) is not None:
+        blocks += [table, _p(_table_note(report))]
+    fell = report.explanation.headline.fell_out
+    # a batch size out of its CUDA graphs has its own line, with the launch counts
+    causes = [c for c in report.explanation.causes if not (c.kind == "no_cuda_graph" and c.batch_size in fell)]
+    said = [cause_sentence(c, _gpu(report), sized=len(report.explanation.causes) > 1) for c in causes]
+    if said:
+        blocks.append(_p(" ".join(said)))
+    for size in report.explanation.headline.fell_out:
+        if (line := fallout_line(report, size)) is not None:
+            blocks.append(_p(line))
+    for note in report.explanation.launch_notes:
+        blocks.append(_p(launch_sentence(note, _gpu(report), bounds_level(report))))
+    for note in unheld_notes(report):
+        blocks.append(_p(note))
+    if (override := override_note(report)) is not None:
+        blocks.append(_p(override))
+    if (config := config_note(report.config_change)) is not None:
+        blocks.append(_p(config.sentence))
+    return blocks
+
+
+def _table(report: Report) -> Block | None:
+    base, head = report.arm(report.base), report.arm(report.head)
+    rows = []
+    many = len(report.batch_sizes) > 1
+    for b in report.batch_sizes:
+        arms = {a.arm: a for a in b.arms}
+        if report.base not in arms or report.head not in arms:
+            continue
+        at = f", batch size {b.batch_size}" if many else ""
+        for metric in ("gpu_ms", "tok_per_s"):
+            change = shown(b, metric)  # type: ignore[arg-type]
+            before = arms[report.base].gpu_ms_per_step if metric == "gpu_ms" else arms[report.base].tok_per_s
+            after = arms[report.head].gpu_ms_per_step if metric == "gpu_ms" else arms[report.head].tok_per_s
+            form = words.ms if metric == "gpu_ms" else words.rate
+            informs = metric == "tok_per_s" and not b.tok_per_s_gates
+            name = words.metric(metric, _gpu(report)) + (" (informs)" if informs else "")  # type: ignore[arg-type]
+            rows.append([name + at, form(before.median), form(after.median),
+                         words.with_interval(change) if change else "-"])
+    if not rows:
+        return None
+    header = ["", f"base {words.short_sha(base.sha)}", f"head {words.short_sha(head.sha)}",
+              f"change ({bounds_level(report)} interval)"]
+    return Block(kind="table", header=header, rows=rows)
+
+
+def _table_note(report: Report) -> str:
+    """How the table was measured and whether the work was like for like, in a line."""
+    same = ""
+    if report.hash_match:
+        same = " The output tokens are identical in every process."
+    elif any(b.agreement for b in report.batch_sizes) and report.workload.reference is not None:
+        same = f" Every step's input was forced from {text(report.workload.reference)}, so the work is like for like."
+    return f"Medians of {processes_text(report)}, run interleaved.{same}"
+
+
+def _cause_section(report: Report) -> Section | None:
+    if report.capture is None or not report.capture.files or report.verdict not in (
+            "regression", "at_threshold", "inconclusive"):
+        return None
+    head = report.arm(report.head)
+    sentence = capture_summary(report.capture, github_repo=report.github_repo, sha=head.sha,
+                               server_url=report.server_url)
+    ablated = any(a.source for a in report.arms)
+    caveat = ("Inferred from the timing, not proven; "
+              + ("the ablation arms below test it." if ablated else
+                 "an ablation arm (`[[arms]]` in guard.toml) undoing it would settle it."))
+    return Section(heading=f"Cause ({text(_ref_text(head))})", blocks=[_p(f"{sentence or ''} {caveat}")])
+
+
+def _capture_lines(report: Report) -> list[str]:
+    """Each changed hunk of capture code: where (linked), in which function, its first lines."""
+    if report.capture is None:
+        return []
+    head = report.arm(report.head)
+    places = []
+    for change in report.capture.files:
+        for hunk in change.hunks:
+            where = location(change, hunk.range, github_repo=report.github_repo, sha=head.sha,
+                             server_url=report.server_url)
+            scope = f" in {code(hunk.function)}" if hunk.function else ""
+            diff = "; ".join(code(line) for line in hunk.excerpt[:2])
+            places.append(f"{where}{scope}: {diff}" if diff else f"{where}{scope}")
+    return places
+
+
+def _folds(report: Report) -> list[Fold]:
+    folds = []
+    slower = {c.batch_size for c in report.explanation.causes} | {
+        b.batch_size for b in report.batch_sizes if b.verdict in ("regression", "at_threshold")}
+    scales = {s.batch_size: s for s in report.explanation.profile_scales}
+    for section in report.traces:
+        if section.batch_size not in slower:
+            continue
+        blocks = [_p(f"Over {section.profile_steps} decode steps, in a separate pass: the profiler inflates "
+                     "times, so the sizes above come from the timed pass and this says where the time went."),
+                  Block(kind="bullets", lines=trace_bullets(section))]
+        if section.diff is not None:
+            extra = [s for s in (gap_arithmetic(section.diff), span_sentence(section.diff)) if s]
+            if section.batch_size in scales:
+                extra.append(scale_sentence(scales[section.batch_size]))
+            blocks.append(_p(" ".join(extra)))
+        cause = next((c for c in report.explanation.causes if c.batch_size == section.batch_size), None)
+        if cause is not None and cause.slower_kernels:
+            blocks.append(Block(kind="bullets", lines=slower_kernel_lines(cause)))
+        folds.append(Fold(summary=f"Profiler: where the time went at batch size {section.batch_size}", blocks=blocks))
+    if _cause_section(report) is not None and (places := _capture_lines(report)):
+        folds.append(Fold(summary="The changed lines of graph capture", blocks=[Block(kind="bullets", lines=places)]))
+    lines = ablation_lines(report)
+    if lines:
+        folds.append(Fold(summary=f"Ablation arms: {words.metric('gpu_ms', _gpu(report))} against base "
+                                  f"({words.level(report.confidence)} interval)",
+                          blocks=[Block(kind="bullets", lines=lines)]))
+    chart = strip_chart(report)
+    metric = words.metric("gpu_ms", _gpu(report))
+    if chart is not None:
+        folds.append(Fold(summary=f"{metric} of every process, base beside head", blocks=[
+            Block(kind="lines", lines=mermaid_charts(chart, metric)),
+            _p("A bar per process, in the order each arm ran them; each axis spans the values shown, not from zero."),
+        ]))
+    if (every := _every_arm(report)) is not None:
+        host = host_sentence(report)
+        folds.append(Fold(summary="Every arm, with the range of its processes",
+                          blocks=[every] + ([_p(host)] if host else [])))
+    for arm in report.arms:
+        if arm.status != "ok":
+            folds.append(Fold(summary=f"{html(arm.name)} ({html(words.short_sha(arm.sha))}): "
+                                      f"{html(arm.status.replace('_', ' '))}",
+                              blocks=[Block(kind="lines", lines=[block(arm.log_tail)])]))
+    if (config := config_note(report.config_change)) is not None:
+        folds.append(Fold(summary=config.summary, blocks=[Block(kind="lines", lines=[config.block])]))
+    folds.append(Fold(summary="Environment", blocks=_environment_blocks(report)))
+    folds.append(Fold(summary="Method", blocks=_method_blocks(report)))
+    return folds
+
+
+def _every_arm(report: Report) -> Block | None:
+    host = any(a.host_ms_per_step is not None for b in report.batch_sizes for a in b.arms)
+    metric = words.metric("gpu_ms", _gpu(report))
+    header = ["arm", "batch size", f"{metric} (range)", "tok/s"] + ([words.HOST] if host else [])
+    rows = []
+    for b in report.batch_sizes:
+        ordered = sorted(b.arms, key=lambda a: (a.arm != report.base, a.arm != report.head))
+        for a in ordered:
+            g = a.gpu_ms_per_step
+            row = [text(_label(report, report.arm(a.arm))), str(b.batch_size),
+                   f"{words.ms(g.median)} ({words.ms(g.min)}-{words.ms(g.max)})", words.rate(a.tok_per_s.median)]
+            if host:
+                row.append(words.ms(a.host_ms_per_step.median) if a.host_ms_per_step else "-")
+            rows.append(row)
+    return Block(kind="table", header=header, rows=rows) if rows else None
+
+
+def _environment_blocks(report: Report) -> list[Block]:
+    base, head = report.arm(report.base), report.arm(report.head)
+    subject = f" ({text(head.subject)})" if head.subject else ""
+    blocks = [_p(f"{text(environment_line(report))}; base {text(_ref_text(base))}, head {text(_ref_text(head))}"
+                 f"{subject}.")]
+    if report.slow_processes is not None:
+        blocks.append(_p(text(slow_processes_sentence(report.slow_processes, gpu=_gpu(report)))))
+    if report.warnings:
+        blocks.append(Block(kind="bullets", lines=[text(w) for w in report.warnings]))
+    files = report.changed_files
+    if files:
+        named = ", ".join(code(f) for f in files[:MAX_FILES_NAMED])
+        more = f", and {len(files) - MAX_FILES_NAMED} more" if len(files) > MAX_FILES_NAMED else ""
+        blocks.append(_p(f"Changed between base and head: {words.plural(len(files), 'file')}: {named}{more}."))
+    shown_traces = [a.shown_trace for s in report.traces for a in s.arms if a.shown_trace]
+    if shown_traces:
+        blocks.append(_p("Profiler traces (open in Perfetto): " + ", ".join(code(t) for t in shown_traces)
+                         + ", and the other repeats beside them."))
+    return blocks
+
+
+def _method_blocks(report: Report) -> list[Block]:
+    w = report.workload
+    options = f" with {code(w.options)}" if w.options else ""
+    tok = ""
+    if w.tok_per_s_min_s and w.tok_per_s_window_s:
+        tok = (f" tok/s is each process's median over windows of {round(w.tok_per_s_window_s * 1000)} ms or more, "
+               f"from at least {w.tok_per_s_min_s:g} s of decode per batch size.")
+    lines = [f"A like-for-like greedy decode workload, {code(w.entry)}{options}: {w.warmup_steps} warmup and "
+             f"{w.steps} timed steps per batch size, {processes_text(report)}, run interleaved.{tok}"]
+    lines += [s for s in (like_for_like.agreement_sentence(report), like_for_like.reference_note(report),
+                          tok_role_note(report)) if s]
+    lines.append(rule_note(report))
+    lines.append(
+        f"{words.metric('gpu_ms', True)} from CUDA events around each step, queued ahead of its start so the host's "
+        "launch time is left out; tok/s from the wall clock of a separate pass as the decode loop runs."
+        if _gpu(report) else "No CUDA events: step times and tok/s are the CPU's wall clock.")
+    return [_p(line) for line in lines]
+
+
+def _footer(report: Report, links: RunLinks | None) -> list[str]:
+    lines = []
+    if links is not None:
+        lines.append(f"report.json, this comment, the picture as SVG and the profiler traces: [the artifact]"
+                     f"({links.artifact_url}) of [the run that measured]({links.run_url})."
+                     if links.artifact_url else f"[The run that measured]({links.run_url}).")
+    lines.append(f"<sub>regression-guard {text(report.tool_version)}; every figure is in report.json.</sub>")
+    return lines
+
+
+def _status(report: Report) -> str:
+    """The commit status's description: the verdict and its deciding figure, plain."""
+    h = report.explanation.headline
+    if report.verdict == "invalid":
+        reason = reason_short(report.reasons[0]) if report.reasons else "see the comment"
+        return f"invalid: {reason}"
+    if h.batch_size is None or h.change is None or h.metric is None:
+        return words.verdict(report.verdict)
+    return (f"{words.verdict(report.verdict)}: batch size {h.batch_size} {words.metric(h.metric, _gpu(report))} "
+            f"{words.with_interval(h.change)}")
+
+
+def _annotation(report: Report, headline: str) -> Annotation | None:
+    found = {
+        "regression": ("error", "Decode regression"),
+        "invalid": ("error", "Decode comparison not valid"),
+        "at_threshold": ("warning", "Decode slowdown at the threshold"),
+        "inconclusive": ("warning", "Decode speed inconclusive"),
+    }.get(report.verdict)
+    if found is None:
+        return None
+    message = headline
+    if report.verdict == "invalid" and report.reasons:
+        message = "; ".join(reason_short(r) for r in report.reasons)
+    return Annotation(level=found[0], heading=found[1], message=message)  # type: ignore[arg-type]
+
+
+def _ref_text(arm: ArmInfo) -> str:
+    """'piecewise-capture 86115432', or the sha alone when the ref was a sha."""
+    short = words.short_sha(arm.sha)
+    return short if arm.sha.startswith(arm.ref) else f"{arm.ref} {short}"
+
+
+def _label(report: Report, arm: ArmInfo) -> str:
+    if arm.source is not None:  # an ablation arm
+        return f"{arm.label or arm.name} ({arm.source} build {words.short_sha(arm.sha)})"
+    role = {report.head: "head", report.base: "base"}.get(arm.name, arm.name)
+    return f"{role} ({_ref_text(arm)})"

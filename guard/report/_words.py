@@ -1,0 +1,120 @@
+"""Every name, unit and number format the guard writes: one spelling each, CPU-aware. The
+comment, the job summary, the commit status and the annotations take their words from here."""
+
+from __future__ import annotations
+
+from guard.compare import MetricKey, ReasonKind, Verdict
+from guard.explain import CauseKind
+from guard.measure import Change
+
+# A step is timed with CUDA events on a GPU and by the host's clock on a CPU: a CPU run never says GPU.
+_STEP = {True: "GPU ms per step", False: "CPU ms per step"}
+_STEP_SHORT = {True: "GPU ms", False: "CPU ms"}
+TOK = "tok/s"
+HOST = "host ms per step"
+
+VERDICT = {"at_threshold": "at threshold"}  # how a verdict is written; the rest as they are
+
+CAUSE: dict[CauseKind, str] = {
+    "no_cuda_graph": "no CUDA graph",
+    "idle_between_kernels": "idle time between kernels",
+    "kernels_added": "kernels added",
+    "slower_kernels": "slower kernels",
+    "host_time": "host time",
+    "mixed": "no single cause",
+}
+
+
+def metric(key: MetricKey, gpu: bool) -> str:
+    """'GPU ms per step' (CPU: 'ms per step (CPU)'), or 'tok/s'."""
+    return _STEP[gpu] if key == "gpu_ms" else TOK
+
+
+def metric_short(key: MetricKey, gpu: bool) -> str:
+    return _STEP_SHORT[gpu] if key == "gpu_ms" else TOK
+
+
+def verdict(value: Verdict | str) -> str:
+    return VERDICT.get(value, value)
+
+
+def pct(value: float, digits: int = 2) -> str:
+    """A signed percentage: '+3.21%'; a zero never shows a sign."""
+    shown = f"{value:+.{digits}f}"
+    return f"{'0.' + '0' * digits if float(shown) == 0 else shown}%" if digits else f"{shown}%"
+
+
+def interval(change: Change) -> str:
+    """'+2.10% to +4.30%'."""
+    return f"{pct(change.ci_low_pct)} to {pct(change.ci_high_pct)}"
+
+
+def with_interval(change: Change) -> str:
+    """'+3.21% (+2.10% to +4.30%)'."""
+    return f"{pct(change.pct)} ({interval(change)})"
+
+
+def threshold(value: float) -> str:
+    """'1%', '0.5%'."""
+    return f"{value:g}%"
+
+
+def level(confidence: float) -> str:
+    """'99.75%': the level of an interval."""
+    return f"{confidence * 100:.4g}%"
+
+
+def ms(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def ms_delta(value: float) -> str:
+    """A signed change of milliseconds; never '-0.000'."""
+    shown = f"{value:+.3f}"
+    return "0.000" if shown in ("+0.000", "-0.000") else shown
+
+
+def us(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def rate(value: float) -> str:
+    """tok/s: a tenth from 100 up, hundredths under it."""
+    return f"{value:.1f}" if value >= 100 else f"{value:.2f}"
+
+
+def share(fraction: float) -> str:
+    """0.05 -> '5%', 0.0013 -> '0.1%': a whole percent, or a tenth under 1%."""
+    value = fraction * 100
+    return f"{value:.0f}%" if value >= 1 or value == 0 else f"{value:.1f}%"
+
+
+def count(value: float) -> str:
+    """Counts per step are means: whole where they are, else one decimal."""
+    return f"{value:.0f}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
+
+
+def sizes(batch_sizes: list[int]) -> str:
+    """'batch size 1', 'batch sizes 1, 2'."""
+    listed = ", ".join(str(b) for b in batch_sizes)
+    return f"batch size{'s' if len(batch_sizes) != 1 else ''} {listed}"
+
+
+def short_sha(sha: str) -> str:
+    return sha[:8]
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+# What each invalid reason is, in a few words, for the title and the status line.
+REASON_SHORT: dict[ReasonKind, str] = {
+    "arm_no_results": "the {arm} arm gave no results",
+    "arm_failed": "the workload failed on the {arm} arm",
+    "arm_changed_between_repeats": "the {arm} arm's {field} changed between repeats",
+    "arms_differ": "the arms ran with a different {field}",
+    "tokens_differ": "output tokens differ between base and head at batch size {batch_size}",
+    "not_deterministic": "the workload is not deterministic on the {arm} arm (batch size {batch_size})",
+    "too_few_repeats": "the {arm} arm finished fewer than 2 repeats",
+}
