@@ -23,8 +23,8 @@ from guard.config import (
     apply_overrides, check_entry, config_change, config_paths, load_commit_config, read_thresholds,
 )
 from guard.measure import (
-    ArmMeasurement, ArmTarget, HarnessSpec, ReferenceOutcome, check_cpus, prepare_reference, run_interleaved,
-    slow_processes,
+    ArmMeasurement, ArmTarget, HarnessSpec, ReferenceOutcome, check_cpus, mix_report, prepare_reference,
+    run_interleaved, slow_processes,
 )
 from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, slow_processes_sentence, write_report,
@@ -219,6 +219,8 @@ def _run_guard(
         config_change=change,
         overrides=overrides if overrides.given() else None,
         capture=capture,
+        mix=mix_report(spec.mix_schedule(), spec.batch_mix_file or "batch_mix", spec.batch_mix_seed, spec.steps,
+                       measurements, [a.name for a in arms]),
         github_repo=github_repo,
         server_url=server_url,
         repo=str(repo),

@@ -6,7 +6,9 @@ from guard.config._load import (
     DEFAULT_CONFIG_NAME, load_caller_config, load_commit_config, load_config, parse_config,
 )
 from guard.config._models import (
+    MAX_BATCH_SIZE,
     MAX_HOST_SECONDS,
+    MAX_MIX_SIZES,
     MAX_REPEATS,
     REFUSED_GPU_MS_PCT,
     REFUSED_TOK_PER_S_PCT,
@@ -29,7 +31,9 @@ __all__ = [
     "DEFAULT_CONFIG_NAME",
     "MAX_CONFIG_BYTES",
     "MAX_DIFF_LINES",
+    "MAX_BATCH_SIZE",
     "MAX_HOST_SECONDS",
+    "MAX_MIX_SIZES",
     "MAX_REFERENCE_BYTES",
     "MAX_REPEATS",
     "REFUSED_GPU_MS_PCT",

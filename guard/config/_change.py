@@ -27,7 +27,7 @@ class ConfigChange(BaseModel):
 
 def config_paths(config: GuardConfig, config_name: str) -> list[str]:
     """The config file and the files it names that hold settings (not the workload's code)."""
-    named = [config.measure.thresholds_file, config.workload.reference_file]
+    named = [config.measure.thresholds_file, config.workload.reference_file, config.workload.batch_mix_file]
     return [config_name] + [p for p in named if p]
 
 

@@ -7,7 +7,7 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from guard.config._paths import entry_problem, relative_path_problem
 
@@ -44,6 +44,28 @@ def _distinct_at_least(
     if len(set(values)) != len(values):
         raise ValueError(f"{what} must not repeat")
     return values
+
+
+MAX_MIX_SIZES = 64
+MIX_SUM_TOLERANCE = 1e-6
+
+
+def mix_problem(mix: dict[int, float]) -> str | None:
+    """What is wrong with a batch-size mix (sizes to shares); None when nothing is."""
+    if not mix:
+        return "at least one batch size with its share, e.g. { 1 = 0.5, 2 = 0.5 }"
+    if len(mix) > MAX_MIX_SIZES:
+        return f"at most {MAX_MIX_SIZES} batch sizes"
+    bad_size = next((size for size in mix if not 1 <= size <= MAX_BATCH_SIZE), None)
+    if bad_size is not None:
+        return f"batch sizes from 1 to {MAX_BATCH_SIZE}, not {bad_size}"
+    bad_share = next((size for size, share in mix.items() if not (math.isfinite(share) and share > 0)), None)
+    if bad_share is not None:
+        return f"every share above 0 (batch size {bad_share} has {mix[bad_share]!r})"
+    total = math.fsum(mix.values())
+    if abs(total - 1.0) > MIX_SUM_TOLERANCE:
+        return f"shares that sum to 1 (these sum to {total:.9g}); divide each by their sum"
+    return None
 
 
 def _in_repository(value: str | None, suffix: str, example: str) -> str | None:
@@ -117,6 +139,17 @@ class Workload(BaseModel):
         description="Processes per arm that run the profiled pass, the first ones; a confirmation round adds none "
         "unless this is more than measure.repeats (0: every one).",
     )
+    batch_mix: dict[int, float] | None = Field(
+        default=None,
+        description="Batch sizes to their shares of decode steps: a mix pass after the fixed batch sizes, its "
+        "active batch size drawn per step by a seeded schedule (harness/_mix.py).",
+    )
+    batch_mix_file: str | None = Field(
+        default=None,
+        description="Text file in the repository (read from the base commit), one batch size per line, one line "
+        "per step, in the order production saw them: the mix pass's schedule instead of batch_mix.",
+    )
+    batch_mix_seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the mix's schedule.")
 
 
 class WorkloadConfig(_Section, Workload):
@@ -163,6 +196,27 @@ class WorkloadConfig(_Section, Workload):
     @classmethod
     def _reference_path(cls, value: str | None) -> str | None:
         return _in_repository(value, ".json", "bench/reference-tokens.json")
+
+    @field_validator("batch_mix_file")
+    @classmethod
+    def _mix_path(cls, value: str | None) -> str | None:
+        return _in_repository(value, ".txt", "bench/batch-sizes.txt")
+
+    @field_validator("batch_mix")
+    @classmethod
+    def _mix_shares(cls, value: dict[int, float] | None) -> dict[int, float] | None:
+        if value is None:
+            return None
+        problem = mix_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @model_validator(mode="after")
+    def _one_mix(self) -> WorkloadConfig:
+        if self.batch_mix is not None and self.batch_mix_file is not None:
+            raise ValueError("batch_mix and batch_mix_file both set: give the shares or the file, one of them")
+        return self
 
 
 class BuildConfig(_Section):

@@ -26,6 +26,10 @@ SIZES_ENV = "REFENGINE_CAPTURE_BATCH_SIZES"  # e.g. "1,2"
 # Injected idle time, for validating the guard: the step is captured as two graphs and the
 # host waits this many microseconds between them while the GPU has nothing to run.
 IDLE_ENV = "REFENGINE_IDLE_US"
+# The capture policy for a batch-size mix: "1" runs a size without a graph eagerly at its own
+# shape (the fallback); "0" pads it up to the next captured size
+FALLBACK_ENV = "REFENGINE_FALLBACK"
+MOE_DISPATCHES = ("auto", "capacity", "exact")
 
 PROMPT_SEED = 1234
 MAX_PROMPT_ROWS = 64
@@ -44,6 +48,8 @@ class RefEngine:
         capture_batch_sizes: tuple[int, ...] | list[int] | None = None,
         idle_us: float | None = None,
         split: bool | None = None,
+        fallback: bool | None = None,
+        moe_dispatch: str = "auto",
         **spec_fields: int,
     ) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -57,6 +63,16 @@ class RefEngine:
             raise ValueError(f"long_kv_layers must be between 0 and layers ({self.spec.layers})")
         if self.spec.head_splits < 0 or (self.spec.head_splits and self.spec.d_model % self.spec.head_splits):
             raise ValueError(f"head_splits must be 0 or divide d_model ({self.spec.d_model})")
+        if self.spec.moe_experts < 0 or (self.spec.moe_experts and not 1 <= self.spec.moe_top_k
+                                         <= self.spec.moe_experts):
+            raise ValueError("moe_experts must be 0 or more, and moe_top_k between 1 and moe_experts")
+        if moe_dispatch not in MOE_DISPATCHES:
+            raise ValueError(f"moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, not {moe_dispatch!r}")
+        self.moe_dispatch = moe_dispatch
+        fallback_env = os.environ.get(FALLBACK_ENV)
+        # None: the fixed-size policy of old (smaller batches pad up); True or False: a capture
+        # policy for a batch-size mix, every graph masking its padding rows
+        self.fallback = fallback if fallback is not None else (fallback_env == "1" if fallback_env else None)
         self.prompt_len = prompt_len
         self.capture_mode = capture_mode or os.environ.get(MODE_ENV) or CAPTURE_MODE
         if self.capture_mode not in ("step", "layer"):
@@ -84,7 +100,13 @@ class RefEngine:
         self.batch = 0
         self.run_batch = 0
         self.state: DecodeState | None = None
-        self.graphs: list[torch.cuda.CUDAGraph] = []
+        self.graphs: list[torch.cuda.CUDAGraph] = []  # the set-up batch size's
+        self.graphs_by_size: dict[int, list[torch.cuda.CUDAGraph]] = {}  # every captured size up to it
+        self.active = torch.zeros(1, dtype=torch.int64, device=self.device)  # rows a padded graph is for
+        self._keep_alive: list[object] = []  # static tensors of the graphs' pieces
+        self._info: dict[str, object] = {}
+        if self.spec.moe_experts:
+            self.decoder.loads = torch.zeros(self.spec.moe_experts, dtype=torch.int64, device=self.device)
         self.positions_used = 0
         self._prefilled: list[torch.Tensor] = []  # the state as the prefill left it, for a repeated setup
 
@@ -103,8 +125,15 @@ class RefEngine:
         self.batch = batch_size
         self.run_batch = self._padded(batch_size)
         self.state = DecodeState.empty(self.spec, self.run_batch, self.device, self.dtype)
-        if self.use_graphs and self.run_batch in self.capture_batch_sizes:
-            self._capture()
+        if self.use_graphs and self.fallback is not None:
+            # a capture policy: every captured size up to this one, for a mix's smaller steps, on
+            # views of the first rows, their padding rows masked (real rows that sit the step out)
+            for size in self.capture_batch_sizes:
+                if size <= self.run_batch:
+                    self.graphs_by_size[size] = self._capture(self.state.rows(size, self.active))
+            self.graphs = self.graphs_by_size.get(self.run_batch, [])
+        elif self.use_graphs and self.run_batch in self.capture_batch_sizes:
+            self.graphs_by_size[self.run_batch] = self.graphs = self._capture(self.state)
         self._prefill()
         self._prefilled = [tensor.clone() for tensor in self._tensors()]
 
@@ -116,24 +145,76 @@ class RefEngine:
             raise RuntimeError(
                 f"decoded past max_len={self.spec.max_len}; pass a larger max_len in the workload options"
             )
+        rows = self.batch if tokens is None else len(tokens)
+        if not 1 <= rows <= self.batch:
+            raise ValueError(f"step() got {rows} input ids; the engine is set up for at most {self.batch}")
         if tokens is not None:
-            self.state.token[: self.batch].copy_(tokens)
-        if self.graphs:
-            for index, graph in enumerate(self.graphs):
+            self.state.token[:rows].copy_(tokens)
+        size, captured = self._policy(rows)
+        graphs = self.graphs_by_size.get(size, []) if captured else []
+        if graphs and self.fallback is not None:
+            self.active.fill_(rows)
+        if graphs:
+            for index, graph in enumerate(graphs):
                 graph.replay()
                 if index == self.idle_after:
                     self._wait_idle()
-        elif self.split:
-            outputs = self._first_half(self.state)
-            self._wait_idle()
-            self._second_half(self.state, *outputs)
         else:
-            self.decoder.step(self.state)
+            self._eager(rows, size, captured)
         self.positions_used += 1
-        return self.state.token[: self.batch]
+        self._info = {"path": "graph" if graphs else "eager", "padded_to": size}
+        return self.state.token[:rows]
+
+    def step_info(self) -> dict[str, object]:
+        """What the last step did: its path, the rows it computed and, with MoE, the tokens each
+        expert got over the layers (real rows only; a host copy)."""
+        info = dict(self._info)
+        if self.decoder.loads is not None:
+            info["expert_tokens"] = self.decoder.loads.tolist()
+        return info
+
+    def _policy(self, rows: int) -> tuple[int, bool]:
+        """(rows to compute, whether that is a captured size) for a step of `rows` real rows:
+        `capture_eligible(shape) ? replay_graph : run_eager`. The set-up size is what setup()
+        chose. Under a capture policy a smaller one gets its own graph, or with fallback runs
+        eagerly at its shape, or without it pads up to the next captured size (eagerly past the
+        largest); without a policy it runs eagerly at its shape."""
+        if rows == self.batch:
+            return self.run_batch, self.run_batch in self.capture_batch_sizes
+        if self.fallback is None:
+            return rows, False  # the fixed-size policy has one graph, the set-up size's
+        if rows in self.capture_batch_sizes:
+            return rows, True
+        if self.fallback:
+            return rows, False
+        bigger = [size for size in self.capture_batch_sizes if rows < size <= self.run_batch]
+        return (min(bigger), True) if bigger else (rows, False)
+
+    def _eager(self, rows: int, size: int, captured: bool) -> None:
+        """The step without graphs: the set-up state as it is, or a view of its first rows;
+        a captured size is computed as its graph would be (padded, experts to capacity)."""
+        state = self.state
+        assert state is not None
+        if self.spec.moe_experts:
+            self.decoder.dispatch = self.moe_dispatch if self.moe_dispatch != "auto" else (
+                "capacity" if captured else "exact")
+        if size == self.run_batch and rows == self.batch:
+            view = state
+        else:
+            if size > rows:
+                self.active.fill_(rows)
+            view = state.rows(size, self.active if size > rows else None)
+        if self.split:
+            outputs = self._first_half(view)
+            self._wait_idle()
+            self._second_half(view, *outputs)
+        else:
+            self.decoder.step(view)
 
     def teardown(self) -> None:
         self.graphs = []
+        self.graphs_by_size = {}
+        self._keep_alive = []
         self.state = None
         self._prefilled = []
         self.positions_used = 0
@@ -152,11 +233,16 @@ class RefEngine:
             "max_len": self.spec.max_len,
             "long_kv_layers": self.spec.long_kv_layers,
             "head_splits": self.spec.head_splits,
-            "capture_mode": self.capture_mode if self.graphs else "eager",
+            "capture_mode": self.capture_mode if self.graphs_by_size else "eager",
             "graphs_per_step": len(self.graphs),
+            "captured_sizes": sorted(self.graphs_by_size),
             "idle_us": self.idle_us,
             "capture_batch_sizes": list(self.capture_batch_sizes),
             "run_batch": self.run_batch,
+            "fallback": self.fallback,
+            "moe_experts": self.spec.moe_experts,
+            "moe_top_k": self.spec.moe_top_k if self.spec.moe_experts else None,
+            "moe_dispatch": self.moe_dispatch if self.spec.moe_experts else None,
         }
 
     # -- internals --------------------------------------------------------------------
@@ -168,6 +254,8 @@ class RefEngine:
         return [state.token, state.pos, *state.k_cache, *state.v_cache]
 
     def _padded(self, batch_size: int) -> int:
+        if self.fallback and batch_size not in self.capture_batch_sizes:
+            return batch_size  # the fallback: its own shape, eagerly
         for size in self.capture_batch_sizes:
             if size >= batch_size:
                 return size
@@ -178,6 +266,7 @@ class RefEngine:
         state = self.state
         assert state is not None
         state.reset()
+        self.decoder.dispatch = "capacity"  # one prefill for every dispatch, so they decode from one state
         prompt = self.prompts[: self.run_batch].to(self.device)
         for t in range(self.prompt_len):
             state.token.copy_(prompt[:, t])
@@ -207,9 +296,9 @@ class RefEngine:
         while time.perf_counter() < deadline:
             pass
 
-    def _capture(self) -> None:
-        state = self.state
-        assert state is not None
+    def _capture(self, state: DecodeState) -> list[torch.cuda.CUDAGraph]:
+        """The graphs of one decode step over `state` (the set-up state, or a view of its first rows)."""
+        self.decoder.dispatch = "capacity"  # a graph replays static shapes: experts padded to capacity
         # Warm up on a side stream first, as torch requires before capture.
         warm = torch.cuda.Stream(self.device)
         warm.wait_stream(torch.cuda.current_stream())
@@ -221,17 +310,15 @@ class RefEngine:
         state.reset()
 
         if self.capture_mode == "step" and self.split:
-            self._capture_pieces(
+            self.idle_after = 0
+            return self._capture_pieces(
                 [lambda: self._first_half(state), lambda outs: self._second_half(state, *outs)]
             )
-            self.idle_after = 0
-            return
         if self.capture_mode == "step":
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 self.decoder.step(state)
-            self.graphs = [graph]
-            return
+            return [graph]
 
         graphs: list[torch.cuda.CUDAGraph] = []
         pool = None
@@ -249,12 +336,12 @@ class RefEngine:
         for i in range(self.spec.layers):
             x = piece(lambda i=i, x=x: self.decoder.layer(i, x, cos, sin, mask, state))
         piece(lambda: self.decoder.head(x, state))
-        self._piece_outputs = (cos, sin, mask)  # keep the graphs' static tensors alive
-        self.graphs = graphs
+        self._keep_alive.append((cos, sin, mask))  # keep the graphs' static tensors alive
         if self.idle_us:
             self.idle_after = self.spec.layers // 2  # graph 0 is the embedding
+        return graphs
 
-    def _capture_pieces(self, pieces: list) -> None:  # type: ignore[type-arg]
+    def _capture_pieces(self, pieces: list) -> list[torch.cuda.CUDAGraph]:  # type: ignore[type-arg]
         """Capture each piece as its own graph in one pool; each takes the previous one's outputs."""
         graphs: list[torch.cuda.CUDAGraph] = []
         pool = None
@@ -266,8 +353,8 @@ class RefEngine:
             pool = graph.pool()
             graphs.append(graph)
             if index == 0:
-                self._piece_outputs = outputs  # keep the graphs' static tensors alive
-        self.graphs = graphs
+                self._keep_alive.append(outputs)  # keep the graphs' static tensors alive
+        return graphs
 
 
 def make(**options: object) -> RefEngine:

@@ -32,6 +32,13 @@ class ModelSpec:
     # run to run on a GPU: the nondeterminism of split-K decode GEMMs, which in bf16 breaks
     # near-ties in the argmax differently from process to process. 0: one GEMM (deterministic).
     head_splits: int = 0
+    # MoE: the dense MLP of every layer becomes `moe_experts` routed experts of `moe_ffn` each,
+    # `moe_top_k` per token (route -> dispatch -> grouped GEMM -> combine), beside the shared
+    # expert; 0: the dense MLP. The router and experts are seeded apart from the dense weights,
+    # so a dense model's numbers are the same with or without this option.
+    moe_experts: int = 0
+    moe_top_k: int = 2
+    moe_ffn: int = 384
 
     def kv_len(self, layer: int) -> int:
         return max(self.long_kv_len, self.max_len) if layer < self.long_kv_layers else self.max_len
@@ -76,6 +83,14 @@ def init_weights(spec: ModelSpec, device: torch.device, dtype: torch.dtype) -> W
                 "s_down": rand(s, d, fan_in=s),
             }
         )
+    if spec.moe_experts:
+        moe_gen = torch.Generator().manual_seed(spec.seed + 1)
+        e, m = spec.moe_experts, spec.moe_ffn
+        for lw in layers:
+            for name, shape, fan_in in (("router", (d, e), d), ("e_gate", (e, d, m), d), ("e_up", (e, d, m), d),
+                                        ("e_down", (e, m, d), m)):
+                w = torch.randn(*shape, generator=moe_gen, dtype=torch.float32) / math.sqrt(fan_in)
+                lw[name] = w.to(device=device, dtype=dtype)
     half = spec.head_dim // 2
     inv_freq = 1.0 / (10000 ** (torch.arange(half, dtype=torch.float32) / half))
     angles = torch.outer(torch.arange(spec.max_len, dtype=torch.float32), inv_freq)
@@ -98,6 +113,24 @@ class DecodeState:
     k_cache: list[torch.Tensor]  # per layer [B, H, T_layer, hd]
     v_cache: list[torch.Tensor]
     positions: torch.Tensor  # [T_max] int64, for the causal mask (each layer takes its first T_layer)
+    # a view of the first rows of a larger batch, of which only the first `active` are this
+    # step's (the rest pad a captured size): padding rows keep their cache and token as they were
+    active: torch.Tensor | None = None  # [1] int64
+    row_ids: torch.Tensor | None = None  # [B] int64
+
+    def rows(self, count: int, active: torch.Tensor | None = None) -> DecodeState:
+        """The first `count` rows, sharing this state's buffers; `active` masks the padding rows."""
+        return DecodeState(
+            token=self.token[:count], pos=self.pos, k_cache=[c[:count] for c in self.k_cache],
+            v_cache=[c[:count] for c in self.v_cache], positions=self.positions, active=active,
+            row_ids=torch.arange(count, device=self.token.device) if active is not None else None,
+        )
+
+    def keep(self) -> torch.Tensor | None:
+        """[B] bool: the rows this step is for; None: every row."""
+        if self.active is None or self.row_ids is None:
+            return None
+        return self.row_ids < self.active
 
     @classmethod
     def empty(cls, spec: ModelSpec, batch: int, device: torch.device, dtype: torch.dtype) -> DecodeState:
@@ -139,8 +172,45 @@ class Decoder:
         # The shared-expert MLP runs on a second stream, as MoE engines do, so a captured
         # graph holds kernels of more than one stream.
         self.side_stream = side_stream
+        # how routed experts are computed: "capacity", every expert padded to a static capacity
+        # (what a graph can replay), or "exact", each expert on exactly its tokens (eager only)
+        self.dispatch = "capacity"
+        self.loads: torch.Tensor | None = None  # [E] int64: tokens per expert this step, over the layers
+
+    def moe(self, h: torch.Tensor, lw: dict[str, torch.Tensor], keep: torch.Tensor | None) -> torch.Tensor:
+        """Route -> dispatch -> grouped GEMM -> combine. Both dispatches compute each token's
+        experts on the same rows and combine its top-k in the same order: the same function."""
+        spec = self.spec
+        batch, experts, top_k = h.shape[0], spec.moe_experts, spec.moe_top_k
+        weight, chosen = (h @ lw["router"]).topk(top_k, dim=-1)  # route: [B, k]
+        weight = weight.softmax(-1)
+        expert = chosen.reshape(-1)  # [B * k], token-major
+        token = torch.arange(batch * top_k, device=h.device) // top_k  # no host sync: capturable
+        onehot = torch.nn.functional.one_hot(expert, experts)  # [B * k, E]
+        real = onehot if keep is None else onehot * keep.unsqueeze(1).expand(batch, top_k).reshape(-1, 1)
+        if self.loads is not None:
+            self.loads.add_(real.sum(0))
+        if self.dispatch == "capacity":
+            # every expert gets `batch` slots (no token is ever dropped: top-k picks distinct experts)
+            slot = (onehot.cumsum(0) - 1).gather(1, expert.unsqueeze(1)).squeeze(1)
+            grid = torch.zeros(experts, batch, h.shape[1], device=h.device, dtype=h.dtype)
+            grid.index_put_((expert, slot), h.index_select(0, token))  # dispatch
+            out = torch.nn.functional.silu(grid @ lw["e_gate"]) * (grid @ lw["e_up"])  # grouped GEMM
+            out = out @ lw["e_down"]
+            picked = out[expert, slot]  # combine
+        else:
+            picked = torch.zeros(batch * top_k, h.shape[1], device=h.device, dtype=h.dtype)
+            for index in range(experts):
+                where = (expert == index).nonzero().squeeze(1)
+                if where.numel():
+                    x = h.index_select(0, token.index_select(0, where))
+                    gate, up, down = lw["e_gate"][index], lw["e_up"][index], lw["e_down"][index]
+                    picked.index_copy_(0, where, (torch.nn.functional.silu(x @ gate) * (x @ up)) @ down)
+        return (picked * weight.reshape(-1, 1)).view(batch, top_k, -1).sum(1)
 
     def embed(self, state: DecodeState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        if self.loads is not None:
+            self.loads.zero_()  # inside the step, so a graph replays it too
         x = self.w.embed.index_select(0, state.token)
         cos = self.w.rope_cos.index_select(0, state.pos).view(1, 1, -1)
         sin = self.w.rope_sin.index_select(0, state.pos).view(1, 1, -1)
@@ -155,6 +225,11 @@ class Decoder:
         h = _rms_norm(x, lw["ln1"])
         q, k, v = (h @ lw["wqkv"]).view(batch, 3, spec.n_heads, spec.head_dim).unbind(1)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        keep = state.keep()
+        if keep is not None:  # padding rows write back what their cache held at this position
+            rows = keep.view(batch, 1, 1)
+            k = torch.where(rows, k, state.k_cache[i].index_select(2, state.pos).squeeze(2))
+            v = torch.where(rows, v, state.v_cache[i].index_select(2, state.pos).squeeze(2))
         state.k_cache[i].index_copy_(2, state.pos, k.unsqueeze(2))
         state.v_cache[i].index_copy_(2, state.pos, v.unsqueeze(2))
         scores = (q.unsqueeze(2) @ state.k_cache[i].transpose(-1, -2)) * (spec.head_dim**-0.5)
@@ -164,7 +239,10 @@ class Decoder:
         x = x + attn @ lw["wo"]
         h = _rms_norm(x, lw["ln2"])
         shared = self._shared_mlp(h, lw)
-        dense = (torch.nn.functional.silu(h @ lw["w_gate"]) * (h @ lw["w_up"])) @ lw["w_down"]
+        if spec.moe_experts:
+            dense = self.moe(h, lw, keep)
+        else:
+            dense = (torch.nn.functional.silu(h @ lw["w_gate"]) * (h @ lw["w_up"])) @ lw["w_down"]
         if self.side_stream is not None:
             torch.cuda.current_stream().wait_stream(self.side_stream)
         return x + dense + shared
@@ -188,7 +266,9 @@ class Decoder:
             logits.index_add_(0, rows, partial.reshape(splits * batch, -1))
         else:
             logits = h @ self.w.lm_head
-        state.token.copy_(logits.argmax(-1))
+        keep = state.keep()
+        chosen = logits.argmax(-1)
+        state.token.copy_(chosen if keep is None else torch.where(keep, chosen, state.token))
         state.pos.add_(1)
 
     def step(self, state: DecodeState) -> None:

@@ -8,7 +8,9 @@ SPEC: {"entry", "root", "options", "batch_sizes", "steps", "warmup_steps", "arm"
        "profile_steps" (optional, 0 = none), "trace_dir" (optional), "cpus" (optional: pin to these),
        "mode" (optional: "measure", the default, or "reference"),
        "reference" (optional: a reference-tokens JSON whose ids force every step's input),
-       "protocol" (optional: the guard's PROTOCOL_VERSION; another one is refused)}
+       "protocol" (optional: the guard's PROTOCOL_VERSION; another one is refused),
+       "batch_mix" (optional: {size: share}) or "batch_mix_steps" (optional: one size per step),
+       "batch_mix_seed" (optional, default 0): a mix pass after the fixed batch sizes (see `run_mix`)}
 A "reference" process decodes free-running, untimed, and writes the ids every measured process
 is then forced with (see `forcing`). Exit codes: 0 done, 3 the workload failed (RESULT.json
 then holds "error").
@@ -201,6 +203,7 @@ def _sibling(name: str) -> Any:
 
 
 host = _sibling("_host")
+mixes = _sibling("_mix")
 PROTOCOL_VERSION = _sibling("_protocol").PROTOCOL_VERSION
 
 
@@ -463,16 +466,191 @@ def profile_batch(
     return {"trace": str(trace_path), "profile_steps": steps}
 
 
-def load_reference(path: str, sha256: str | None = None) -> dict[int, list[list[int]]]:
+# --- batch-size mix ----------------------------------------------------------------------
+class MixFeed:
+    """The input ids of each step of a mix pass. Every step after a setup has an active batch:
+    the first `b` rows of the largest size. Step 0 runs every row from the workload's own
+    prefill; a later step gives each active row the last output that row had, the reference's
+    when forced (the same rule the reference process fed itself with), its own when free."""
+
+    def __init__(self, torch: Any, width: int, schedule: list[int], rows: list[list[int]] | None,
+                 device: Any) -> None:
+        self.torch, self.width, self.schedule, self.device = torch, width, schedule, device
+        self.last: list[int] = []
+        self.views: list[Any] = []
+        self.forced = rows is not None
+        if rows is not None:
+            widths = [width, *schedule]
+            if not rows or any(len(row) != w for row, w in zip(rows, widths)):
+                raise WorkloadError("the reference tokens of the mix have rows of other widths than its schedule")
+            # step k decodes from rows 0..k-1: a reference of n rows forces n - 1 steps (a CPU's
+            # reference stops before the GPU-timed pass; a GPU's holds it)
+            covered = schedule[: len(rows) - 1]
+            inputs: list[int] = []
+            last = list(rows[0])
+            for k, size in enumerate(covered, start=1):
+                inputs.extend(last[:size])
+                last[:size] = rows[k]
+            flat = torch.tensor(inputs, dtype=torch.int64, device=device if device is not None else "cpu")
+            self.views = list(flat.split(covered)) if covered else []
+
+    def input(self, k: int) -> Any:
+        """The ids of schedule step k (0-based, after the lead step)."""
+        if self.forced:
+            if k >= len(self.views):
+                raise WorkloadError(f"the reference tokens hold {len(self.views)} mix steps, fewer than this pass "
+                                    "needs (on a GPU, warmup_steps + 2 x steps)")
+            return self.views[k]
+        return self.torch.tensor(self.last[: self.schedule[k]], dtype=self.torch.int64,
+                                 device=self.device if self.device is not None else "cpu")
+
+    def saw(self, ids: list[int]) -> None:
+        """A step's output: the last ids of its rows."""
+        if not self.last:
+            self.last = list(ids)
+        else:
+            self.last[: len(ids)] = ids
+
+
+def _mix_steps(
+    workload: Any, torch: Any, feed: MixFeed, first: int, count: int, tokens: list[list[int]],
+    held_cycles: int | None = None,
+) -> dict[str, Any]:
+    """Schedule steps first..first+count-1. Timed per step: the host clock up to the ids' copy
+    (CPU), or CUDA events behind a spin of `held_cycles` (the GPU-timed pass). step_info(),
+    when the workload has it, is called after each step and recorded as data."""
+    info_fn = getattr(workload, "step_info", None)
+    step_s: list[float] = []
+    enqueue_us: list[float] = []
+    gpu_ms: list[float] = []
+    infos: list[dict[str, Any]] = []
+    events = []
+    for k in range(first, first + count):
+        size = feed.schedule[k]
+        ids = feed.input(k)
+        if held_cycles is not None:
+            if held_cycles:
+                torch.cuda._sleep(held_cycles)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        t0 = time.perf_counter()
+        out = workload.step(ids)
+        enqueue_us.append((time.perf_counter() - t0) * 1e6)
+        if held_cycles is not None:
+            end.record()
+            events.append((start, end))
+        row = token_ids(out, size)
+        step_s.append(time.perf_counter() - t0)
+        feed.saw(row)
+        tokens.append(row)
+        if callable(info_fn):
+            try:
+                infos.append(mixes.checked_step_info(info_fn(), size))
+            except ValueError as exc:
+                raise WorkloadError(str(exc)) from None
+    if held_cycles is not None:
+        torch.cuda.synchronize()
+        gpu_ms = [s.elapsed_time(e) for s, e in events]
+    return {"step_s": step_s, "enqueue_us": enqueue_us, "gpu_ms": gpu_ms,
+            "step_info": infos if callable(info_fn) else None}
+
+
+def mix_schedule(spec: dict[str, Any]) -> list[int] | None:
+    """The spec's schedule: warmup, end-to-end pass, GPU-timed pass (None: no mix)."""
+    mix = spec.get("batch_mix")
+    sequence = spec.get("batch_mix_steps")
+    if not mix and not sequence:
+        return None
+    lengths = [spec["warmup_steps"], spec["steps"], spec["steps"]]
+    return mixes.draw_schedule(lengths, int(spec.get("batch_mix_seed", 0)),
+                               {int(k): float(v) for k, v in mix.items()} if mix else None, sequence)
+
+
+def run_mix(
+    workload: Any, torch: Any, schedule: list[int], steps: int, warmup_steps: int,
+    reference: list[list[int]] | None = None,
+) -> dict[str, Any]:
+    """The mix pass: setup() once for the largest size, a lead step of every row, then the
+    schedule: `warmup_steps` untimed, `steps` end-to-end (host clock; on a CPU, the step
+    times), on a GPU `steps` more held and CUDA-event timed, as the fixed sizes are. Each
+    step(tokens) gets its active rows' input ids, so tokens' length is the step's batch size."""
+    if not accepts_tokens(workload):
+        raise WorkloadError("a batch_mix needs a workload whose step(tokens) takes its input ids (the active "
+                            "rows' ids set the step's batch size); see docs/workload-protocol.md")
+    width = max(schedule)
+    t0 = time.perf_counter()
+    workload.setup(width)
+    setup_s = time.perf_counter() - t0
+    describe = getattr(workload, "describe", None)
+    described = describe() if callable(describe) else {}
+    feed = MixFeed(torch, width, schedule, reference, workload_device(workload))
+    lead = workload.step(None)
+    tokens = [token_ids(lead, width)]
+    feed.saw(tokens[0])
+    _mix_steps(workload, torch, feed, 0, warmup_steps, tokens)
+    cuda_ok = torch is not None and torch.cuda.is_available() and uses_cuda(lead)
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        first = _mix_steps(workload, torch, feed, warmup_steps, steps, tokens)
+        run: dict[str, Any] = {"timer": "perf_counter", "step_ms": [s * 1e3 for s in first["step_s"]],
+                               "step_info": first["step_info"]}
+        if cuda_ok:
+            rate = hold_cycles_per_us(torch)
+            hold_us = hold_us_for(first["enqueue_us"])
+            held = _mix_steps(workload, torch, feed, warmup_steps + steps, steps, tokens,
+                              int(hold_us * rate) if rate else 0)
+            run |= {"timer": "cuda_event", "step_ms": held["gpu_ms"], "step_info": held["step_info"]}
+    finally:
+        if collecting:
+            gc.enable()
+    rows = sum(schedule[warmup_steps: warmup_steps + steps])
+    run |= {
+        "max_batch_size": width,
+        "steps": steps,
+        "warmup_steps": warmup_steps,
+        "setup_s": setup_s,
+        "tok_per_s": rows / sum(first["step_s"]) if first["step_s"] else 0.0,
+        "tokens": tokens,
+        "forced": reference is not None,
+        "workload": described,
+    }
+    return run
+
+
+def reference_mix(workload: Any, torch: Any, schedule: list[int], steps: int, warmup_steps: int) -> dict[str, Any]:
+    """The mix decoded free-running, untimed, on the same schedule: a lead step of every row,
+    then each step's active rows from their own last outputs; as long as a measured process's
+    passes (on a GPU, the GPU-timed one too)."""
+    if not accepts_tokens(workload):
+        return {"tokens": []}
+    width = max(schedule)
+    workload.setup(width)
+    feed = MixFeed(torch, width, schedule, None, workload_device(workload))
+    lead = workload.step(None)
+    tokens = [token_ids(lead, width)]
+    feed.saw(tokens[0])
+    total = warmup_steps + (2 * steps if uses_cuda(lead) else steps)
+    _mix_steps(workload, torch, feed, 0, total, tokens)
+    return {"tokens": tokens}
+# --- end batch-size mix ------------------------------------------------------------------
+
+
+def load_reference(path: str, sha256: str | None = None) -> dict[Any, list[list[int]]]:
     """Batch size -> one row of ids per step, from a reference-tokens file the guard wrote,
-    checked against the hash the guard gave (an earlier process may have changed the file)."""
+    checked against the hash the guard gave (an earlier process may have changed the file);
+    the mix's rows, when it has them, under "mix"."""
     raw = Path(path).read_bytes()
     if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
         raise WorkloadError(f"{path} is not the reference the guard wrote (its sha256 differs)")
     data = json.loads(raw)
     if not isinstance(data, dict) or data.get("format") != REFERENCE_FORMAT:
         raise WorkloadError(f"{path} is not a reference-tokens file")
-    return {int(size): rows for size, rows in data["batch_sizes"].items()}
+    found: dict[Any, list[list[int]]] = {int(size): rows for size, rows in data["batch_sizes"].items()}
+    if data.get("mix"):
+        found["mix"] = data["mix"]
+    return found
 
 
 def environment(torch: Any) -> dict[str, Any]:
@@ -597,6 +775,10 @@ def main(argv: list[str]) -> int:
                 log(f"reference: batch size {batch_size}, free-running greedy decode")
                 runs.append(reference_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"],
                                             spec.get("profile_steps", 0)))
+            schedule = mix_schedule(spec)
+            if schedule is not None and forcing:
+                stage = "reference pass, batch-size mix"
+                result["mix"] = reference_mix(workload, torch, schedule, spec["steps"], spec["warmup_steps"])
             phase("reference passes")
             result |= {"runs": runs, "finished_at": time.time()}
             out_path.write_text(json.dumps(result))
@@ -633,6 +815,14 @@ def main(argv: list[str]) -> int:
                 phase, references.get(batch_size),
             )
         result["runs"] = runs
+        schedule = mix_schedule(spec)
+        if schedule is not None:
+            stage = "batch-size mix"
+            log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch-size mix up to {max(schedule)}, "
+                f"{spec['warmup_steps']} warmup + {spec['steps']} timed steps")
+            result["mix"] = run_mix(workload, torch, schedule, spec["steps"], spec["warmup_steps"],
+                                    references.get("mix"))
+            phase("batch-size mix")
         teardown = getattr(workload, "teardown", None)
         if callable(teardown):
             teardown()

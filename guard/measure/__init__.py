@@ -1,11 +1,14 @@
 """Measurement: run the harness for each arm in fresh processes, interleaved, and summarise."""
 
+from guard.measure._mix import ArmMix, Imbalance, ImbalanceBucket, MixReport, MixSize, imbalance_of, mix_report
 from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
-    REFERENCE_FORMAT, ArmMeasurement, BatchRun, HostUsage, ReferenceTokens, RepeatResult, SourceLabel, TokenMismatch,
+    REFERENCE_FORMAT, ArmMeasurement, BatchRun, HostUsage, MixRun, ReferenceTokens, RepeatResult, SourceLabel,
+    StepInfo, TokenMismatch,
 )
 from guard.measure._reference import (
-    ReferenceOutcome, parse_reference_file, make_reference, prepare_reference, rows_needed, write_reference,
+    ReferenceOutcome, parse_mix_file, parse_reference_file, make_reference, prepare_reference, rows_needed,
+    with_mix_file, write_reference,
 )
 from guard.measure._runner import ArmTarget, HarnessSpec, check_cpus, run_interleaved
 from guard.measure._schedule import interleave
@@ -19,6 +22,17 @@ from guard.measure._stats import (
 )
 
 __all__ = [
+    "ArmMix",
+    "Imbalance",
+    "ImbalanceBucket",
+    "MixReport",
+    "MixRun",
+    "MixSize",
+    "StepInfo",
+    "imbalance_of",
+    "mix_report",
+    "parse_mix_file",
+    "with_mix_file",
     "MOST_REPEATS",
     "PASS_RATE",
     "RATE_CONFIDENCE",

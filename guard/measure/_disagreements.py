@@ -34,4 +34,9 @@ def with_disagreements(result: RepeatResult, reference: ReferenceTokens) -> Repe
             continue
         count, compared, first = count_disagreements(run.tokens, rows)
         runs.append(run.model_copy(update={"disagreements": count, "compared": compared, "first_disagreement": first}))
-    return result.model_copy(update={"runs": runs})
+    mix = result.mix
+    if mix is not None:
+        unforced = not mix.forced or reference.mix is None
+        count, compared, first = (None, 0, None) if unforced else count_disagreements(mix.tokens, reference.mix or [])
+        mix = mix.model_copy(update={"disagreements": count, "compared": compared, "first_disagreement": first})
+    return result.model_copy(update={"runs": runs, "mix": mix})

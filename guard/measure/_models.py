@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 
 class TokenMismatch(BaseModel):
@@ -80,6 +80,41 @@ class BatchRun(BaseModel):
     first_disagreement: TokenMismatch | None = None
 
 
+class StepInfo(BaseModel):
+    """What one step of the mix pass says it did (the workload's step_info()), as data: the
+    arm's process ran it, so every field is bounded and aggregates are the guard's own."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: Literal["graph", "eager"] | None = None
+    padded_to: int | None = Field(default=None, ge=1, le=1 << 16)  # rows computed, real ones included
+    expert_tokens: list[Annotated[int, Field(ge=0, lt=1 << 31)]] | None = Field(default=None, min_length=1,
+                                                                               max_length=4096)
+
+
+class MixRun(BaseModel):
+    """The batch-size mix pass of one process (harness/run.py, `run_mix`). Its steps' sizes are
+    not taken from it: the guard draws the same schedule (harness/_mix.py) and reads the step
+    times against it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_batch_size: int = Field(ge=1, le=1 << 16)
+    steps: int
+    warmup_steps: int
+    timer: Literal["cuda_event", "perf_counter"]
+    setup_s: float
+    tok_per_s: float
+    step_ms: list[float]  # the timed steps: the end-to-end pass on a CPU, the GPU-timed pass on a GPU
+    step_info: list[StepInfo] | None = None  # one per timed step; None: the workload has no step_info()
+    tokens: list[list[int]]  # the lead step (every row), then one row per schedule step, as wide as its batch
+    workload: dict[str, Any] = {}
+    forced: bool = False
+    disagreements: int | None = None  # counted by the guard, as for the fixed sizes
+    compared: int = 0
+    first_disagreement: TokenMismatch | None = None
+
+
 class RepeatResult(BaseModel):
     """One fresh process of one arm."""
 
@@ -89,6 +124,7 @@ class RepeatResult(BaseModel):
     repeat: int
     environment: dict[str, Any]
     runs: list[BatchRun]
+    mix: MixRun | None = None  # the batch-size mix pass, when the workload has a mix
     fingerprint: dict[str, Any] = {}  # {"before": {...}, "after": {...}} from harness/_fingerprint.py
     timings_s: dict[str, float] = {}  # seconds per phase inside the process: import torch, engine, passes...
     process_s: float | None = None  # the whole process, as the runner timed it: start-up included
@@ -123,6 +159,8 @@ class ReferenceTokens(BaseModel):
     format: str = REFERENCE_FORMAT
     source: SourceLabel  # where they came from: "base abc12345", or the file's path
     batch_sizes: dict[int, list[list[int]]]
+    # the mix pass: the lead step's row (every row of the largest size), then one per schedule step
+    mix: list[list[int]] | None = None
 
     def rows_for(self, batch_size: int) -> list[list[int]] | None:
         return self.batch_sizes.get(batch_size)

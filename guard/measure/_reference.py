@@ -20,7 +20,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 
 from guard._errors import ConfigError
-from guard.config import MAX_REFERENCE_BYTES, Files
+from guard.config import MAX_BATCH_SIZE, MAX_MIX_SIZES, MAX_REFERENCE_BYTES, Files
 from guard.measure._models import REFERENCE_FORMAT, ReferenceTokens
 from guard.measure._runner import ArmTarget, HarnessSpec, RunFailed, run_harness
 
@@ -43,11 +43,16 @@ class _ReferenceRun(BaseModel):
     tokens: list[list[int]]
 
 
+class _ReferenceMix(BaseModel):
+    tokens: list[list[int]]
+
+
 class _ReferenceAnswer(BaseModel):
     """What the reference process reports: whether its step() takes ids, and its ids."""
 
     accepts_tokens: bool = False
     runs: list[_ReferenceRun] = []
+    mix: _ReferenceMix | None = None
 
 
 def rows_needed(spec: HarnessSpec) -> int:
@@ -79,7 +84,8 @@ def make_reference(
         return ReferenceOutcome(error=f"its result is malformed at {where}: {first['msg']}", seconds=seconds)
     if not answer.accepts_tokens:
         return ReferenceOutcome(accepts_tokens=False, seconds=seconds)
-    tokens = ReferenceTokens(source=source, batch_sizes={run.batch_size: run.tokens for run in answer.runs})
+    tokens = ReferenceTokens(source=source, batch_sizes={run.batch_size: run.tokens for run in answer.runs},
+                             mix=answer.mix.tokens if answer.mix else None)
     return ReferenceOutcome(tokens=tokens, accepts_tokens=True, path=write_reference(tokens, run_dir), seconds=seconds)
 
 
@@ -131,7 +137,60 @@ def parse_reference_file(text: bytes, shown_as: str, spec: HarnessSpec) -> Refer
                 f"workload.reference_file: {shown_as}, batch size {size}: every row must hold {size} token ids "
                 f"(whole numbers, 0 or more); {_HINT}"
             )
+    schedule = spec.mix_schedule()
+    if schedule is not None:
+        need_mix = 1 + spec.warmup_steps + spec.steps  # the lead step, then the schedule's
+        widths = [max(schedule), *schedule]
+        if tokens.mix is None or len(tokens.mix) < need_mix or any(
+                len(row) != width or any(not isinstance(t, int) or t < 0 for t in row)
+                for row, width in zip(tokens.mix, widths)):
+            raise ConfigError(
+                f"workload.reference_file: {shown_as} has no batch-size mix of this schedule (mix: a row of the "
+                f"largest size, then one row per step as wide as that step's batch, {need_mix} rows or more); {_HINT}"
+            )
     return tokens
+
+
+MIX_FILE_KEY = "workload.batch_mix_file"
+MAX_MIX_FILE_BYTES = 8 << 20
+
+
+def parse_mix_file(text: bytes, shown_as: str) -> list[int]:
+    """A committed batch-size sequence: one whole number per line (1 to the largest batch size
+    a config may name), blank lines and `#` comments ignored, at most 64 distinct sizes."""
+    hint = "write one batch size per line, one line per decode step"
+    try:
+        lines = text.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise ConfigError(f"{MIX_FILE_KEY}: {shown_as} is not UTF-8 text; {hint}") from None
+    sizes: list[int] = []
+    for number, line in enumerate(lines, start=1):
+        value = line.split("#", 1)[0].strip()
+        if not value:
+            continue
+        if not value.isdigit() or not 1 <= int(value) <= MAX_BATCH_SIZE:
+            raise ConfigError(f"{MIX_FILE_KEY}: {shown_as}, line {number}: {value[:40]!r} is not a batch size "
+                              f"from 1 to {MAX_BATCH_SIZE}; {hint}")
+        sizes.append(int(value))
+    if not sizes:
+        raise ConfigError(f"{MIX_FILE_KEY}: {shown_as} holds no batch size; {hint}")
+    if len(set(sizes)) > MAX_MIX_SIZES:
+        raise ConfigError(f"{MIX_FILE_KEY}: {shown_as} holds {len(set(sizes))} distinct batch sizes, more than "
+                          f"{MAX_MIX_SIZES}; group the rare ones with their neighbours")
+    return sizes
+
+
+def with_mix_file(spec: HarnessSpec, files: Files | None) -> HarnessSpec:
+    """The spec with batch_mix_file's sizes, read from `files` (the base commit) like reference_file."""
+    if spec.batch_mix_file is None:
+        return spec
+    if files is None:
+        raise ValueError("with_mix_file: a batch_mix_file is read from `files`, the base commit")
+    data = files.read(spec.batch_mix_file, MIX_FILE_KEY, MAX_MIX_FILE_BYTES)
+    if data is None:
+        raise ConfigError(f"{MIX_FILE_KEY}: {files.shown(spec.batch_mix_file)} not found; commit it, or remove "
+                          "batch_mix_file")
+    return spec.model_copy(update={"batch_mix_steps": parse_mix_file(data, spec.batch_mix_file)})
 
 
 def prepare_reference(
@@ -149,6 +208,7 @@ def prepare_reference(
     from `files`, the base commit as git holds it (not the worktree, which a build can change)."""
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    spec = with_mix_file(spec, files)
     if reference_file:
         if files is None:
             raise ValueError("prepare_reference: a reference_file is read from `files`, the base commit")

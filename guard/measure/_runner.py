@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from guard._errors import ConfigError
 from guard.config import Workload
-from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION
+from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION, draw_schedule
 from guard.measure._disagreements import with_disagreements
 from guard.measure._models import ArmMeasurement, ReferenceTokens, RepeatResult
 from guard.measure._schedule import interleave
@@ -49,6 +49,14 @@ class HarnessSpec(Workload):
     tok_per_s_window_s: float = TOK_PER_S_WINDOW_S
     reference: str | None = None  # reference-tokens file that forces every step's input (see _reference)
     reference_sha256: str | None = None  # of that file as the guard wrote it: the harness checks it
+    batch_mix_steps: list[int] | None = None  # batch_mix_file's sizes, read by the guard from the base commit
+
+    def mix_schedule(self) -> list[int] | None:
+        """The mix pass's active batch size per step, as every process draws it; None: no mix."""
+        if self.batch_mix is None and self.batch_mix_steps is None:
+            return None
+        return draw_schedule([self.warmup_steps, self.steps, self.steps], self.batch_mix_seed, self.batch_mix,
+                             self.batch_mix_steps)
 
     @classmethod
     def of(cls, workload: Workload, **more: Any) -> HarnessSpec:
@@ -96,6 +104,8 @@ def run_interleaved(
         result = result.model_copy(update={"process_s": time.perf_counter() - started})
         measurement.repeats.append(result)
         timings = ", ".join(f"bs {r.batch_size}: {r.gpu_ms_per_step:.3f} ms/step" for r in result.runs)
+        if result.mix is not None and result.mix.step_ms:
+            timings += f", mix: {sum(result.mix.step_ms) / len(result.mix.step_ms):.3f} ms/step (mean)"
         progress(
             f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{last} "
             f"({_where_seconds_went(result)}): {timings}"
@@ -137,9 +147,9 @@ def _run_one(
                         ) from None
     _check_traces(result, run_dir / "traces", run_dir / stem)
     if reference is None:  # nothing was forced, whatever the process says
-        return result.model_copy(update={"runs": [
-            r.model_copy(update={"forced": False, "disagreements": None, "compared": 0, "first_disagreement": None})
-            for r in result.runs]})
+        unforced = {"forced": False, "disagreements": None, "compared": 0, "first_disagreement": None}
+        return result.model_copy(update={"runs": [r.model_copy(update=unforced) for r in result.runs],
+                                         "mix": result.mix.model_copy(update=unforced) if result.mix else None})
     # the guard counts, from the ids the process generated and its own copy of the reference
     return with_disagreements(result, reference)
 

@@ -10,7 +10,7 @@ from guard.cause import CaptureChanges
 from guard.compare import BatchComparison, Reason, Verdict
 from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides, Workload
 from guard.explain import Explanation
-from guard.measure import SlowProcesses, SourceLabel
+from guard.measure import MixReport, SlowProcesses, SourceLabel
 from guard.trace import TraceSection
 
 SCHEMA_VERSION = 3
@@ -96,6 +96,7 @@ class Report(BaseModel):
     config_change: ConfigChange | None = None  # the head changed guard.toml (or a file it names): not used
     overrides: ConfigOverrides | None = None  # values the command line gave in place of the config's
     capture: CaptureChanges | None = None  # hunks of the change that touch CUDA graph capture
+    mix: MixReport | None = None  # the batch-size mix pass, per arm (guard/measure/_mix.py)
     github_repo: str | None = None  # OWNER/NAME, for links
     server_url: str = "https://github.com"
     repo: str

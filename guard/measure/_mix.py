@@ -1,0 +1,246 @@
+"""What the batch-size mix did, per arm: capture coverage against useful work, padding waste,
+step time per size and per real token, and MoE expert imbalance.
+
+Computed by the guard from each process's per-step records, read against the schedule the
+guard draws itself (the process's own sizes and conclusions are never taken). A figure that
+needs step_info() is None where a workload has none: unknown, not guessed. Reading the path
+and padding of such a workload from its profiled pass is a later step.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from typing import Literal
+
+from pydantic import BaseModel
+
+from guard.measure._models import ArmMeasurement, MixRun, StepInfo
+
+# Edges of the imbalance buckets that GPU ms per step is read against: I = 1 is a perfect
+# balance; past 3 one expert holds three times the mean load
+IMBALANCE_EDGES = (1.0, 1.25, 1.5, 2.0, 3.0)
+
+
+class MixSize(BaseModel):
+    """One batch size of the mix, over every timed step of that size in every process."""
+
+    batch_size: int
+    share: float  # of the timed steps
+    path: Literal["graph", "eager", "mixed"] | None = None  # None: unknown (no step_info)
+    padded_to: int | None = None  # the rows most of its steps computed; None: unknown
+    padding_waste: float | None = None  # its padded rows over its computed rows; None: unknown
+    gpu_ms_per_step: float  # median over processes of each one's median over the size's steps
+    gpu_ms_per_real_token: float  # median over processes of the size's step ms summed over its real rows
+
+
+class ImbalanceBucket(BaseModel):
+    """The steps whose imbalance I lies in [i_from, i_to) (i_to None: no upper edge)."""
+
+    i_from: float
+    i_to: float | None
+    steps: int
+    gpu_ms_per_step: float  # median over those steps
+    gpu_ms_per_real_token: float  # median over those steps
+
+
+class Imbalance(BaseModel):
+    """I = max_i n_i / mean(n) per step, over the expert loads step_info() reported: its
+    distribution over every timed step of every process, and GPU ms per step by I bucket. The
+    schedule and the forced ids give both arms the same steps, so with unchanged routing the
+    buckets hold the same steps in both: like for like."""
+
+    steps: int
+    median: float
+    p90: float  # nearest rank
+    max: float
+    buckets: list[ImbalanceBucket]
+
+
+class ArmMix(BaseModel):
+    arm: str
+    processes: int  # whose mix pass followed the schedule (the others are left out)
+    timer: str
+    gpu_ms_per_step: float  # median over processes of the mean over the timed steps (a mix is a whole)
+    gpu_ms_per_real_token: float  # median over processes of the timed steps' ms over their real rows
+    tok_per_s: float  # median over processes, from the end-to-end pass
+    # None: unknown (the workload has no step_info(), or some step did not say)
+    capture_coverage: float | None = None  # share of timed steps replayed from a graph
+    useful_work_coverage: float | None = None  # real rows over computed rows
+    padding_waste: float | None = None  # padded rows over computed rows
+    inconsistent_steps: int = 0  # step records that contradict the schedule (padded_to under the batch): unknown
+    # forced: each process's (step, row) outputs that differ from the reference, as the guard
+    # counted them, of `compared` each; None: it ran free
+    disagreements: list[int | None] = []
+    compared: int = 0
+    sizes: list[MixSize]
+    imbalance: Imbalance | None = None  # None: no expert_tokens
+
+
+class MixReport(BaseModel):
+    """report.json's `mix`: the schedule it was, and each arm's figures."""
+
+    source: str  # "batch_mix" or the batch_mix_file's path
+    seed: int
+    steps: int  # timed steps per process
+    max_batch_size: int
+    arms: list[ArmMix]
+
+
+def imbalance_of(loads: list[int]) -> float | None:
+    """max_i n_i / mean(n); None when no token reached an expert."""
+    total = sum(loads)
+    return max(loads) * len(loads) / total if total else None
+
+
+def nearest_rank(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def _path_of(paths: list[str | None]) -> Literal["graph", "eager", "mixed"] | None:
+    if not paths or any(p is None for p in paths):
+        return None
+    kinds = set(paths)
+    return "mixed" if len(kinds) > 1 else ("graph" if kinds == {"graph"} else "eager")
+
+
+def _on_schedule(run: MixRun, schedule: list[int]) -> bool:
+    """The process decoded the guard's schedule: after its lead row, a row per step as wide as
+    that step's batch, through its timed steps (another interpreter's draw would show here)."""
+    widths = [len(row) for row in run.tokens[1:]]
+    timed_end = run.warmup_steps + run.steps * (2 if run.timer == "cuda_event" else 1)
+    return len(widths) >= timed_end and widths == schedule[: len(widths)]
+
+
+def _consistent(info: StepInfo | None, size: int) -> bool:
+    return info is None or info.padded_to is None or info.padded_to >= size
+
+
+def arm_mix(arm: str, runs: list[MixRun], schedule: list[int]) -> ArmMix | None:
+    """One arm's figures over its processes' mix passes; `schedule` is the guard's own draw,
+    the timed steps read against its segment for their timer. None without a usable run."""
+    usable = [r for r in runs if len(r.step_ms) == r.steps and (r.step_info is None or len(r.step_info) == r.steps)
+              and _on_schedule(r, schedule)]
+    if not usable:
+        return None
+    per_size_ms: dict[int, list[float]] = {}
+    per_size_token: dict[int, list[float]] = {}
+    whole_ms: list[float] = []
+    whole_token: list[float] = []
+    paths: dict[int, list[str | None]] = {}
+    padded: dict[int, list[int]] = {}
+    graph = steps_known = real_rows = computed_rows = 0
+    unknown_path = unknown_rows = False
+    inconsistent = 0
+    points: list[tuple[float, float, float]] = []  # (I, ms, ms per real token)
+    for run in usable:
+        first = run.warmup_steps + (run.steps if run.timer == "cuda_event" else 0)
+        sizes = schedule[first: first + run.steps]
+        infos: list[StepInfo | None] = list(run.step_info) if run.step_info is not None else [None] * run.steps
+        by_size: dict[int, list[float]] = {}
+        for size, ms, info in zip(sizes, run.step_ms, infos):
+            by_size.setdefault(size, []).append(ms)
+            if not _consistent(info, size):
+                inconsistent += 1
+                info = None
+            path = info.path if info else None
+            paths.setdefault(size, []).append(path)
+            if path is None:
+                unknown_path = True
+            else:
+                steps_known += 1
+                graph += path == "graph"
+            if info is None or info.padded_to is None:
+                unknown_rows = True
+            else:
+                padded.setdefault(size, []).append(info.padded_to)
+                real_rows += size
+                computed_rows += info.padded_to
+            loads = info.expert_tokens if info else None
+            level = imbalance_of(loads) if loads else None
+            if level is not None:
+                points.append((level, ms, ms / size))
+        for size, values in by_size.items():
+            per_size_ms.setdefault(size, []).append(statistics.median(values))
+            per_size_token.setdefault(size, []).append(sum(values) / (size * len(values)))
+        whole_ms.append(statistics.fmean(run.step_ms))
+        whole_token.append(sum(run.step_ms) / sum(sizes))
+    counts = Counter(sizes)  # every process timed the same segment of the schedule
+    total_steps = sum(counts.values())
+    def known(size: int) -> bool:
+        return bool(padded.get(size)) and len(padded[size]) == len(paths[size])
+
+    sizes_out = [
+        MixSize(
+            batch_size=size,
+            share=counts[size] / total_steps,
+            path=_path_of(paths.get(size, [])),
+            padded_to=_mode(padded[size]) if known(size) else None,
+            padding_waste=1.0 - size * len(padded[size]) / sum(padded[size]) if known(size) else None,
+            gpu_ms_per_step=statistics.median(per_size_ms[size]),
+            gpu_ms_per_real_token=statistics.median(per_size_token[size]),
+        )
+        for size in sorted(per_size_ms)
+    ]
+    useful = real_rows / computed_rows if computed_rows and not unknown_rows else None
+    return ArmMix(
+        arm=arm,
+        processes=len(usable),
+        timer=usable[0].timer,
+        gpu_ms_per_step=statistics.median(whole_ms),
+        gpu_ms_per_real_token=statistics.median(whole_token),
+        tok_per_s=statistics.median(r.tok_per_s for r in usable),
+        capture_coverage=graph / steps_known if steps_known and not unknown_path else None,
+        useful_work_coverage=useful,
+        padding_waste=1.0 - useful if useful is not None else None,
+        inconsistent_steps=inconsistent,
+        disagreements=[r.disagreements for r in usable],
+        compared=max(r.compared for r in usable),
+        sizes=sizes_out,
+        imbalance=_imbalance(points),
+    )
+
+
+def _mode(values: list[int] | None) -> int | None:
+    """The most common value (ties: the larger)."""
+    if not values:
+        return None
+    counts = Counter(values)
+    return max(counts, key=lambda v: (counts[v], v))
+
+
+def _imbalance(points: list[tuple[float, float, float]]) -> Imbalance | None:
+    if not points:
+        return None
+    levels = [p[0] for p in points]
+    buckets = []
+    edges = [*IMBALANCE_EDGES, math.inf]
+    for low, high in zip(edges, edges[1:]):
+        inside = [p for p in points if low <= p[0] < high]  # I >= 1 always
+        if inside:
+            buckets.append(ImbalanceBucket(
+                i_from=low, i_to=None if math.isinf(high) else high, steps=len(inside),
+                gpu_ms_per_step=statistics.median(p[1] for p in inside),
+                gpu_ms_per_real_token=statistics.median(p[2] for p in inside),
+            ))
+    return Imbalance(steps=len(points), median=statistics.median(levels), p90=nearest_rank(levels, 0.9),
+                     max=max(levels), buckets=buckets)
+
+
+def mix_report(
+    schedule: list[int] | None, source: str, seed: int, steps: int, measurements: dict[str, ArmMeasurement],
+    arms: list[str],
+) -> MixReport | None:
+    """Every arm's mix figures, in the order of `arms`; None when the run had no mix."""
+    if schedule is None:
+        return None
+    found = []
+    for name in arms:
+        measurement = measurements.get(name)
+        runs = [r.mix for r in measurement.repeats if r.mix is not None] if measurement else []
+        figures = arm_mix(name, runs, schedule)
+        if figures is not None:
+            found.append(figures)
+    return MixReport(source=source, seed=seed, steps=steps, max_batch_size=max(schedule), arms=found)
