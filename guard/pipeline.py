@@ -27,7 +27,7 @@ from guard.measure import (
     run_interleaved, slow_processes,
 )
 from guard.report import (
-    ArmInfo, Environment, Report, WorkloadInfo, slow_processes_sentence, write_report,
+    ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, write_report,
 )
 from guard.trace import trace_sections
 
@@ -182,11 +182,13 @@ def _run_guard(
         progress(f"analysing {sum(len(v) for by in traces.values() for v in by.values())} profiler traces")
     sections = trace_sections(traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir)
     capture = _capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress)
+    mix = mix_report(spec.mix_schedule(), spec.batch_mix_file or "batch_mix", spec.batch_mix_seed, spec.steps,
+                     measurements, [a.name for a in arms])
     explanation = explain(
         comparison.verdict, comparison.batches, {s.batch_size: s.diff for s in sections if s.diff is not None},
         base_ref.name, head_ref.name, threshold_pct=comparison.threshold_pct, confidence=comparison.confidence,
         ablation_builds={a.name: a.source for a in arms if a.source is not None and a.status == "ok"},
-        capture=capture,
+        capture=capture, mix=mix,
     )
     report = Report(
         tool_version=guard.__version__,
@@ -219,8 +221,8 @@ def _run_guard(
         config_change=change,
         overrides=overrides if overrides.given() else None,
         capture=capture,
-        mix=mix_report(spec.mix_schedule(), spec.batch_mix_file or "batch_mix", spec.batch_mix_seed, spec.steps,
-                       measurements, [a.name for a in arms]),
+        mix=mix,
+        record=run_record(measurements, [base_ref.name, head_ref.name], mix),
         github_repo=github_repo,
         server_url=server_url,
         repo=str(repo),

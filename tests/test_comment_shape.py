@@ -52,7 +52,15 @@ def _reports() -> dict[str, Report]:
         "regression, as committed (an ablation arm, 2 batch sizes)": rich,
         "regression out of CUDA graphs": committed(FELL_OUT),
         "CPU demo": read_report(CPU_DEMO / "report.json"),
+        "regression, with a batch-size mix whose padding is the cause": _with_mix(rich),
     }
+
+
+def _with_mix(report: Report) -> Report:
+    from tests.test_explain_mix import FALLBACK, NO_FALLBACK, _arm, _mix
+
+    return explained(report.model_copy(update={"mix": _mix(_arm(report.base, FALLBACK),
+                                                            _arm(report.head, NO_FALLBACK))}))
 
 
 REPORTS = _reports()

@@ -289,6 +289,9 @@ class Workload:
     def step_info(self):
         return {{"path": "graph" if self.padded in CAPTURED else "eager", "padded_to": self.padded}}
 
+    def describe(self):
+        return {{"model": "toy", "dtype": "float32", "captured_sizes": list(CAPTURED), "fallback": FALLBACK}}
+
 
 def make(**options):
     return Workload()
@@ -354,6 +357,15 @@ def test_guard_run_reports_the_mix_per_arm(tmp_path: Path) -> None:
         assert [len(row) for row in result["mix"]["tokens"]] == [6, *[sequence[k % 5] for k in range(18)]]
         assert result["mix"]["forced"] is True
     assert report["config_change"] is not None  # the head's sizes file was seen, and not used
+    # the head's change split per size by what each arm computed, and the run's record
+    split = {s["batch_size"]: (s["path"], s["padded_to"]) for s in report["explanation"]["mix"]["sizes"]}
+    assert split == {1: (["graph", "graph"], [1, 1]), 2: (["graph", "graph"], [2, 2]),
+                     3: (["eager", "graph"], [3, 4]), 6: (["eager", "eager"], [6, 6])}
+    record = report["record"]
+    assert (record["model"], record["precision"]) == ("toy", "float32")
+    assert [(p["arm"], p["fallback"], p["captured_sizes"]) for p in record["capture"]] == [
+        ("base", True, [1, 2, 4]), ("head", False, [1, 2, 4])]
+    assert {b["batch_size"]: b["share"] for b in record["batch_distribution"]} == shares
 
 
 BAD_INFO_WORKLOAD = '''

@@ -1,12 +1,15 @@
 """Explain: after the comparison and the trace analysis, the facts the comment states."""
 
 from guard.explain._explain import DOMINANT_SHARE, NOTABLE_SHARE, cause_of, explain, graphs_gone, time_split
+from guard.explain._mix import CANDIDATE_SHARE, mix_attribution, row_cost
 from guard.explain._models import (
-    AblationEffect, CapturePlace, Cause, CauseKind, Explanation, Headline, HostTime, LaunchNote, ProfileScale,
-    SlowerKernel, TimeSplit,
+    AblationEffect, CapturePlace, Cause, CauseKind, Explanation, Headline, HostTime, LaunchNote, MixAttribution,
+    MixCauseKind, MixPart, MixPartKind, MixPath, MixSizeChange, ProfileScale, RowCost, SlowerKernel, TimeSplit,
+    TraceSide,
 )
 
 __all__ = [
+    "CANDIDATE_SHARE",
     "DOMINANT_SHARE",
     "NOTABLE_SHARE",
     "AblationEffect",
@@ -17,11 +20,21 @@ __all__ = [
     "Headline",
     "HostTime",
     "LaunchNote",
+    "MixAttribution",
+    "MixCauseKind",
+    "MixPart",
+    "MixPartKind",
+    "MixPath",
+    "MixSizeChange",
+    "RowCost",
+    "TraceSide",
     "ProfileScale",
     "SlowerKernel",
     "TimeSplit",
     "cause_of",
     "explain",
     "graphs_gone",
+    "mix_attribution",
+    "row_cost",
     "time_split",
 ]

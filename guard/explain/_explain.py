@@ -11,7 +11,8 @@ from guard.explain._models import (
     AblationEffect, CapturePlace, Cause, CauseKind, Explanation, Headline, HostTime, LaunchNote, ProfileScale,
     SlowerKernel, TimeSplit,
 )
-from guard.measure import Change, relative_change
+from guard.explain._mix import mix_attribution
+from guard.measure import Change, MixReport, relative_change
 from guard.trace import TraceDiff
 
 DOMINANT_SHARE = 0.6  # a part of the change carrying this share of it is its cause
@@ -31,9 +32,12 @@ def explain(
     confidence: float,
     ablation_builds: dict[str, str] | None = None,
     capture: CaptureChanges | None = None,
+    mix: MixReport | None = None,
+    mix_trace: TraceDiff | None = None,
 ) -> Explanation:
     """`diffs`: the profiled pass's base -> head diff per batch size; `ablation_builds`: each
-    ablation arm that ran, and the arm whose build it reuses."""
+    ablation arm that ran, and the arm whose build it reuses; `mix`: the batch-size mix's
+    figures, and `mix_trace` the diff of its own profiled pass where it has one."""
     causes = [c for b in batches if b.verdict in ("regression", "at_threshold")
               if (c := cause_of(b, diffs.get(b.batch_size))) is not None]
     return Explanation(
@@ -44,6 +48,8 @@ def explain(
         launch_notes=[n for b in batches if (n := _launch_note(b, base, head, threshold_pct))],
         profile_scales=[s for b in batches if b.verdict in ("regression", "at_threshold")
                         if (s := _profile_scale(b, diffs.get(b.batch_size), base, head))],
+        mix=mix_attribution(mix, base, head, threshold_pct=threshold_pct, dominant_share=DOMINANT_SHARE,
+                            diffs=diffs, mix_trace=mix_trace),
     )
 
 

@@ -107,9 +107,82 @@ class Headline(BaseModel):
     notable: bool = False
 
 
+# The parts of the head's change over the batch-size mix (explain/_mix.py): graph_replay, a
+# size that moved between a graph and eager (launch and host time); padding, rows computed that
+# no request asked for; imbalance, expert capacity beyond the loads under imbalance I; kernel_time,
+# the change at sizes whose path and computed rows are the same in both arms
+MixPartKind = Literal["graph_replay", "padding", "imbalance", "kernel_time"]
+# one part carries DOMINANT_SHARE of what grew, no part does (mixed), or the trace and the
+# coverage figures point different ways (mixed_evidence)
+MixCauseKind = Literal["graph_replay", "padding", "imbalance", "kernel_time", "mixed", "mixed_evidence"]
+MixPath = Literal["graph", "eager", "mixed"]
+
+
+class MixPart(BaseModel):
+    kind: MixPartKind
+    ms_per_step: float  # its change of the mix's GPU ms per step: each size's, times the size's share
+    share: float  # of the parts that grew; 0 for a part that shrank
+    batch_sizes: list[int] = []  # the sizes it came from
+
+
+class RowCost(BaseModel):
+    """The head's (or base's) ms per computed row on a path, read from its own sizes: the slope
+    of GPU ms per step over padded_to across them, or with one such size its ms per row."""
+
+    arm: str
+    path: MixPath
+    ms_per_row: float
+    method: Literal["slope", "per_row"]
+    padded_to: list[int]  # the computed-row counts it was read from
+
+
+class MixSizeChange(BaseModel):
+    """The evidence one size gives: what each arm computed for it, and its parts (weighted by share)."""
+
+    batch_size: int
+    share: float
+    path: tuple[MixPath, MixPath]  # base, head
+    padded_to: tuple[int, int]
+    gpu_ms_per_step: tuple[float, float]
+    imbalance: tuple[float | None, float | None] = (None, None)  # median I of its steps
+    parts_ms: dict[MixPartKind, float]  # times its share
+
+
+class TraceSide(BaseModel):
+    """What the paired profiler traces say of the change: idle time (launch and host gaps)
+    against GPU busy time, from the mix's own trace or the traced sizes of the mix by share."""
+
+    source: Literal["mix", "batch_sizes"]
+    batch_sizes: list[int] = []  # source batch_sizes: the traced sizes read
+    idle_ms: float
+    busy_ms: float
+    idle_share: float  # of what grew
+    busy_share: float
+
+
+class MixAttribution(BaseModel):
+    """The head's change in GPU ms per step over the batch-size mix, split into its parts."""
+
+    base_ms_per_step: float  # the mix's, each arm's (mean over its steps, median over processes)
+    head_ms_per_step: float
+    pct: float
+    slower: bool  # past the threshold: only then is a cause named (a win is not blamed)
+    parts: list[MixPart]  # in MixPartKind's order
+    unsplit_ms: float  # the arms' change less the parts' sum (per-size medians against whole means)
+    row_costs: list[RowCost] = []
+    sizes: list[MixSizeChange] = []
+    trace: TraceSide | None = None
+    cause: MixCauseKind | None = None  # None: not slower, or nothing to split
+    candidates: list[MixPartKind] = []  # mixed, mixed_evidence: the hypotheses kept, largest first
+
+    def part(self, kind: MixPartKind) -> MixPart:
+        return next(p for p in self.parts if p.kind == kind)
+
+
 class Explanation(BaseModel):
     headline: Headline
     causes: list[Cause] = []  # per slower batch size (regression or at threshold)
     ablations: list[AblationEffect] = []
     launch_notes: list[LaunchNote] = []
     profile_scales: list[ProfileScale] = []
+    mix: MixAttribution | None = None  # None: no mix, or an arm's sizes without path and padded_to

@@ -33,6 +33,7 @@ class MixSize(BaseModel):
     padding_waste: float | None = None  # its padded rows over its computed rows; None: unknown
     gpu_ms_per_step: float  # median over processes of each one's median over the size's steps
     gpu_ms_per_real_token: float  # median over processes of the size's step ms summed over its real rows
+    imbalance_median: float | None = None  # median I over its steps; None: no expert_tokens
 
 
 class ImbalanceBucket(BaseModel):
@@ -135,6 +136,7 @@ def arm_mix(arm: str, runs: list[MixRun], schedule: list[int]) -> ArmMix | None:
     unknown_path = unknown_rows = False
     inconsistent = 0
     points: list[tuple[float, float, float]] = []  # (I, ms, ms per real token)
+    levels_by_size: dict[int, list[float]] = {}
     for run in usable:
         first = run.warmup_steps + (run.steps if run.timer == "cuda_event" else 0)
         sizes = schedule[first: first + run.steps]
@@ -162,6 +164,7 @@ def arm_mix(arm: str, runs: list[MixRun], schedule: list[int]) -> ArmMix | None:
             level = imbalance_of(loads) if loads else None
             if level is not None:
                 points.append((level, ms, ms / size))
+                levels_by_size.setdefault(size, []).append(level)
         for size, values in by_size.items():
             per_size_ms.setdefault(size, []).append(statistics.median(values))
             per_size_token.setdefault(size, []).append(sum(values) / (size * len(values)))
@@ -181,6 +184,7 @@ def arm_mix(arm: str, runs: list[MixRun], schedule: list[int]) -> ArmMix | None:
             padding_waste=1.0 - size * len(padded[size]) / sum(padded[size]) if known(size) else None,
             gpu_ms_per_step=statistics.median(per_size_ms[size]),
             gpu_ms_per_real_token=statistics.median(per_size_token[size]),
+            imbalance_median=statistics.median(levels_by_size[size]) if size in levels_by_size else None,
         )
         for size in sorted(per_size_ms)
     ]

@@ -9,10 +9,14 @@ from guard.report._schema import (
     READ_VERSIONS,
     SCHEMA_VERSION,
     ArmInfo,
+    BatchShare,
+    CapturePolicy,
     Environment,
     Report,
+    RunRecord,
     WorkloadInfo,
 )
+from guard.report._record import run_record
 from guard.report._slow import slow_processes_sentence
 from guard.report._svg import CHART_FILE, strip_svg
 from guard.report._title import TITLE_LIMIT, title
@@ -34,11 +38,14 @@ __all__ = [
     "CHART_FILE",
     "SCHEMA_VERSION",
     "ArmInfo",
+    "BatchShare",
+    "CapturePolicy",
     "UnfoundedReport",
     "Environment",
     "Report",
     "ReportError",
     "RunLinks",
+    "RunRecord",
     "StripChart",
     "WorkloadInfo",
     "check_report",
@@ -47,6 +54,7 @@ __all__ = [
     "share",
     "slow_processes_sentence",
     "run_links",
+    "run_record",
     "strip_chart",
     "strip_svg",
     "title",

@@ -12,5 +12,5 @@ def explain_report(report: Report) -> Explanation:
         report.verdict, report.batch_sizes, {t.batch_size: t.diff for t in report.traces if t.diff is not None},
         report.base, report.head, threshold_pct=report.threshold_pct, confidence=report.confidence,
         ablation_builds={a.name: a.source for a in report.arms if a.source is not None and a.status == "ok"},
-        capture=report.capture,
+        capture=report.capture, mix=report.mix,
     )

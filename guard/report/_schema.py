@@ -13,11 +13,13 @@ from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
 from guard.trace import TraceSection
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # 1: verdicts by the significance rule; 2: the interval rule, with the looks the run could take;
-# 3: every fact the comment states is a field (`explanation`), reasons are kinds with figures.
+# 3: every fact the comment states is a field (`explanation`), reasons are kinds with figures;
+# 4: the mix's attribution (`explanation.mix`) and the run's record (`record`).
 # Only the current version is read: a report of an older one is made again by `guard run`.
-READ_VERSIONS = (3,)
+READ_VERSIONS = (4,)
+DESCRIBED_LIMIT = 200  # characters of a string the workload's describe() gave, kept in the record
 
 
 class ArmInfo(BaseModel):
@@ -69,8 +71,37 @@ class WorkloadInfo(Workload):
     reference_error: str | None = None  # the reference process failed, so the processes ran free
 
 
+class CapturePolicy(BaseModel):
+    """How one arm's workload says it captured decode (its describe(), after the mix's set-up
+    where it had one): the arm's process said it, so each field is bounded data."""
+
+    arm: str
+    mode: str | None = Field(default=None, max_length=DESCRIBED_LIMIT)  # capture_mode, or mode
+    cuda_graphs: bool | None = None
+    captured_sizes: list[int] | None = Field(default=None, max_length=4096)
+    fallback: bool | None = None  # sizes between the captured ones run eagerly at their own shape
+    moe_dispatch: str | None = Field(default=None, max_length=DESCRIBED_LIMIT)
+
+
+class BatchShare(BaseModel):
+    batch_size: int
+    share: float  # of the mix's timed steps
+
+
+class RunRecord(BaseModel):
+    """What a performance claim is kept with, besides the arms' revisions (`arms[].sha`) and
+    the GPU, driver, torch and CUDA (`environment`): the model and its precision, the batch
+    distribution the run replayed, and each arm's capture policy."""
+
+    model: str | None = Field(default=None, max_length=DESCRIBED_LIMIT)  # describe()'s model, or its engine
+    precision: str | None = Field(default=None, max_length=DESCRIBED_LIMIT)  # describe()'s dtype
+    # the mix's sizes and shares of its timed steps; empty: fixed batch sizes, each its own pass
+    batch_distribution: list[BatchShare] = []
+    capture: list[CapturePolicy] = []  # base, then head
+
+
 class Report(BaseModel):
-    schema_version: Literal[3] = SCHEMA_VERSION
+    schema_version: Literal[4] = SCHEMA_VERSION
     tool_version: str
     verdict: Verdict
     reasons: list[Reason] = []  # why the comparison is not valid
@@ -97,6 +128,7 @@ class Report(BaseModel):
     overrides: ConfigOverrides | None = None  # values the command line gave in place of the config's
     capture: CaptureChanges | None = None  # hunks of the change that touch CUDA graph capture
     mix: MixReport | None = None  # the batch-size mix pass, per arm (guard/measure/_mix.py)
+    record: RunRecord | None = None  # the run's record (guard/report/_record.py); None: made before it
     github_repo: str | None = None  # OWNER/NAME, for links
     server_url: str = "https://github.com"
     repo: str

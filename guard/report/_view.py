@@ -25,6 +25,9 @@ from guard.report._lead import (
 )
 from guard.report._links import RunLinks
 from guard.report._mermaid import mermaid_charts
+from guard.report._mix_text import (
+    coverage_rows, evidence_line, mix_arms, mix_lead, mix_sentence, part_lines, record_lines, size_header, size_rows,
+)
 from guard.report._override_note import override_note
 from guard.report._reason_text import reason_sentence, reason_short
 from guard.report._roles import tok_role_note
@@ -121,6 +124,9 @@ def _what_happened(report: Report) -> list[Block]:
     for size in report.explanation.headline.fell_out:
         if (line := fallout_line(report, size)) is not None:
             blocks.append(_p(line))
+    mix = report.explanation.mix
+    if mix is not None and mix.cause is not None:  # the mix is the cause: one line here, the rest in its fold
+        blocks.append(_p(mix_lead(mix, _gpu(report))))
     for note in report.explanation.launch_notes:
         blocks.append(_p(launch_sentence(note, _gpu(report), bounds_level(report))))
     for note in unheld_notes(report):
@@ -199,6 +205,8 @@ def _capture_lines(report: Report) -> list[str]:
 
 def _folds(report: Report) -> list[Fold]:
     folds = []
+    if (mix := _mix_fold(report)) is not None:
+        folds.append(mix)
     slower = {c.batch_size for c in report.explanation.causes} | {
         b.batch_size for b in report.batch_sizes if b.verdict in ("regression", "at_threshold")}
     scales = {s.batch_size: s for s in report.explanation.profile_scales}
@@ -242,9 +250,28 @@ def _folds(report: Report) -> list[Fold]:
                               blocks=[Block(kind="lines", lines=[block(arm.log_tail)])]))
     if (config := config_note(report.config_change)) is not None:
         folds.append(Fold(summary=config.summary, blocks=[Block(kind="lines", lines=[config.block])]))
+    if report.record is not None:
+        folds.append(Fold(summary=words.RECORD, blocks=[Block(kind="bullets", lines=record_lines(report))]))
     folds.append(Fold(summary="Environment", blocks=_environment_blocks(report)))
     folds.append(Fold(summary="Method", blocks=_method_blocks(report)))
     return folds
+
+
+def _mix_fold(report: Report) -> Fold | None:
+    """Capture coverage against useful work base -> head, and the mix's change split into its parts."""
+    if mix_arms(report) is None:
+        return None
+    gpu = _gpu(report)
+    base, head = report.arm(report.base), report.arm(report.head)
+    blocks = [Block(kind="table", header=["", f"base {words.short_sha(base.sha)}", f"head {words.short_sha(head.sha)}"],
+                    rows=coverage_rows(report, gpu))]
+    found = report.explanation.mix
+    if found is not None:
+        blocks += [_p(mix_sentence(found, gpu)), Block(kind="bullets", lines=part_lines(found, gpu)),
+                   Block(kind="table", header=size_header(gpu), rows=size_rows(found, gpu))]
+        if (evidence := evidence_line(found, report, gpu)):
+            blocks.append(_p(evidence))
+    return Fold(summary=words.MIX_SECTION, blocks=blocks)
 
 
 def _every_arm(report: Report) -> Block | None:

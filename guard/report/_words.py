@@ -4,7 +4,7 @@ comment, the job summary, the commit status and the annotations take their words
 from __future__ import annotations
 
 from guard.compare import MetricKey, ReasonKind, Verdict
-from guard.explain import CauseKind
+from guard.explain import CauseKind, MixPartKind
 from guard.measure import Change
 
 # A step is timed with CUDA events on a GPU and by the host's clock on a CPU: a CPU run never says GPU.
@@ -23,6 +23,28 @@ CAUSE: dict[CauseKind, str] = {
     "host_time": "host time",
     "mixed": "no single cause",
 }
+
+
+# The parts of the head's change over the batch-size mix
+MIX_PART: dict[MixPartKind, str] = {
+    "graph_replay": "graph replay against eager (launch and host time)",
+    "padding": "padding (rows computed that no request asked for)",
+    "imbalance": "expert capacity waste under imbalance",
+    "kernel_time": "kernel time at equal shapes",
+}
+MIX_PART_SHORT: dict[MixPartKind, str] = {
+    "graph_replay": "graph replay against eager",
+    "padding": "padding",
+    "imbalance": "expert capacity waste",
+    "kernel_time": "kernel time at equal shapes",
+}
+MIX_SECTION = "Capture coverage and useful work"
+RECORD = "Record of the run"
+
+
+def per_real_token(gpu: bool) -> str:
+    """'GPU ms per real token' (CPU: 'CPU ms per real token')."""
+    return f"{_STEP_SHORT[gpu]} per real token"
 
 
 def metric(key: MetricKey, gpu: bool) -> str:
