@@ -76,17 +76,19 @@ def test_a_removed_fallback_is_padding_with_its_share() -> None:
 
 def test_moe_capacity_under_imbalance_is_imbalance() -> None:
     # head captures every size exactly (no padding), its experts padded to capacity under I = 2.5
+    # sizes 1 and 2 replayed from graphs in both, at the same I: their capacity waste is unchanged
     base = _arm("base", {1: ("graph", 1, 0.7), 2: ("graph", 2, 1.2), 3: ("eager", 3, 1.0), 6: ("eager", 6, 1.9)},
-                {1: 1.0, 2: 1.0, 3: 2.5, 6: 2.5})
-    head = _arm("head", {1: ("graph", 1, 0.7), 2: ("graph", 2, 1.2), 3: ("graph", 3, 1.7), 6: ("graph", 6, 3.2)},
-                {1: 1.0, 2: 1.0, 3: 2.5, 6: 2.5})
+                {1: 1.5, 2: 1.5, 3: 2.5, 6: 2.5})
+    head = _arm("head", {1: ("graph", 1, 0.7), 2: ("graph", 2, 1.2), 3: ("graph", 3, 1.7), 6: ("graph", 6, 3.4)},
+                {1: 1.5, 2: 1.5, 3: 2.5, 6: 2.5})
     found = mix_attribution(_mix(base, head), "base", "head", threshold_pct=1.0, dominant_share=DOMINANT_SHARE)
     assert found is not None
-    per_row = _slope([(1, 0.7), (2, 1.2), (3, 1.7), (6, 3.2)])
+    per_row = _slope([(1, 0.7), (2, 1.2), (3, 1.7), (6, 3.4)])
     waste = 1 - 1 / 2.5
     imbalance = SHARES[3] * 3 * per_row * waste + SHARES[6] * 6 * per_row * waste
     assert found.part("imbalance").ms_per_step == pytest.approx(imbalance)
-    assert found.part("padding").ms_per_step == 0
+    assert found.part("padding").ms_per_step == 0 and found.part("kernel_time").ms_per_step == 0
+    assert found.part("imbalance").batch_sizes == [3, 6]
     assert found.cause == "imbalance" and found.part("imbalance").share == pytest.approx(1.0)
     assert found.sizes[2].imbalance == (2.5, 2.5) and found.sizes[2].path == ("eager", "graph")
 

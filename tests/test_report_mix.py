@@ -140,3 +140,14 @@ def test_a_report_with_its_mix_reads_back_checked_and_renders_again_byte_for_byt
         "mix": again.explanation.mix.model_copy(update={"cause": "kernel_time"})})})
     with pytest.raises(UnfoundedReport, match=re.escape("explanation.mix")):
         check_report(forged, tmp_path / "report.json")
+
+
+def test_an_invalid_comparison_states_no_mix_cause_above_the_fold() -> None:
+    from guard.compare import Reason
+
+    report = _with_mix(FALLBACK, NO_FALLBACK)
+    reasons = [Reason(kind="arm_failed", arm=report.head, repeats_done=2, error="exit 1")]
+    invalid = explained(report.model_copy(update={"verdict": "invalid", "reasons": reasons}))
+    assert invalid.explanation.mix is not None and invalid.explanation.mix.cause == "padding"  # a fact still
+    assert "batch-size mix" not in _above_the_fold(render_comment(invalid))
+    assert "batch-size mix" in _above_the_fold(render_comment(report))

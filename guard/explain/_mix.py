@@ -6,8 +6,9 @@ candidates where the two point different ways.
 Per size s of share w, for base b and head h (path, rows computed R = padded_to, GPU ms per
 step t, median imbalance I), with c an arm's ms per computed row on a path (`RowCost`):
 - padding: w * c * (R_h - R_b), priced by the arm that computed the more rows;
-- imbalance: w * s * (c_h * waste_h - c_b * waste_b), where waste = 1 - 1/I on a graph (a static
-  expert capacity holds at least the largest load, I times the mean) and 0 eagerly (exact shapes);
+- imbalance: w * s * c * (waste_h - waste_b), where waste = 1 - 1/I on a graph (a static expert
+  capacity holds at least the largest load, I times the mean) and 0 eagerly (exact shapes), c
+  the capacity-padded arm's (the head's where both are);
 - the rest of w * (t_h - t_b): graph_replay where the paths differ, kernel_time where they do not.
 """
 
@@ -105,10 +106,11 @@ def _size_change(b: MixSize, h: MixSize, before: ArmMix, after: ArmMix,
         padding = cost(after, h.path) * (h.padded_to - b.padded_to)
     elif h.padded_to < b.padded_to:
         padding = -cost(before, b.path) * (b.padded_to - h.padded_to)
-    imbalance = 0.0
-    for arm, step, sign in ((after, h, 1.0), (before, b, -1.0)):
-        if (waste := _capacity_waste(step)) > 0:
-            imbalance += sign * size * cost(arm, step.path) * waste  # type: ignore[arg-type]
+    # one price for both arms' waste, the capacity-padded arm's (the head's where both are), so
+    # that an unchanged I at an unchanged size gives none
+    waste = _capacity_waste(h) - _capacity_waste(b)
+    priced = (after, h.path) if _capacity_waste(h) > 0 or _capacity_waste(b) == 0 else (before, b.path)
+    imbalance = size * cost(*priced) * waste if waste else 0.0
     rest = h.gpu_ms_per_step - b.gpu_ms_per_step - padding - imbalance
     moved = b.path != h.path
     parts: dict[MixPartKind, float] = {

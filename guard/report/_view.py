@@ -125,7 +125,7 @@ def _what_happened(report: Report) -> list[Block]:
         if (line := fallout_line(report, size)) is not None:
             blocks.append(_p(line))
     mix = report.explanation.mix
-    if mix is not None and mix.cause is not None:  # the mix is the cause: one line here, the rest in its fold
+    if mix is not None and mix.cause is not None and report.verdict != "invalid":  # one line here, the rest in its fold
         blocks.append(_p(mix_lead(mix, _gpu(report))))
     for note in report.explanation.launch_notes:
         blocks.append(_p(launch_sentence(note, _gpu(report), bounds_level(report))))
