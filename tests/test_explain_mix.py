@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from guard.explain import DOMINANT_SHARE, explain, mix_attribution
+from guard.explain import DOMINANT_SHARE, MixAttribution, explain, mix_attribution
 from guard.measure import ArmMix, Imbalance, MixReport, MixSize
 from guard.trace import BeforeAfter, TraceDiff
 from tests.report_fixtures import committed, current_file
@@ -19,8 +19,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARES = {1: 0.4, 2: 0.25, 3: 0.15, 6: 0.2}
 
 
-def _arm(name: str, sizes: dict[int, tuple[str, int, float]], imbalance: dict[int, float] | None = None) -> ArmMix:
-    """`sizes`: batch size -> (path, padded_to, GPU ms per step); the mix's whole from the shares."""
+def _arm(name: str, sizes: dict[int, tuple[str, int, float]], imbalance: dict[int, float] | None = None,
+         scatter: float = 0.001) -> ArmMix:
+    """`sizes`: batch size -> (path, padded_to, GPU ms per step); the mix's whole from the shares,
+    its three processes `scatter` (a share) either side of it."""
     made = [MixSize(batch_size=s, share=SHARES[s], path=path, padded_to=rows,  # type: ignore[arg-type]
                     padding_waste=1 - s / rows, gpu_ms_per_step=ms, gpu_ms_per_real_token=ms / s,
                     imbalance_median=(imbalance or {}).get(s))
@@ -29,6 +31,7 @@ def _arm(name: str, sizes: dict[int, tuple[str, int, float]], imbalance: dict[in
     useful = sum(SHARES[s] * s for s in sizes) / sum(SHARES[s] * rows for s, (_, rows, _) in sizes.items())
     levels = sorted((imbalance or {}).values())
     return ArmMix(arm=name, processes=3, timer="cuda_event", gpu_ms_per_step=whole,
+                  process_ms_per_step=[whole * (1 - scatter), whole, whole * (1 + scatter)],
                   gpu_ms_per_real_token=whole / sum(SHARES[s] * s for s in sizes), tok_per_s=100.0, sizes=made,
                   capture_coverage=sum(SHARES[s] for s, (path, _, _) in sizes.items() if path == "graph"),
                   useful_work_coverage=useful, padding_waste=1 - useful,
@@ -38,6 +41,11 @@ def _arm(name: str, sizes: dict[int, tuple[str, int, float]], imbalance: dict[in
 
 def _mix(base: ArmMix, head: ArmMix) -> MixReport:
     return MixReport(source="batch_mix", seed=0, steps=200, max_batch_size=6, arms=[base, head])
+
+
+def _split(mix: MixReport | None, **evidence: object) -> MixAttribution | None:
+    return mix_attribution(mix, "base", "head", threshold_pct=1.0, confidence=0.99, dominant_share=DOMINANT_SHARE,
+                           **evidence)  # type: ignore[arg-type]
 
 
 def _slope(points: list[tuple[int, float]]) -> float:
@@ -53,7 +61,7 @@ NO_FALLBACK = {1: ("graph", 1, 1.05), 2: ("graph", 2, 1.5), 3: ("graph", 4, 2.5)
 
 def test_a_removed_fallback_is_padding_with_its_share() -> None:
     found = mix_attribution(_mix(_arm("base", FALLBACK), _arm("head", NO_FALLBACK)), "base", "head",
-                            threshold_pct=1.0, dominant_share=DOMINANT_SHARE)
+                            threshold_pct=1.0, confidence=0.99, dominant_share=DOMINANT_SHARE)
     assert found is not None
     per_row = _slope([(rows, ms) for _, rows, ms in NO_FALLBACK.values()])
     padding = SHARES[3] * per_row * (4 - 3) + SHARES[6] * per_row * (8 - 6)
@@ -81,7 +89,7 @@ def test_moe_capacity_under_imbalance_is_imbalance() -> None:
                 {1: 1.5, 2: 1.5, 3: 2.5, 6: 2.5})
     head = _arm("head", {1: ("graph", 1, 0.7), 2: ("graph", 2, 1.2), 3: ("graph", 3, 1.7), 6: ("graph", 6, 3.4)},
                 {1: 1.5, 2: 1.5, 3: 2.5, 6: 2.5})
-    found = mix_attribution(_mix(base, head), "base", "head", threshold_pct=1.0, dominant_share=DOMINANT_SHARE)
+    found = _split(_mix(base, head))
     assert found is not None
     per_row = _slope([(1, 0.7), (2, 1.2), (3, 1.7), (6, 3.4)])
     waste = 1 - 1 / 2.5
@@ -103,21 +111,19 @@ def _trace(idle_ms: float, busy_ms: float) -> TraceDiff:
 
 def test_traces_that_point_the_other_way_keep_both_hypotheses() -> None:
     mix = _mix(_arm("base", FALLBACK), _arm("head", NO_FALLBACK))
-    idle = mix_attribution(mix, "base", "head", threshold_pct=1.0, dominant_share=DOMINANT_SHARE,
-                           mix_trace=_trace(idle_ms=0.3, busy_ms=0.02))
+    idle = _split(mix, mix_trace=_trace(idle_ms=0.3, busy_ms=0.02))
     assert idle is not None and idle.cause == "mixed_evidence"
     assert idle.candidates == ["padding", "graph_replay"]
     assert idle.trace is not None and idle.trace.source == "mix"
     assert idle.trace.idle_share == pytest.approx(0.3 / 0.32)
-    busy = mix_attribution(mix, "base", "head", threshold_pct=1.0, dominant_share=DOMINANT_SHARE,
-                           mix_trace=_trace(idle_ms=-0.05, busy_ms=0.3))
+    busy = _split(mix, mix_trace=_trace(idle_ms=-0.05, busy_ms=0.3))
     assert busy is not None and busy.cause == "padding" and busy.candidates == []  # they agree
 
 
 def test_the_traced_sizes_speak_for_the_mix_by_share() -> None:
     mix = _mix(_arm("base", FALLBACK), _arm("head", NO_FALLBACK))
     diffs = {3: _trace(idle_ms=0.4, busy_ms=0.0), 6: _trace(idle_ms=0.1, busy_ms=0.05), 5: _trace(9.0, 0.0)}
-    found = mix_attribution(mix, "base", "head", threshold_pct=1.0, dominant_share=DOMINANT_SHARE, diffs=diffs)
+    found = _split(mix, diffs=diffs)
     assert found is not None and found.trace is not None and found.trace.batch_sizes == [3, 6]  # 5 is no mix size
     assert found.trace.idle_ms == pytest.approx(SHARES[3] * 0.4 + SHARES[6] * 0.1)
     assert found.trace.busy_ms == pytest.approx(SHARES[6] * 0.05)
@@ -128,24 +134,36 @@ def test_a_win_is_not_blamed() -> None:
     # a mix dominated by captured sizes: padding costs a little, the launches saved are worth more
     base = _arm("base", {1: ("graph", 1, 1.0), 2: ("graph", 2, 1.5), 3: ("eager", 3, 3.0), 6: ("eager", 6, 4.6)})
     head = _arm("head", {1: ("graph", 1, 1.0), 2: ("graph", 2, 1.5), 3: ("graph", 4, 2.5), 6: ("graph", 8, 4.5)})
-    found = mix_attribution(_mix(base, head), "base", "head", threshold_pct=1.0, dominant_share=DOMINANT_SHARE)
+    found = _split(_mix(base, head))
     assert found is not None and found.pct < 0 and not found.slower
     assert found.cause is None and found.candidates == []
     assert found.part("padding").ms_per_step > 0 and found.part("graph_replay").ms_per_step < 0  # facts kept
 
 
+def test_a_slowdown_within_its_processes_scatter_is_not_blamed() -> None:
+    tight = _split(_mix(_arm("base", FALLBACK), _arm("head", NO_FALLBACK)))
+    assert tight is not None and tight.change is not None and tight.change.ci_low_pct > 1.0 and tight.slower
+    noisy = _split(_mix(_arm("base", FALLBACK, scatter=0.2), _arm("head", NO_FALLBACK, scatter=0.2)))
+    assert noisy is not None and noisy.change is not None
+    assert noisy.pct == pytest.approx(tight.pct) and noisy.pct > 1.0  # the medians alone are past the threshold
+    assert noisy.change.ci_low_pct < 1.0 and not noisy.slower and noisy.cause is None
+    assert noisy.part("padding").ms_per_step == pytest.approx(tight.part("padding").ms_per_step)  # facts kept
+    one = _arm("base", FALLBACK).model_copy(update={"process_ms_per_step": [1.0]})
+    single = _split(_mix(one, _arm("head", NO_FALLBACK)))
+    assert single is not None and single.change is None and single.slower  # one process: the medians decide
+
+
 def test_no_dominant_part_keeps_the_candidates_and_unknown_rows_give_no_split() -> None:
     base = _arm("base", {1: ("graph", 1, 1.0), 2: ("graph", 2, 1.5), 3: ("eager", 3, 2.2), 6: ("eager", 6, 3.7)})
     head = _arm("head", {1: ("graph", 1, 1.5), 2: ("graph", 2, 2.0), 3: ("graph", 4, 3.0), 6: ("graph", 8, 5.0)})
-    found = mix_attribution(_mix(base, head), "base", "head", threshold_pct=1.0, dominant_share=DOMINANT_SHARE)
+    found = _split(_mix(base, head))
     assert found is not None and found.cause == "mixed"
     shares = {p.kind: p.share for p in found.parts}
     assert max(shares.values()) < DOMINANT_SHARE
     assert found.candidates == sorted((k for k, v in shares.items() if v >= 0.2), key=lambda k: -shares[k])
     unknown = base.model_copy(update={"sizes": [s.model_copy(update={"padded_to": None}) for s in base.sizes]})
-    assert mix_attribution(_mix(unknown, head), "base", "head", threshold_pct=1.0,
-                           dominant_share=DOMINANT_SHARE) is None
-    assert mix_attribution(None, "base", "head", threshold_pct=1.0, dominant_share=DOMINANT_SHARE) is None
+    assert _split(_mix(unknown, head)) is None
+    assert _split(None) is None
 
 
 def test_a_report_is_explained_with_its_mix() -> None:

@@ -48,8 +48,8 @@ def explain(
         launch_notes=[n for b in batches if (n := _launch_note(b, base, head, threshold_pct))],
         profile_scales=[s for b in batches if b.verdict in ("regression", "at_threshold")
                         if (s := _profile_scale(b, diffs.get(b.batch_size), base, head))],
-        mix=mix_attribution(mix, base, head, threshold_pct=threshold_pct, dominant_share=DOMINANT_SHARE,
-                            diffs=diffs, mix_trace=mix_trace),
+        mix=mix_attribution(mix, base, head, threshold_pct=threshold_pct, confidence=confidence,
+                            dominant_share=DOMINANT_SHARE, diffs=diffs, mix_trace=mix_trace),
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from guard.explain._models import (
     MixAttribution, MixCauseKind, MixPart, MixPartKind, MixPath, MixSizeChange, RowCost, TraceSide,
 )
-from guard.measure import ArmMix, MixReport, MixSize
+from guard.measure import ArmMix, Change, MixReport, MixSize, relative_change
 from guard.trace import TraceDiff
 
 PARTS: tuple[MixPartKind, ...] = ("graph_replay", "padding", "imbalance", "kernel_time")
@@ -25,8 +25,8 @@ CANDIDATE_SHARE = 0.2  # without a dominant part, the parts carrying this share 
 _HOST_PARTS = {"graph_replay"}  # time the trace shows as idle between kernels; the other parts are busy time
 
 
-def mix_attribution(mix: MixReport | None, base: str, head: str, *, threshold_pct: float, dominant_share: float,
-                    diffs: dict[int, TraceDiff] | None = None,
+def mix_attribution(mix: MixReport | None, base: str, head: str, *, threshold_pct: float, confidence: float,
+                    dominant_share: float, diffs: dict[int, TraceDiff] | None = None,
                     mix_trace: TraceDiff | None = None) -> MixAttribution | None:
     """None without both arms' mix figures, or where a size's path or rows computed are unknown.
     `diffs`: the profiled pass's diff per fixed batch size; `mix_trace`: the mix's own, first."""
@@ -49,14 +49,24 @@ def mix_attribution(mix: MixReport | None, base: str, head: str, *, threshold_pc
         parts = [p.model_copy(update={"share": max(p.ms_per_step, 0.0) / grew}) for p in parts]
     pct = (after.gpu_ms_per_step / before.gpu_ms_per_step - 1) * 100
     trace = _trace_side(mix_trace, diffs or {}, {s.batch_size: s.share for s in sizes})
-    slower = pct > threshold_pct
+    change = _change(before, after, confidence)
+    # significance before magnitude: past the threshold across the interval, where there is one
+    slower = change.ci_low_pct > threshold_pct if change is not None else pct > threshold_pct
     cause, candidates = _cause(parts, trace, dominant_share) if slower and grew > 0 else (None, [])
     return MixAttribution(
-        base_ms_per_step=before.gpu_ms_per_step, head_ms_per_step=after.gpu_ms_per_step, pct=pct, slower=slower,
+        base_ms_per_step=before.gpu_ms_per_step, head_ms_per_step=after.gpu_ms_per_step, pct=pct, change=change,
+        slower=slower,
         parts=parts, unsplit_ms=after.gpu_ms_per_step - before.gpu_ms_per_step - sum(p.ms_per_step for p in parts),
         row_costs=sorted(costs.values(), key=lambda c: (c.arm != base, c.path)), sizes=sizes, trace=trace,
         cause=cause, candidates=candidates,
     )
+
+
+def _change(before: ArmMix, after: ArmMix, confidence: float) -> Change | None:
+    try:
+        return relative_change(before.process_ms_per_step, after.process_ms_per_step, confidence)
+    except ValueError:  # one process an arm, or a time that is not positive
+        return None
 
 
 def _pairs(before: ArmMix, after: ArmMix) -> list[tuple[MixSize, MixSize]] | None:

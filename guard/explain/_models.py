@@ -165,8 +165,11 @@ class MixAttribution(BaseModel):
 
     base_ms_per_step: float  # the mix's, each arm's (mean over its steps, median over processes)
     head_ms_per_step: float
-    pct: float
-    slower: bool  # past the threshold: only then is a cause named (a win is not blamed)
+    pct: float  # of the two medians
+    # between the processes' means at the report's confidence; None with one process an arm
+    change: Change | None = None
+    slower: bool  # the change's lower bound past the threshold (its median, without one): only then
+    # is a cause named, so a win is not blamed
     parts: list[MixPart]  # in MixPartKind's order
     unsplit_ms: float  # the arms' change less the parts' sum (per-size medians against whole means)
     row_costs: list[RowCost] = []

@@ -64,6 +64,7 @@ class ArmMix(BaseModel):
     processes: int  # whose mix pass followed the schedule (the others are left out)
     timer: str
     gpu_ms_per_step: float  # median over processes of the mean over the timed steps (a mix is a whole)
+    process_ms_per_step: list[float] = []  # each process's mean over its timed steps, as they ran
     gpu_ms_per_real_token: float  # median over processes of the timed steps' ms over their real rows
     tok_per_s: float  # median over processes, from the end-to-end pass
     # None: unknown (the workload has no step_info(), or some step did not say)
@@ -194,6 +195,7 @@ def arm_mix(arm: str, runs: list[MixRun], schedule: list[int]) -> ArmMix | None:
         processes=len(usable),
         timer=usable[0].timer,
         gpu_ms_per_step=statistics.median(whole_ms),
+        process_ms_per_step=whole_ms,
         gpu_ms_per_real_token=statistics.median(whole_token),
         tok_per_s=statistics.median(r.tok_per_s for r in usable),
         capture_coverage=graph / steps_known if steps_known and not unknown_path else None,

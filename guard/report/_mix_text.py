@@ -43,8 +43,10 @@ def coverage_rows(report: Report, gpu: bool) -> list[list[str]]:
 
 def mix_sentence(found: MixAttribution, gpu: bool) -> str:
     """The mix's change and what carries it, in one sentence."""
+    spread = (f"; between the processes, {words.interval(found.change)} at {words.level(found.change.confidence)}"
+              if found.change is not None else "")
     change = (f"Over the batch-size mix, {words.metric('gpu_ms', gpu)} went {words.ms(found.base_ms_per_step)} -> "
-              f"{words.ms(found.head_ms_per_step)} ({words.pct(found.pct)})")
+              f"{words.ms(found.head_ms_per_step)} ({words.pct(found.pct)}{spread})")
     if found.cause is None:
         return f"{change}: not slower past the threshold, so no cause is named."
     if found.cause == "mixed_evidence":
