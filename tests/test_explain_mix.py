@@ -111,6 +111,9 @@ def _trace(idle_ms: float, busy_ms: float) -> TraceDiff:
 
 def test_traces_that_point_the_other_way_keep_both_hypotheses() -> None:
     mix = _mix(_arm("base", FALLBACK), _arm("head", NO_FALLBACK))
+    plain = _split(mix)
+    assert plain is not None
+    grown = sum(max(p.ms_per_step, 0.0) for p in plain.parts)  # what grew
     idle = _split(mix, mix_trace=_trace(idle_ms=0.3, busy_ms=0.02))
     assert idle is not None and idle.cause == "mixed_evidence"
     assert idle.candidates == ["padding", "graph_replay"]
@@ -118,6 +121,12 @@ def test_traces_that_point_the_other_way_keep_both_hypotheses() -> None:
     assert idle.trace.idle_share == pytest.approx(0.3 / 0.32)
     busy = _split(mix, mix_trace=_trace(idle_ms=-0.05, busy_ms=0.3))
     assert busy is not None and busy.cause == "padding" and busy.candidates == []  # they agree
+    # a trace that barely moved (sizes the change left alone) does not outweigh the figures
+    assert grown > 0
+    faint = _split(mix, mix_trace=_trace(idle_ms=0.19 * grown, busy_ms=0.0))
+    assert faint is not None and faint.trace is not None and not faint.trace.material and faint.cause == "padding"
+    clear = _split(mix, mix_trace=_trace(idle_ms=0.21 * grown, busy_ms=0.0))
+    assert clear is not None and clear.trace is not None and clear.trace.material and clear.cause == "mixed_evidence"
 
 
 def test_the_traced_sizes_speak_for_the_mix_by_share() -> None:

@@ -52,6 +52,9 @@ def mix_attribution(mix: MixReport | None, base: str, head: str, *, threshold_pc
     change = _change(before, after, confidence)
     # significance before magnitude: past the threshold across the interval, where there is one
     slower = change.ci_low_pct > threshold_pct if change is not None else pct > threshold_pct
+    # a trace whose growth is small beside the mix's (unchanged sizes' noise) points nowhere
+    if trace is not None and max(trace.idle_ms, 0.0) + max(trace.busy_ms, 0.0) < CANDIDATE_SHARE * grew:
+        trace = trace.model_copy(update={"material": False})
     cause, candidates = _cause(parts, trace, dominant_share) if slower and grew > 0 else (None, [])
     return MixAttribution(
         base_ms_per_step=before.gpu_ms_per_step, head_ms_per_step=after.gpu_ms_per_step, pct=pct, change=change,
@@ -168,7 +171,7 @@ def _cause(parts: list[MixPart], trace: TraceSide | None,
     top = ranked[0]
     if top.share < dominant_share:
         return "mixed", [p.kind for p in ranked if p.share >= CANDIDATE_SHARE]
-    if trace is None:
+    if trace is None or not trace.material:
         return top.kind, []
     host_mix = top.kind in _HOST_PARTS
     if trace.idle_share >= dominant_share and not host_mix:

@@ -158,6 +158,7 @@ class TraceSide(BaseModel):
     busy_ms: float
     idle_share: float  # of what grew
     busy_share: float
+    material: bool = True  # its growth is at least CANDIDATE_SHARE of the mix parts': it can disagree
 
 
 class MixAttribution(BaseModel):

@@ -135,8 +135,9 @@ def evidence_line(found: MixAttribution, report: Report, gpu: bool) -> str:
     if trace is not None:
         where = "the mix's own profiled pass" if trace.source == "mix" else \
             f"the profiled {words.sizes(trace.batch_sizes)}, by share"
+        faint = "" if trace.material else ", too little beside the mix's change to weigh against it"
         line += (f" The paired traces ({where}): idle time {words.ms_delta(trace.idle_ms)} and busy time "
-                 f"{words.ms_delta(trace.busy_ms)} {unit} per step.")
+                 f"{words.ms_delta(trace.busy_ms)} {unit} per step{faint}.")
     return line.strip()
 
 
