@@ -1,0 +1,66 @@
+"""The embedded workers: one thread per GPU of this host (one on a CPU host), each leasing
+one job at a time from the database and keeping its lease alive while the job runs. A worker
+that dies (the service killed) simply stops renewing: its job is taken again after the lease."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import traceback
+import uuid
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import sessionmaker
+
+from guard.service._github_app import GitHubApp
+from guard.service._job import JobContext, run_job
+from guard.service._queue import finish, heartbeat, lease, release
+from guard.service._settings import ServiceSettings
+
+IDLE_POLL_S = 0.5
+
+
+class Worker(threading.Thread):
+    def __init__(self, number: int, settings: ServiceSettings, sessions: sessionmaker, app: GitHubApp | None,
+                 stopping: threading.Event, gpu: str | None) -> None:
+        super().__init__(name=f"guard-worker-{number}", daemon=True)
+        # unique per process start: a restarted service never mistakes an old lease for its own
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{number}:{uuid.uuid4().hex[:8]}"
+        self.settings, self.sessions, self.app, self.stopping, self.gpu = settings, sessions, app, stopping, gpu
+        self.current: int | None = None
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                job = lease(self.sessions, self.owner, self.settings.lease_s, self.settings.max_attempts)
+            except SQLAlchemyError as exc:  # the database away for a moment: try again, say why
+                print(f"guard serve: worker {self.name}: cannot lease: {exc}", flush=True)
+                self.stopping.wait(IDLE_POLL_S * 4)
+                continue
+            if job is None:
+                self.stopping.wait(IDLE_POLL_S)
+                continue
+            self.current = job.id
+            try:
+                self._run(job)
+            finally:
+                self.current = None
+
+    def _run(self, job) -> None:  # noqa: ANN001
+        ctx = JobContext(
+            settings=self.settings, sessions=self.sessions, app=self.app, owner=self.owner, gpu=self.gpu,
+            keep_alive=lambda: heartbeat(self.sessions, job.id, self.owner, self.settings.lease_s),
+            stopping=self.stopping,
+        )
+        try:
+            outcome = run_job(job, ctx)
+        except Exception as exc:  # noqa: BLE001  # a bug fails this job, never the worker
+            print(f"guard serve: job {job.id} failed:\n{traceback.format_exc()}", flush=True)
+            finish(self.sessions, job.id, self.owner, error=f"internal error: {type(exc).__name__}: {exc}")
+            return
+        if outcome.lost:
+            if self.stopping.is_set():
+                release(self.sessions, job.id, self.owner)  # stopping cleanly: next start takes it at once
+            return
+        finish(self.sessions, job.id, self.owner, error=outcome.error, run_id=outcome.run_id)
