@@ -78,6 +78,40 @@ def test_a_pull_request_is_measured_stored_and_posted_as_the_app(tmp_path: Path)
         # every call to the App's own endpoints carried a JWT the stand-in verified with the App's public key
         assert host.api.requests("POST", r"^/app/installations/77/access_tokens$")
 
+        # the gate's "Re-run" button: the job of that check run, queued again
+        check = host.api.check_runs(REPO)[0]
+        rerun = _send(service, "check_run", {
+            "action": "rerequested", "installation": {"id": INSTALLATION},
+            "repository": {"full_name": REPO, "private": False, "clone_url": str(repo), "default_branch": "main"},
+            "check_run": {"id": check["id"], "head_sha": head, "external_id": check["external_id"]},
+        })
+        jobs = {j["id"]: j for j in service.wait_jobs(3)}
+        assert (jobs[rerun["job"]]["pr"], jobs[rerun["job"]]["base_sha"], jobs[rerun["job"]]["state"]) == (
+            5, base, "done")
+        assert len(host.api.comments(REPO, 5)) == 1
+
+        # a push to the default branch: a point of its history per batch size, and nothing posted
+        push = _send(service, "push", {"ref": "refs/heads/main", "before": base, "after": head,
+                                       "installation": {"id": INSTALLATION},
+                                       "repository": {"full_name": REPO, "clone_url": str(repo),
+                                                      "default_branch": "main"}})
+        service.wait_jobs(4)
+        history = httpx.get(service.url + "/api/v1/history", params={"repo": REPO}).json()
+        assert sorted((p["batch_size"], p["sha"]) for p in history["points"]) == [(1, head), (2, head)]
+        assert {p["run"] for p in history["points"]} == {j["run"] for j in service.jobs() if j["id"] == push["job"]}
+        assert len(host.api.check_runs(REPO)) == 3
+
+
+def test_dispatch_mode_sends_the_job_to_the_measuring_workflow(tmp_path: Path) -> None:
+    host = app_host(tmp_path / "app")
+    with host.api, _service(tmp_path, host, "--dispatch-workflow", "regression-guard.yml") as service:
+        job = _send(service, "pull_request", pull_request(REPO, 14, "b" * 40, "c" * 40, "unused"))["job"]
+        (done,) = service.wait_jobs(1)
+    assert (done["id"], done["state"]) == (job, "done")
+    ((repo, workflow, body),) = host.api.state.dispatches
+    assert (repo, workflow, body["ref"]) == (REPO, "regression-guard.yml", "main")
+    assert body["inputs"] == {"base": "b" * 40, "head": "c" * 40, "pr": "14", "guard-job": str(job)}
+
 
 def test_kill_9_mid_job_loses_no_job_and_kills_its_command(tmp_path: Path) -> None:
     repo, base, head = origin(tmp_path / "origin")

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from sqlalchemy.orm import sessionmaker
 
 from guard._errors import GuardError
+from guard.publish import GitHub as RestClient
 from guard.report import Report, read_report
 from guard.service._artifact import report_of_workflow_run
 from guard.service._checkout import fetch_clone
@@ -72,6 +73,10 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
         pull = rest.get(f"/repos/{job.repo}/pulls/{job.pr}")
         job.base_sha, job.head_sha = pull["base"]["sha"], pull["head"]["sha"]
         update_job(ctx.sessions, job.id, ctx.owner, base_sha=job.base_sha, head_sha=job.head_sha)
+    if ctx.settings.dispatch_workflow and job.kind != "workflow_run":
+        if rest is None:
+            return JobOutcome(error="cannot dispatch the measuring workflow: the service has no App credentials")
+        return _dispatch(job, ctx, rest)
     out_dir = ctx.settings.work_dir / "jobs" / str(job.id) / f"attempt-{job.attempts}"
     out_dir.mkdir(parents=True, exist_ok=True)
     if job.kind == "workflow_run":
@@ -100,7 +105,18 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
     return JobOutcome(run_id=run_id)
 
 
-def _post(job: Job, ctx: JobContext, rest: object, report: Report) -> None:
+def _dispatch(job: Job, ctx: JobContext, rest: RestClient) -> JobOutcome:
+    """The measurement as a workflow_dispatch to the repository's self-hosted GPU runners; its
+    report comes back as a workflow_run delivery. A dispatch that may have happened is not sent
+    again: the job fails saying so, as a second one would measure the pair twice."""
+    workflow = ctx.settings.dispatch_workflow
+    inputs = {"base": job.base_sha, "head": job.head_sha, "pr": str(job.pr or ""), "guard-job": str(job.id)}
+    rest.request("POST", f"/repos/{job.repo}/actions/workflows/{workflow}/dispatches",
+                 json={"ref": ctx.settings.dispatch_ref, "inputs": inputs})
+    return JobOutcome()
+
+
+def _post(job: Job, ctx: JobContext, rest: RestClient, report: Report) -> None:
     posted = post(rest, report, repo=job.repo, pr=job.pr, job_id=job.id, login=ctx.app.login(),
                   mode=ctx.settings.comment_mode, server_url=server_url(ctx.settings.api_url))
     remember(ctx.sessions, job.id, job.repo, job.pr, posted)

@@ -44,7 +44,9 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--comment-mode", choices=["on-regression", "always", "never"], default="on-regression")
     serve.add_argument("--dispatch-workflow", default=None,
                        help="send each job to this workflow (workflow_dispatch) on self-hosted runners "
-                            "instead of running it here")
+                            "instead of running it here (file name or id, e.g. regression-guard.yml)")
+    serve.add_argument("--dispatch-ref", default="main",
+                       help="branch whose copy of the workflow is dispatched (default: main)")
 
 
 def settings_of(args: argparse.Namespace) -> ServiceSettings:
@@ -72,6 +74,7 @@ def settings_of(args: argparse.Namespace) -> ServiceSettings:
         ingest_tokens=ingest_tokens(args.ingest_tokens_file), workers=workers, gpus=gpus, lease_s=args.lease_s,
         job_command=command, max_body_bytes=int(args.max_body_mib * (1 << 20)), trust_label=args.trust_label,
         comment_mode=args.comment_mode, dispatch_workflow=args.dispatch_workflow,
+        dispatch_ref=args.dispatch_ref,
     )
 
 
