@@ -213,7 +213,8 @@ class _Handler(BaseHTTPRequestHandler):
 
         app = self.state.app
         try:
-            claims = jwt.decode(token or "", app.public_key_pem, algorithms=["RS256"], options={"require": ["exp", "iat", "iss"]})
+            claims = jwt.decode(token or "", app.public_key_pem, algorithms=["RS256"],
+                                options={"require": ["exp", "iat", "iss"]})
         except jwt.PyJWTError as exc:
             return self._send(401, {"message": f"A JSON web token could not be decoded: {exc}"})
         if str(claims["iss"]) != app.app_id:

@@ -1,7 +1,7 @@
 """The service tables: deliveries, jobs, runs, samples, verdicts, main points, change points, posted comments.
 
 Revision ID: 0001
-Revises: 
+Revises: (none)
 """
 
 from __future__ import annotations
