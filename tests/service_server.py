@@ -77,7 +77,7 @@ class Service:
         self.stop()
 
     def jobs(self, **params: Any) -> list[dict[str, Any]]:
-        return httpx.get(self.url + "/api/v1/jobs", params=params | {"limit": 1000}, timeout=30).json()["jobs"]
+        return httpx.get(self.url + "/api/v1/jobs", params={"limit": 1000} | params, timeout=30).json()["jobs"]
 
     def wait_jobs(self, count: int, states: tuple[str, ...] = ("done", "failed"), timeout_s: float = 90.0
                   ) -> list[dict[str, Any]]:

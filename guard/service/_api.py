@@ -69,10 +69,14 @@ async def jobs(request: Request) -> JSONResponse:
         return refuse(400, "bad-state", f"state is one of {', '.join(JOB_STATES)}")
     try:
         limit = min(int(request.query_params.get("limit", "100")), MAX_JOBS_LISTED)
+        before = int(request.query_params["before"]) if "before" in request.query_params else None
     except ValueError:
-        return refuse(400, "bad-limit", "limit is a whole number")
-    found = await run_in_threadpool(list_jobs, state.sessions, wanted, request.query_params.get("repo"), limit)
-    return JSONResponse({"jobs": [job_json(j) for j in found]})
+        return refuse(400, "bad-number", "limit and before are whole numbers")
+    found = await run_in_threadpool(list_jobs, state.sessions, wanted, request.query_params.get("repo"), limit,
+                                    before)
+    # the next page: the jobs before the last one listed
+    more = {"next_before": found[-1].id} if len(found) == limit else {}
+    return JSONResponse({"jobs": [job_json(j) for j in found]} | more)
 
 
 async def run(request: Request) -> JSONResponse:

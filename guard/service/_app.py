@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -13,7 +14,7 @@ from guard.service import _api, _dashboard
 from guard.service._github_app import GitHubApp
 from guard.service._settings import ServiceSettings
 from guard.service._state import ServiceState
-from guard.service._store import migrate, open_engine, sessions
+from guard.service._store import concurrent_writers, migrate, open_engine, sessions
 from guard.service._webhook import webhook
 from guard.service._worker import Worker
 
@@ -22,7 +23,8 @@ def create_app(settings: ServiceSettings) -> Starlette:
     engine = open_engine(settings.db_url)
     migrate(engine)
     app_client = GitHubApp(settings.app, settings.api_url) if settings.app else None
-    state = ServiceState(settings=settings, engine=engine, sessions=sessions(engine), app=app_client)
+    state = ServiceState(settings=settings, engine=engine, sessions=sessions(engine), app=app_client,
+                         writers=anyio.CapacityLimiter(concurrent_writers(engine)))
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -138,9 +138,12 @@ def update_job(sessions: sessionmaker, job_id: int, owner: str, **fields: Any) -
 
 
 def list_jobs(sessions: sessionmaker, state: str | None = None, repo: str | None = None,
-              limit: int = 100) -> list[Job]:
+              limit: int = 100, before: int | None = None) -> list[Job]:
+    """Newest first; `before` pages on: the jobs older than that id."""
     with sessions() as session:
         query = select(Job).order_by(Job.id.desc()).limit(limit)
+        if before is not None:
+            query = query.where(Job.id < before)
         if state:
             query = query.where(Job.state == state)
         if repo:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+
+import anyio
 from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
@@ -18,5 +20,6 @@ class ServiceState:
     engine: Engine
     sessions: sessionmaker
     app: GitHubApp | None
+    writers: anyio.CapacityLimiter  # deliveries written at once (guard.service._store.concurrent_writers)
     stopping: threading.Event = field(default_factory=threading.Event)
     workers: list[threading.Thread] = field(default_factory=list)

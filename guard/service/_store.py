@@ -62,6 +62,13 @@ def _sqlite_begin(connection: Any) -> None:
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def concurrent_writers(engine: Engine) -> int:
+    """How many deliveries are written at once: SQLite has one writer at a time, and requests
+    that queue for it in the event loop wait in turn (first come, first written), where threads
+    in SQLite's busy handler sleep and retry, in no order (the long tail of answer times)."""
+    return 1 if engine.dialect.name == "sqlite" else 16
+
+
 def migrate(engine: Engine) -> None:
     """Brings the database to the newest migration shipped with the package."""
     config = Config()

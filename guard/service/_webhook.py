@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import re
 
+import anyio
 from githubkit.webhooks import verify
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -68,5 +68,6 @@ async def webhook(request: Request) -> JSONResponse:
         return refuse(400, "not-json", "the body is not a JSON object")
     decision = decide(event, payload, settings.trust_label, settings.report_workflows,
                       settings.app.app_id if settings.app else None)
-    recorded = await run_in_threadpool(record_delivery, state.sessions, delivery, event, payload, decision)
+    recorded = await anyio.to_thread.run_sync(
+        lambda: record_delivery(state.sessions, delivery, event, payload, decision), limiter=state.writers)
     return JSONResponse(recorded.model_dump(), status_code=202)
