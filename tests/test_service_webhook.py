@@ -148,3 +148,12 @@ def test_healthz_says_what_the_service_cannot_do(service: Service) -> None:
     assert cannot["post-comments"] == "no-app-credentials"
     assert cannot["run-jobs"] == "no-workers"
     assert "verify-deliveries" not in cannot
+
+
+def test_without_a_secret_nothing_is_accepted_and_healthz_says_why(tmp_path) -> None:
+    with Service(tmp_path / "service", "--workers", "0", env={"GUARD_WEBHOOK_SECRET": ""}) as bare:
+        answer = _post(bare, *delivery("pull_request", _payload(1)))
+        assert answer.status_code == 503 and answer.json()["error"] == "no-secret"
+        cannot = {c["what"] for c in httpx.get(bare.url + "/healthz").json()["cannot"]}
+        assert {"verify-deliveries", "post-comments"} <= cannot
+        assert bare.jobs() == []

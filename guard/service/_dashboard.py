@@ -1,5 +1,6 @@
-"""The dashboard's routes, kept thin: data from the data layer, HTML from guard.dashboard
-where it is present (its pages are pure functions of that data), else a plain listing."""
+"""The dashboard's routes, kept thin: the data from the data layer (guard.service._records),
+shown for now as plain listings; the dashboard's pages, as pure functions of that data, take
+their place here."""
 
 from __future__ import annotations
 
