@@ -14,8 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from guard._errors import GuardError
-from guard.report import read_report
-from guard.report._write import MAX_REPORT_BYTES
+from guard.report import MAX_REPORT_BYTES, read_report
 from guard.service._queue import list_jobs
 from guard.service._records import history, iso, run_detail, store_run
 from guard.service._state import ServiceState
@@ -105,7 +104,7 @@ async def ingest(request: Request) -> JSONResponse:
     repo = params.get("repo", "")
     expected = state.settings.ingest_tokens.get(repo)
     given = request.headers.get("authorization", "").removeprefix("Bearer ")
-    if expected is None or not hmac.compare_digest(given.encode(), expected.encode()):
+    if expected is None or not hmac.compare_digest(given.encode(), expected.get_secret_value().encode()):
         return refuse(401, "bad-token", "give repo=OWNER/NAME and its ingest token as `Authorization: Bearer TOKEN`")
     pr = params.get("pr")
     if pr is not None and not (pr.isdigit() and int(pr) > 0):

@@ -11,8 +11,7 @@ from pathlib import Path
 import httpx
 
 from guard.publish import GitHub, PublishError
-from guard.report import Report, read_report
-from guard.report._write import MAX_REPORT_BYTES
+from guard.report import MAX_REPORT_BYTES, Report, read_report
 
 ARTIFACT_PREFIX = "regression-guard"
 MAX_ZIP_BYTES = 256 << 20

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import sessionmaker
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
@@ -15,7 +16,7 @@ from guard.service._records import history
 from guard.service._tables import Run
 
 
-def _repositories(sessions) -> list[tuple[str, int]]:  # noqa: ANN001
+def _repositories(sessions: sessionmaker) -> list[tuple[str, int]]:
     with sessions() as session:
         return list(session.execute(select(Run.repo, func.count(Run.id)).group_by(Run.repo).order_by(Run.repo)))
 

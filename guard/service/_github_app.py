@@ -29,7 +29,8 @@ class GitHubApp:
         self.api_url = api_url.rstrip("/")
         self._cache = MemCacheStrategy()
         self._jwt_client = GitHub(
-            AppAuthStrategy(credentials.app_id, credentials.private_key), base_url=self.api_url + "/",
+            AppAuthStrategy(credentials.app_id, credentials.private_key.get_secret_value()),
+            base_url=self.api_url + "/",
             cache_strategy=self._cache, http_cache=False, auto_retry=True, timeout=30.0,
         )
         self.app_id = credentials.app_id

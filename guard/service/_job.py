@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from guard.service._settings import ServiceSettings
 from guard.service._tables import Job
 
 LOG_TAIL_CHARS = 2_000
+_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _SECRET_ENV = ("GUARD_WEBHOOK_SECRET", "GITHUB_TOKEN", "GH_TOKEN")
 _PR_SET_PDEATHSIG = 1
 
@@ -71,7 +73,10 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
         if not ctx.app.can_write(rest, job.repo, job.sender or ""):
             return JobOutcome(error=f"not-permitted: {job.sender} has no write access to {job.repo}")
         pull = rest.get(f"/repos/{job.repo}/pulls/{job.pr}")
-        job.base_sha, job.head_sha = pull["base"]["sha"], pull["head"]["sha"]
+        shas = [(pull.get(side) or {}).get("sha") if isinstance(pull, dict) else None for side in ("base", "head")]
+        if not all(isinstance(s, str) and _SHA.match(s) for s in shas):
+            return JobOutcome(error=f"GET /repos/{job.repo}/pulls/{job.pr} gave no base and head shas")
+        job.base_sha, job.head_sha = shas
         update_job(ctx.sessions, job.id, ctx.owner, base_sha=job.base_sha, head_sha=job.head_sha)
     if ctx.settings.dispatch_workflow and job.kind != "workflow_run":
         if rest is None:

@@ -9,10 +9,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
+from sqlalchemy import select
 from sqlalchemy.orm import sessionmaker
 
-from guard.publish import CommentMode, GitHub, MaybeApplied, PublishError, headline, job_links, publish_comment
-from guard.publish._status import status_state
+from guard.publish import (
+    CommentMode, GitHub, MaybeApplied, PublishError, headline, job_links, publish_comment, status_state,
+)
 from guard.report import Report, render_comment
 from guard.service._queue import external_id
 from guard.service._tables import PostedComment
@@ -77,7 +79,7 @@ def _find_check(rest: GitHub, repo: str, head: str, job_id: int) -> int | None:
 def remember(sessions: sessionmaker, job_id: int, repo: str, pr: int | None, posted: Posted) -> None:
     """The job's post, once: a retry that posts again updates the same row."""
     with sessions() as session:
-        row = session.query(PostedComment).filter_by(job_id=job_id).one_or_none()
+        row = session.scalar(select(PostedComment).where(PostedComment.job_id == job_id))
         if row is None:
             row = PostedComment(job_id=job_id, repo=repo, pr=pr, created_s=time.time())
             session.add(row)

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from guard._errors import GuardError
 
@@ -24,16 +24,16 @@ class SettingsError(GuardError):
 
 class AppCredentials(BaseModel):
     app_id: str
-    private_key: str  # PEM
+    private_key: SecretStr  # PEM; SecretStr: never in a repr or a log line
 
 
 class ServiceSettings(BaseModel):
     db_url: str
     work_dir: Path  # checkouts, job outputs (reports, traces) and the ingest uploads
-    webhook_secret: str | None = None  # None: deliveries are refused, as nothing can verify them
+    webhook_secret: SecretStr | None = None  # None: deliveries are refused, as nothing can verify them
     app: AppCredentials | None = None  # None: nothing is posted
     api_url: str = "https://api.github.com"
-    ingest_tokens: dict[str, str] = {}  # OWNER/NAME -> the token its CI sends to POST /api/v1/runs
+    ingest_tokens: dict[str, SecretStr] = {}  # OWNER/NAME -> the token its CI sends to POST /api/v1/runs
     workers: int = 1  # one per GPU; 0: this process queues and serves only
     gpus: list[str] = []  # CUDA_VISIBLE_DEVICES per worker, as many as workers; empty on CPU
     lease_s: float = DEFAULT_LEASE_S
@@ -60,13 +60,14 @@ def read_secret_file(path: Path, what: str) -> str:
     return text
 
 
-def webhook_secret(secret_file: Path | None) -> str | None:
+def webhook_secret(secret_file: Path | None) -> SecretStr | None:
     """GUARD_WEBHOOK_SECRET, else the file; both set is a mistake worth saying."""
     from_env = os.environ.get("GUARD_WEBHOOK_SECRET") or None
     if from_env and secret_file is not None:
         raise SettingsError("the webhook secret is set twice: GUARD_WEBHOOK_SECRET and --webhook-secret-file; "
                             "keep one")
-    return from_env or (read_secret_file(secret_file, "webhook secret") if secret_file else None)
+    secret = from_env or (read_secret_file(secret_file, "webhook secret") if secret_file else None)
+    return SecretStr(secret) if secret else None
 
 
 def app_credentials(id_file: Path | None, key_file: Path | None) -> AppCredentials | None:
@@ -80,14 +81,14 @@ def app_credentials(id_file: Path | None, key_file: Path | None) -> AppCredentia
     key = read_secret_file(key_file, "App private key")
     if "PRIVATE KEY-----" not in key:
         raise SettingsError(f"the App key file {key_file} is not a PEM private key (the .pem GitHub gave)")
-    return AppCredentials(app_id=app_id, private_key=key)
+    return AppCredentials(app_id=app_id, private_key=SecretStr(key))
 
 
-def ingest_tokens(path: Path | None) -> dict[str, str]:
+def ingest_tokens(path: Path | None) -> dict[str, SecretStr]:
     """One `OWNER/NAME TOKEN` per line; # starts a comment."""
     if path is None:
         return {}
-    tokens: dict[str, str] = {}
+    tokens: dict[str, SecretStr] = {}
     for number, line in enumerate(read_secret_file(path, "ingest tokens").splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -96,7 +97,7 @@ def ingest_tokens(path: Path | None) -> dict[str, str]:
         if len(parts) != 2 or not _REPO.match(parts[0]) or len(parts[1]) < 20:
             raise SettingsError(f"{path}:{number}: expected `OWNER/NAME TOKEN` with a token of 20 or more "
                                 "characters")
-        tokens[parts[0]] = parts[1]
+        tokens[parts[0]] = SecretStr(parts[1])
     return tokens
 
 

@@ -53,7 +53,7 @@ async def webhook(request: Request) -> JSONResponse:
         return refuse(413, "too-large", f"a delivery is at most {settings.max_body_bytes:,} bytes")
     signature = request.headers.get("x-hub-signature-256", "")
     # only SHA-256: a delivery signed with SHA-1 alone (X-Hub-Signature) is refused
-    if not signature.startswith("sha256=") or not verify(settings.webhook_secret, body, signature):
+    if not signature.startswith("sha256=") or not verify(settings.webhook_secret.get_secret_value(), body, signature):
         return refuse(401, "bad-signature", "X-Hub-Signature-256 is missing or does not match the body "
                                             "under this service's webhook secret")
     delivery = request.headers.get("x-github-delivery", "")

@@ -17,6 +17,7 @@ from guard.service._github_app import GitHubApp
 from guard.service._job import JobContext, run_job
 from guard.service._queue import finish, heartbeat, lease, release
 from guard.service._settings import ServiceSettings
+from guard.service._tables import Job
 
 IDLE_POLL_S = 0.5
 
@@ -47,10 +48,10 @@ class Worker(threading.Thread):
             finally:
                 self.current = None
 
-    def _run(self, job) -> None:  # noqa: ANN001
+    def _run(self, job: Job) -> None:
         ctx = JobContext(
             settings=self.settings, sessions=self.sessions, app=self.app, owner=self.owner, gpu=self.gpu,
-            keep_alive=lambda: heartbeat(self.sessions, job.id, self.owner, self.settings.lease_s),
+            keep_alive=lambda: self._heartbeat(job.id),
             stopping=self.stopping,
         )
         try:
@@ -63,4 +64,14 @@ class Worker(threading.Thread):
             if self.stopping.is_set():
                 release(self.sessions, job.id, self.owner)  # stopping cleanly: next start takes it at once
             return
-        finish(self.sessions, job.id, self.owner, error=outcome.error, run_id=outcome.run_id)
+        if not finish(self.sessions, job.id, self.owner, error=outcome.error, run_id=outcome.run_id):
+            print(f"guard serve: job {job.id}: its lease went to another worker before it finished here", flush=True)
+
+    def _heartbeat(self, job_id: int) -> bool:
+        """False once the lease is another's; a database away for a moment keeps the job going
+        (its lease may still hold when the database is back, and finishing checks it then)."""
+        try:
+            return heartbeat(self.sessions, job_id, self.owner, self.settings.lease_s)
+        except SQLAlchemyError as exc:
+            print(f"guard serve: job {job_id}: heartbeat failed: {exc}", flush=True)
+            return True
