@@ -19,7 +19,10 @@ markers = os.environ.get("GUARD_TEST_MARKERS")
 first = True
 if markers:
     first = not list(Path(markers).glob(f"started-{os.environ['GUARD_JOB_ID']}-*"))
-    Path(markers, f"started-{os.environ['GUARD_JOB_ID']}-{os.getpid()}").write_text(str(os.getpid()))
+    Path(markers, f"started-{os.environ['GUARD_JOB_ID']}-{os.getpid()}").write_text(
+        f"{os.getpid()} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')} {time.time()}")
 if first:  # only the first start of a job waits: the test kills the service meanwhile
     time.sleep(float(os.environ.get("GUARD_TEST_FIRST_SLEEP_S", "0")))
+if markers:
+    Path(markers, f"ended-{os.environ['GUARD_JOB_ID']}-{os.getpid()}").write_text(str(time.time()))
 Path(os.environ["GUARD_JOB_OUT"], "report.json").write_text(json.dumps(report))

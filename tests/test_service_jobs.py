@@ -128,7 +128,7 @@ def test_kill_9_mid_job_loses_no_job_and_kills_its_command(tmp_path: Path) -> No
             while not list(markers.iterdir()) and time.monotonic() < deadline:
                 time.sleep(0.1)
             (started,) = list(markers.iterdir())
-            command_pid = int(started.read_text())
+            command_pid = int(started.read_text().split()[0])
             assert [j["state"] for j in service.jobs()] == ["running"]
             service.kill9()
         finally:
@@ -142,7 +142,7 @@ def test_kill_9_mid_job_loses_no_job_and_kills_its_command(tmp_path: Path) -> No
         with _service(tmp_path, host, env=env) as again:
             (job,) = again.wait_jobs(1)
         assert (job["id"], job["state"], job["attempts"]) == (job_id, "done", 2)
-        assert len(list(markers.iterdir())) == 2
+        assert len(list(markers.glob("started-*"))) == 2
         assert len(host.api.comments(REPO, 9)) == 1
         assert len(host.api.check_runs(REPO)) == 1
 
@@ -270,3 +270,30 @@ def test_a_report_is_ingested_only_with_its_repositorys_token_and_only_if_it_hol
     head = next(a for a in parsed["batch_sizes"] if a["batch_size"] == 2)["arms"]
     head_median = next(a for a in head if a["arm"] == parsed["head"])["gpu_ms_per_step"]["median"]
     assert [(p["batch_size"], p["gpu_ms_per_step"]) for p in history["points"]] == [(2, head_median)]
+
+
+def test_one_worker_per_gpu_and_one_job_per_gpu_at_a_time(tmp_path: Path) -> None:
+    repo, base, head = origin(tmp_path / "origin")
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    # every job waits on its first start, so jobs overlap if they may; no App: nothing is posted
+    env = {"GUARD_TEST_MARKERS": str(markers), "GUARD_TEST_FIRST_SLEEP_S": "1.5"}
+    with Service(tmp_path / "service", "--gpus", "0,1", "--lease-s", LEASE_S, "--job-command", JOB_COMMAND,
+                 env=env) as service:
+        assert httpx.get(service.url + "/healthz").json()["workers"] == 2
+        for number in range(4):
+            _send(service, "pull_request", pull_request(REPO, 30 + number, base, head, str(repo)))
+        jobs = service.wait_jobs(4)
+    assert {j["state"] for j in jobs} == {"done"}
+    spans = []
+    for started in markers.glob("started-*"):
+        _, gpu, start = started.read_text().split()
+        end = float((markers / started.name.replace("started-", "ended-")).read_text())
+        spans.append((float(start), end, gpu))
+    assert len(spans) == 4 and {gpu for *_, gpu in spans} == {"0", "1"}
+    for a in spans:
+        overlapping = [b for b in spans if b is not a and b[0] < a[1] and a[0] < b[1]]
+        assert len(overlapping) <= 1, "more jobs at once than GPUs"
+        assert all(b[2] != a[2] for b in overlapping), "two jobs at once on one GPU"
+    assert any(b is not a and b[0] < a[1] and a[0] < b[1] for a in spans for b in spans), \
+        "the two GPUs never ran at once"

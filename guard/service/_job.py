@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -34,6 +33,7 @@ from guard.service._settings import ServiceSettings
 from guard.service._tables import Job
 
 LOG_TAIL_CHARS = 2_000
+POLL_S = 0.25  # how soon a running command is stopped once its lease is lost
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _SECRET_ENV = ("GUARD_WEBHOOK_SECRET", "GITHUB_TOKEN", "GH_TOKEN")
 _PR_SET_PDEATHSIG = 1
@@ -52,7 +52,7 @@ class JobContext(BaseModel, arbitrary_types_allowed=True):
     app: GitHubApp | None
     owner: str
     gpu: str | None
-    keep_alive: Callable[[], bool]  # extends the lease; False once it is lost
+    lost: threading.Event  # set once the lease went to another worker: stop, finish nothing
     stopping: threading.Event
 
 
@@ -144,14 +144,13 @@ def _measure(job: Job, ctx: JobContext, clone: Path, out_dir: Path) -> JobOutcom
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                    env=env, cwd=out_dir, preexec_fn=_die_with_parent)
         waited_s = 0.0
-        beat_s = max(ctx.settings.lease_s / 3, 0.05)
         while True:
             try:
-                code = process.wait(timeout=beat_s)
+                code = process.wait(timeout=POLL_S)
                 break
             except subprocess.TimeoutExpired:
-                waited_s += beat_s
-            if ctx.stopping.is_set() or not ctx.keep_alive():
+                waited_s += POLL_S
+            if ctx.stopping.is_set() or ctx.lost.is_set():
                 _kill(process)
                 return JobOutcome(lost=True)
             if waited_s > ctx.settings.job_timeout_s:

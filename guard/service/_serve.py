@@ -32,6 +32,8 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
                        help="`OWNER/NAME TOKEN` per line: the tokens CI jobs send to POST /api/v1/runs")
     serve.add_argument("--workers", type=int, default=None,
                        help="jobs run at once on this host (default: one per GPU, one on a CPU host; 0: none)")
+    serve.add_argument("--gpus", default=None,
+                       help="the GPUs the workers use, one worker each, e.g. 0,1 (default: every GPU NVML finds)")
     serve.add_argument("--lease-s", type=float, default=DEFAULT_LEASE_S,
                        help=f"a job's lease: retried this long after its worker stops (default: {DEFAULT_LEASE_S:g})")
     serve.add_argument("--job-command", default=None,
@@ -59,10 +61,12 @@ def settings_of(args: argparse.Namespace) -> ServiceSettings:
         work_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SettingsError(f"cannot make --work-dir {work_dir}: {exc.strerror}") from exc
-    gpus = gpu_devices()
+    gpus = _gpus(args.gpus) if args.gpus is not None else gpu_devices()
     workers = args.workers if args.workers is not None else max(len(gpus), 1)
     if workers < 0:
         raise SettingsError("--workers must be 0 or more")
+    if gpus and workers > len(gpus):
+        raise SettingsError(f"--workers {workers} is more than the {len(gpus)} GPU(s) here: one job per GPU at a time")
     try:
         command = shlex.split(args.job_command) if args.job_command else None
     except ValueError as exc:
@@ -76,6 +80,13 @@ def settings_of(args: argparse.Namespace) -> ServiceSettings:
         comment_mode=args.comment_mode, dispatch_workflow=args.dispatch_workflow,
         dispatch_ref=args.dispatch_ref,
     )
+
+
+def _gpus(text: str) -> list[str]:
+    devices = [part.strip() for part in text.split(",") if part.strip()]
+    if not devices or not all(d.isdigit() for d in devices) or len(set(devices)) != len(devices):
+        raise SettingsError(f"--gpus {text!r}: give GPU indexes, each once, e.g. 0,1")
+    return devices
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -51,14 +51,23 @@ class Worker(threading.Thread):
     def _run(self, job: Job) -> None:
         ctx = JobContext(
             settings=self.settings, sessions=self.sessions, app=self.app, owner=self.owner, gpu=self.gpu,
-            keep_alive=lambda: self._heartbeat(job.id),
-            stopping=self.stopping,
+            lost=threading.Event(), stopping=self.stopping,
         )
+        # the lease is renewed from the lease to the end, the clone's fetch included, not only while measuring
+        ended = threading.Event()
+        beating = threading.Thread(target=self._keep_alive, args=(job.id, ctx.lost, ended), daemon=True)
+        beating.start()
         try:
             outcome = run_job(job, ctx)
         except Exception as exc:  # noqa: BLE001  # a bug fails this job, never the worker
             print(f"guard serve: job {job.id} failed:\n{traceback.format_exc()}", flush=True)
             finish(self.sessions, job.id, self.owner, error=f"internal error: {type(exc).__name__}: {exc}")
+            return
+        finally:
+            ended.set()
+            beating.join()
+        if ctx.lost.is_set():
+            print(f"guard serve: job {job.id}: its lease went to another worker; left to it", flush=True)
             return
         if outcome.lost:
             if self.stopping.is_set():
@@ -66,6 +75,12 @@ class Worker(threading.Thread):
             return
         if not finish(self.sessions, job.id, self.owner, error=outcome.error, run_id=outcome.run_id):
             print(f"guard serve: job {job.id}: its lease went to another worker before it finished here", flush=True)
+
+    def _keep_alive(self, job_id: int, lost: threading.Event, ended: threading.Event) -> None:
+        while not ended.wait(self.settings.lease_s / 3):
+            if not self._heartbeat(job_id):
+                lost.set()
+                return
 
     def _heartbeat(self, job_id: int) -> bool:
         """False once the lease is another's; a database away for a moment keeps the job going
