@@ -297,3 +297,32 @@ def test_one_worker_per_gpu_and_one_job_per_gpu_at_a_time(tmp_path: Path) -> Non
         assert all(b[2] != a[2] for b in overlapping), "two jobs at once on one GPU"
     assert any(b is not a and b[0] < a[1] and a[0] < b[1] for a in spans for b in spans), \
         "the two GPUs never ran at once"
+
+
+def test_a_worker_that_lost_its_lease_stops_the_command_and_finishes_nothing(tmp_path: Path) -> None:
+    import sqlite3
+
+    repo, base, head = origin(tmp_path / "origin")
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    env = {"GUARD_TEST_MARKERS": str(markers), "GUARD_TEST_FIRST_SLEEP_S": "60"}
+    with Service(tmp_path / "service", "--lease-s", LEASE_S, "--job-command", JOB_COMMAND, env=env) as service:
+        job_id = _send(service, "pull_request", pull_request(REPO, 40, base, head, str(repo)))["job"]
+        deadline = time.monotonic() + 60
+        while not list(markers.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (started,) = list(markers.iterdir())
+        command_pid = int(started.read_text().split()[0])
+        # another worker, as if this one had stalled past its lease, now holds the job
+        db = sqlite3.connect(service.work_dir / "guard.db")
+        with db:
+            db.execute("UPDATE jobs SET lease_owner = 'elsewhere', lease_expires_s = :far WHERE id = :id",
+                       {"far": time.time() + 3600, "id": job_id})
+        db.close()
+        deadline = time.monotonic() + 10
+        while _alive(command_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(command_pid), "the command ran on after its worker lost the lease"
+        time.sleep(1)
+        (job,) = service.jobs()
+    assert (job["state"], job["finished_at"], job["run"]) == ("running", None, None)
