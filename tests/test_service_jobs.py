@@ -8,6 +8,7 @@ import io
 import json
 import os
 import signal
+import sqlite3
 import time
 import zipfile
 from pathlib import Path
@@ -300,8 +301,6 @@ def test_one_worker_per_gpu_and_one_job_per_gpu_at_a_time(tmp_path: Path) -> Non
 
 
 def test_a_worker_that_lost_its_lease_stops_the_command_and_finishes_nothing(tmp_path: Path) -> None:
-    import sqlite3
-
     repo, base, head = origin(tmp_path / "origin")
     markers = tmp_path / "markers"
     markers.mkdir()
@@ -326,3 +325,28 @@ def test_a_worker_that_lost_its_lease_stops_the_command_and_finishes_nothing(tmp
         time.sleep(1)
         (job,) = service.jobs()
     assert (job["state"], job["finished_at"], job["run"]) == ("running", None, None)
+
+
+def test_a_service_stopped_cleanly_puts_its_running_job_back_uncounted(tmp_path: Path) -> None:
+    repo, base, head = origin(tmp_path / "origin")
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    env = {"GUARD_TEST_MARKERS": str(markers), "GUARD_TEST_FIRST_SLEEP_S": "60"}
+    service = Service(tmp_path / "service", "--lease-s", "30", "--job-command", JOB_COMMAND, env=env).start()
+    try:
+        _send(service, "pull_request", pull_request(REPO, 41, base, head, str(repo)))
+        deadline = time.monotonic() + 60
+        while not list(markers.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert list(markers.iterdir())
+    finally:
+        service.stop()  # SIGTERM
+    # uvicorn shuts down gracefully, then exits by the signal it caught
+    assert service.process.returncode == -signal.SIGTERM and "Traceback" not in service.log.read_text()
+    db = sqlite3.connect(service.work_dir / "guard.db")
+    assert db.execute("SELECT state, attempts, lease_owner FROM jobs").fetchall() == [("queued", 0, None)]
+    db.close()
+    # queued again at once, not after its 30 s lease: the next start takes it and it counts one attempt
+    with Service(tmp_path / "service", "--lease-s", "30", "--job-command", JOB_COMMAND, env=env) as again:
+        (job,) = again.wait_jobs(1, timeout_s=25)
+    assert (job["state"], job["attempts"]) == ("done", 1), job
