@@ -104,15 +104,34 @@ def test_a_pull_request_is_measured_stored_and_posted_as_the_app(tmp_path: Path)
         assert len(host.api.check_runs(REPO)) == 3
 
 
-def test_dispatch_mode_sends_the_job_to_the_measuring_workflow(tmp_path: Path) -> None:
+def test_dispatch_mode_sends_the_job_to_the_measuring_workflow_and_posts_what_it_measured(tmp_path: Path) -> None:
     host = app_host(tmp_path / "app")
+    report = json.loads((Path(__file__).parent.parent / "docs/examples/cpu-demo/report.json").read_text())
+    base, head = (next(a["sha"] for a in report["arms"] if a["name"] == report[role]) for role in ("base", "head"))
     with host.api, _service(tmp_path, host, "--dispatch-workflow", "regression-guard.yml") as service:
-        job = _send(service, "pull_request", pull_request(REPO, 14, "b" * 40, "c" * 40, "unused"))["job"]
+        job = _send(service, "pull_request", pull_request(REPO, 14, base, head, "unused"))["job"]
         (done,) = service.wait_jobs(1)
-    assert (done["id"], done["state"]) == (job, "done")
-    ((repo, workflow, body),) = host.api.state.dispatches
-    assert (repo, workflow, body["ref"]) == (REPO, "regression-guard.yml", "main")
-    assert body["inputs"] == {"base": "b" * 40, "head": "c" * 40, "pr": "14", "guard-job": str(job)}
+        assert (done["id"], done["state"]) == (job, "done")
+        ((repo, workflow, body),) = host.api.state.dispatches
+        assert (repo, workflow, body["ref"]) == (REPO, "regression-guard.yml", "main")
+        assert body["inputs"] == {"base": base, "head": head, "pr": "14", "guard-job": str(job)}
+        assert host.api.comments(REPO, 14) == []  # nothing measured here
+
+        # the runner's run completes: a dispatched run lists no pull request, its title names the job
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            archive.writestr("report.json", json.dumps(report))
+        host.api.state.artifacts[700] = ("regression-guard", buffer.getvalue())
+        _send(service, "workflow_run", {
+            "action": "completed", "installation": {"id": INSTALLATION},
+            "repository": {"full_name": REPO, "private": True, "clone_url": "unused", "default_branch": "main"},
+            "workflow_run": {"id": 700, "name": "regression-guard", "head_sha": head, "pull_requests": [],
+                             "display_title": f"regression-guard guard-job {job}",
+                             "path": ".github/workflows/regression-guard.yml"},
+        })
+        jobs = {j["kind"]: j for j in service.wait_jobs(2)}
+    assert (jobs["workflow_run"]["state"], jobs["workflow_run"]["pr"]) == ("done", 14), jobs["workflow_run"]
+    assert Marker.parse(host.api.comments(REPO, 14)[0]["body"]).verdict == "regression"
 
 
 def test_kill_9_mid_job_loses_no_job_and_kills_its_command(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _NO_COMMIT = re.compile(r"^0+$")
 COMMAND = "/guard run"
+_DISPATCHED = re.compile(r"\bguard-job (\d{1,12})\b")
 
 JobKind = Literal["pull_request", "command", "push", "rerun", "workflow_run"]
 
@@ -108,8 +109,14 @@ def _workflow_run(payload: dict[str, Any], repo: dict[str, Any], *, report_workf
     if not _int(run.get("id")) or not _sha(run.get("head_sha")):
         return Ignored(reason="malformed")
     prs = [p.get("number") for p in run.get("pull_requests") or [] if isinstance(p, dict) and _int(p.get("number"))]
-    return _job("workflow_run", payload, repo, pr=prs[0] if prs else None, head_sha=run["head_sha"],
-                detail={"workflow_run_id": run["id"]})
+    detail: dict[str, Any] = {"workflow_run_id": run["id"]}
+    # a run this service dispatched names its job in its title (the workflow's run-name): its pull
+    # request is that job's, as a dispatched run lists none
+    title = run.get("display_title")
+    dispatched = _DISPATCHED.search(title) if isinstance(title, str) else None
+    if dispatched:
+        detail["dispatched_job"] = int(dispatched[1])
+    return _job("workflow_run", payload, repo, pr=prs[0] if prs else None, head_sha=run["head_sha"], detail=detail)
 
 
 def _check_run(payload: dict[str, Any], repo: dict[str, Any], *, app_id: str | None, **_: Any) -> Decision:

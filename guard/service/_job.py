@@ -115,6 +115,7 @@ def _dispatch(job: Job, ctx: JobContext, rest: RestClient) -> JobOutcome:
     report comes back as a workflow_run delivery. A dispatch that may have happened is not sent
     again: the job fails saying so, as a second one would measure the pair twice."""
     workflow = ctx.settings.dispatch_workflow
+    # the workflow's run-name carries guard-job: its workflow_run delivery finds this job again
     inputs = {"base": job.base_sha, "head": job.head_sha, "pr": str(job.pr or ""), "guard-job": str(job.id)}
     rest.request("POST", f"/repos/{job.repo}/actions/workflows/{workflow}/dispatches",
                  json={"ref": ctx.settings.dispatch_ref, "inputs": inputs})

@@ -33,6 +33,8 @@ def record_delivery(sessions: sessionmaker, delivery: str, event: str, payload: 
     with sessions() as session:
         if isinstance(decision, JobRequest) and decision.kind == "rerun":
             decision = _rerun_of(session, decision)
+        if isinstance(decision, JobRequest) and "dispatched_job" in decision.detail:
+            decision = _report_of_dispatched(session, decision)
         ignored = decision.reason if isinstance(decision, Ignored) else None
         session.add(Delivery(id=delivery, event=event[:64], action=action and action[:64], repo=repo,
                              received_s=now, outcome="ignored" if ignored else "queued", reason=ignored))
@@ -68,6 +70,15 @@ def _rerun_of(session: Session, request: JobRequest) -> Decision:
         "detail": earlier.detail | {"rerun_of": earlier.id}, "sender": earlier.sender,
         "kind": earlier.kind if earlier.kind != "command" else "pull_request",
     })
+
+
+def _report_of_dispatched(session: Session, request: JobRequest) -> JobRequest:
+    """A dispatched run's report goes to its job's pull request, if the job is of this
+    repository and commit; otherwise it is posted to no pull request."""
+    job = session.get(Job, request.detail["dispatched_job"])
+    if job is None or job.repo != request.repo or job.head_sha != request.head_sha:
+        return request
+    return request.model_copy(update={"pr": request.pr or job.pr, "base_sha": job.base_sha})
 
 
 EXTERNAL_ID_PREFIX = "guard-job-"
