@@ -194,6 +194,11 @@ def test_a_job_retried_after_it_posted_posts_nothing_twice(tmp_path: Path) -> No
     assert len(host.api.requests("POST", r"/issues/11/comments$")) == 1
     assert len(host.api.check_runs(REPO)) == 1
     assert len(host.api.requests("POST", r"/check-runs$")) == 1
+    # the first attempt had stored its run before it was killed: the retry's replaced it
+    db = sqlite3.connect(tmp_path / "service" / "guard.db")
+    assert db.execute("SELECT COUNT(*), MAX(id) FROM runs WHERE job_id = ?", (job["id"],)).fetchone() == (1, job["run"])
+    assert db.execute("SELECT COUNT(DISTINCT run_id) FROM samples").fetchone() == (1,)
+    db.close()
 
 
 def _command(sender: str, number: int) -> dict:

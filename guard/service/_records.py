@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session, sessionmaker
 
 from guard.report import Report
 from guard.service._tables import ChangePoint, MainPoint, Run, Sample, Verdict
@@ -21,11 +21,15 @@ def gpu_class(report: Report) -> str:
 
 def store_run(sessions: sessionmaker, report: Report, *, repo: str, source: str, pr: int | None = None,
               job_id: int | None = None, out_dir: str | None = None, main_branch: bool = False) -> int:
-    """Stores the report (already checked) and returns the run's id."""
+    """Stores the report (already checked) and returns the run's id. A job's run replaces the
+    run an earlier attempt of the same job stored: a retried job leaves one run, and the
+    default branch's history one point per commit and series."""
     now = time.time()
     workload = report.workload.entry
     klass = gpu_class(report)
     with sessions() as session:
+        if job_id is not None:
+            _forget_runs_of(session, job_id)
         run = Run(job_id=job_id, source=source, repo=repo, pr=pr, base_sha=report.arm(report.base).sha,
                   head_sha=report.arm(report.head).sha, verdict=report.verdict, workload=workload,
                   gpu_class=klass, report_json=report.model_dump_json(), out_dir=out_dir, created_s=now)
@@ -51,6 +55,14 @@ def store_run(sessions: sessionmaker, report: Report, *, repo: str, source: str,
                 ))
         session.commit()
         return run.id
+
+
+def _forget_runs_of(session: Session, job_id: int) -> None:
+    earlier = list(session.scalars(select(Run.id).where(Run.job_id == job_id)))
+    if earlier:
+        for table in (Sample, Verdict, MainPoint):
+            session.execute(delete(table).where(table.run_id.in_(earlier)))
+        session.execute(delete(Run).where(Run.id.in_(earlier)))
 
 
 def run_detail(sessions: sessionmaker, run_id: int) -> dict[str, Any] | None:
