@@ -100,6 +100,8 @@ def test_a_pull_request_is_measured_stored_and_posted_as_the_app(tmp_path: Path)
         service.wait_jobs(4)
         history = httpx.get(service.url + "/api/v1/history", params={"repo": REPO}).json()
         assert sorted((p["batch_size"], p["sha"]) for p in history["points"]) == [(1, head), (2, head)]
+        # the head is the origin's second commit on main's first-parent line
+        assert {(p["order"], p["subject"], p["gpu_timed"]) for p in history["points"]} == {(2, "head", False)}
         assert {p["run"] for p in history["points"]} == {j["run"] for j in service.jobs() if j["id"] == push["job"]}
         assert len(host.api.check_runs(REPO)) == 3
 

@@ -37,6 +37,17 @@ def fetch_clone(work_dir: Path, repo: str, clone_url: str, shas: list[str], toke
     return clone
 
 
+def first_parent_position(clone: Path, sha: str) -> tuple[int | None, str]:
+    """The commit's position on its first-parent line (its count of first-parent ancestors,
+    itself included) and its subject; (None, "") where git cannot say."""
+    count = subprocess.run(["git", "-C", str(clone), "rev-list", "--count", "--first-parent", sha],
+                           capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
+    subject = subprocess.run(["git", "-C", str(clone), "log", "-1", "--format=%s", sha],
+                             capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
+    order = int(count.stdout) if count.returncode == 0 and count.stdout.strip().isdigit() else None
+    return order, subject.stdout.strip() if subject.returncode == 0 else ""
+
+
 def _has(clone: Path, sha: str) -> bool:
     found = subprocess.run(["git", "-C", str(clone), "cat-file", "-e", f"{sha}^{{commit}}"],
                            capture_output=True, timeout=GIT_TIMEOUT_S)

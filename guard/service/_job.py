@@ -24,11 +24,11 @@ from guard._errors import GuardError
 from guard.publish import GitHub as RestClient
 from guard.report import Report, read_report
 from guard.service._artifact import report_of_workflow_run
-from guard.service._checkout import fetch_clone
+from guard.service._checkout import fetch_clone, first_parent_position
 from guard.service._github_app import GitHubApp
 from guard.service._post import post, remember, server_url
 from guard.service._queue import update_job
-from guard.service._records import store_run
+from guard.service._records import CommitInfo, store_run
 from guard.service._settings import ServiceSettings
 from guard.service._tables import Job
 
@@ -84,6 +84,7 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
         return _dispatch(job, ctx, rest)
     out_dir = ctx.settings.work_dir / "jobs" / str(job.id) / f"attempt-{job.attempts}"
     out_dir.mkdir(parents=True, exist_ok=True)
+    commit = None
     if job.kind == "workflow_run":
         if rest is None:
             return JobOutcome(error="cannot fetch the workflow run's report: the service has no App credentials")
@@ -99,12 +100,14 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
             return finished
         report = read_report(out_dir / "report.json")  # decided again from its numbers, as `guard comment` does
         source = "job"
+        if job.kind == "push":
+            commit = CommitInfo(**dict(zip(("order", "subject"), first_parent_position(clone, job.head_sha))))
     head = report.arm(report.head).sha
     if head != job.head_sha or (job.base_sha and report.arm(report.base).sha != job.base_sha):
         return JobOutcome(error=f"the report is for {report.arm(report.base).sha[:12]}..{head[:12]}, "
                                 f"not the job's {str(job.base_sha)[:12]}..{str(job.head_sha)[:12]}")
     run_id = store_run(ctx.sessions, report, repo=job.repo, source=source, pr=job.pr, job_id=job.id,
-                       out_dir=str(out_dir), main_branch=job.kind == "push")
+                       out_dir=str(out_dir), main_branch=job.kind == "push", commit=commit)
     if rest is not None and job.kind != "push":
         _post(job, ctx, rest, report)
     return JobOutcome(run_id=run_id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -19,8 +20,16 @@ def gpu_class(report: Report) -> str:
     return f"{env.gpu or 'cpu'} / driver {env.driver or 'none'}"
 
 
+class CommitInfo(BaseModel):
+    """Where a default-branch commit stands, from git: its first-parent position and subject."""
+
+    order: int | None = None
+    subject: str = ""
+
+
 def store_run(sessions: sessionmaker, report: Report, *, repo: str, source: str, pr: int | None = None,
-              job_id: int | None = None, out_dir: str | None = None, main_branch: bool = False) -> int:
+              job_id: int | None = None, out_dir: str | None = None, main_branch: bool = False,
+              commit: CommitInfo | None = None) -> int:
     """Stores the report (already checked) and returns the run's id. A job's run replaces the
     run an earlier attempt of the same job stored: a retried job leaves one run, and the
     default branch's history one point per commit and series."""
@@ -50,7 +59,9 @@ def store_run(sessions: sessionmaker, report: Report, *, repo: str, source: str,
             if main_branch and head is not None and report.verdict != "invalid":
                 session.add(MainPoint(
                     repo=repo, workload=workload, batch_size=batch.batch_size, gpu_class=klass, sha=run.head_sha,
+                    commit_order=commit.order if commit else None, subject=commit.subject if commit else "",
                     run_id=run.id, gpu_ms_per_step=head.gpu_ms_per_step.median,
+                    gpu_ms_values=list(head.gpu_ms_per_step.values), gpu_timed=report.gpu_timed(),
                     tok_per_s=head.tok_per_s.median if head.tok_per_s else None, created_s=now,
                 ))
         session.commit()
@@ -88,7 +99,9 @@ def history(sessions: sessionmaker, repo: str, workload: str | None = None,
             batch_size: int | None = None) -> dict[str, Any]:
     """The default branch's points per series, oldest first, and the series' change points."""
     with sessions() as session:
-        points = select(MainPoint).where(MainPoint.repo == repo).order_by(MainPoint.created_s, MainPoint.id)
+        # first-parent order where git gave it, else the order they came in
+        points = select(MainPoint).where(MainPoint.repo == repo).order_by(
+            MainPoint.commit_order.is_(None), MainPoint.commit_order, MainPoint.created_s, MainPoint.id)
         changes = select(ChangePoint).where(ChangePoint.repo == repo).order_by(ChangePoint.created_s)
         if workload:
             points, changes = points.where(MainPoint.workload == workload), changes.where(
@@ -98,13 +111,16 @@ def history(sessions: sessionmaker, repo: str, workload: str | None = None,
                 ChangePoint.batch_size == batch_size)
         return {
             "repo": repo,
-            "points": [{"sha": p.sha, "workload": p.workload, "batch_size": p.batch_size, "gpu_class": p.gpu_class,
-                        "gpu_ms_per_step": p.gpu_ms_per_step, "tok_per_s": p.tok_per_s, "run": p.run_id,
-                        "created_at": iso(p.created_s)} for p in session.scalars(points)],
-            "change_points": [{"sha": c.sha, "before_sha": c.before_sha, "workload": c.workload,
-                               "batch_size": c.batch_size, "gpu_class": c.gpu_class,
-                               "before_gpu_ms": c.before_gpu_ms, "after_gpu_ms": c.after_gpu_ms,
-                               "confirmed": c.confirmed} for c in session.scalars(changes)],
+            "points": [{"sha": p.sha, "order": p.commit_order, "subject": p.subject, "workload": p.workload,
+                        "batch_size": p.batch_size, "gpu_class": p.gpu_class, "gpu_ms_per_step": p.gpu_ms_per_step,
+                        "gpu_ms_values": p.gpu_ms_values, "gpu_timed": p.gpu_timed, "tok_per_s": p.tok_per_s,
+                        "run": p.run_id, "created_at": iso(p.created_s)} for p in session.scalars(points)],
+            "change_points": [{"workload": c.workload, "batch_size": c.batch_size, "gpu_class": c.gpu_class,
+                               "before_sha": c.before_sha, "after_sha": c.after_sha,
+                               "before_order": c.before_order, "after_order": c.after_order,
+                               "before_ms": c.before_ms, "after_ms": c.after_ms, "change_pct": c.change_pct,
+                               "direction": c.direction, "p_value": c.p_value, "state": c.state,
+                               "confirmation": c.confirmation} for c in session.scalars(changes)],
         }
 
 

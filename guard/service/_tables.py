@@ -108,14 +108,20 @@ class MainPoint(Base):
     batch_size: Mapped[int] = mapped_column(Integer)
     gpu_class: Mapped[str] = mapped_column(String(300))
     sha: Mapped[str] = mapped_column(String(64))
+    # position on the branch's first-parent line, older is smaller (git rev-list --count --first-parent)
+    commit_order: Mapped[int | None] = mapped_column(Integer)
+    subject: Mapped[str] = mapped_column(Text, default="")  # the commit's first line: data, escaped where shown
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
     gpu_ms_per_step: Mapped[float] = mapped_column(Float)  # median over the head arm's processes
+    gpu_ms_values: Mapped[list[float]] = mapped_column(JSON, default=list)  # each process's figure
     tok_per_s: Mapped[float | None] = mapped_column(Float)
+    gpu_timed: Mapped[bool] = mapped_column(Boolean, default=True)  # False: the host's clock (a CPU run)
     created_s: Mapped[float] = mapped_column(Float)
 
 
 class ChangePoint(Base):
-    """Where a main-branch series moved, between two commits; alerted once confirmed."""
+    """Where a main-branch series moved, between two commits; alerted once confirmed by a
+    paired run of the commits on both sides."""
 
     __tablename__ = "change_points"
     __table_args__ = (Index("ix_change_points_series", "repo", "workload", "batch_size", "gpu_class"),)
@@ -124,11 +130,17 @@ class ChangePoint(Base):
     workload: Mapped[str] = mapped_column(String(300))
     batch_size: Mapped[int] = mapped_column(Integer)
     gpu_class: Mapped[str] = mapped_column(String(300))
-    before_sha: Mapped[str] = mapped_column(String(64))
-    sha: Mapped[str] = mapped_column(String(64))  # the first commit after the change
-    before_gpu_ms: Mapped[float] = mapped_column(Float)
-    after_gpu_ms: Mapped[float] = mapped_column(Float)
-    confirmed: Mapped[bool] = mapped_column(Boolean, default=False)
+    before_sha: Mapped[str] = mapped_column(String(64))  # the last commit before the step
+    after_sha: Mapped[str] = mapped_column(String(64))  # the first commit after it
+    before_order: Mapped[int] = mapped_column(Integer)
+    after_order: Mapped[int] = mapped_column(Integer)
+    before_ms: Mapped[float] = mapped_column(Float)  # the segments' medians
+    after_ms: Mapped[float] = mapped_column(Float)
+    change_pct: Mapped[float] = mapped_column(Float)  # after vs before, positive is slower
+    direction: Mapped[str] = mapped_column(String(8))  # slower, faster
+    p_value: Mapped[float] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String(16), default="candidate")  # candidate, confirmed, dismissed
+    confirmation: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the paired run of both sides
     created_s: Mapped[float] = mapped_column(Float)
 
 
