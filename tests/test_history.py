@@ -45,7 +45,7 @@ def test_a_known_step_is_found_where_it_is(step_pct, noise_pct, at):
             assert got.direction == ("slower" if step_pct > 0 else "faster")
             assert got.change_pct == pytest.approx(step_pct, abs=3 * noise_pct)
             assert got.p_value < DetectSettings().alpha
-    assert found_right >= 18  # a step of 3 to 7 noise deviations, on 8 or more points a side
+    assert found_right >= 18  # a step of 4 to 7 noise deviations, on 8 or more points a side
 
 
 def test_two_steps_in_one_series_are_both_found():
