@@ -1,6 +1,6 @@
 """The dashboard's test pages: a repository whose main has known steps (found by the real
-detector) and a pull request whose runs are a real CPU report with traces analysed from the
-fixtures, with hostile strings where git and GitHub put text."""
+detector) and a pull request whose runs are a real H200 report with its profiler traces, with
+hostile strings where git and GitHub put text."""
 
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ from guard.history import (
     Confirmation, MainPoint, SeriesKey, apply_confirmation, confirmation_run, detect_change_points,
 )
 from guard.report import read_report
-from guard.trace import ArmTraces, TraceSection, analyze, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
-CPU_REPORT = ROOT / "docs" / "examples" / "cpu-demo" / "report.json"
-TRACES = ROOT / "tests" / "fixtures" / "traces"
+H200_REPORT = ROOT / "docs" / "examples" / "h200-demo-545b03b" / "report.json"
 REPO = "acme/engine"
 HOSTILE_SUBJECT = '<script>alert("subject")</script> engine: pad decode'
 HOSTILE_TITLE = '<img src=x onerror=alert(1)> capture decode piecewise'
@@ -65,20 +63,12 @@ def repo_history() -> RepoHistory:
     )
 
 
-def _traced_report():
-    """The CPU demo's report with trace figures of the reference engine's H200 traces, as a GPU
-    run would carry them: the step graph on base, the per-layer graphs on head."""
-    report = read_report(CPU_REPORT)
-    arms = []
-    for arm, name in (("base", "h200-refengine-step-graph-bs1.json.gz"),
-                      ("head", "h200-refengine-layer-graphs-bs1.json.gz")):
-        trace = f"runs/traces/{arm}-0-bs1.trace.json.gz"
-        figures = analyze(read_trace(TRACES / name))
-        arms.append(ArmTraces(arm=arm, traces=[trace], shown_repeat=0, shown_trace=trace, figures=figures))
-    section = TraceSection(batch_size=1, profile_steps=figures.steps, arms=arms)
-    head = next(a for a in report.arms if a.name == report.head)
-    arms_info = [a.model_copy(update={"subject": HOSTILE_SUBJECT}) if a is head else a for a in report.arms]
-    return report.model_copy(update={"traces": [section], "arms": arms_info})
+def _gpu_report():
+    """The H200 demo's report (the reference engine's piecewise capture, profiled), its head's
+    subject made hostile."""
+    report = read_report(H200_REPORT)
+    arms = [a.model_copy(update={"subject": HOSTILE_SUBJECT}) if a.name == report.head else a for a in report.arms]
+    return report.model_copy(update={"arms": arms})
 
 
 def _unchanged(report):
@@ -93,10 +83,12 @@ def _unchanged(report):
 
 
 def pull_runs() -> PullRuns:
-    regression = _traced_report()
+    regression = _gpu_report()
     passed = _unchanged(regression)
-    links = [TraceLink(arm=arm, batch_size=1, repeat=0, url=f"/runs/7/traces/{arm}-0-bs1.trace.json.gz")
-             for arm in ("base", "head")]
+    # where the service keeps each trace: its own route, never the report's path
+    links = [TraceLink(arm=arm.arm, batch_size=section.batch_size, repeat=repeat,
+                       url=f"/runs/7/traces/{arm.arm}-{repeat}-bs{section.batch_size}.trace.json.gz")
+             for section in regression.traces for arm in section.arms for repeat in range(len(arm.traces))]
     return PullRuns(
         repo=REPO, pr=42, title=HOSTILE_TITLE, repo_url="/repos/acme/engine",
         runs=[PullRun(run_id="7", report=regression, report_url="/api/v1/runs/7", trace_links=links),
