@@ -100,7 +100,7 @@ _FALLBACK = _removed_fallback(
     batch_sizes=(1, 3),
     # many experts of which a step routes few: a graph's capacity reads every expert's weights,
     # the eager path only the routed ones'
-    options=(("moe_experts", "64"), ("moe_top_k", "2"), ("moe_ffn", "1024")),
+    options=(("moe_experts", "64"), ("moe_top_k", "2"), ("moe_ffn", "2048")),
     batch_mix="{ 1 = 0.4, 2 = 0.25, 3 = 0.15, 6 = 0.1, 9 = 0.1 }",
     comment="""# Batch size 1 has a graph on both sides; 3 has none on base, which runs it eagerly (the
 # fallback), and is padded to 4 on head. The mix is the traffic: 3 and 6 fall between the
