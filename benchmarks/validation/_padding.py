@@ -118,7 +118,8 @@ def check_padding(report: Report) -> PaddingCheck:
     if head is not None:
         if padded is None or padded.padded_to != PADDED_TO or not _close(padded.padding_waste, size_waste):
             failures.append(f"head's size {PADDED_SIZE}: padded_to {padded.padded_to if padded else None} and "
-                            f"padding waste {padded.padding_waste if padded else None}, not {PADDED_TO} and {size_waste}")
+                            f"padding waste {padded.padding_waste if padded else None}, "
+                            f"not {PADDED_TO} and {size_waste}")
         if not _close(head.padding_waste, waste) or not _close(head.useful_work_coverage, useful):
             failures.append(f"head's padding waste {head.padding_waste} and useful work {head.useful_work_coverage}, "
                             f"not {waste:.6f} and {useful:.6f} as the shares give")
