@@ -4,11 +4,13 @@ commit that changes how decode is captured, and the guard.toml both are measured
 - `piecewise` (the default): the head captures decode one graph per layer at one padded size.
 - `fallback`: the base captures batch sizes 1, 2, 4 and 8 and runs every other size eagerly
   at its own shape; the head deletes that fallback, so sizes between the captured ones pad up
-  to the next one and replay its graph. The model has MoE layers, whose graphs pad every
-  expert to a static capacity, and the traffic is a batch-size mix with sizes between and
-  above the captured ones: the padded work costs more than the launches the graphs save.
-- `fallback-win`: the same change on a dense model whose traffic sits at the captured sizes:
-  the padding is rare and cheap, so removing the fallback costs nothing that matters.
+  to the next one and replay its graph. Each row attends over a long KV cache, the model has
+  MoE layers whose graphs pad every expert to a static capacity, and the traffic is a
+  batch-size mix with sizes between and above the captured ones: the padded work costs more
+  than the launches the graphs save.
+- `fallback-win`: the same change on a dense short-context model whose traffic sits at the
+  captured sizes: the padding is rare and cheap, so removing the fallback costs nothing that
+  matters.
 
 Above the largest captured size (9 > 8) no graph can hold a batch: both arms run it eagerly
 at its own shape, as serving engines do past their largest capture.
@@ -98,13 +100,14 @@ code path, and no batch up to 8 pays eager launches any more.
 _FALLBACK = _removed_fallback(
     "fallback", "eager fallback removed, every size padded up to a captured one; MoE experts padded to capacity",
     batch_sizes=(1, 3),
-    # many experts of which a step routes few: a graph's capacity reads every expert's weights,
-    # the eager path only the routed ones'
-    options=(("moe_experts", "64"), ("moe_top_k", "2"), ("moe_ffn", "2048")),
+    # a long context: every row computed attends over its whole KV cache, so a padded row costs
+    # what a real one does; and MoE layers, whose graphs pad every expert to capacity
+    options=(("max_len", "65536"), ("moe_experts", "4"), ("moe_top_k", "2"), ("moe_ffn", "512")),
     batch_mix="{ 1 = 0.4, 2 = 0.25, 3 = 0.15, 6 = 0.1, 9 = 0.1 }",
     comment="""# Batch size 1 has a graph on both sides; 3 has none on base, which runs it eagerly (the
 # fallback), and is padded to 4 on head. The mix is the traffic: 3 and 6 fall between the
-# captured sizes, 9 above the largest (eager on both sides). MoE: 64 experts, 2 per token.
+# captured sizes, 9 above the largest (eager on both sides). A 64k-position KV cache makes
+# each row computed cost what a real one does; MoE: 4 experts, 2 per token.
 """,
 )
 
