@@ -114,6 +114,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--warmup-steps", type=int, default=16)
     demo.add_argument("--repeats", type=int, default=5)
     demo.add_argument("--options", default="", help="workload options as TOML inline-table body, e.g. 'layers = 4'")
+    demo.add_argument("--scenario", default="piecewise",
+                      help="the change the demo stages: piecewise (default; one padded graph per layer), fallback "
+                           "(the eager fallback removed, MoE, a batch-size mix), fallback-win (the same removal "
+                           "where it costs nothing); docs/scenarios.md")
 
     comment = sub.add_parser(
         "comment", help="post or update the sticky pull-request comment and set the commit status",
@@ -396,6 +400,7 @@ def _demo(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         options_toml=args.options,
         progress=_progress,
+        scenario=args.scenario,
     )
     return _finish(report, args.out, print_comment=True)
 
