@@ -105,6 +105,14 @@ def test_a_pull_request_is_measured_stored_and_posted_as_the_app(tmp_path: Path)
         assert {p["run"] for p in history["points"]} == {j["run"] for j in service.jobs() if j["id"] == push["job"]}
         assert len(host.api.check_runs(REPO)) == 3
 
+        # the dashboard's pages, from what the service stored
+        page = httpx.get(f"{service.url}/repos/{REPO}")
+        assert page.status_code == 200 and "<svg" in page.text and head[:8] in page.text
+        assert 'href="/repos/octo/engine/pulls/5"' in page.text
+        pull = httpx.get(f"{service.url}/repos/{REPO}/pulls/5")
+        assert pull.status_code == 200 and head[:8] in pull.text and f"/api/v1/runs/{job['run']}" in pull.text
+        assert httpx.get(f"{service.url}/repos/..%2F/x").status_code == 404
+
 
 def test_dispatch_mode_sends_the_job_to_the_measuring_workflow_and_posts_what_it_measured(tmp_path: Path) -> None:
     host = app_host(tmp_path / "app")

@@ -48,6 +48,7 @@ def create_app(settings: ServiceSettings) -> Starlette:
         Route("/api/v1/history", _api.history_of),
         Route("/", _dashboard.index),
         Route("/repos/{owner}/{name}", _dashboard.repository),
+        Route("/repos/{owner}/{name}/pulls/{pr:int}", _dashboard.pull),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.guard = state

@@ -1,10 +1,11 @@
-"""The dashboard's routes, kept thin: the data from the data layer (guard.service._records),
-shown for now as plain listings; the dashboard's pages, as pure functions of that data, take
-their place here."""
+"""The dashboard's routes, kept thin: the stored runs, points and change points handed to
+guard.dashboard's pages (pure functions of that data) as its models."""
 
 from __future__ import annotations
 
 import html
+import re
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
@@ -12,8 +13,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from guard.service._records import history
+from guard.dashboard import PullRun, PullRuns, PullSummary, RepoHistory, SeriesHistory, pull_page, repo_page
+from guard.history import ChangePoint, MainPoint, SeriesKey, group_series
+from guard.report import Report
+from guard.service._tables import ChangePoint as ChangePointRow
+from guard.service._tables import MainPoint as MainPointRow
+from guard.service._post import server_url
 from guard.service._tables import Run
+
+_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+$")
 
 
 def _repositories(sessions: sessionmaker) -> list[tuple[str, int]]:
@@ -27,16 +35,62 @@ async def index(request: Request) -> HTMLResponse:
     return HTMLResponse(f"<!DOCTYPE html><title>regression-guard</title><h1>regression-guard</h1><ul>{items}</ul>")
 
 
+def _series_key(row: Any) -> SeriesKey:
+    return SeriesKey(repo=row.repo, workload=row.workload, batch_size=row.batch_size, gpu_class=row.gpu_class)
+
+
+def repo_history(sessions: sessionmaker, repo: str, server_url: str) -> RepoHistory:
+    with sessions() as session:
+        points = [MainPoint(series=_series_key(p), sha=p.sha, order=p.commit_order or 0, subject=p.subject,
+                            gpu_ms_per_step=p.gpu_ms_per_step, gpu_ms_values=p.gpu_ms_values, tok_per_s=p.tok_per_s,
+                            gpu_timed=p.gpu_timed, run_id=str(p.run_id))
+                  for p in session.scalars(select(MainPointRow).where(MainPointRow.repo == repo))]
+        changes: dict[SeriesKey, list[ChangePoint]] = {}
+        for c in session.scalars(select(ChangePointRow).where(ChangePointRow.repo == repo)):
+            changes.setdefault(_series_key(c), []).append(ChangePoint(
+                series=_series_key(c), before_sha=c.before_sha, after_sha=c.after_sha, before_order=c.before_order,
+                after_order=c.after_order, before_ms=c.before_ms, after_ms=c.after_ms, change_pct=c.change_pct,
+                direction=c.direction, p_value=c.p_value, state=c.state, confirmation=c.confirmation))
+        pulls: dict[int, list[Run]] = {}
+        for run in session.scalars(select(Run).where(Run.repo == repo, Run.pr.is_not(None)).order_by(Run.id.desc())):
+            pulls.setdefault(run.pr, []).append(run)
+    series = [SeriesHistory(series=key, points=found, change_points=changes.get(key, []))
+              for key, found in sorted(group_series(points).items(), key=lambda item: item[0].id)]
+    summaries = [PullSummary(pr=pr, head_sha=runs[0].head_sha, verdict=runs[0].verdict, runs=len(runs),
+                             url=f"/repos/{repo}/pulls/{pr}") for pr, runs in sorted(pulls.items(), reverse=True)]
+    return RepoHistory(repo=repo, series=series, pulls=summaries, server_url=server_url)
+
+
+def pull_runs(sessions: sessionmaker, repo: str, pr: int, server_url: str) -> PullRuns:
+    with sessions() as session:
+        runs = list(session.scalars(select(Run).where(Run.repo == repo, Run.pr == pr).order_by(Run.id.desc())))
+    return PullRuns(repo=repo, pr=pr, server_url=server_url, repo_url=f"/repos/{repo}", runs=[
+        PullRun(run_id=str(run.id), report=Report.model_validate_json(run.report_json),
+                report_url=f"/api/v1/runs/{run.id}") for run in runs])
+
+
 async def repository(request: Request) -> HTMLResponse:
+    state = request.app.state.guard
+    repo = _repo(request)
+    if repo is None:
+        return HTMLResponse("<!DOCTYPE html><title>not found</title>no such repository", status_code=404)
+    history = await run_in_threadpool(repo_history, state.sessions, repo, _server_url(state))
+    return HTMLResponse(repo_page(history, regressions_only=request.query_params.get("regressions") == "1"))
+
+
+async def pull(request: Request) -> HTMLResponse:
+    state = request.app.state.guard
+    repo = _repo(request)
+    if repo is None:
+        return HTMLResponse("<!DOCTYPE html><title>not found</title>no such repository", status_code=404)
+    runs = await run_in_threadpool(pull_runs, state.sessions, repo, request.path_params["pr"], _server_url(state))
+    return HTMLResponse(pull_page(runs, regressions_only=request.query_params.get("regressions") == "1"))
+
+
+def _server_url(state: Any) -> str:
+    return server_url(state.settings.api_url)
+
+
+def _repo(request: Request) -> str | None:
     repo = f"{request.path_params['owner']}/{request.path_params['name']}"
-    data = await run_in_threadpool(history, request.app.state.guard.sessions, repo)
-    rows = "".join(
-        f"<tr><td>{html.escape(p['workload'])}</td><td>{p['batch_size']}</td><td>{html.escape(p['gpu_class'])}</td>"
-        f"<td><code>{html.escape(p['sha'][:12])}</code></td><td>{p['gpu_ms_per_step']:.4f}</td></tr>"
-        for p in data["points"]
-    )
-    return HTMLResponse(
-        f"<!DOCTYPE html><title>{html.escape(repo)}</title><h1>{html.escape(repo)}</h1>"
-        "<table><tr><th>workload</th><th>batch size</th><th>GPU class</th><th>commit</th><th>GPU ms per step</th>"
-        f"</tr>{rows}</table>"
-    )
+    return repo if _REPO.match(repo) else None

@@ -7,17 +7,12 @@ import time
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from guard.history import gpu_class, points_from_report, workload_name
 from guard.report import Report
 from guard.service._tables import ChangePoint, MainPoint, Run, Sample, Verdict
-
-
-def gpu_class(report: Report) -> str:
-    """The series a figure belongs to: another GPU model or driver is another series."""
-    env = report.environment
-    return f"{env.gpu or 'cpu'} / driver {env.driver or 'none'}"
 
 
 class CommitInfo(BaseModel):
@@ -34,8 +29,8 @@ def store_run(sessions: sessionmaker, report: Report, *, repo: str, source: str,
     run an earlier attempt of the same job stored: a retried job leaves one run, and the
     default branch's history one point per commit and series."""
     now = time.time()
-    workload = report.workload.entry
-    klass = gpu_class(report)
+    workload = workload_name(report.workload)
+    klass = gpu_class(report.environment).key  # the series: GPU model, driver, limits (guard.history)
     with sessions() as session:
         if job_id is not None:
             _forget_runs_of(session, job_id)
@@ -55,17 +50,24 @@ def store_run(sessions: sessionmaker, report: Report, *, repo: str, source: str,
                 for repeat, gpu_ms in enumerate(arm.gpu_ms_per_step.values):
                     session.add(Sample(run_id=run.id, arm=arm.arm, batch_size=batch.batch_size, repeat=repeat,
                                        gpu_ms_per_step=gpu_ms, tok_per_s=tok[repeat] if repeat < len(tok) else None))
-            head = next((a for a in batch.arms if a.arm == report.head), None)
-            if main_branch and head is not None and report.verdict != "invalid":
+        if main_branch and report.verdict != "invalid":
+            order = commit.order if commit and commit.order is not None else _next_order(session, repo)
+            for point in points_from_report(report, repo, order, run_id=str(run.id)):
                 session.add(MainPoint(
-                    repo=repo, workload=workload, batch_size=batch.batch_size, gpu_class=klass, sha=run.head_sha,
-                    commit_order=commit.order if commit else None, subject=commit.subject if commit else "",
-                    run_id=run.id, gpu_ms_per_step=head.gpu_ms_per_step.median,
-                    gpu_ms_values=list(head.gpu_ms_per_step.values), gpu_timed=report.gpu_timed(),
-                    tok_per_s=head.tok_per_s.median if head.tok_per_s else None, created_s=now,
+                    repo=repo, workload=point.series.workload, batch_size=point.series.batch_size,
+                    gpu_class=point.series.gpu_class, sha=point.sha, commit_order=point.order,
+                    subject=(commit.subject if commit else "") or point.subject, run_id=run.id,
+                    gpu_ms_per_step=point.gpu_ms_per_step, gpu_ms_values=point.gpu_ms_values,
+                    gpu_timed=point.gpu_timed, tok_per_s=point.tok_per_s, created_s=now,
                 ))
         session.commit()
         return run.id
+
+
+def _next_order(session: Session, repo: str) -> int:
+    """For a point whose commit git did not place (an ingested report): after the newest."""
+    newest = session.scalar(select(func.max(MainPoint.commit_order)).where(MainPoint.repo == repo))
+    return (newest or 0) + 1
 
 
 def _forget_runs_of(session: Session, job_id: int) -> None:
