@@ -14,11 +14,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from guard.dashboard import PullRun, PullRuns, PullSummary, RepoHistory, SeriesHistory, pull_page, repo_page
-from guard.history import ChangePoint, MainPoint, SeriesKey, group_series
+from guard.history import group_series
 from guard.report import Report
-from guard.service._tables import ChangePoint as ChangePointRow
-from guard.service._tables import MainPoint as MainPointRow
 from guard.service._post import server_url
+from guard.service._series import change_points, main_points
 from guard.service._tables import Run
 
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+$")
@@ -35,22 +34,10 @@ async def index(request: Request) -> HTMLResponse:
     return HTMLResponse(f"<!DOCTYPE html><title>regression-guard</title><h1>regression-guard</h1><ul>{items}</ul>")
 
 
-def _series_key(row: Any) -> SeriesKey:
-    return SeriesKey(repo=row.repo, workload=row.workload, batch_size=row.batch_size, gpu_class=row.gpu_class)
-
-
 def repo_history(sessions: sessionmaker, repo: str, server_url: str) -> RepoHistory:
     with sessions() as session:
-        points = [MainPoint(series=_series_key(p), sha=p.sha, order=p.commit_order or 0, subject=p.subject,
-                            gpu_ms_per_step=p.gpu_ms_per_step, gpu_ms_values=p.gpu_ms_values, tok_per_s=p.tok_per_s,
-                            gpu_timed=p.gpu_timed, run_id=str(p.run_id))
-                  for p in session.scalars(select(MainPointRow).where(MainPointRow.repo == repo))]
-        changes: dict[SeriesKey, list[ChangePoint]] = {}
-        for c in session.scalars(select(ChangePointRow).where(ChangePointRow.repo == repo)):
-            changes.setdefault(_series_key(c), []).append(ChangePoint(
-                series=_series_key(c), before_sha=c.before_sha, after_sha=c.after_sha, before_order=c.before_order,
-                after_order=c.after_order, before_ms=c.before_ms, after_ms=c.after_ms, change_pct=c.change_pct,
-                direction=c.direction, p_value=c.p_value, state=c.state, confirmation=c.confirmation))
+        points = main_points(session, repo)
+        changes = change_points(session, repo)
         pulls: dict[int, list[Run]] = {}
         for run in session.scalars(select(Run).where(Run.repo == repo, Run.pr.is_not(None)).order_by(Run.id.desc())):
             pulls.setdefault(run.pr, []).append(run)

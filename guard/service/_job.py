@@ -29,6 +29,7 @@ from guard.service._github_app import GitHubApp
 from guard.service._post import post, remember, server_url
 from guard.service._queue import update_job
 from guard.service._records import CommitInfo, store_run
+from guard.service._series import redetect
 from guard.service._settings import ServiceSettings
 from guard.service._tables import Job
 
@@ -108,6 +109,8 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
                                 f"not the job's {str(job.base_sha)[:12]}..{str(job.head_sha)[:12]}")
     run_id = store_run(ctx.sessions, report, repo=job.repo, source=source, pr=job.pr, job_id=job.id,
                        out_dir=str(out_dir), main_branch=job.kind == "push", commit=commit)
+    if job.kind == "push":
+        redetect(ctx.sessions, job.repo)
     if rest is not None and job.kind != "push":
         _post(job, ctx, rest, report)
     return JobOutcome(run_id=run_id)
