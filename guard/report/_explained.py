@@ -13,4 +13,5 @@ def explain_report(report: Report) -> Explanation:
         report.base, report.head, threshold_pct=report.threshold_pct, confidence=report.confidence,
         ablation_builds={a.name: a.source for a in report.arms if a.source is not None and a.status == "ok"},
         capture=report.capture, mix=report.mix,
+        mix_trace=report.mix_traces.diff if report.mix_traces is not None else None,
     )
