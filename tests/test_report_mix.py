@@ -151,3 +151,18 @@ def test_an_invalid_comparison_states_no_mix_cause_above_the_fold() -> None:
     assert invalid.explanation.mix is not None and invalid.explanation.mix.cause == "padding"  # a fact still
     assert "batch-size mix" not in _above_the_fold(render_comment(invalid))
     assert "batch-size mix" in _above_the_fold(render_comment(report))
+
+
+def test_the_mixs_own_profiled_pass_is_its_trace_evidence() -> None:
+    from guard.trace import MixTraceSection
+    from tests.test_explain_mix import _trace
+
+    report = _with_mix(FALLBACK, NO_FALLBACK)
+    assert report.explanation.mix is not None and report.explanation.mix.trace is not None
+    assert report.explanation.mix.trace.source == "batch_sizes"  # the profiled fixed sizes, without the mix's
+    profiled = explained(report.model_copy(update={"mix_traces": MixTraceSection(
+        profile_steps=64, arms=[], diff=_trace(idle_ms=0.5, busy_ms=0.01))}))
+    found = profiled.explanation.mix
+    assert found is not None and found.trace is not None and found.trace.source == "mix"
+    assert found.trace.idle_ms == 0.5 and found.cause == "mixed_evidence"
+    assert "the mix's own profiled pass" in _fold(render_comment(profiled), "Capture coverage and useful work")
