@@ -3,10 +3,10 @@ commit changes how decode is captured, so that decode gets slower."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
+
+from guard._git import made_git
 
 ENGINE_DIR = Path(__file__).resolve().parents[1] / "engine"
 ENGINE_FILES = ("__init__.py", "model.py", "engine.py")
@@ -72,17 +72,7 @@ label = "same build, graphs at batch sizes 1 and 2 (no padding)"
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = os.environ | {
-        "GIT_AUTHOR_NAME": "Demo Author",
-        "GIT_AUTHOR_EMAIL": "demo@example.invalid",
-        "GIT_COMMITTER_NAME": "Demo Author",
-        "GIT_COMMITTER_EMAIL": "demo@example.invalid",
-        # Fixed dates: the same files give the same shas on every machine and every day.
-        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
-        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
-    }
-    proc = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True)
-    return proc.stdout.strip()
+    return made_git(repo, *args, author="Demo Author", email="demo@example.invalid")
 
 
 def make_demo_repo(

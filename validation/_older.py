@@ -9,18 +9,32 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from guard.compare import Reason, StatedRule, decide_again, most_severe
+from pydantic import TypeAdapter
+
+from guard.compare import Reason, StatedRule, Verdict, decide_again, most_severe
 from guard.explain import Explanation, Headline
 from guard.report import SCHEMA_VERSION, Report, explain_report
 from guard.trace import diff
 
 
+class Kept(NamedTuple):
+    """A kept report as the current schema, with the verdict it stated as it ran."""
+
+    report: Report
+    stated_verdict: Verdict
+
+
 def read_any(path: Path) -> Report:
     """A report.json or report.json.gz of any schema, as the current one."""
+    return read_kept(path).report
+
+
+def read_kept(path: Path) -> Kept:
     raw = path.read_bytes()
-    return current_report(json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw))
+    data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    return Kept(current_report(data), TypeAdapter(Verdict).validate_python(data.get("verdict")))
 
 
 def current_report(data: dict[str, Any]) -> Report:
