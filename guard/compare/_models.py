@@ -109,11 +109,11 @@ class BatchComparison(BaseModel):
     tok_per_s_change: Change | None = None  # head vs base; negative is slower
     end_to_end_gpu_ms_change: Change | None = None  # head vs base, launch time included; informative
     host_ms_change: Change | None = None  # head vs base, host enqueue time per step; informative
-    # each metric's own verdict; `verdict` is the more severe of the two (None in older reports)
+    # each metric's own verdict; `verdict` is the more severe of the two (None for invalid)
     gpu_ms_verdict: Verdict | None = None
     tok_per_s_verdict: Verdict | None = None
     # the metric whose verdict `verdict` is (GPU ms on a tie); None for a pass, where every
-    # gating metric ruled its threshold out, for invalid, and in reports of the significance rule
+    # gating metric ruled its threshold out, and for invalid
     decided_by: MetricKey | None = None
     # tok/s gates only where this run could detect a change of its threshold; otherwise it is
     # informational: a slowdown counts only when its whole interval is past the threshold, and
@@ -121,7 +121,7 @@ class BatchComparison(BaseModel):
     tok_per_s_gates: bool = True
     tok_per_s_detectable_pct: float | None = None  # smallest tok/s change this run detects (PASS_RATE power)
     tok_per_s_repeats_to_gate: int | None = None  # repeats per arm at which it would gate; None: over MOST_REPEATS
-    # The interval rule's own figures (None in reports of the significance rule, schema 1):
+    # The interval rule's own figures (None for invalid):
     # the error each one-sided bound may make, alpha split over looks x metrics x batch sizes;
     alpha_per_look: float | None = None
     look: int = 1  # the round whose processes (with the earlier rounds') decided it
