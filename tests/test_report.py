@@ -147,7 +147,7 @@ def _kernel_pair_at_threshold() -> Report:
     record = next(r for r in map(PairRecord.model_validate_json, lines) if r.pair_id == "kernel-0.5-01")
     pair = load_pair(folder, record)
     assert pair.facts.rounds == 2
-    (batch,) = compare_pair(pair, 2, pair.facts.threshold_pct, pair.facts.tok_threshold_pct, looks=2).batches
+    (batch,) = compare_pair(pair, 2, pair.facts.threshold_pct, pair.facts.tok_threshold_pct, looks=2).batch_sizes
     report = pair.report
     return explained(report.model_copy(update={"batch_sizes": [batch], "reasons": [], "verdict": batch.verdict,
                                                "looks": 2, "rounds": 2}))
@@ -271,7 +271,7 @@ def test_environment_names_the_gpu_state_and_warnings() -> None:
     state = {"available": True, "power_limit_w": 700.0, "max_sm_clock_mhz": 1980, "persistence_mode": True}
     report = report.model_copy(
         update={
-            "environment": report.environment.model_copy(update={"gpu_state": state}),
+            "gpu_fingerprint": state,
             "warnings": ["arm 'head' repeat 2: clocks held down by sw_thermal_slowdown at the end"],
         }
     )

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from guard._errors import TraceError
-from guard.trace import _kineto
+from guard.trace import TraceWarning, _kineto, warning_text
 from guard.trace._model import KERNEL, MEMCPY, MEMSET, Trace
 from guard.trace._read import MAX_GPU_DURATION_NS, read_trace
 
@@ -426,6 +426,10 @@ def test_nsys_corrupt_kernel_is_dropped_with_a_warning(tmp_path: Path) -> None:
     assert np.count_nonzero(trace.gpu.kind == KERNEL) == 4
     assert not {98, 99} & set(trace.gpu.correlation.tolist())
     assert trace.warnings == [
+        TraceWarning(kind="untimed_gpu_records", count=1),
+        TraceWarning(kind="corrupt_records", count=1, table="gpu", why="end_before_start_or_too_long", limit_s=10),
+    ]
+    assert [warning_text(w) for w in trace.warnings] == [
         "1 GPU record without timestamps skipped (CUPTI could not time them)",
         "1 GPU record dropped as corrupt: end before start or longer than 10 s",
     ]
@@ -569,7 +573,9 @@ def test_corrupt_gpu_records_are_dropped_and_counted(tmp_path: Path) -> None:
     assert trace.gpu.correlation.tolist() == [1, 4]
     assert trace.gpu.start_ns.tolist() == [1_712_195_495_519_689_047, 1_712_195_495_519_690_000]
     assert trace.gpu.end_ns.tolist() == [1_712_195_495_519_691_048, 1_712_195_495_519_690_500]
-    assert trace.warnings == ["2 GPU records dropped as corrupt: end before start or longer than 10 s"]
+    assert [(w.kind, w.count, w.table) for w in trace.warnings] == [("corrupt_records", 2, "gpu")]
+    assert [warning_text(w) for w in trace.warnings] == [
+        "2 GPU records dropped as corrupt: end before start or longer than 10 s"]
 
 
 def test_all_kernels_corrupt_says_so(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The committed reports of schema 1 and 2, read as data: their numbers taken as they are, the
+"""The committed reports of schema 1 to 3, read as data: their numbers taken as they are, the
 verdicts decided again by the interval rule at the rounds the run took, the trace diffs made
 again from the figures each arm's trace kept, and the facts explained again. The guard itself
 reads only the current schema (`guard comment` refuses the others); the validation suite and
@@ -50,7 +50,13 @@ def current_report(data: dict[str, Any]) -> Report:
         batch["look"] = 2 if looks > 1 and any(a["repeats"] > repeats for a in batch["arms"]) else 1
     for section in data.get("traces", []):
         section["diff"] = None  # made again from the figures below
+        for arm in section["arms"]:
+            if arm.get("figures"):
+                arm["figures"]["warnings"] = []  # sentences then; the figures they spoke of are kept
     data.update(schema_version=SCHEMA_VERSION, looks=looks, reasons=[],
+                gpu_fingerprint=data["environment"].pop("gpu_state", {}),
+                tok_threshold_pct=data.get("tok_threshold_pct") or data["threshold_pct"],
+                alpha=data.get("alpha", 0.01),  # reports before the setting decided at 0.01
                 explanation=Explanation(headline=Headline(verdict=data["verdict"])).model_dump())
     report = Report.model_validate(data)
     rule = StatedRule(threshold_pct=report.threshold_pct, alpha=report.alpha, confidence=report.confidence,

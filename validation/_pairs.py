@@ -100,7 +100,7 @@ def facts_of(record: PairRecord, report: Report, verdict: Verdict) -> PairFacts:
         traced=section is not None and section.diff is not None,
         rounds=report.rounds,
         gpu=report.environment.gpu,
-        gpu_uuid=report.environment.gpu_state.get("uuid"),
+        gpu_uuid=report.gpu_fingerprint.get("uuid"),
         duration_s=record.duration_s,
     )
 

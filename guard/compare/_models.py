@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from guard.compare._reasons import Reason
 from guard.measure import Change, SourceLabel, Spread, TokenMismatch
@@ -142,6 +142,8 @@ class BatchComparison(BaseModel):
 
 
 class Comparison(BaseModel):
+    """The verdict and what it was decided on; a report is a comparison with the run around it."""
+
     verdict: Verdict
     reasons: list[Reason] = []  # why it is invalid
     hash_match: bool | None
@@ -149,12 +151,13 @@ class Comparison(BaseModel):
     tok_threshold_pct: float
     alpha: float
     confidence: float
-    batches: list[BatchComparison]
-    warnings: list[str] = []  # e.g. throttling or other processes during a repeat
-    gpu_fingerprint: dict[str, Any] = {}  # what every repeat's GPU state shares
-    looks: int = 1  # the rounds the run may take: 2 with a confirmation round
+    batch_sizes: list[BatchComparison]
+    warnings: list[str] = []  # about the runs: throttling, other processes, missing fingerprints
+    gpu_fingerprint: dict[str, Any] = {}  # the NVML fingerprint fields every repeat shares
+    # the rounds the run could take (2 with a confirmation round), over which alpha was split
+    looks: int = Field(default=1, ge=1)
 
     @property
     def undecided_sizes(self) -> list[int]:
         """The batch sizes another round would measure: none when the comparison is invalid."""
-        return [] if self.verdict == "invalid" else [b.batch_size for b in self.batches if b.undecided]
+        return [] if self.verdict == "invalid" else [b.batch_size for b in self.batch_sizes if b.undecided]

@@ -61,7 +61,7 @@ def compare(
         tok_threshold_pct=rule.tok_pct,
         alpha=alpha,
         confidence=confidence,
-        batches=batches,
+        batch_sizes=batches,
         warnings=fingerprints.warnings,
         gpu_fingerprint=fingerprints.summary,
         looks=looks,

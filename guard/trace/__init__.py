@@ -20,9 +20,11 @@ from guard.trace._figures import (
     StepsRule,
     StreamFigures,
     TraceFigures,
+    TraceWarning,
+    TraceWarningKind,
 )
 from guard.trace._sections import ArmTraces, TraceSection
-from guard.trace._text import diff_text, figures_text
+from guard.trace._text import diff_text, figures_text, warning_text
 
 if TYPE_CHECKING:
     from guard.trace._analyze import analyze
@@ -73,6 +75,8 @@ __all__ = [
     "TraceDiff",
     "TraceFigures",
     "TraceSection",
+    "TraceWarning",
+    "TraceWarningKind",
     "analyze",
     "assign_steps",
     "diff",
@@ -80,4 +84,5 @@ __all__ = [
     "figures_text",
     "read_trace",
     "trace_sections",
+    "warning_text",
 ]

@@ -20,6 +20,7 @@ import msgspec
 import numpy as np
 
 from guard._errors import TraceError
+from guard.trace._figures import TraceWarning
 from guard.trace._model import KERNEL, MEMCPY, MEMSET, ApiTable, GpuTable, RangeTable, Trace
 
 # Category spellings of current (lower case) and older Kineto versions
@@ -270,7 +271,7 @@ def read_kineto(data: bytes | memoryview, source: str) -> Trace:
 
     warnings = []
     if untimed:
-        warnings.append(f"{untimed} complete events without 'ts' or 'dur' skipped")
+        warnings.append(TraceWarning(kind="untimed_events", count=untimed))
     return Trace(
         gpu=GpuTable(
             start_ns=gpu.column("start_ns"),
