@@ -269,6 +269,37 @@ def test_event_gaps_inside_names_and_nested_lists_are_not_cut(
     assert rows(trace, "api") == expected(path)["api"] and len(trace.api) == 6
 
 
+def test_a_plain_file_is_read_through_its_map_with_the_same_tables(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The H200 fixture unzipped: the map, slice by slice with each slice's pages let go,
+    gives the tables the whole-file read gives (and the raw file holds)."""
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress(H200_STEP.read_bytes()))
+    monkeypatch.setattr(_kineto, "_CHUNK_BYTES", 64 << 10)  # many slices, many pages let go
+    mapped = _kineto.read_kineto_mapped(plain, str(plain))
+    assert mapped is not None
+    whole = _kineto.read_kineto(plain.read_bytes(), str(plain))
+    for table in ("gpu", "api", "ranges"):
+        assert rows(mapped, table) == rows(whole, table)
+    assert rows(read_trace(plain), "gpu") == expected(H200_STEP)["gpu"]
+
+
+@pytest.mark.parametrize("tail", [
+    ', "traceEvents": []}',  # a second key, which the whole-file decoder takes
+    ', "more": [1, 2]}',  # a list after the events: the last `]` is not theirs
+])
+def test_a_file_whose_outline_does_not_hold_is_read_whole(tmp_path: Path, tail: str) -> None:
+    events = [kernel("100.125", "2.5", 1)]
+    path = write_kineto(tmp_path / "trace.json", events)
+    path.write_text(path.read_text().rstrip().removesuffix("}") + tail)
+    assert _kineto.read_kineto_mapped(path, str(path)) is None
+    if '"traceEvents"' in tail:  # the last key wins, as in the whole-file read: no kernels
+        with pytest.raises(TraceError, match="holds no GPU kernels"):
+            read_trace(path)
+    else:
+        assert len(read_trace(path).gpu) == 1
+
+
 # --- format detection by content ---------------------------------------------------------
 
 

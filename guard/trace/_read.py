@@ -20,7 +20,7 @@ import numpy as np
 
 from guard._errors import TraceError
 from guard.trace._figures import TraceWarning
-from guard.trace._kineto import read_kineto
+from guard.trace._kineto import read_kineto, read_kineto_mapped
 from guard.trace._model import KERNEL, ApiTable, GpuTable, RangeTable, Trace
 from guard.trace._nsys import read_nsys_sqlite
 
@@ -61,7 +61,9 @@ def read_trace(path: Path, max_bytes: int = MAX_TRACE_BYTES) -> Trace:
         raise TraceError(_too_large(source, f"is {size:,} bytes, more than", max_bytes))
     if head.startswith(_SQLITE_MAGIC):
         trace = read_nsys_sqlite(path)
-    else:
+    elif not head.startswith(_GZIP_MAGIC) and (mapped := read_kineto_mapped(path, source)) is not None:
+        trace = mapped
+    else:  # gzip, or a file the map does not read: held whole, and refused with the reason where it is no trace
         raw = _read_at_most(path, max_bytes, source)
         data = _gunzip(raw, source, max_bytes) if head.startswith(_GZIP_MAGIC) else raw
         del raw
