@@ -298,6 +298,9 @@ class RefEngine:
 
     def _capture(self, state: DecodeState) -> list[torch.cuda.CUDAGraph]:
         """The graphs of one decode step over `state` (the set-up state, or a view of its first rows)."""
+        # A graph reads its tensors by address: a view's own row ids must outlive the view, or
+        # the allocator hands their memory to the next tensor and the replay reads that instead.
+        self._keep_alive.append(state)
         self.decoder.dispatch = "capacity"  # a graph replays static shapes: experts padded to capacity
         # Warm up on a side stream first, as torch requires before capture.
         warm = torch.cuda.Stream(self.device)
