@@ -24,6 +24,8 @@ from ._models import KIND_BY_NAME, InjectionSize, Kind, PairFacts, PairRecord
 from ._older import read_kept
 from ._repo import BASE_BRANCH, head_branch
 
+REPORT = "report.json.gz"  # each pair's report, kept under DIR/pairs/PAIR/
+
 
 def plan(planned: dict[str, int]) -> list[tuple[Kind, int]]:
     """Kinds take turns (aa 1, idle-1 1, ..., aa 2, ...), so a run stopped early has some of each."""
@@ -33,9 +35,6 @@ def plan(planned: dict[str, int]) -> list[tuple[Kind, int]]:
 
 def pair_id(kind: Kind, index: int) -> str:
     return f"{kind.name}-{index + 1:02d}"
-
-
-REPORT = "report.json.gz"  # each pair's report, kept under DIR/pairs/PAIR/
 
 
 @dataclass(frozen=True)
