@@ -16,7 +16,8 @@ from guard.report import (
     render_comment, run_record, share, write_report,
 )
 from tests.report_fixtures import committed, current_file, explained
-from tests.test_comment_shape import WORDS_ABOVE_THE_FOLD, _above_the_fold, _words
+from guard.report.fold import above_the_fold, words
+from tests.test_comment_shape import WORDS_ABOVE_THE_FOLD
 from tests.test_explain_mix import FALLBACK, NO_FALLBACK, SHARES, _arm, _mix
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -48,10 +49,10 @@ def test_padding_is_named_above_the_fold_with_its_share_and_the_table_is_in_its_
     found = report.explanation.mix
     assert found is not None and found.cause == "padding"
     comment = render_comment(report)
-    above = _above_the_fold(comment)
+    above = above_the_fold(comment)
     said = f"padding (rows computed that no request asked for) carries {share(found.part('padding').share)}"
     assert f"rose {found.pct:.2f}%; padding carries {share(found.part('padding').share)} of the growth." in above
-    assert _words(above) <= WORDS_ABOVE_THE_FOLD
+    assert words(above) <= WORDS_ABOVE_THE_FOLD
     assert above.count("\n|---") == 1  # the mix's table stays in its fold
     fold = _fold(comment, "Capture coverage and useful work")
     base, head = (_arm(report.base, FALLBACK), _arm(report.head, NO_FALLBACK))
@@ -68,7 +69,7 @@ def test_a_win_is_not_blamed_in_the_comment() -> None:
     report = _with_mix(WIN, NO_FALLBACK)
     assert report.explanation.mix is not None and report.explanation.mix.cause is None
     comment = render_comment(report)
-    assert "batch-size mix" not in _above_the_fold(comment)
+    assert "batch-size mix" not in above_the_fold(comment)
     fold = _fold(comment, "Capture coverage and useful work")
     assert "not slower past the threshold, so no cause is named" in fold and "carries" not in fold
 
@@ -87,7 +88,7 @@ def test_mixed_evidence_lists_the_candidates_instead_of_one_cause() -> None:
     report = explained(report.model_copy(update={"traces": traces}))
     found = report.explanation.mix
     assert found is not None and found.cause == "mixed_evidence"
-    above = _above_the_fold(render_comment(report))
+    above = above_the_fold(render_comment(report))
     assert "the evidence is mixed: padding or graph replay against eager." in above
     assert "carries" not in above.split("batch-size mix")[1]
     fold = _fold(render_comment(report), "Capture coverage and useful work")
@@ -142,15 +143,15 @@ def test_a_report_with_its_mix_reads_back_checked_and_renders_again_byte_for_byt
         check_report(forged, tmp_path / "report.json")
 
 
-def test_an_invalid_comparison_states_no_mix_cause_above_the_fold() -> None:
+def test_an_invalid_comparison_states_no_mix_causeabove_the_fold() -> None:
     from guard.compare import Reason
 
     report = _with_mix(FALLBACK, NO_FALLBACK)
     reasons = [Reason(kind="arm_failed", arm=report.head, repeats_done=2, error="exit 1")]
     invalid = explained(report.model_copy(update={"verdict": "invalid", "reasons": reasons}))
     assert invalid.explanation.mix is not None and invalid.explanation.mix.cause == "padding"  # a fact still
-    assert "batch-size mix" not in _above_the_fold(render_comment(invalid))
-    assert "batch-size mix" in _above_the_fold(render_comment(report))
+    assert "batch-size mix" not in above_the_fold(render_comment(invalid))
+    assert "batch-size mix" in above_the_fold(render_comment(report))
 
 
 def test_the_mixs_own_profiled_pass_is_its_trace_evidence() -> None:
