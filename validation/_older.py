@@ -54,7 +54,8 @@ def current_report(data: dict[str, Any]) -> Report:
             if arm.get("figures"):
                 arm["figures"]["warnings"] = []  # sentences then; the figures they spoke of are kept
     data.update(schema_version=SCHEMA_VERSION, looks=looks, reasons=[],
-                gpu_fingerprint=data["environment"].pop("gpu_state", {}),
+                # schema 4 keeps it at the top already; older ones under `environment`
+                gpu_fingerprint=data["environment"].pop("gpu_state", None) or data.get("gpu_fingerprint", {}),
                 tok_threshold_pct=data.get("tok_threshold_pct") or data["threshold_pct"],
                 alpha=data.get("alpha", 0.01),  # reports before the setting decided at 0.01
                 explanation=Explanation(headline=Headline(verdict=data["verdict"])).model_dump())
