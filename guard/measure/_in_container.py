@@ -1,6 +1,6 @@
 """One harness process in the arm's container (build.method "docker").
 
-What goes in, read-only: the harness script, the spec, the reference tokens when forced.
+What goes in, read-only: the harness's folder, the spec, the reference tokens when forced.
 What comes out: the result file and the traces, from a fresh folder that is the only
 thing the container may write besides its tmpfs, copied out as bounded regular files and
 the folder then removed. Paths in the spec are the container's; the trace paths in the
@@ -23,7 +23,8 @@ from guard.sandbox._container import SCRATCH
 
 IN_DIR = "/guard/in"
 OUT_DIR = "/guard/out"
-_HARNESS_INSIDE = "/guard/harness/run.py"
+_HARNESS_DIR = "/guard/harness"
+_HARNESS_INSIDE = f"{_HARNESS_DIR}/{HARNESS_SCRIPT.name}"
 _TRACE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 MAX_TRACE_BYTES = 4 << 30
 MAX_TRACES = 256
@@ -61,7 +62,8 @@ def run_in_container(
     outputs.mkdir()
     (outputs / "traces").mkdir()
     _give_to(container.user, [outputs, outputs / "traces"])
-    mounts = [Mount(HARNESS_SCRIPT, _HARNESS_INSIDE), Mount(outputs, OUT_DIR, writable=True)]
+    # the harness's folder, for the modules beside its script (they are loaded by path)
+    mounts = [Mount(HARNESS_SCRIPT.parent, _HARNESS_DIR), Mount(outputs, OUT_DIR, writable=True)]
     inside = payload | {"root": container.workdir, "trace_dir": f"{OUT_DIR}/traces"}
     if payload.get("reference"):
         shutil.copyfile(payload["reference"], inputs / "reference.json")
