@@ -317,6 +317,14 @@ def test_the_pipeline_builds_images_measures_in_containers_and_reuses_verified_i
     assert "was modified since it was built (image differs): rebuilding" in moved.stderr
     assert moved.stderr.count("reusing build of") == 1
     assert ours(client) == []
+
+    # `guard clean` removes the images with the builds
+    cleaned = subprocess.run([sys.executable, "-m", "guard", "clean", "--repo", str(repo), "--cache-dir", str(cache)],
+                             capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert cleaned.returncode == 0, cleaned.stderr
+    left = [t for image in client.images.list(name="regression-guard-arm") for t in image.tags
+            if t.split(":")[1].startswith((report["arms"][0]["sha"][:12], report["arms"][1]["sha"][:12]))]
+    assert left == []
     print(f"\ndocker mode: first run {first_s:.1f} s (two builds), second {second_s:.1f} s (reused)")
 
 

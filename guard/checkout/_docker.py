@@ -86,6 +86,19 @@ def check_image(image_id: str, sha: str, key: str) -> Stale | None:
     return None
 
 
+def remove_image(image_id: str, key: str) -> None:
+    """Untag and remove the image of build `key` when the tag still names `image_id`; best effort:
+    an engine that is gone, or a tag moved since, leaves it."""
+    from docker.errors import DockerException
+
+    try:
+        client = engine()
+        if client.images.get(image_tag(key)).id == image_id:
+            client.images.remove(image_tag(key))
+    except (ContainerError, DockerException):
+        pass
+
+
 def image_workdir(image_id: str) -> str:
     return _workdir(engine().images.get(image_id))
 

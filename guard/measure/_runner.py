@@ -18,8 +18,8 @@ from guard.measure._in_container import container_environment, run_in_container
 from guard.measure._models import ArmMeasurement, ReferenceTokens, RepeatResult
 from guard.measure._schedule import interleave
 from guard.sandbox import (
-    DEFAULT_PR_USER, Container, ContainerError, LaunchError, pr_environment, pr_user, run_process, seal, seal_children, shared_folder,
-    writable_file,
+    DEFAULT_PR_USER, Container, ContainerError, LaunchError, pr_environment, pr_user, run_process, seal,
+    seal_children, shared_folder, writable_file,
 )
 
 LOG_TAIL_LINES = 30
