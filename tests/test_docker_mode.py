@@ -20,7 +20,7 @@ import pytest
 
 from guard.config._models import GuardConfig
 from guard.measure._in_container import container_environment
-from guard.sandbox import Container, Mount, run_container
+from guard.sandbox import Container, Mount, guard_environment, run_container
 from guard.sandbox._container import LABEL, LABEL_BOOT, LABEL_PID, LABEL_START, boot_id, device_requests
 from tests.conftest import commit_all, git
 
@@ -72,7 +72,10 @@ def test_the_container_environment_is_the_allowlist_without_the_hosts_paths(monk
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws_secret")
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.setenv("PIP_FIND_LINKS", "/opt/wheels")
+    monkeypatch.setenv("DOCKER_HOST", "unix:///var/run/docker.sock")  # the guard's, to reach the engine
+    assert "DOCKER_HOST" in guard_environment()
     env = container_environment([], {"TORCH_LOGS": "graph_breaks"})
+    assert "DOCKER_HOST" not in env
     assert "hf_secret" not in env.values() and "ghs_secret" not in env.values() and "aws_secret" not in env.values()
     assert env["OMP_NUM_THREADS"] == "3" and env["TORCH_LOGS"] == "graph_breaks"
     assert "PATH" not in env and "PIP_FIND_LINKS" not in env  # the image's own ENV says where things are
