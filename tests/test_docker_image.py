@@ -48,8 +48,13 @@ def test_image_builds_and_runs_the_demo(client) -> None:
         stderr = container.logs(stdout=False, stderr=True).decode()
     finally:
         container.remove(force=True)
-    # Exit code 1: the demo's head is slower, as it is built to be.
-    assert status["StatusCode"] == 1, stderr[-2000:]
+    # Exit code 1: the demo's head is slower, as it is built to be; on a loaded CPU two repeats
+    # may leave it undecided (0). Either way the whole pipeline ran in the image; 2 is a failure.
+    assert status["StatusCode"] in (0, 1), stderr[-2000:]
     assert stdout.startswith("<!-- regression-guard:comment -->")
-    assert "changes CUDA graph capture and makes decode slower" in stdout
-    assert "verdict: regression" in stderr
+    assert "changes to CUDA graph capture: refengine/engine.py" in stderr
+    if status["StatusCode"] == 1:
+        assert "changes CUDA graph capture and makes decode slower" in stdout
+        assert "verdict: regression" in stderr
+    else:
+        assert "verdict: inconclusive" in stderr

@@ -285,7 +285,16 @@ def test_the_pipeline_builds_images_measures_in_containers_and_reuses_verified_i
     (repo / "wl.py").write_text(WORKLOAD.format(work=30000))
     commit_all(repo, "make decode ten times slower")
     cache = tmp_path / "cache"
+    shas = (git(repo, "rev-parse", "main"), git(repo, "rev-parse", "feature"))
+    try:
+        pipeline_in_docker(client, repo, cache, tmp_path)
+    finally:  # a failed run's images too: they are the test's
+        for image in client.images.list(name="regression-guard-arm"):
+            if image.labels.get("regression-guard.sha") in shas:
+                client.images.remove(image.id, force=True)
 
+
+def pipeline_in_docker(client, repo: Path, cache: Path, tmp_path: Path) -> None:
     started = time.monotonic()
     proc = guard_run(repo, tmp_path / "out", cache)
     first_s = time.monotonic() - started
