@@ -14,6 +14,9 @@ Stages, each result kept in DIR and reused by --resume:
      head = a commit that injects one kind (or only adds a comment, A/A), kinds taking turns;
      each pair is appended to pairs.jsonl as soon as it finishes;
   4. summary.json and summary.md, rewritten after every pair.
+--padding runs one pair alone instead: a batch-size mix whose head removes the eager fallback,
+so size 3 pads to 4; the report's mix must state that padding as the mix's shares give it
+(padding.json; validation/_padding.py).
 --budget-s stops between stages and pairs before the budget runs out; rerun with --resume.
 """
 
@@ -40,6 +43,7 @@ from guard.measure import HarnessSpec  # noqa: E402
 from guard.checkout import default_cache_dir  # noqa: E402
 from validation import _inputs as inputs  # noqa: E402
 from validation._models import KINDS, Kind, PairRecord, RunSettings, Sizing, Summary  # noqa: E402
+from validation._padding import run_padding_pair  # noqa: E402
 from validation._pairs import append_record, keep_pair_files, pair_id, plan, read_records, run_pair  # noqa: E402
 from validation._progress import (  # noqa: E402
     ASSUMED_PROCESS_S, SIZING_OVERHEAD_S, Budget, Log, eta_s, first_that_fits, minutes, pair_s,
@@ -86,6 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--jsonl", type=Path, action="append", default=[], help="more pairs.jsonl to merge (summary)")
     p.add_argument("--process-s", type=float, default=ASSUMED_PROCESS_S, help="seconds per process, for the plan")
     p.add_argument("--verbose", action="store_true", help="print the pipeline's own progress lines too")
+    p.add_argument("--padding", action="store_true",
+                   help="run the padding pair alone (size 3 of a batch-size mix padded to 4) and check its figures")
     return p
 
 
@@ -115,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.summarise_only:
             _summarise_only(args, planned, log)
             return 0
+        if args.padding:
+            return _padding(args, log)
         return _validate(args, planned, log)
     except GuardError as exc:
         print(f"validate: error: {exc.message}", file=sys.stderr)
@@ -169,6 +177,21 @@ def _validate(args: argparse.Namespace, planned: dict[str, int], log: Log) -> in
     total = sum(planned.values())
     log.say(f"complete: all {total} planned pairs are in" if summary.complete
             else f"incomplete: {summary.done} of {total} planned pairs are in; continue with --resume")
+    return 0
+
+
+def _padding(args: argparse.Namespace, log: Log) -> int:
+    settings = inputs.run_settings(args)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="guard-validate-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    workdir.chmod(workdir.stat().st_mode | 0o055)  # run as root, the arms run as build.user, which must reach it
+    repo = workdir / "engine-repo"
+    make_engine_repo(repo, settings)
+    check = run_padding_pair(repo, settings, workdir / "padding.toml", workdir / "padding", log.detail)
+    (args.out / "padding.json").write_text(check.model_dump_json(indent=2))
+    status = "met" if check.met else "not met: " + "; ".join(check.failures)
+    log.say(f"padding pair (size 3 padded to 4, expected waste {check.expected_waste:.4f}, head "
+            f"{check.head_waste}): {status}; wrote {args.out / 'padding.json'}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Command line: `guard run`, `guard demo`, `guard calibrate`, `guard comment` / `guard summary`
+"""Command line: `guard run`, `guard demo`, `guard calibrate`, `guard bisect`, `guard comment` / `guard summary`
 for GitHub, `guard export` for other tools, and `guard analyze` / `guard diff` of profiler traces.
 Errors are one message and an exit code."""
 
@@ -83,6 +83,19 @@ def _parser() -> argparse.ArgumentParser:
         help="a threshold to estimate the repeats per arm of, besides measure.threshold_pct (repeatable)",
     )
 
+    bisect = sub.add_parser(
+        "bisect", help="the first commit between a good and a bad one that made decode slower",
+        description="A binary search over the commits after GOOD on BAD's first-parent line; each step is a "
+                    "paired, interleaved run of its commit against GOOD, reusing cached builds. Exit 1: the first "
+                    "bad commit was found; 0: BAD is not slower than GOOD.")
+    bisect.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
+    bisect.add_argument("--good", required=True, help="a commit without the slowdown")
+    bisect.add_argument("--bad", required=True, help="a later commit with it, descending from GOOD")
+    bisect.add_argument("--config", type=Path, default=None, help=_CONFIG_HELP.replace("the base commit", "GOOD"))
+    bisect.add_argument("--out", type=Path, default=Path("guard-bisect"),
+                        help="folder for bisect.json and each step's report (default: guard-bisect)")
+    bisect.add_argument("--cache-dir", type=Path, default=None, help="where arm builds are kept and reused")
+
     clean = sub.add_parser(
         "clean", help="remove the worktrees and builds the guard made for a repository",
         description="Only from a cache dir the guard marked, and only the builds in it; a build that a running "
@@ -101,6 +114,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--warmup-steps", type=int, default=16)
     demo.add_argument("--repeats", type=int, default=5)
     demo.add_argument("--options", default="", help="workload options as TOML inline-table body, e.g. 'layers = 4'")
+    demo.add_argument("--scenario", default="piecewise",
+                      help="the change the demo stages: piecewise (default; one padded graph per layer), fallback "
+                           "(the eager fallback removed, MoE, a batch-size mix), fallback-win (the same removal "
+                           "where it costs nothing); docs/scenarios.md")
 
     comment = sub.add_parser(
         "comment", help="post or update the sticky pull-request comment and set the commit status",
@@ -194,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             return _artifact(args)
         if args.command == "clean":
             return _clean(args)
+        if args.command == "bisect":
+            return _bisect(args)
         return _demo(args)
     except GuardError as exc:
         print(f"guard: error: {exc.message}", file=sys.stderr)
@@ -211,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _bug_dir(args: argparse.Namespace) -> Path | None:
     """Where a traceback is kept: beside the command's outputs when it writes any."""
-    if args.command in ("run", "demo"):
+    if args.command in ("run", "demo", "bisect"):
         return args.out
     if args.command == "calibrate":
         return args.out.parent
@@ -235,6 +254,22 @@ def _run(args: argparse.Namespace) -> int:
                                   threshold_pct=args.threshold_pct),
     )
     return _finish(report, args.out, print_comment=False)
+
+
+def _bisect(args: argparse.Namespace) -> int:
+    from guard.bisect import BISECT_FILE, chain_text, commits_between, run_bisect
+    from guard.pipeline import run_config
+
+    check_out_dir(args.out)
+    commits_between(args.repo, args.good, args.bad)  # a bad range is the first thing to fix
+    config = load_caller_config(args.config, args.repo) if args.config else None  # None: GOOD's guard.toml
+    config_dir = args.config.resolve().parent if args.config else None
+    if args.own_process:  # as `guard run`: no secret in the process that builds and runs the commits
+        restart_clean(run_config(args.repo, args.good, args.bad, config, config_dir).build.pass_env)
+    result = run_bisect(args.repo, args.good, args.bad, config, args.out, args.cache_dir, _progress, config_dir)
+    sys.stdout.write(chain_text(result))
+    _progress(f"wrote {args.out / BISECT_FILE}")
+    return EXIT_REGRESSION if result.outcome == "found" else EXIT_OK
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -365,6 +400,7 @@ def _demo(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         options_toml=args.options,
         progress=_progress,
+        scenario=args.scenario,
     )
     return _finish(report, args.out, print_comment=True)
 

@@ -29,7 +29,7 @@ from guard.measure import (
 from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, slow_processes_sentence, write_report,
 )
-from guard.trace import trace_sections
+from guard.trace import mix_trace_section, trace_sections
 
 Progress = Callable[[str], None]
 
@@ -182,6 +182,8 @@ def _run_guard(
     if traces:
         progress(f"analysing {sum(len(v) for by in traces.values() for v in by.values())} profiler traces")
     sections = trace_sections(traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir)
+    mix_traces = mix_trace_section(_mix_trace_paths(measurements), base_ref.name, head_ref.name, spec.profile_steps,
+                                   out_dir)
     capture = _capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress)
     explanation = explain(
         comparison.verdict, comparison.batches, {s.batch_size: s.diff for s in sections if s.diff is not None},
@@ -222,6 +224,7 @@ def _run_guard(
         capture=capture,
         mix=mix_report(spec.mix_schedule(), spec.batch_mix_file or "batch_mix", spec.batch_mix_seed, spec.steps,
                        measurements, [a.name for a in arms]),
+        mix_traces=mix_traces,
         github_repo=github_repo,
         server_url=server_url,
         repo=str(repo),
@@ -344,6 +347,12 @@ def _trace_paths(measurements: dict[str, ArmMeasurement]) -> dict[str, dict[int,
                 if run.trace:
                     found.setdefault(arm, {}).setdefault(run.batch_size, []).append((result.repeat, Path(run.trace)))
     return found
+
+
+def _mix_trace_paths(measurements: dict[str, ArmMeasurement]) -> dict[str, list[tuple[int, Path]]]:
+    """arm -> (repeat, trace) for every profiled pass of the mix that left a trace."""
+    return {arm: found for arm, m in measurements.items()
+            if (found := [(r.repeat, Path(r.mix.trace)) for r in m.repeats if r.mix and r.mix.trace])}
 
 
 def _described(measurements: dict[str, ArmMeasurement], arm: str) -> dict[str, object]:

@@ -22,6 +22,7 @@ from tests.report_fixtures import committed, current_file, explained, remeasured
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CPU_DEMO = REPO_ROOT / "docs" / "examples" / "cpu-demo"
+H200_DEMO = REPO_ROOT / "docs" / "examples" / "h200-demo-545b03b"  # a fresh run of this schema on the H200
 RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")
 OUTPUT_CHANGED = current_file(REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-output-change"
                               / "report.json")
@@ -52,6 +53,7 @@ def _reports() -> dict[str, Report]:
         "regression, as committed (an ablation arm, 2 batch sizes)": rich,
         "regression out of CUDA graphs": committed(FELL_OUT),
         "CPU demo": read_report(CPU_DEMO / "report.json"),
+        "H200 demo, fresh": read_report(H200_DEMO / "report.json"),
     }
 
 
@@ -146,10 +148,11 @@ def test_github_renders_the_folds_closed_and_balanced(name: str) -> None:
     assert page.tags[0] == "p" and "strong" in page.tags[:3]  # the title, in bold, first
 
 
-def test_a_current_report_renders_again_byte_for_byte() -> None:
-    report = read_report(CPU_DEMO / "report.json")
-    assert (CPU_DEMO / "comment.md").read_text(encoding="utf-8") == render_comment(report)
-    assert report.model_dump_json(indent=2) + "\n" == (CPU_DEMO / "report.json").read_text(encoding="utf-8")
+@pytest.mark.parametrize("example", [CPU_DEMO, H200_DEMO], ids=["cpu", "h200"])
+def test_a_current_report_renders_again_byte_for_byte(example: Path) -> None:
+    report = read_report(example / "report.json")
+    assert (example / "comment.md").read_text(encoding="utf-8") == render_comment(report)
+    assert report.model_dump_json(indent=2) + "\n" == (example / "report.json").read_text(encoding="utf-8")
 
 
 def test_the_published_json_schema_is_the_models_own() -> None:

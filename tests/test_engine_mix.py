@@ -119,3 +119,20 @@ def test_captured_sizes_replay_graphs_and_others_follow_the_policy_on_gpu(fallba
         else:
             assert info["path"] == "graph" and info["padded_to"] == next(c for c in CAPTURED if c >= size)
         assert sum(info["expert_tokens"]) == size * 2 * 2
+
+
+@pytest.mark.gpu
+def test_an_eager_exact_moe_step_never_waits_for_the_host_on_gpu() -> None:
+    """The exact dispatch keeps the GPU fed: a host sync in it would make eager steps look slow
+    for the wrong reason (the GPU idle while the host catches up), not for their work."""
+    engine = RefEngine(capture=False, moe_dispatch="exact", **SMALL, **MOE)
+    engine.setup(6)
+    engine.step()
+    ids = torch.tensor([1, 2, 3], device=engine.device)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        engine.step(ids)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert engine.step_info()["path"] == "eager" and engine.step_info()["padded_to"] == 3

@@ -116,12 +116,12 @@ def test_an_arm_whose_host_outran_its_hold_is_flagged() -> None:
     assert outran.unheld_share == pytest.approx(285 / 300)
     one = report.model_copy(update={"batch_sizes": [batch.model_copy(update={"arms": [held, outran]})]})
     comment = render_comment(one)
-    assert "only the head arm's host was still launching steps when their hold ran out (base 0.3%, head 95%" in comment
+    assert "base 0.3%, head 95% of the GPU-timed steps also timed the host's launch: the head arm was not" in comment
     base_outran = base.model_copy(update={"steps": steps, "unheld_steps": [50, 60, 70], "outran_hold": True})
     both = report.model_copy(update={"batch_sizes": [batch.model_copy(update={"arms": [base_outran, outran]})]})
-    assert "includes launch time in both arms" in render_comment(both)
+    assert "also timed the host's launch, in both arms" in render_comment(both)
     neither = report.model_copy(update={"batch_sizes": [batch.model_copy(update={"arms": [held, held]})]})
-    assert "hold ran out" not in render_comment(neither)
+    assert "also timed the host's launch" not in render_comment(neither)
 
 
 def test_compare_decides_and_keeps_whether_an_arm_outran_its_hold() -> None:
@@ -150,4 +150,4 @@ def test_a_report_written_before_the_decision_was_kept_gets_it_from_its_own_coun
     report = committed(path)  # schema 1, read as data
     base, head = report.batch_sizes[0].arms
     assert (base.unheld_steps, base.outran_hold, head.outran_hold) == ([4, 5, 3], True, False)
-    assert "only the base arm's host was still launching steps" in render_comment(report)
+    assert "timed the host's launch: the base arm was not timed like the other" in render_comment(report)

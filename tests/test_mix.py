@@ -78,10 +78,13 @@ def test_the_mix_file_is_read_from_the_base_commit_and_checked(tmp_path: Path) -
     git(repo, "commit", "-qm", "sizes")
     sha = git(repo, "rev-parse", "HEAD").strip()
     (repo / "bench" / "sizes.txt").write_text("1\n")  # the work tree is not what is read
-    spec = HarnessSpec(batch_mix_file="bench/sizes.txt", warmup_steps=1, steps=3)
+    spec = HarnessSpec(batch_mix_file="bench/sizes.txt", warmup_steps=1, steps=3, profile_steps=0)
     read = with_mix_file(spec, CommitFiles(repo=repo, sha=sha))
     assert read.batch_mix_steps == [3, 1, 9]
     assert read.mix_schedule() == [3, 1, 9, 3, 1, 9, 3]  # production order, repeated from its start
+    # a profiled pass longer than the two timed ones goes on past them, changing none of their steps
+    longer = read.model_copy(update={"profile_steps": 8}).mix_schedule()
+    assert longer == [3, 1, 9, 3, 1, 9, 3, 1, 9]
     with pytest.raises(ConfigError, match="not found"):
         with_mix_file(spec.model_copy(update={"batch_mix_file": "bench/none.txt"}), CommitFiles(repo=repo, sha=sha))
     with pytest.raises(ConfigError, match="line 2: '0' is not a batch size"):

@@ -103,7 +103,7 @@ def test_slower_head_is_a_regression(tmp_path: Path) -> None:
     comment = (out / "comment.md").read_text()
     assert "make decode ten times slower" in comment
     assert comment.splitlines()[1].startswith("**Decode ") and "% slower at batch size " in comment.splitlines()[1]
-    assert "The output tokens are identical in every process." in comment
+    assert "; the output tokens are identical in every process." in comment
     # progress is shown for every process, in interleaved order
     runs = [line for line in proc.stderr.splitlines() if " repeat " in line and "/6]" in line]
     # in mirrored rounds: base, head, then head, base

@@ -1,5 +1,5 @@
 """Make a git repository whose base commit holds the reference engine and whose head
-commit changes how decode is captured, so that decode gets slower."""
+commit changes how decode is captured, as one of the scenarios says (guard/demo/_scenarios.py)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from guard._errors import ConfigError
+from guard.config._toml import parse_toml
+from guard.demo._scenarios import DEFAULT_SCENARIO, ENGINE_FILE, SCENARIOS, Scenario
+
 ENGINE_DIR = Path(__file__).resolve().parents[1] / "engine"
 ENGINE_FILES = ("__init__.py", "model.py", "engine.py")
-HEAD_BRANCH = "piecewise-capture"
-
-BASE_CAPTURE = 'CAPTURE_MODE = "step"\n'
-HEAD_CAPTURE = 'CAPTURE_MODE = "layer"\n'
-BASE_SIZES = "CAPTURE_BATCH_SIZES = (1, 2)\n"
-HEAD_SIZES = "CAPTURE_BATCH_SIZES = (4,)\n"
-
-HEAD_MESSAGE = """engine: capture decode piecewise, one graph per layer, at one padded size
-
-One graph per layer at batch size 4 replaces one whole-step graph per batch
-size: capture takes less memory and time, and batch sizes 1-4 share it.
-"""
-
 PYPROJECT = """[build-system]
 requires = ["setuptools"]
 build-backend = "setuptools.build_meta"
@@ -44,15 +35,20 @@ __all__ = ["make"]
 '''
 
 
-def _config(steps: int, warmup_steps: int, repeats: int, options_toml: str) -> str:
+def _config(scenario: Scenario, steps: int, warmup_steps: int, repeats: int, options_toml: str) -> str:
+    given = parse_toml(f"options = {{ {options_toml} }}".encode(), "--options",
+                       "give the body of a TOML inline table, e.g. 'layers = 4, max_len = 128'")["options"]
+    ours = [f"{name} = {value}" for name, value in scenario.options if name not in given]
+    options = ", ".join(ours + [options_toml.strip()] if options_toml.strip() else ours) if ours else options_toml
+    mix = f"batch_mix = {scenario.batch_mix}\n" if scenario.batch_mix else ""
     return f"""# regression-guard configuration
 [workload]
 entry = "bench/guard_workload.py:make"
-batch_sizes = [1, 2]
+{scenario.comment}batch_sizes = [{", ".join(map(str, scenario.batch_sizes))}]
 steps = {steps}
 warmup_steps = {warmup_steps}
-options = {{ {options_toml} }}
-
+options = {{ {options} }}
+{mix}
 [build]
 method = "venv"
 # No network on a GPU runner: build with what the runner's environment has.
@@ -60,15 +56,14 @@ install = "pip install --no-deps --no-build-isolation --no-index ."
 
 [measure]
 repeats = {repeats}
+{scenario.arms}"""
 
-# An ablation arm: the head build again, with graphs at batch sizes 1 and 2 as on base,
-# so the table separates what padding costs from what the per-layer graphs cost.
-[[arms]]
-name = "head-unpadded"
-from = "head"
-env = {{ REFENGINE_CAPTURE_BATCH_SIZES = "1,2" }}
-label = "same build, graphs at batch sizes 1 and 2 (no padding)"
-"""
+
+def scenario_named(name: str) -> Scenario:
+    """The scenario called `name`, or a ConfigError that lists them."""
+    if name not in SCENARIOS:
+        raise ConfigError(f"--scenario: there is no scenario {name!r:.40}; choose one of {', '.join(SCENARIOS)}")
+    return SCENARIOS[name]
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -86,9 +81,12 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def make_demo_repo(
-    repo: Path, steps: int = 128, warmup_steps: int = 16, repeats: int = 5, options_toml: str = ""
+    repo: Path, steps: int = 128, warmup_steps: int = 16, repeats: int = 5, options_toml: str = "",
+    scenario: str = DEFAULT_SCENARIO,
 ) -> tuple[str, str]:
-    """Create the repository at `repo` (must not exist); return (base sha, head branch)."""
+    """Create the repository at `repo` (must not exist) for `scenario`; return (base sha, head branch)."""
+    staged = scenario_named(scenario)
+    config = _config(staged, steps, warmup_steps, repeats, options_toml)  # a bad --options fails before any file
     repo.mkdir(parents=True)
     _git(repo, "init", "--quiet", "--initial-branch=main")
     package = repo / "refengine"
@@ -98,20 +96,21 @@ def make_demo_repo(
     (repo / "bench").mkdir()
     (repo / "bench" / "guard_workload.py").write_text(WORKLOAD)
     (repo / "pyproject.toml").write_text(PYPROJECT)
-    (repo / "guard.toml").write_text(_config(steps, warmup_steps, repeats, options_toml))
+    (repo / "guard.toml").write_text(config)
     (repo / ".gitignore").write_text("*.egg-info/\nbuild/\n__pycache__/\n")
     _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "Reference engine: decode captured as one CUDA graph per batch size")
+    _git(repo, "commit", "--quiet", "-m", staged.base_message)
     base_sha = _git(repo, "rev-parse", "HEAD")
 
-    _git(repo, "checkout", "--quiet", "-b", HEAD_BRANCH)
-    engine = package / "engine.py"
+    _git(repo, "checkout", "--quiet", "-b", staged.head_branch)
+    engine = package / ENGINE_FILE
     source = engine.read_text()
-    for old, new in ((BASE_CAPTURE, HEAD_CAPTURE), (BASE_SIZES, HEAD_SIZES)):
-        if old not in source:
-            raise RuntimeError(f"demo: engine.py no longer contains {old.strip()!r}; update guard/demo/_repo.py")
+    for old, new in staged.edits:
+        if source.count(old) != 1:
+            raise RuntimeError(f"demo: engine.py no longer holds {old.strip()!r:.80} once; update "
+                               "guard/demo/_scenarios.py")
         source = source.replace(old, new)
     engine.write_text(source)
-    _git(repo, "commit", "--quiet", "-am", HEAD_MESSAGE)
+    _git(repo, "commit", "--quiet", "-am", staged.head_message)
     _git(repo, "checkout", "--quiet", "main")
-    return base_sha, HEAD_BRANCH
+    return base_sha, staged.head_branch

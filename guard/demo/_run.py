@@ -6,7 +6,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from guard.demo._repo import make_demo_repo
+from guard.demo._repo import make_demo_repo, scenario_named
+from guard.demo._scenarios import DEFAULT_SCENARIO
 from guard.pipeline import run_guard
 from guard.report import Report
 
@@ -19,7 +20,9 @@ def run_demo(
     repeats: int = 5,
     options_toml: str = "",
     progress: Callable[[str], None] = lambda _: None,
+    scenario: str = DEFAULT_SCENARIO,
 ) -> Report:
+    staged = scenario_named(scenario)  # before anything is made
     if workdir is None:
         parent = Path(tempfile.mkdtemp(prefix="guard-demo-"))
         parent.chmod(0o755)  # run as root, the arms' code runs as build.user, which must reach the repo
@@ -28,7 +31,7 @@ def run_demo(
     repo = parent / "engine-repo"
     if repo.exists():
         raise FileExistsError(f"{repo} exists; pass an empty --workdir")
-    _, head = make_demo_repo(repo, steps, warmup_steps, repeats, options_toml)
-    progress(f"demo repository at {repo}: base is main, head is branch {head} (piecewise, padded capture)")
+    _, head = make_demo_repo(repo, steps, warmup_steps, repeats, options_toml, scenario)
+    progress(f"demo repository at {repo} ({staged.name}): base is main, head is branch {head} ({staged.summary})")
     # config None: guard.toml from the base commit, as `guard run` reads it
     return run_guard(repo, None, head, None, out_dir.resolve(), progress=progress)

@@ -124,6 +124,8 @@ class RefEngine:
         self.teardown()
         self.batch = batch_size
         self.run_batch = self._padded(batch_size)
+        if self.fallback and batch_size not in self.capture_batch_sizes:
+            self.run_batch = batch_size  # the fallback: a size without a graph of its own runs eagerly
         self.state = DecodeState.empty(self.spec, self.run_batch, self.device, self.dtype)
         if self.use_graphs and self.fallback is not None:
             # a capture policy: every captured size up to this one, for a mix's smaller steps, on
@@ -151,6 +153,8 @@ class RefEngine:
         if tokens is not None:
             self.state.token[:rows].copy_(tokens)
         size, captured = self._policy(rows)
+        if self.fallback and rows not in self.capture_batch_sizes:
+            size, captured = rows, False  # the fallback: a size without a graph of its own runs eagerly
         graphs = self.graphs_by_size.get(size, []) if captured else []
         if graphs and self.fallback is not None:
             self.active.fill_(rows)
@@ -176,17 +180,17 @@ class RefEngine:
     def _policy(self, rows: int) -> tuple[int, bool]:
         """(rows to compute, whether that is a captured size) for a step of `rows` real rows:
         `capture_eligible(shape) ? replay_graph : run_eager`. The set-up size is what setup()
-        chose. Under a capture policy a smaller one gets its own graph, or with fallback runs
-        eagerly at its shape, or without it pads up to the next captured size (eagerly past the
-        largest); without a policy it runs eagerly at its shape."""
+        chose. Under a capture policy a smaller one gets its own graph or pads up to the next
+        captured size; past the largest no graph holds it, and it runs eagerly at its shape, as
+        engines do past their largest capture. The fallback (in setup() and step()) runs every
+        size without a graph of its own eagerly instead. Without a policy a smaller size runs
+        eagerly at its shape."""
         if rows == self.batch:
             return self.run_batch, self.run_batch in self.capture_batch_sizes
         if self.fallback is None:
             return rows, False  # the fixed-size policy has one graph, the set-up size's
         if rows in self.capture_batch_sizes:
             return rows, True
-        if self.fallback:
-            return rows, False
         bigger = [size for size in self.capture_batch_sizes if rows < size <= self.run_batch]
         return (min(bigger), True) if bigger else (rows, False)
 
@@ -254,8 +258,6 @@ class RefEngine:
         return [state.token, state.pos, *state.k_cache, *state.v_cache]
 
     def _padded(self, batch_size: int) -> int:
-        if self.fallback and batch_size not in self.capture_batch_sizes:
-            return batch_size  # the fallback: its own shape, eagerly
         for size in self.capture_batch_sizes:
             if size >= batch_size:
                 return size
@@ -298,6 +300,9 @@ class RefEngine:
 
     def _capture(self, state: DecodeState) -> list[torch.cuda.CUDAGraph]:
         """The graphs of one decode step over `state` (the set-up state, or a view of its first rows)."""
+        # A graph reads its tensors by address: a view's own row ids must outlive the view, or
+        # the allocator hands their memory to the next tensor and the replay reads that instead.
+        self._keep_alive.append(state)
         self.decoder.dispatch = "capacity"  # a graph replays static shapes: experts padded to capacity
         # Warm up on a side stream first, as torch requires before capture.
         warm = torch.cuda.Stream(self.device)

@@ -173,7 +173,8 @@ class Decoder:
         # graph holds kernels of more than one stream.
         self.side_stream = side_stream
         # how routed experts are computed: "capacity", every expert padded to a static capacity
-        # (what a graph can replay), or "exact", each expert on exactly its tokens (eager only)
+        # (what a graph replays: every expert's weights read, E x B rows), or "exact", each token
+        # on exactly its top-k experts (B x k rows, each through its routed expert's weights alone)
         self.dispatch = "capacity"
         self.loads: torch.Tensor | None = None  # [E] int64: tokens per expert this step, over the layers
 
@@ -199,13 +200,12 @@ class Decoder:
             out = out @ lw["e_down"]
             picked = out[expert, slot]  # combine
         else:
-            picked = torch.zeros(batch * top_k, h.shape[1], device=h.device, dtype=h.dtype)
-            for index in range(experts):
-                where = (expert == index).nonzero().squeeze(1)
-                if where.numel():
-                    x = h.index_select(0, token.index_select(0, where))
-                    gate, up, down = lw["e_gate"][index], lw["e_up"][index], lw["e_down"][index]
-                    picked.index_copy_(0, where, (torch.nn.functional.silu(x @ gate) * (x @ up)) @ down)
+            # each (token, choice) pair through its own expert's weights, gathered: exactly the routed
+            # work, without the host sync that splitting rows by expert would need (a sync leaves
+            # the GPU idle while the host catches up, which is not what an exact kernel costs)
+            x = h.index_select(0, token).unsqueeze(1)  # [B * k, 1, d]
+            gate, up, down = (lw[name].index_select(0, expert) for name in ("e_gate", "e_up", "e_down"))
+            picked = ((torch.nn.functional.silu(x @ gate) * (x @ up)) @ down).squeeze(1)
         return (picked * weight.reshape(-1, 1)).view(batch, top_k, -1).sum(1)
 
     def embed(self, state: DecodeState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -7,9 +7,9 @@ the version of the JSON it reads and writes.
 
 from pathlib import Path
 
-from guard.harness._mix import draw_schedule
+from guard.harness._mix import draw_schedule, pass_lengths
 from guard.harness._protocol import PROTOCOL_VERSION
 
 HARNESS_SCRIPT = Path(__file__).with_name("run.py")
 
-__all__ = ["HARNESS_SCRIPT", "PROTOCOL_VERSION", "draw_schedule"]
+__all__ = ["HARNESS_SCRIPT", "PROTOCOL_VERSION", "draw_schedule", "pass_lengths"]

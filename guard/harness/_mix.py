@@ -56,6 +56,17 @@ def draw_schedule(
     return schedule
 
 
+def pass_lengths(warmup_steps: int, steps: int, profile_steps: int = 0) -> list[int]:
+    """The schedule's segments after a setup: warmup, end-to-end pass, GPU-timed pass, and the
+    steps a profiled pass longer than the two timed ones needs past them. The profiled pass
+    decodes from the end-to-end pass's start, so a shorter one needs no segment of its own;
+    segments are drawn in order, so this last one changes none before it."""
+    lengths = [warmup_steps, steps, steps]
+    if profile_steps > 2 * steps:
+        lengths.append(profile_steps - 2 * steps)
+    return lengths
+
+
 def max_batch_size(mix: dict[int, float] | None, sequence: list[int] | None) -> int:
     return max(mix) if mix else max(sequence or [1])
 

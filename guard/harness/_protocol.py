@@ -2,4 +2,6 @@
 it writes). Bump it on any change the other side would misread. Standard library only: run.py
 loads this file by path inside the arm's environment, and the guard imports it."""
 
-PROTOCOL_VERSION = 1
+# 2: the mix pass settles before its timed steps and comes before every profiled pass, so its
+# figures are not taken after a profiler session; its result holds its own profiled trace
+PROTOCOL_VERSION = 2

@@ -456,14 +456,19 @@ def profile_batch(
         if torch.cuda.is_available():
             torch.cuda.synchronize()
     phase("profiled pass: profiler and steps")
+    write_trace(prof, trace_path)
+    phase("profiled pass: trace export")
+    return {"trace": str(trace_path), "profile_steps": steps}
+
+
+def write_trace(prof: Any, trace_path: Path) -> None:
+    """The profiler's Chrome trace, gzipped, at `trace_path`."""
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(raw))
         trace_path.parent.mkdir(parents=True, exist_ok=True)
         with raw.open("rb") as src, gzip.open(trace_path, "wb", compresslevel=3) as dst:
             shutil.copyfileobj(src, dst)
-    phase("profiled pass: trace export")
-    return {"trace": str(trace_path), "profile_steps": steps}
 
 
 # --- batch-size mix ----------------------------------------------------------------------
@@ -556,24 +561,75 @@ def _mix_steps(
 
 
 def mix_schedule(spec: dict[str, Any]) -> list[int] | None:
-    """The spec's schedule: warmup, end-to-end pass, GPU-timed pass (None: no mix)."""
+    """The spec's schedule: warmup, end-to-end pass, GPU-timed pass, and what a longer
+    profiled pass needs past them (None: no mix)."""
     mix = spec.get("batch_mix")
     sequence = spec.get("batch_mix_steps")
     if not mix and not sequence:
         return None
-    lengths = [spec["warmup_steps"], spec["steps"], spec["steps"]]
+    lengths = mixes.pass_lengths(spec["warmup_steps"], spec["steps"], spec.get("profile_steps", 0))
     return mixes.draw_schedule(lengths, int(spec.get("batch_mix_seed", 0)),
                                {int(k): float(v) for k, v in mix.items()} if mix else None, sequence)
 
 
+def _mix_start(
+    workload: Any, torch: Any, schedule: list[int], reference: list[list[int]] | None, tokens: list[list[int]],
+) -> tuple[MixFeed, Any]:
+    """After a setup(): the feed of the schedule, and the lead step of every row (its ids
+    appended to `tokens`); returns the feed and the lead step's output."""
+    width = max(schedule)
+    feed = MixFeed(torch, width, schedule, reference, workload_device(workload))
+    lead = workload.step(None)
+    tokens.append(token_ids(lead, width))
+    feed.saw(tokens[-1])
+    return feed, lead
+
+
+def settle_mix(
+    workload: Any, torch: Any, schedule: list[int], pass_steps: int, max_s: float,
+    reference: list[list[int]] | None, window_s: float = host.WINDOW_S,
+) -> dict[str, Any]:
+    """The fixed sizes' warmup (`warm_up`) over the mix, after its setup(): untimed passes of
+    the schedule's first `pass_steps` steps, each from a setup() and the lead step, until the
+    rolling median of real rows per second over windows settles or `max_s` seconds of decode
+    have gone; then setup() again, so that the timed passes start where every pass does.
+    Nothing when `max_s` is 0."""
+    if max_s <= 0:
+        return {"warmup_s": 0.0, "warmup_settled": None}
+    width = max(schedule)
+    rates: list[float] = []
+    rows, total, elapsed = 0, 0.0, 0.0
+    is_settled = False
+    started = False
+    while elapsed < max_s and not is_settled:
+        if started:
+            workload.setup(width)
+        started = True
+        feed, _ = _mix_start(workload, torch, schedule, reference, [])
+        for k in range(pass_steps):
+            t0 = time.perf_counter()
+            feed.saw(token_ids(workload.step(feed.input(k)), schedule[k]))
+            seconds = time.perf_counter() - t0
+            elapsed, rows, total = elapsed + seconds, rows + schedule[k], total + seconds
+            if total >= window_s:
+                rates.append(rows / total)
+                rows, total = 0, 0.0
+                is_settled = host.settled(rates)
+            if elapsed >= max_s or is_settled:
+                break
+    workload.setup(width)
+    return {"warmup_s": elapsed, "warmup_settled": is_settled}
+
+
 def run_mix(
     workload: Any, torch: Any, schedule: list[int], steps: int, warmup_steps: int,
-    reference: list[list[int]] | None = None,
+    reference: list[list[int]] | None = None, warmup_max_s: float = 0.0, window_s: float = host.WINDOW_S,
 ) -> dict[str, Any]:
-    """The mix pass: setup() once for the largest size, a lead step of every row, then the
-    schedule: `warmup_steps` untimed, `steps` end-to-end (host clock; on a CPU, the step
-    times), on a GPU `steps` more held and CUDA-event timed, as the fixed sizes are. Each
-    step(tokens) gets its active rows' input ids, so tokens' length is the step's batch size."""
+    """The mix pass: setup() once for the largest size, the settling warmup (`settle_mix`),
+    a lead step of every row, then the schedule: `warmup_steps` untimed, `steps` end-to-end
+    (host clock; on a CPU, the step times), on a GPU `steps` more held and CUDA-event timed,
+    as the fixed sizes are. Each step(tokens) gets its active rows' input ids, so tokens'
+    length is the step's batch size."""
     if not accepts_tokens(workload):
         raise WorkloadError("a batch_mix needs a workload whose step(tokens) takes its input ids (the active "
                             "rows' ids set the step's batch size); see docs/workload-protocol.md")
@@ -583,10 +639,9 @@ def run_mix(
     setup_s = time.perf_counter() - t0
     describe = getattr(workload, "describe", None)
     described = describe() if callable(describe) else {}
-    feed = MixFeed(torch, width, schedule, reference, workload_device(workload))
-    lead = workload.step(None)
-    tokens = [token_ids(lead, width)]
-    feed.saw(tokens[0])
+    warmup = settle_mix(workload, torch, schedule, warmup_steps + steps, warmup_max_s, reference, window_s)
+    tokens: list[list[int]] = []
+    feed, lead = _mix_start(workload, torch, schedule, reference, tokens)
     _mix_steps(workload, torch, feed, 0, warmup_steps, tokens)
     cuda_ok = torch is not None and torch.cuda.is_available() and uses_cuda(lead)
     collecting = gc.isenabled()
@@ -615,23 +670,49 @@ def run_mix(
         "tokens": tokens,
         "forced": reference is not None,
         "workload": described,
+        **warmup,
     }
     return run
 
 
-def reference_mix(workload: Any, torch: Any, schedule: list[int], steps: int, warmup_steps: int) -> dict[str, Any]:
+def profile_mix(
+    workload: Any, torch: Any, schedule: list[int], warmup_steps: int, steps: int, trace_path: Path,
+    phase: Callable[[str], None] = lambda name: None, reference: list[list[int]] | None = None,
+) -> dict[str, Any]:
+    """The mix under the profiler, after every timed pass, as `profile_batch` is for a fixed
+    size: setup(), the lead step, the warmup's steps, then the next `steps` of the schedule
+    (the end-to-end pass's, on into the GPU-timed pass's when longer), each a guard.step range."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    workload.setup(max(schedule))
+    feed, _ = _mix_start(workload, torch, schedule, reference, [])
+    for k in range(warmup_steps):
+        feed.saw(token_ids(workload.step(feed.input(k)), schedule[k]))
+    phase("profiled pass: setup and warmup")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for k in range(warmup_steps, warmup_steps + steps):
+            with record_function("guard.step"):  # the analysis splits the trace into steps by this range
+                feed.saw(token_ids(workload.step(feed.input(k)), schedule[k]))
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    phase("profiled pass: profiler and steps")
+    write_trace(prof, trace_path)
+    phase("profiled pass: trace export")
+    return {"trace": str(trace_path), "profile_steps": steps}
+
+
+def reference_mix(
+    workload: Any, torch: Any, schedule: list[int], steps: int, warmup_steps: int, profile_steps: int = 0,
+) -> dict[str, Any]:
     """The mix decoded free-running, untimed, on the same schedule: a lead step of every row,
     then each step's active rows from their own last outputs; as long as a measured process's
-    passes (on a GPU, the GPU-timed one too)."""
+    passes (on a GPU, the GPU-timed one too, or the profiled pass if that is longer)."""
     if not accepts_tokens(workload):
         return {"tokens": []}
-    width = max(schedule)
-    workload.setup(width)
-    feed = MixFeed(torch, width, schedule, None, workload_device(workload))
-    lead = workload.step(None)
-    tokens = [token_ids(lead, width)]
-    feed.saw(tokens[0])
-    total = warmup_steps + (2 * steps if uses_cuda(lead) else steps)
+    workload.setup(max(schedule))
+    tokens: list[list[int]] = []
+    feed, lead = _mix_start(workload, torch, schedule, None, tokens)
+    total = warmup_steps + (max(2 * steps, profile_steps) if uses_cuda(lead) else steps)
     _mix_steps(workload, torch, feed, 0, total, tokens)
     return {"tokens": tokens}
 # --- end batch-size mix ------------------------------------------------------------------
@@ -778,7 +859,8 @@ def main(argv: list[str]) -> int:
             schedule = mix_schedule(spec)
             if schedule is not None and forcing:
                 stage = "reference pass, batch-size mix"
-                result["mix"] = reference_mix(workload, torch, schedule, spec["steps"], spec["warmup_steps"])
+                result["mix"] = reference_mix(workload, torch, schedule, spec["steps"], spec["warmup_steps"],
+                                              spec.get("profile_steps", 0))
             phase("reference passes")
             result |= {"runs": runs, "finished_at": time.time()}
             out_path.write_text(json.dumps(result))
@@ -797,10 +879,29 @@ def main(argv: list[str]) -> int:
             runs.append(run_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"], reference,
                                   spec.get("tok_per_s_min_s", 0.0), spec.get("warmup_max_s", 0.0), phase,
                                   spec.get("tok_per_s_window_s", host.WINDOW_S)))
-        # Profiled passes come after every timed pass: a profiler session leaves the process
-        # slower (H200: +22% GPU time per step afterwards; benchmarks/profiler_aftereffect.py).
-        # Last batch size first: its setup() is the one still in place, which a workload can reuse.
+        schedule = mix_schedule(spec)
+        if schedule is not None:
+            stage = "batch-size mix"
+            log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch-size mix up to {max(schedule)}, "
+                f"{spec['warmup_steps']} warmup + {spec['steps']} timed steps")
+            result["mix"] = run_mix(workload, torch, schedule, spec["steps"], spec["warmup_steps"],
+                                    references.get("mix"), spec.get("warmup_max_s", 0.0),
+                                    spec.get("tok_per_s_window_s", host.WINDOW_S))
+            phase("batch-size mix")
+        # Profiled passes come after every timed pass, the mix's included: a profiler session
+        # leaves the process slower (H200: +22% GPU time per step afterwards;
+        # benchmarks/profiler_aftereffect.py). The mix first, then the last batch size: the
+        # setup() still in place, which a workload can reuse, comes first.
         profile_steps = spec.get("profile_steps", 0)
+        mix = result.get("mix")
+        if schedule is not None and mix is not None and profile_steps and mix["timer"] == "cuda_event" \
+                and spec.get("trace_dir"):
+            stage = "profiled pass, batch-size mix"
+            log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch-size mix, {profile_steps} profiled steps")
+            phase("timed passes")
+            mix |= profile_mix(workload, torch, schedule, spec["warmup_steps"], profile_steps,
+                               Path(spec["trace_dir"]) / f"{spec.get('arm')}-{spec.get('repeat')}-mix.trace.json.gz",
+                               phase, references.get("mix"))
         for run in reversed(runs):
             if not (profile_steps and run["timer"] == "cuda_event" and spec.get("trace_dir")):
                 continue
@@ -815,14 +916,6 @@ def main(argv: list[str]) -> int:
                 phase, references.get(batch_size),
             )
         result["runs"] = runs
-        schedule = mix_schedule(spec)
-        if schedule is not None:
-            stage = "batch-size mix"
-            log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch-size mix up to {max(schedule)}, "
-                f"{spec['warmup_steps']} warmup + {spec['steps']} timed steps")
-            result["mix"] = run_mix(workload, torch, schedule, spec["steps"], spec["warmup_steps"],
-                                    references.get("mix"))
-            phase("batch-size mix")
         teardown = getattr(workload, "teardown", None)
         if callable(teardown):
             teardown()

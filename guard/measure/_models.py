@@ -109,6 +109,10 @@ class MixRun(BaseModel):
     step_info: list[StepInfo] | None = None  # one per timed step; None: the workload has no step_info()
     tokens: list[list[int]]  # the lead step (every row), then one row per schedule step, as wide as its batch
     workload: dict[str, Any] = {}
+    warmup_s: float = 0.0  # the settling warmup before its timed steps, as for a fixed size
+    warmup_settled: bool | None = None  # None: no settling warmup (warmup_max_s 0)
+    trace: str | None = None  # gzipped profiler trace of its profiled pass, after every timed pass, on a GPU
+    profile_steps: int = 0
     forced: bool = False
     disagreements: int | None = None  # counted by the guard, as for the fixed sizes
     compared: int = 0

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from guard._errors import ConfigError
 from guard.config import Workload
-from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION, draw_schedule
+from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION, draw_schedule, pass_lengths
 from guard.measure._disagreements import with_disagreements
 from guard.measure._in_container import container_environment, run_in_container
 from guard.measure._models import ArmMeasurement, ReferenceTokens, RepeatResult
@@ -57,8 +57,8 @@ class HarnessSpec(Workload):
         """The mix pass's active batch size per step, as every process draws it; None: no mix."""
         if self.batch_mix is None and self.batch_mix_steps is None:
             return None
-        return draw_schedule([self.warmup_steps, self.steps, self.steps], self.batch_mix_seed, self.batch_mix,
-                             self.batch_mix_steps)
+        return draw_schedule(pass_lengths(self.warmup_steps, self.steps, self.profile_steps), self.batch_mix_seed,
+                             self.batch_mix, self.batch_mix_steps)
 
     @classmethod
     def of(cls, workload: Workload, **more: Any) -> HarnessSpec:
@@ -233,12 +233,12 @@ def _harness_answer(exit_code: int | None, result_path: Path, log_path: Path, ti
 def _check_traces(result: RepeatResult, trace_dir: Path, stem: Path) -> None:
     """A trace the guard reads must be a file the process wrote in the traces folder: the
     result names it, and the guard, perhaps root, must not read another file for it."""
-    for run in result.runs:
-        if run.trace is None:
+    for trace in [run.trace for run in result.runs] + [result.mix.trace if result.mix else None]:
+        if trace is None:
             continue
-        path = Path(run.trace)
+        path = Path(trace)
         if path.parent != trace_dir or not path.is_file() or path.is_symlink():
-            raise RunFailed(f"harness result {stem}.json names the trace {run.trace}, which is not a file the "
+            raise RunFailed(f"harness result {stem}.json names the trace {trace}, which is not a file the "
                             f"process wrote in {trace_dir}", "")
 
 

@@ -140,14 +140,12 @@ def unheld_notes(report: Report) -> list[str]:
             continue
         shares = ", ".join(f"{text(name)} {words.share(a.unheld_share)}" for name, a in arms.items())
         if all(a.outran_hold for a in arms.values()):
-            notes.append(f"At batch size {batch.batch_size} the host was still launching many steps when their hold "
-                         f"on the GPU ran out ({shares} of the GPU-timed steps), so {words.metric('gpu_ms', True)} "
-                         "includes launch time in both arms.")
+            notes.append(f"At batch size {batch.batch_size}, {shares} of the GPU-timed steps also timed the host's "
+                         "launch, in both arms.")
         else:
             slow = text(next(name for name, a in arms.items() if a.outran_hold))
-            notes.append(f"At batch size {batch.batch_size} only the {slow} arm's host was still launching steps when "
-                         f"their hold ran out ({shares} of the GPU-timed steps): its {words.metric('gpu_ms', True)} "
-                         "includes launch time, so the arms were not timed alike.")
+            notes.append(f"At batch size {batch.batch_size}, {shares} of the GPU-timed steps also timed the host's "
+                         f"launch: the {slow} arm was not timed like the other.")
     return notes
 
 

@@ -28,8 +28,8 @@ def shown(batch: BatchComparison, metric: MetricKey) -> Change | None:
 
 
 def batch_sentence(report: Report, batch: BatchComparison) -> str | None:
-    """'At batch size 2, GPU ms per step rose 3.21%, past the 1% threshold across its whole
-    interval.' The interval itself is in the table below the sentences."""
+    """'At batch size 2, GPU ms per step rose 3.21%, its whole interval past the 1% threshold.'
+    The interval itself is in the table below the sentences."""
     metric: MetricKey = batch.decided_by or "gpu_ms"
     change = shown(batch, metric)
     if change is None:
@@ -44,9 +44,9 @@ def batch_sentence(report: Report, batch: BatchComparison) -> str | None:
     decide = f"{needed} processes per arm would decide it (this run: {_processes(report, batch)})"
     at = f"At batch size {batch.batch_size}, {name} {moved}"
     if batch.verdict == "regression":
-        return f"{at}, past the {cap} threshold across its whole interval."
+        return f"{at}, its whole interval past the {cap} threshold."
     if batch.verdict == "improvement":
-        return f"{at}, faster by more than the {cap} threshold across its whole interval."
+        return f"{at}, its whole interval faster than the {cap} threshold."
     if batch.verdict == "at_threshold":
         return f"{at}: slower, but too close to the {cap} threshold to call{after}; {decide}."
     if batch.verdict == "inconclusive":

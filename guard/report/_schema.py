@@ -11,7 +11,7 @@ from guard.compare import BatchComparison, Reason, Verdict
 from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides, Workload
 from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
-from guard.trace import TraceSection
+from guard.trace import MixTraceSection, TraceSection
 
 SCHEMA_VERSION = 3
 # 1: verdicts by the significance rule; 2: the interval rule, with the looks the run could take;
@@ -97,6 +97,7 @@ class Report(BaseModel):
     overrides: ConfigOverrides | None = None  # values the command line gave in place of the config's
     capture: CaptureChanges | None = None  # hunks of the change that touch CUDA graph capture
     mix: MixReport | None = None  # the batch-size mix pass, per arm (guard/measure/_mix.py)
+    mix_traces: MixTraceSection | None = None  # the mix's profiled pass, per arm, on a GPU
     github_repo: str | None = None  # OWNER/NAME, for links
     server_url: str = "https://github.com"
     repo: str

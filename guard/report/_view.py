@@ -161,10 +161,10 @@ def _table_note(report: Report) -> str:
     """How the table was measured and whether the work was like for like, in a line."""
     same = ""
     if report.hash_match:
-        same = " The output tokens are identical in every process."
+        same = "; the output tokens are identical in every process"
     elif any(b.agreement for b in report.batch_sizes) and report.workload.reference is not None:
-        same = f" Every step's input was forced from {text(report.workload.reference)}, so the work is like for like."
-    return f"Medians of {processes_text(report)}, run interleaved.{same}"
+        same = f", every step's input forced from {text(report.workload.reference)}: like for like"
+    return f"Medians of {processes_text(report)}, run interleaved{same}."
 
 
 def _cause_section(report: Report) -> Section | None:

@@ -21,14 +21,14 @@ from guard.trace._figures import (
     StreamFigures,
     TraceFigures,
 )
-from guard.trace._sections import ArmTraces, TraceSection
+from guard.trace._sections import ArmTraces, MixTraceSection, TraceSection
 from guard.trace._text import diff_text, figures_text
 
 if TYPE_CHECKING:
     from guard.trace._analyze import analyze
     from guard.trace._model import KERNEL, MEMCPY, MEMSET, ApiTable, GpuTable, RangeTable, Trace
     from guard.trace._read import read_trace
-    from guard.trace._run import trace_sections
+    from guard.trace._run import mix_trace_section, trace_sections
     from guard.trace._steps import StepAssignment, assign_steps
 
 # name -> the module that defines it: the parts that need numpy (and msgspec, for the readers)
@@ -37,7 +37,7 @@ _HEAVY = {
     "KERNEL": "_model", "MEMCPY": "_model", "MEMSET": "_model",
     "ApiTable": "_model", "GpuTable": "_model", "RangeTable": "_model", "Trace": "_model",
     "read_trace": "_read",
-    "trace_sections": "_run",
+    "trace_sections": "_run", "mix_trace_section": "_run",
     "StepAssignment": "_steps", "assign_steps": "_steps",
 }
 
@@ -62,6 +62,7 @@ __all__ = [
     "KernelChange",
     "KernelFigures",
     "LaunchChange",
+    "MixTraceSection",
     "P90OverSteps",
     "RangeTable",
     "StepAssignment",
@@ -78,6 +79,7 @@ __all__ = [
     "diff",
     "diff_text",
     "figures_text",
+    "mix_trace_section",
     "read_trace",
     "trace_sections",
 ]

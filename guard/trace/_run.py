@@ -10,7 +10,7 @@ from guard.trace._analyze import analyze
 from guard.trace._diff import diff
 from guard.trace._figures import TraceFigures
 from guard.trace._read import read_trace
-from guard.trace._sections import ArmTraces, TraceSection
+from guard.trace._sections import ArmTraces, MixTraceSection, TraceSection
 
 
 def trace_sections(
@@ -39,6 +39,21 @@ def trace_sections(
             change = diff(by_name[base].figures, by_name[head].figures)  # type: ignore[arg-type]
         sections.append(TraceSection(batch_size=batch_size, profile_steps=profile_steps, arms=arms, diff=change))
     return sections
+
+
+def mix_trace_section(
+    traces: dict[str, list[tuple[int, Path]]], base: str, head: str, profile_steps: int, out_dir: Path,
+) -> MixTraceSection | None:
+    """`traces[arm]` lists (repeat, trace path) of the mix's profiled passes; None without any.
+    Each arm shows the repeat with the median idle time, as for a batch size."""
+    arms = [_arm_traces(arm, repeats, out_dir) for arm, repeats in traces.items() if repeats]
+    if not arms:
+        return None
+    by_name = {a.arm: a for a in arms}
+    change = None
+    if by_name.get(base) and by_name.get(head) and by_name[base].figures and by_name[head].figures:
+        change = diff(by_name[base].figures, by_name[head].figures)  # type: ignore[arg-type]
+    return MixTraceSection(profile_steps=profile_steps, arms=arms, diff=change)
 
 
 def _arm_traces(arm: str, repeats: list[tuple[int, Path]], out_dir: Path) -> ArmTraces:

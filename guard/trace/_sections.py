@@ -1,4 +1,5 @@
-"""The trace part of a report: per batch size, each arm's profiled figures and the diff.
+"""The trace part of a report: per batch size and for the batch-size mix, each arm's profiled
+figures and the diff.
 
 Models only; guard/trace/_run.py fills them from a run's traces."""
 
@@ -22,6 +23,15 @@ class ArmTraces(BaseModel):
 
 class TraceSection(BaseModel):
     batch_size: int
+    profile_steps: int
+    arms: list[ArmTraces]
+    diff: TraceDiff | None = None  # base -> head, from each arm's shown repeat
+
+
+class MixTraceSection(BaseModel):
+    """The batch-size mix's profiled pass: its steps are the schedule's, of every size in it,
+    the same steps in every arm, so per-step figures compare like for like."""
+
     profile_steps: int
     arms: list[ArmTraces]
     diff: TraceDiff | None = None  # base -> head, from each arm's shown repeat

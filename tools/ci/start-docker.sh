@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Starts a Docker engine for the tests where none runs, and makes the local base images
-# (tools/docker/make-test-base.sh) where they are missing. Root only; a failure here leaves
+# (tools/docker/make-test-base.sh) where they are missing. Root only, with dockerd and
+# debootstrap installed; a failure here leaves
 # the Docker tests to skip, with the reason on stderr.
 #   tools/ci/start-docker.sh PYTHON
 set -euo pipefail
 PYTHON=${1:-python3}
 [ "$(id -u)" = 0 ] || { echo "start-docker: not root" >&2; exit 1; }
-if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
-    apt-get install -y -q docker.io debootstrap >/dev/null
-fi
+for tool in dockerd debootstrap; do
+    command -v "$tool" >/dev/null || { echo "start-docker: no $tool (Debian: apt-get install docker.io debootstrap)" >&2; exit 1; }
+done
 if ! docker info >/dev/null 2>&1; then
     # vfs: no overlay module needed; no bridge or iptables: the tests' containers have no network
     nohup dockerd --storage-driver=vfs --iptables=false --bridge=none >/tmp/ci-dockerd.log 2>&1 &

@@ -1,0 +1,39 @@
+"""The validation suite's padding pair: size 3 of a mix padded to 4, its expected figures worked
+out from the mix's shares, and a whole pair on the CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.validation._padding import PADDING_MIX, expected_figures
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "validate.py"
+
+
+def test_the_expected_padding_is_a_quarter_of_size_3s_rows_at_its_share() -> None:
+    assert PADDING_MIX == {1: 0.5, 3: 0.3, 4: 0.2}
+    # 10 steps: five of 1, three of 3 (each 4 rows computed), two of 4
+    waste, useful = expected_figures(10)
+    assert waste == pytest.approx(3 / (5 + 3 * 4 + 2 * 4)) and useful == pytest.approx(22 / 25)
+    # 7 steps: 3.5, 2.1 and 1.4 steps; the largest remainders take the one left: 1 gets it
+    waste, _ = expected_figures(7)
+    assert waste == pytest.approx(2 / (4 + 2 * 4 + 1 * 4))
+
+
+@pytest.mark.slow
+def test_the_padding_pair_states_the_padding_it_was_given_on_cpu(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--padding", "--out", str(out), "--workdir", str(tmp_path / "work"),
+         "--steps", "10", "--warmup-steps", "2", "--repeats", "2", "--build", "none",
+         "--options", "layers = 1, max_len = 96"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    check = json.loads((out / "padding.json").read_text())
+    assert check["failures"] == [] and "padding pair" in proc.stdout + proc.stderr
+    assert check["head_padded_to"] == 4 and check["head_size_waste"] == 0.25 and check["base_waste"] == 0
+    assert check["head_waste"] == pytest.approx(3 / 25) and check["timer"] == "perf_counter"
