@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Starts a Docker engine for the tests where none runs, and makes the local base images
 # (tools/docker/make-test-base.sh) where they are missing. Root only, with dockerd and
-# debootstrap installed; a failure here leaves
-# the Docker tests to skip, with the reason on stderr.
+# debootstrap installed; a failure here leaves the Docker tests to skip, with the reason
+# on stderr.
 #   tools/ci/start-docker.sh PYTHON
 set -euo pipefail
 PYTHON=${1:-python3}
