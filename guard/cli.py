@@ -1,5 +1,6 @@
 """Command line: `guard run`, `guard demo`, `guard calibrate`, `guard bisect`, `guard comment` / `guard summary`
-for GitHub, `guard export` for other tools, and `guard analyze` / `guard diff` of profiler traces.
+for GitHub, `guard export` for other tools, `guard analyze` / `guard diff` of profiler traces,
+and `guard serve`, the service.
 Errors are one message and an exit code."""
 
 from __future__ import annotations
@@ -179,6 +180,12 @@ def _parser() -> argparse.ArgumentParser:
     analyze.add_argument("--steps", type=int, default=None, help=steps_help)
     analyze.add_argument("--max-trace-mib", type=_positive_int, default=None, help=max_help)
 
+    from guard.service._serve import add_arguments as add_serve_arguments
+
+    add_serve_arguments(sub.add_parser(
+        "serve", help="the service: the GitHub App's webhooks, durable jobs on this host's GPUs, the API",
+        description="Secrets from GUARD_WEBHOOK_SECRET or files, never from the command line."))
+
     diff = sub.add_parser("diff", help="what changed per decode step between a base and a head trace")
     diff.add_argument("base_trace", type=Path)
     diff.add_argument("head_trace", type=Path)
@@ -213,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
             return _clean(args)
         if args.command == "bisect":
             return _bisect(args)
+        if args.command == "serve":
+            from guard.service._serve import serve
+
+            return serve(args)
         return _demo(args)
     except GuardError as exc:
         print(f"guard: error: {exc.message}", file=sys.stderr)

@@ -4,7 +4,11 @@ checks the token, refuses bodies over 65,536 characters with 422, and plays faul
 a test plans: 5xx answers (before or after the write happened), dropped connections,
 rate limits with `retry-after` or reset headers (well formed or not), and the answers of
 a broken server or proxy: an HTML page with status 200, a `next` link back to the same
-page or on to pages without end, a body trickled a byte at a time."""
+page or on to pages without end, a body trickled a byte at a time.
+
+As a GitHub App's host (`app=StandInApp(...)`): the App's JWT checked against its public key
+(RS256, issuer, expiry), installation tokens minted and counted, collaborator permissions,
+pull requests, check runs, workflow dispatches and workflow-run artifacts."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -43,8 +48,25 @@ class Request:
 
 
 @dataclass
+class StandInApp:
+    app_id: str
+    public_key_pem: str
+    slug: str = "regression-guard"
+    installations: dict[str, int] = field(default_factory=dict)  # OWNER/NAME -> installation id
+
+
+@dataclass
 class State:
     users: dict[str, str | None]  # token -> login; None: a token that may not GET /user (the Actions token)
+    app: StandInApp | None = None
+    bot_logins: dict[str, str] = field(default_factory=dict)  # installation token -> SLUG[bot]
+    minted: list[int] = field(default_factory=list)  # installation ids tokens were minted for
+    permissions: dict[tuple[str, str], str] = field(default_factory=dict)  # (repo, login) -> admin/write/read
+    pulls: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    check_runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    dispatches: list[tuple[str, str, Any]] = field(default_factory=list)  # (repo, workflow, body)
+    artifacts: dict[int, tuple[str, bytes]] = field(default_factory=dict)  # workflow run id -> (name, zip)
+    on_request: Callable[[Request], None] | None = None  # called after each request is logged
     comments: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     statuses: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
@@ -56,8 +78,8 @@ class State:
 class GitHubStandIn:
     """`with GitHubStandIn({"tok": "someone"}) as api:` serves on `api.url` until the block ends."""
 
-    def __init__(self, users: dict[str, str | None], prefix: str = "") -> None:
-        self.state = State(users=users)
+    def __init__(self, users: dict[str, str | None], prefix: str = "", app: StandInApp | None = None) -> None:
+        self.state = State(users=users, app=app)
         self.prefix = prefix  # "/api/v3" to stand in for GitHub Enterprise Server
         state, prefix_ = self.state, prefix
 
@@ -99,6 +121,9 @@ class GitHubStandIn:
 
     def statuses(self, repo: str, sha: str) -> list[dict[str, Any]]:
         return list(self.state.statuses.get((repo, sha), []))
+
+    def check_runs(self, repo: str) -> list[dict[str, Any]]:
+        return list(self.state.check_runs.get(repo, []))
 
     def requests(self, method: str | None = None, path: str = "") -> list[Request]:
         return [r for r in self.state.log if (method is None or r.method == method) and re.search(path, r.path)]
@@ -145,11 +170,21 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         body = json.loads(raw) if raw else None
         auth = self.headers.get("authorization", "")
-        token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
+        scheme, _, token = auth.partition(" ")
+        token = token if scheme.lower() in ("bearer", "token") and token else None
         state = self.state
+        request = Request(method, path, parse_qs(parts.query), token, body)
         with state.lock:
-            state.log.append(Request(method, path, parse_qs(parts.query), token, body))
+            state.log.append(request)
             fault = self._take_fault(method, path)
+        if state.on_request is not None:
+            state.on_request(request)
+        blob = re.fullmatch(r"/blobs/(\d+)\.zip", path)
+        if blob is not None and method == "GET":
+            found = state.artifacts.get(int(blob[1]))
+            return self._send_bytes(200, found[1]) if found else self._send(404, {"message": "Not Found"})
+        if state.app is not None and _needs_jwt(path):
+            return self._as_app(method, path, token)
         if token is None or token not in state.users:
             return self._send(401, {"message": "Bad credentials"})
         if fault is not None and fault.kind in ("5xx", "retry-after", "reset", "secondary", "html-200"):
@@ -171,6 +206,40 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(2)  # the write happened; no answer comes
             return None
         return self._send(status, payload, headers)
+
+    def _as_app(self, method: str, path: str, token: str | None) -> None:
+        """The App's own endpoints: a JWT signed with the App's key, not yet expired."""
+        import jwt
+
+        app = self.state.app
+        try:
+            claims = jwt.decode(token or "", app.public_key_pem, algorithms=["RS256"],
+                                options={"require": ["exp", "iat", "iss"]})
+        except jwt.PyJWTError as exc:
+            return self._send(401, {"message": f"A JSON web token could not be decoded: {exc}"})
+        if str(claims["iss"]) != app.app_id:
+            return self._send(401, {"message": "Integration not found"})
+        if path == "/app" and method == "GET":
+            return self._send(200, {"id": int(app.app_id), "slug": app.slug, "name": app.slug})
+        match = re.fullmatch(r"/repos/([^/]+/[^/]+)/installation", path)
+        if match and method == "GET":
+            installation = app.installations.get(match[1])
+            if installation is None:
+                return self._send(404, {"message": "Not Found"})
+            return self._send(200, {"id": installation, "app_id": int(app.app_id)})
+        match = re.fullmatch(r"/app/installations/(\d+)/access_tokens", path)
+        if match and method == "POST":
+            installation = int(match[1])
+            if installation not in app.installations.values():
+                return self._send(404, {"message": "Not Found"})
+            with self.state.lock:
+                self.state.minted.append(installation)
+                minted = f"ghs_standin_{installation}_{len(self.state.minted)}"
+                self.state.users[minted] = None  # GET /user is not for an installation
+                self.state.bot_logins[minted] = f"{app.slug}[bot]"
+            expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+            return self._send(201, {"token": minted, "expires_at": expires})
+        return self._send(404, {"message": "Not Found"})
 
     def _take_fault(self, method: str, path: str) -> Fault | None:
         for fault in self.state.faults:
@@ -229,7 +298,10 @@ class _Handler(BaseHTTPRequestHandler):
             if login is None:
                 return 403, {"message": "Resource not accessible by integration"}, {}
             return 200, {"login": login, "type": "User"}, {}
-        writer = login or "github-actions[bot]"
+        writer = login or state.bot_logins.get(token, "github-actions[bot]")
+        answer = _app_route(state, method, path, body, writer, base)
+        if answer is not None:
+            return answer
         match = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)/comments", path)
         if match:
             repo, pr = match[1], int(match[2])
@@ -277,6 +349,13 @@ class _Handler(BaseHTTPRequestHandler):
         links.append(f'<{url}?per_page={per_page}&page={last}>; rel="last"')
         return 200, chunk, {"link": ", ".join(links)}
 
+    def _send_bytes(self, status: int, data: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "application/zip")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = b"" if payload is None else json.dumps(payload).encode()
         self.send_response(status)
@@ -286,3 +365,52 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+
+
+def _needs_jwt(path: str) -> bool:
+    return path == "/app" or path.startswith("/app/") or bool(re.fullmatch(r"/repos/[^/]+/[^/]+/installation", path))
+
+
+def _app_route(
+    state: State, method: str, path: str, body: Any, writer: str, base: str
+) -> tuple[int, Any, dict[str, str]] | None:
+    """What an installation token may do beyond comments and statuses."""
+    match = re.fullmatch(r"/repos/([^/]+/[^/]+)/collaborators/([^/]+)/permission", path)
+    if match and method == "GET":
+        permission = state.permissions.get((match[1], match[2]), "read")
+        return 200, {"permission": permission, "role_name": permission, "user": {"login": match[2]}}, {}
+    match = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)", path)
+    if match and method == "GET":
+        pull = state.pulls.get((match[1], int(match[2])))
+        return (200, pull, {}) if pull else (404, {"message": "Not Found"}, {})
+    match = re.fullmatch(r"/repos/([^/]+/[^/]+)/check-runs", path)
+    if match and method == "POST":
+        state.next_id += 1
+        run = dict(body) | {"id": state.next_id, "app": {"slug": writer}}
+        state.check_runs.setdefault(match[1], []).append(run)
+        return 201, run, {}
+    match = re.fullmatch(r"/repos/([^/]+/[^/]+)/check-runs/(\d+)", path)
+    if match and method == "PATCH":
+        found = [r for r in state.check_runs.get(match[1], []) if r["id"] == int(match[2])]
+        if not found:
+            return 404, {"message": "Not Found"}, {}
+        found[0].update(body)
+        return 200, found[0], {}
+    match = re.fullmatch(r"/repos/([^/]+/[^/]+)/commits/([0-9a-f]{40})/check-runs", path)
+    if match and method == "GET":
+        runs = [r for r in state.check_runs.get(match[1], []) if r["head_sha"] == match[2]]
+        return 200, {"total_count": len(runs), "check_runs": runs}, {}
+    match = re.fullmatch(r"/repos/([^/]+/[^/]+)/actions/workflows/([^/]+)/dispatches", path)
+    if match and method == "POST":
+        state.dispatches.append((match[1], match[2], body))
+        return 204, None, {}
+    match = re.fullmatch(r"/repos/([^/]+/[^/]+)/actions/runs/(\d+)/artifacts", path)
+    if match and method == "GET":
+        found = state.artifacts.get(int(match[2]))
+        artifacts = [{"id": int(match[2]), "name": found[0], "expired": False}] if found else []
+        return 200, {"total_count": len(artifacts), "artifacts": artifacts}, {}
+    match = re.fullmatch(r"/repos/([^/]+/[^/]+)/actions/artifacts/(\d+)/zip", path)
+    if match and method == "GET":
+        # GitHub redirects to a signed URL on another host; here, this server's unauthenticated /blobs/
+        return 302, None, {"location": f"{base}/blobs/{match[2]}.zip"}
+    return None

@@ -15,7 +15,7 @@ from guard.publish._comment import (
 )
 from guard.publish._errors import MaybeApplied, PublishError
 from guard.publish._publish import PublishRequest, PublishResult, job_links, publish
-from guard.publish._status import STATUS_CONTEXT, set_status
+from guard.publish._status import STATUS_CONTEXT, set_status, status_state
 from guard.publish._summary import (
     annotations, headline, worst_gpu_ms_change_pct, worst_tok_per_s_change_pct, write_outputs,
 )
@@ -42,6 +42,7 @@ __all__ = [
     "publish",
     "publish_comment",
     "set_status",
+    "status_state",
     "worst_gpu_ms_change_pct",
     "worst_tok_per_s_change_pct",
     "write_outputs",

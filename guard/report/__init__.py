@@ -18,10 +18,11 @@ from guard.report._svg import CHART_FILE, strip_svg
 from guard.report._title import TITLE_LIMIT, title
 from guard.report._view import Annotation, CommentView, build_view
 from guard.report._words import metric, share, verdict
-from guard.report._write import ReportError, read_report, write_report
+from guard.report._write import MAX_REPORT_BYTES, ReportError, read_report, write_report
 
 __all__ = [
     "COMMENT_MARKER",
+    "MAX_REPORT_BYTES",
     "TITLE_LIMIT",
     "Annotation",
     "CommentView",

@@ -1,0 +1,131 @@
+"""The JSON API: health, jobs, runs, the default branch's history, and the ingest of a
+report.json from a CI job, authenticated by its repository's token and read back like
+`guard comment` reads one (schema, size, verdicts decided again from its numbers)."""
+
+from __future__ import annotations
+
+import hmac
+import re
+import tempfile
+from pathlib import Path
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from guard._errors import GuardError
+from guard.report import MAX_REPORT_BYTES, read_report
+from guard.service._queue import list_jobs
+from guard.service._records import history, iso, run_detail, store_run
+from guard.service._state import ServiceState
+from guard.service._tables import JOB_STATES, Job
+from guard.service._webhook import TooLarge, read_capped, refuse
+
+_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+MAX_JOBS_LISTED = 1000
+
+
+def _state(request: Request) -> ServiceState:
+    return request.app.state.guard
+
+
+async def healthz(request: Request) -> JSONResponse:
+    state = _state(request)
+    settings = state.settings
+    cannot = []
+    if settings.webhook_secret is None:
+        cannot.append({"what": "verify-deliveries", "why": "no-webhook-secret",
+                       "fix": "set GUARD_WEBHOOK_SECRET or --webhook-secret-file"})
+    if state.app is None:
+        cannot.append({"what": "post-comments", "why": "no-app-credentials",
+                       "fix": "give --app-id-file and --app-key-file"})
+        cannot.append({"what": "check-write-access", "why": "no-app-credentials",
+                       "fix": "give --app-id-file and --app-key-file"})
+    if not settings.ingest_tokens:
+        cannot.append({"what": "ingest-reports", "why": "no-ingest-tokens", "fix": "give --ingest-tokens-file"})
+    alive = sum(1 for w in state.workers if w.is_alive())
+    if alive == 0:
+        cannot.append({"what": "run-jobs", "why": "no-workers", "fix": "start with --workers 1 or more"})
+    return JSONResponse({
+        "status": "ok", "database": state.engine.dialect.name, "workers": alive,
+        "mode": "dispatch" if settings.dispatch_workflow else "embedded", "cannot": cannot,
+    })
+
+
+def job_json(job: Job) -> dict[str, object]:
+    return {
+        "id": job.id, "delivery": job.delivery, "kind": job.kind, "state": job.state, "repo": job.repo,
+        "pr": job.pr, "base_sha": job.base_sha, "head_sha": job.head_sha, "attempts": job.attempts,
+        "created_at": iso(job.created_s), "started_at": iso(job.started_s), "finished_at": iso(job.finished_s),
+        "error": job.error, "run": job.run_id,
+    }
+
+
+async def jobs(request: Request) -> JSONResponse:
+    state = _state(request)
+    wanted = request.query_params.get("state")
+    if wanted is not None and wanted not in JOB_STATES:
+        return refuse(400, "bad-state", f"state is one of {', '.join(JOB_STATES)}")
+    try:
+        limit = min(int(request.query_params.get("limit", "100")), MAX_JOBS_LISTED)
+        before = int(request.query_params["before"]) if "before" in request.query_params else None
+    except ValueError:
+        return refuse(400, "bad-number", "limit and before are whole numbers")
+    found = await run_in_threadpool(list_jobs, state.sessions, wanted, request.query_params.get("repo"), limit,
+                                    before)
+    # the next page: the jobs before the last one listed
+    more = {"next_before": found[-1].id} if len(found) == limit else {}
+    return JSONResponse({"jobs": [job_json(j) for j in found]} | more)
+
+
+async def run(request: Request) -> JSONResponse:
+    found = await run_in_threadpool(run_detail, _state(request).sessions, request.path_params["run_id"])
+    if found is None:
+        return refuse(404, "no-run", f"no run {request.path_params['run_id']}")
+    return JSONResponse(found)
+
+
+async def history_of(request: Request) -> JSONResponse:
+    params = request.query_params
+    repo = params.get("repo", "")
+    if not _REPO.match(repo):
+        return refuse(400, "bad-repo", "give repo=OWNER/NAME")
+    batch = params.get("batch_size")
+    if batch is not None and not batch.isdigit():
+        return refuse(400, "bad-batch-size", "batch_size is a whole number")
+    found = await run_in_threadpool(history, _state(request).sessions, repo, params.get("workload"),
+                                    int(batch) if batch is not None else None)
+    return JSONResponse(found)
+
+
+async def ingest(request: Request) -> JSONResponse:
+    state = _state(request)
+    params = request.query_params
+    repo = params.get("repo", "")
+    expected = state.settings.ingest_tokens.get(repo)
+    given = request.headers.get("authorization", "").removeprefix("Bearer ")
+    if expected is None or not hmac.compare_digest(given.encode(), expected.get_secret_value().encode()):
+        return refuse(401, "bad-token", "give repo=OWNER/NAME and its ingest token as `Authorization: Bearer TOKEN`")
+    pr = params.get("pr")
+    if pr is not None and not (pr.isdigit() and int(pr) > 0):
+        return refuse(400, "bad-pr", "pr is a pull request number")
+    try:
+        body = await read_capped(request, MAX_REPORT_BYTES)
+    except TooLarge:
+        return refuse(413, "too-large", f"a report is at most {MAX_REPORT_BYTES:,} bytes")
+    main_branch = params.get("main_branch") in ("1", "true")
+
+    def check_and_store() -> int:
+        folder = state.settings.work_dir / "ingest"
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, suffix=".json", delete=False) as upload:
+            upload.write(body)
+        report = read_report(Path(upload.name))
+        return store_run(state.sessions, report, repo=repo, source="ingest", pr=int(pr) if pr else None,
+                         out_dir=upload.name, main_branch=main_branch)
+
+    try:
+        run_id = await run_in_threadpool(check_and_store)
+    except GuardError as exc:
+        return refuse(422, "unfounded-report", exc.message)
+    return JSONResponse({"run": run_id}, status_code=201)

@@ -1,0 +1,55 @@
+"""The ASGI app of `guard serve`: the webhook, the API and the dashboard's routes, with the
+embedded workers started and stopped by its lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from guard.service import _api, _dashboard
+from guard.service._github_app import GitHubApp
+from guard.service._settings import ServiceSettings
+from guard.service._state import ServiceState
+from guard.service._store import concurrent_writers, migrate, open_engine, sessions
+from guard.service._webhook import webhook
+from guard.service._worker import Worker
+
+
+def create_app(settings: ServiceSettings) -> Starlette:
+    engine = open_engine(settings.db_url)
+    migrate(engine)
+    app_client = GitHubApp(settings.app, settings.api_url) if settings.app else None
+    state = ServiceState(settings=settings, engine=engine, sessions=sessions(engine), app=app_client,
+                         writers=anyio.CapacityLimiter(concurrent_writers(engine)))
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        for number in range(settings.workers):
+            gpu = settings.gpus[number] if number < len(settings.gpus) else None
+            worker = Worker(number, settings, state.sessions, app_client, state.stopping, gpu)
+            worker.start()
+            state.workers.append(worker)
+        yield
+        state.stopping.set()
+        for worker in state.workers:
+            worker.join(timeout=30)
+        engine.dispose()
+
+    routes = [
+        Route("/github/webhook", webhook, methods=["POST"]),
+        Route("/healthz", _api.healthz),
+        Route("/api/v1/jobs", _api.jobs),
+        Route("/api/v1/runs", _api.ingest, methods=["POST"]),
+        Route("/api/v1/runs/{run_id:int}", _api.run),
+        Route("/api/v1/history", _api.history_of),
+        Route("/", _dashboard.index),
+        Route("/repos/{owner}/{name}", _dashboard.repository),
+        Route("/repos/{owner}/{name}/pulls/{pr:int}", _dashboard.pull),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.guard = state
+    return app

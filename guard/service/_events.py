@@ -1,0 +1,169 @@
+"""What a verified delivery asks for: a job to queue, or nothing, with the reason as a kind.
+The payload is GitHub's, but every field is still checked for its type before it is used.
+
+The trust rules are the Action's: a public repository's pull request is measured only when a
+maintainer adds the trust label (at the commit labelled); a private one on every push to it.
+A `/guard run` comment queues a job whose sender's write access the worker checks through the
+API before anything runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_NO_COMMIT = re.compile(r"^0+$")
+COMMAND = "/guard run"
+_DISPATCHED = re.compile(r"\bguard-job (\d{1,12})\b")
+
+JobKind = Literal["pull_request", "command", "push", "rerun", "workflow_run"]
+
+
+class JobRequest(BaseModel):
+    kind: JobKind
+    repo: str
+    pr: int | None = None
+    base_sha: str | None = None
+    head_sha: str | None = None
+    clone_url: str | None = None
+    sender: str | None = None
+    installation_id: int | None = None
+    detail: dict[str, Any] = {}
+
+
+class Ignored(BaseModel):
+    # ping, unhandled-event, unhandled-action, malformed, needs-trust-label, not-a-command, not-default-branch,
+    # not-a-report-workflow, other-app
+    reason: str
+
+
+Decision = JobRequest | Ignored
+
+
+def decide(event: str, payload: dict[str, Any], trust_label: str, report_workflows: list[str],
+           app_id: str | None = None) -> Decision:
+    handler = _HANDLERS.get(event)
+    if handler is None:
+        return Ignored(reason="ping" if event == "ping" else "unhandled-event")
+    repo = _repo(payload)
+    if repo is None:
+        return Ignored(reason="malformed")
+    return handler(payload, repo, trust_label=trust_label, report_workflows=report_workflows, app_id=app_id)
+
+
+def _pull_request(payload: dict[str, Any], repo: dict[str, Any], *, trust_label: str, **_: Any) -> Decision:
+    action = payload.get("action")
+    pr = _dict(payload.get("pull_request"))
+    number, head, base = pr.get("number"), _dict(pr.get("head")).get("sha"), _dict(pr.get("base")).get("sha")
+    if not (_int(number) and _sha(head) and _sha(base)):
+        return Ignored(reason="malformed")
+    if action == "labeled":
+        if _dict(payload.get("label")).get("name") != trust_label:
+            return Ignored(reason="unhandled-action")
+    elif action in ("opened", "synchronize", "reopened"):
+        if repo.get("private") is not True:  # public: the code is a stranger's until a maintainer labels it
+            return Ignored(reason="needs-trust-label")
+    else:
+        return Ignored(reason="unhandled-action")
+    return _job("pull_request", payload, repo, pr=number, base_sha=base, head_sha=head)
+
+
+def _issue_comment(payload: dict[str, Any], repo: dict[str, Any], **_: Any) -> Decision:
+    issue, comment = _dict(payload.get("issue")), _dict(payload.get("comment"))
+    if payload.get("action") != "created":
+        return Ignored(reason="unhandled-action")
+    body = comment.get("body")
+    user = _dict(comment.get("user"))
+    if not isinstance(body, str) or not body.strip().startswith(COMMAND) or "pull_request" not in issue:
+        return Ignored(reason="not-a-command")
+    if not _int(issue.get("number")) or not isinstance(user.get("login"), str):
+        return Ignored(reason="malformed")
+    if user.get("type") == "Bot":
+        return Ignored(reason="not-a-command")
+    # the shas are the pull request's when the job runs; write access is checked then, through the API
+    return _job("command", payload, repo, pr=issue["number"], sender=user["login"])
+
+
+def _push(payload: dict[str, Any], repo: dict[str, Any], **_: Any) -> Decision:
+    before, after, ref = payload.get("before"), payload.get("after"), payload.get("ref")
+    if not (_sha(before) and _sha(after)) or not isinstance(ref, str):
+        return Ignored(reason="malformed")
+    if ref != f"refs/heads/{repo.get('default_branch')}":
+        return Ignored(reason="not-default-branch")
+    if _NO_COMMIT.match(before) or _NO_COMMIT.match(after) or payload.get("deleted") is True:
+        return Ignored(reason="no-parent")  # a branch made or deleted: no pair to measure
+    return _job("push", payload, repo, base_sha=before, head_sha=after)
+
+
+def _workflow_run(payload: dict[str, Any], repo: dict[str, Any], *, report_workflows: list[str], **_: Any) -> Decision:
+    run = _dict(payload.get("workflow_run"))
+    if payload.get("action") != "completed":
+        return Ignored(reason="unhandled-action")
+    path = run.get("path") if isinstance(run.get("path"), str) else ""
+    if run.get("name") not in report_workflows and PurePosixPath(path).stem not in report_workflows:
+        return Ignored(reason="not-a-report-workflow")
+    if not _int(run.get("id")) or not _sha(run.get("head_sha")):
+        return Ignored(reason="malformed")
+    prs = [p.get("number") for p in run.get("pull_requests") or [] if isinstance(p, dict) and _int(p.get("number"))]
+    detail: dict[str, Any] = {"workflow_run_id": run["id"]}
+    # a run this service dispatched names its job in its title (the workflow's run-name): its pull
+    # request is that job's, as a dispatched run lists none
+    title = run.get("display_title")
+    dispatched = _DISPATCHED.search(title) if isinstance(title, str) else None
+    if dispatched:
+        detail["dispatched_job"] = int(dispatched[1])
+    return _job("workflow_run", payload, repo, pr=prs[0] if prs else None, head_sha=run["head_sha"], detail=detail)
+
+
+def _check_run(payload: dict[str, Any], repo: dict[str, Any], *, app_id: str | None, **_: Any) -> Decision:
+    check = _dict(payload.get("check_run"))
+    if payload.get("action") != "rerequested":
+        return Ignored(reason="unhandled-action")
+    owner_app = _dict(check.get("app")).get("id")
+    if app_id is not None and owner_app is not None and str(owner_app) != app_id:
+        return Ignored(reason="other-app")
+    external = check.get("external_id")
+    if not _sha(check.get("head_sha")) or not isinstance(external, str):
+        return Ignored(reason="malformed")
+    # the job to run again is found by the check run's external id when the delivery is stored
+    return _job("rerun", payload, repo, head_sha=check["head_sha"], detail={"external_id": external})
+
+
+_HANDLERS = {
+    "pull_request": _pull_request,
+    "issue_comment": _issue_comment,
+    "push": _push,
+    "workflow_run": _workflow_run,
+    "check_run": _check_run,
+}
+
+
+def _job(kind: JobKind, payload: dict[str, Any], repo: dict[str, Any], **fields: Any) -> JobRequest:
+    installation = _dict(payload.get("installation")).get("id")
+    clone_url = repo.get("clone_url")
+    return JobRequest(
+        kind=kind, repo=repo["full_name"], clone_url=clone_url if isinstance(clone_url, str) else None,
+        installation_id=installation if _int(installation) else None, **fields,
+    )
+
+
+def _repo(payload: dict[str, Any]) -> dict[str, Any] | None:
+    repo = _dict(payload.get("repository"))
+    name = repo.get("full_name")
+    return repo if isinstance(name, str) and _REPO.match(name) else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any) -> bool:
+    return type(value) is int and value > 0
+
+
+def _sha(value: Any) -> bool:
+    return isinstance(value, str) and bool(_SHA.match(value))

@@ -1,0 +1,181 @@
+"""One job, start to end, on this host: the pull request's shas (and, for a `/guard run`
+comment, its sender's write access), the clone fetched, the measuring command run with the
+lease kept alive, its report read back and checked like `guard comment` checks one, stored,
+and posted as the App.
+
+The measuring command is `guard run` (the pipeline) unless the service was given another;
+it gets the job in GUARD_JOB_* variables and none of the service's secrets."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from pydantic import BaseModel
+from sqlalchemy.orm import sessionmaker
+
+from guard._errors import GuardError
+from guard.publish import GitHub as RestClient
+from guard.report import Report, read_report
+from guard.service._artifact import report_of_workflow_run
+from guard.service._checkout import fetch_clone, first_parent_position
+from guard.service._github_app import GitHubApp
+from guard.service._post import post, remember, server_url
+from guard.service._queue import update_job
+from guard.service._records import CommitInfo, store_run
+from guard.service._series import redetect
+from guard.service._settings import ServiceSettings
+from guard.service._tables import Job
+
+LOG_TAIL_CHARS = 2_000
+POLL_S = 0.25  # how soon a running command is stopped once its lease is lost
+_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+_SECRET_ENV = ("GUARD_WEBHOOK_SECRET", "GITHUB_TOKEN", "GH_TOKEN")
+_PR_SET_PDEATHSIG = 1
+
+
+class JobOutcome(BaseModel):
+    error: str | None = None
+    run_id: int | None = None
+    lost: bool = False  # the lease went to another worker, or the service is stopping: not finished here
+    fields: dict[str, object] = {}
+
+
+class JobContext(BaseModel, arbitrary_types_allowed=True):
+    settings: ServiceSettings
+    sessions: sessionmaker
+    app: GitHubApp | None
+    owner: str
+    gpu: str | None
+    lost: threading.Event  # set once the lease went to another worker: stop, finish nothing
+    stopping: threading.Event
+
+
+def run_job(job: Job, ctx: JobContext) -> JobOutcome:
+    try:
+        return _run(job, ctx)
+    except GuardError as exc:
+        return JobOutcome(error=exc.message)
+
+
+def _run(job: Job, ctx: JobContext) -> JobOutcome:
+    rest = None
+    if ctx.app is not None:
+        rest = ctx.app.rest(ctx.app.installation(job.repo, job.installation_id))
+    if job.kind == "command":
+        if rest is None:
+            return JobOutcome(error="cannot check the sender's write access: the service has no App credentials")
+        if not ctx.app.can_write(rest, job.repo, job.sender or ""):
+            return JobOutcome(error=f"not-permitted: {job.sender} has no write access to {job.repo}")
+        pull = rest.get(f"/repos/{job.repo}/pulls/{job.pr}")
+        shas = [(pull.get(side) or {}).get("sha") if isinstance(pull, dict) else None for side in ("base", "head")]
+        if not all(isinstance(s, str) and _SHA.match(s) for s in shas):
+            return JobOutcome(error=f"GET /repos/{job.repo}/pulls/{job.pr} gave no base and head shas")
+        job.base_sha, job.head_sha = shas
+        update_job(ctx.sessions, job.id, ctx.owner, base_sha=job.base_sha, head_sha=job.head_sha)
+    if ctx.settings.dispatch_workflow and job.kind != "workflow_run":
+        if rest is None:
+            return JobOutcome(error="cannot dispatch the measuring workflow: the service has no App credentials")
+        return _dispatch(job, ctx, rest)
+    out_dir = ctx.settings.work_dir / "jobs" / str(job.id) / f"attempt-{job.attempts}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    commit = None
+    if job.kind == "workflow_run":
+        if rest is None:
+            return JobOutcome(error="cannot fetch the workflow run's report: the service has no App credentials")
+        report = report_of_workflow_run(rest, job.repo, int(job.detail["workflow_run_id"]), out_dir)
+        source = "workflow_run"
+    else:
+        if not (job.base_sha and job.head_sha and job.clone_url):
+            return JobOutcome(error="the job has no base, head or clone URL to measure")
+        token = ctx.app.token(ctx.app.installation(job.repo, job.installation_id)) if ctx.app else None
+        clone = fetch_clone(ctx.settings.work_dir, job.repo, job.clone_url, [job.base_sha, job.head_sha], token)
+        finished = _measure(job, ctx, clone, out_dir)
+        if finished is not None:
+            return finished
+        report = read_report(out_dir / "report.json")  # decided again from its numbers, as `guard comment` does
+        source = "job"
+        if job.kind == "push":
+            commit = CommitInfo(**dict(zip(("order", "subject"), first_parent_position(clone, job.head_sha))))
+    head = report.arm(report.head).sha
+    if head != job.head_sha or (job.base_sha and report.arm(report.base).sha != job.base_sha):
+        return JobOutcome(error=f"the report is for {report.arm(report.base).sha[:12]}..{head[:12]}, "
+                                f"not the job's {str(job.base_sha)[:12]}..{str(job.head_sha)[:12]}")
+    run_id = store_run(ctx.sessions, report, repo=job.repo, source=source, pr=job.pr, job_id=job.id,
+                       out_dir=str(out_dir), main_branch=job.kind == "push", commit=commit)
+    if job.kind == "push":
+        redetect(ctx.sessions, job.repo)
+    if rest is not None and job.kind != "push":
+        _post(job, ctx, rest, report)
+    return JobOutcome(run_id=run_id)
+
+
+def _dispatch(job: Job, ctx: JobContext, rest: RestClient) -> JobOutcome:
+    """The measurement as a workflow_dispatch to the repository's self-hosted GPU runners; its
+    report comes back as a workflow_run delivery. A dispatch that may have happened is not sent
+    again: the job fails saying so, as a second one would measure the pair twice."""
+    workflow = ctx.settings.dispatch_workflow
+    # the workflow's run-name carries guard-job: its workflow_run delivery finds this job again
+    inputs = {"base": job.base_sha, "head": job.head_sha, "pr": str(job.pr or ""), "guard-job": str(job.id)}
+    rest.request("POST", f"/repos/{job.repo}/actions/workflows/{workflow}/dispatches",
+                 json={"ref": ctx.settings.dispatch_ref, "inputs": inputs})
+    return JobOutcome()
+
+
+def _post(job: Job, ctx: JobContext, rest: RestClient, report: Report) -> None:
+    posted = post(rest, report, repo=job.repo, pr=job.pr, job_id=job.id, login=ctx.app.login(),
+                  mode=ctx.settings.comment_mode, server_url=server_url(ctx.settings.api_url))
+    remember(ctx.sessions, job.id, job.repo, job.pr, posted)
+
+
+def _measure(job: Job, ctx: JobContext, clone: Path, out_dir: Path) -> JobOutcome | None:
+    """Runs the measuring command; None when it left a report to read."""
+    command = ctx.settings.job_command or [
+        sys.executable, "-m", "guard", "run", "--repo", str(clone), "--base", job.base_sha, "--head", job.head_sha,
+        "--out", str(out_dir), "--github-repo", job.repo,
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
+    env |= {"GUARD_JOB_ID": str(job.id), "GUARD_JOB_REPO": job.repo, "GUARD_JOB_CHECKOUT": str(clone),
+            "GUARD_JOB_BASE": job.base_sha or "", "GUARD_JOB_HEAD": job.head_sha or "",
+            "GUARD_JOB_OUT": str(out_dir), "GUARD_JOB_PR": str(job.pr or "")}
+    if ctx.gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ctx.gpu
+    log_path = out_dir / "job.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                   env=env, cwd=out_dir, preexec_fn=_die_with_parent)
+        waited_s = 0.0
+        while True:
+            try:
+                code = process.wait(timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                waited_s += POLL_S
+            if ctx.stopping.is_set() or ctx.lost.is_set():
+                _kill(process)
+                return JobOutcome(lost=True)
+            if waited_s > ctx.settings.job_timeout_s:
+                _kill(process)
+                return JobOutcome(error=f"the measuring command ran over {ctx.settings.job_timeout_s:g} s; "
+                                        f"its log is {log_path}")
+    if (out_dir / "report.json").is_file():
+        return None
+    tail = log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+    return JobOutcome(error=f"the measuring command exited {code} without a report ({log_path}): {tail}")
+
+
+def _kill(process: subprocess.Popen) -> None:
+    process.kill()
+    process.wait()
+
+
+def _die_with_parent() -> None:
+    """In the child: killed when the service dies (kill -9 too), so a retried job never runs beside it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -1,0 +1,95 @@
+"""What a job leaves on GitHub, as the App: the sticky comment (guard.publish's, found again
+by its marker, so a retried job updates the one comment and never adds a second) and a Check
+Run, the merge gate, found again by its external id before one is created."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel
+from sqlalchemy import select
+from sqlalchemy.orm import sessionmaker
+
+from guard.publish import (
+    CommentMode, GitHub, MaybeApplied, PublishError, headline, job_links, publish_comment, status_state,
+)
+from guard.report import Report, render_comment
+from guard.service._queue import external_id
+from guard.service._tables import PostedComment
+
+CHECK_NAME = "regression-guard"
+MAX_SUMMARY_CHARS = 65_535  # GitHub's limit on a check run's output summary
+_CONCLUSION = {"success": "success", "failure": "failure", "error": "failure"}
+
+
+class Posted(BaseModel):
+    comment_action: str
+    comment_url: str | None = None
+    comment_id: int | None = None
+    check_run_id: int | None = None
+
+
+def post(rest: GitHub, report: Report, *, repo: str, pr: int | None, job_id: int, login: str,
+         mode: CommentMode, server_url: str, progress: Any = lambda _: None) -> Posted:
+    head = report.arm(report.head).sha
+    report = job_links(report, repo, server_url)
+    body = render_comment(report)
+    comment_action, url, comment_id = "skipped", None, None
+    if pr is not None:
+        result = publish_comment(rest, repo, pr, body, verdict=report.verdict, head=head, mode=mode, login=login,
+                                 progress=progress)
+        comment_action, url, comment_id = result.action, result.url, result.id
+    check = _check_run(rest, repo, head, job_id, report, body)
+    return Posted(comment_action=comment_action, comment_url=url, comment_id=comment_id, check_run_id=check)
+
+
+def _check_run(rest: GitHub, repo: str, head: str, job_id: int, report: Report, body: str) -> int:
+    payload = {
+        "name": CHECK_NAME, "head_sha": head, "external_id": external_id(job_id), "status": "completed",
+        "conclusion": _CONCLUSION[status_state(report.verdict)],
+        "output": {"title": headline(report)[:255], "summary": body[:MAX_SUMMARY_CHARS]},
+    }
+    for _ in range(3):
+        existing = _find_check(rest, repo, head, job_id)
+        if existing is not None:
+            path = f"/repos/{repo}/check-runs/{existing}"
+            rest.request("PATCH", path, json=payload)
+            return existing
+        try:
+            created = rest.request("POST", f"/repos/{repo}/check-runs", json=payload).json()
+        except MaybeApplied:
+            continue  # it may exist now: look again before creating again
+        if isinstance(created, dict) and type(created.get("id")) is int:
+            return created["id"]
+        raise PublishError(f"POST /repos/{repo}/check-runs answered without the check run's id")
+    raise PublishError(f"could not create the check run on {repo}@{head[:12]} without a clear answer from GitHub")
+
+
+def _find_check(rest: GitHub, repo: str, head: str, job_id: int) -> int | None:
+    listed = rest.get(f"/repos/{repo}/commits/{head}/check-runs", check_name=CHECK_NAME, per_page=100)
+    runs = listed.get("check_runs") if isinstance(listed, dict) else None
+    for run in runs if isinstance(runs, list) else []:
+        if isinstance(run, dict) and run.get("external_id") == external_id(job_id) and type(run.get("id")) is int:
+            return run["id"]
+    return None
+
+
+def remember(sessions: sessionmaker, job_id: int, repo: str, pr: int | None, posted: Posted) -> None:
+    """The job's post, once: a retry that posts again updates the same row."""
+    with sessions() as session:
+        row = session.scalar(select(PostedComment).where(PostedComment.job_id == job_id))
+        if row is None:
+            row = PostedComment(job_id=job_id, repo=repo, pr=pr, created_s=time.time())
+            session.add(row)
+        row.comment_id, row.url, row.check_run_id = posted.comment_id, posted.comment_url, posted.check_run_id
+        session.commit()
+
+
+def server_url(api_url: str) -> str:
+    """https://api.github.com -> https://github.com; https://HOST/api/v3 -> https://HOST."""
+    parts = urlsplit(api_url)
+    if parts.netloc == "api.github.com":
+        return "https://github.com"
+    return f"{parts.scheme}://{parts.netloc}"

@@ -1,0 +1,132 @@
+"""Runs as the database keeps them: a checked report with its per-process samples and
+per-batch-size verdicts, and for the default branch a point per series of its history."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from guard.history import gpu_class, points_from_report, workload_name
+from guard.report import Report
+from guard.service._tables import ChangePoint, MainPoint, Run, Sample, Verdict
+
+
+class CommitInfo(BaseModel):
+    """Where a default-branch commit stands, from git: its first-parent position and subject."""
+
+    order: int | None = None
+    subject: str = ""
+
+
+def store_run(sessions: sessionmaker, report: Report, *, repo: str, source: str, pr: int | None = None,
+              job_id: int | None = None, out_dir: str | None = None, main_branch: bool = False,
+              commit: CommitInfo | None = None) -> int:
+    """Stores the report (already checked) and returns the run's id. A job's run replaces the
+    run an earlier attempt of the same job stored: a retried job leaves one run, and the
+    default branch's history one point per commit and series."""
+    now = time.time()
+    workload = workload_name(report.workload)
+    klass = gpu_class(report.environment).key  # the series: GPU model, driver, limits (guard.history)
+    with sessions() as session:
+        if job_id is not None:
+            _forget_runs_of(session, job_id)
+        run = Run(job_id=job_id, source=source, repo=repo, pr=pr, base_sha=report.arm(report.base).sha,
+                  head_sha=report.arm(report.head).sha, verdict=report.verdict, workload=workload,
+                  gpu_class=klass, report_json=report.model_dump_json(), out_dir=out_dir, created_s=now)
+        session.add(run)
+        session.flush()
+        for batch in report.batch_sizes:
+            session.add(Verdict(
+                run_id=run.id, batch_size=batch.batch_size, verdict=batch.verdict,
+                gpu_ms_change_pct=batch.gpu_ms_change.pct if batch.gpu_ms_change else None,
+                tok_per_s_change_pct=batch.tok_per_s_change.pct if batch.tok_per_s_change else None,
+            ))
+            for arm in batch.arms:
+                tok = arm.tok_per_s.values if arm.tok_per_s else []
+                for repeat, gpu_ms in enumerate(arm.gpu_ms_per_step.values):
+                    session.add(Sample(run_id=run.id, arm=arm.arm, batch_size=batch.batch_size, repeat=repeat,
+                                       gpu_ms_per_step=gpu_ms, tok_per_s=tok[repeat] if repeat < len(tok) else None))
+        if main_branch and report.verdict != "invalid":
+            order = commit.order if commit and commit.order is not None else _next_order(session, repo)
+            for point in points_from_report(report, repo, order, run_id=str(run.id)):
+                session.add(MainPoint(
+                    repo=repo, workload=point.series.workload, batch_size=point.series.batch_size,
+                    gpu_class=point.series.gpu_class, sha=point.sha, commit_order=point.order,
+                    subject=(commit.subject if commit else "") or point.subject, run_id=run.id,
+                    gpu_ms_per_step=point.gpu_ms_per_step, gpu_ms_values=point.gpu_ms_values,
+                    gpu_timed=point.gpu_timed, tok_per_s=point.tok_per_s, created_s=now,
+                ))
+        session.commit()
+        return run.id
+
+
+def _next_order(session: Session, repo: str) -> int:
+    """For a point whose commit git did not place (an ingested report): after the newest."""
+    newest = session.scalar(select(func.max(MainPoint.commit_order)).where(MainPoint.repo == repo))
+    return (newest or 0) + 1
+
+
+def _forget_runs_of(session: Session, job_id: int) -> None:
+    earlier = list(session.scalars(select(Run.id).where(Run.job_id == job_id)))
+    if earlier:
+        for table in (Sample, Verdict, MainPoint):
+            session.execute(delete(table).where(table.run_id.in_(earlier)))
+        session.execute(delete(Run).where(Run.id.in_(earlier)))
+
+
+def run_detail(sessions: sessionmaker, run_id: int) -> dict[str, Any] | None:
+    with sessions() as session:
+        run = session.get(Run, run_id)
+        if run is None:
+            return None
+        verdicts = session.scalars(select(Verdict).where(Verdict.run_id == run_id).order_by(Verdict.batch_size))
+        samples = session.scalars(select(Sample).where(Sample.run_id == run_id)
+                                  .order_by(Sample.batch_size, Sample.arm, Sample.repeat))
+        return {
+            "id": run.id, "job": run.job_id, "source": run.source, "repo": run.repo, "pr": run.pr,
+            "base_sha": run.base_sha, "head_sha": run.head_sha, "verdict": run.verdict, "workload": run.workload,
+            "gpu_class": run.gpu_class, "created_at": iso(run.created_s), "out_dir": run.out_dir,
+            "verdicts": [{"batch_size": v.batch_size, "verdict": v.verdict, "gpu_ms_change_pct": v.gpu_ms_change_pct,
+                          "tok_per_s_change_pct": v.tok_per_s_change_pct} for v in verdicts],
+            "samples": [{"arm": s.arm, "batch_size": s.batch_size, "repeat": s.repeat,
+                         "gpu_ms_per_step": s.gpu_ms_per_step, "tok_per_s": s.tok_per_s} for s in samples],
+        }
+
+
+def history(sessions: sessionmaker, repo: str, workload: str | None = None,
+            batch_size: int | None = None) -> dict[str, Any]:
+    """The default branch's points per series, oldest first, and the series' change points."""
+    with sessions() as session:
+        # first-parent order where git gave it, else the order they came in
+        points = select(MainPoint).where(MainPoint.repo == repo).order_by(
+            MainPoint.commit_order.is_(None), MainPoint.commit_order, MainPoint.created_s, MainPoint.id)
+        changes = select(ChangePoint).where(ChangePoint.repo == repo).order_by(ChangePoint.created_s)
+        if workload:
+            points, changes = points.where(MainPoint.workload == workload), changes.where(
+                ChangePoint.workload == workload)
+        if batch_size is not None:
+            points, changes = points.where(MainPoint.batch_size == batch_size), changes.where(
+                ChangePoint.batch_size == batch_size)
+        return {
+            "repo": repo,
+            "points": [{"sha": p.sha, "order": p.commit_order, "subject": p.subject, "workload": p.workload,
+                        "batch_size": p.batch_size, "gpu_class": p.gpu_class, "gpu_ms_per_step": p.gpu_ms_per_step,
+                        "gpu_ms_values": p.gpu_ms_values, "gpu_timed": p.gpu_timed, "tok_per_s": p.tok_per_s,
+                        "run": p.run_id, "created_at": iso(p.created_s)} for p in session.scalars(points)],
+            "change_points": [{"workload": c.workload, "batch_size": c.batch_size, "gpu_class": c.gpu_class,
+                               "before_sha": c.before_sha, "after_sha": c.after_sha,
+                               "before_order": c.before_order, "after_order": c.after_order,
+                               "before_ms": c.before_ms, "after_ms": c.after_ms, "change_pct": c.change_pct,
+                               "direction": c.direction, "p_value": c.p_value, "state": c.state,
+                               "confirmation": c.confirmation} for c in session.scalars(changes)],
+        }
+
+
+def iso(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds % 1 * 1000):03d}Z"

@@ -1,0 +1,115 @@
+"""What `guard serve` runs with. Secrets come from the environment or from files, never
+from the command line, where any user of the host can read them in the process list."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, SecretStr
+
+from guard._errors import GuardError
+
+DEFAULT_MAX_BODY_BYTES = 25 << 20  # GitHub caps a webhook payload at 25 MB
+DEFAULT_LEASE_S = 60.0
+DEFAULT_TRUST_LABEL = "safe-to-test"  # the label the Action's public-repository workflows use
+_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+class SettingsError(GuardError):
+    """A setting of `guard serve` is missing or wrong."""
+
+
+class AppCredentials(BaseModel):
+    app_id: str
+    private_key: SecretStr  # PEM; SecretStr: never in a repr or a log line
+
+
+class ServiceSettings(BaseModel):
+    db_url: str
+    work_dir: Path  # checkouts, job outputs (reports, traces) and the ingest uploads
+    webhook_secret: SecretStr | None = None  # None: deliveries are refused, as nothing can verify them
+    app: AppCredentials | None = None  # None: nothing is posted
+    api_url: str = "https://api.github.com"
+    ingest_tokens: dict[str, SecretStr] = {}  # OWNER/NAME -> the token its CI sends to POST /api/v1/runs
+    workers: int = 1  # one per GPU; 0: this process queues and serves only
+    gpus: list[str] = []  # CUDA_VISIBLE_DEVICES per worker, as many as workers; empty on CPU
+    lease_s: float = DEFAULT_LEASE_S
+    max_attempts: int = 3
+    job_command: list[str] | None = None  # None: `guard run`; else this, with the job in GUARD_JOB_* variables
+    job_timeout_s: float = 4 * 3600.0
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    trust_label: str = DEFAULT_TRUST_LABEL
+    comment_mode: Literal["on-regression", "always", "never"] = "on-regression"
+    # workflows whose completed runs carry a report to ingest (by name or file name without .yml)
+    report_workflows: list[str] = ["regression-guard", "regression-guard measure"]
+    # workflow_dispatch mode: jobs are sent to this workflow on the repository's self-hosted runners
+    dispatch_workflow: str | None = None
+    dispatch_ref: str = "main"
+
+
+def read_secret_file(path: Path, what: str) -> str:
+    try:
+        text = path.read_text().strip()
+    except OSError as exc:
+        raise SettingsError(f"cannot read the {what} file {path}: {exc.strerror}") from exc
+    if not text:
+        raise SettingsError(f"the {what} file {path} is empty")
+    return text
+
+
+def webhook_secret(secret_file: Path | None) -> SecretStr | None:
+    """GUARD_WEBHOOK_SECRET, else the file; both set is a mistake worth saying."""
+    from_env = os.environ.get("GUARD_WEBHOOK_SECRET") or None
+    if from_env and secret_file is not None:
+        raise SettingsError("the webhook secret is set twice: GUARD_WEBHOOK_SECRET and --webhook-secret-file; "
+                            "keep one")
+    secret = from_env or (read_secret_file(secret_file, "webhook secret") if secret_file else None)
+    return SecretStr(secret) if secret else None
+
+
+def app_credentials(id_file: Path | None, key_file: Path | None) -> AppCredentials | None:
+    if id_file is None and key_file is None:
+        return None
+    if id_file is None or key_file is None:
+        raise SettingsError("the GitHub App needs both --app-id-file and --app-key-file")
+    app_id = read_secret_file(id_file, "App id")
+    if not app_id.isdigit():
+        raise SettingsError(f"the App id file {id_file} must hold the App's numeric id")
+    key = read_secret_file(key_file, "App private key")
+    if "PRIVATE KEY-----" not in key:
+        raise SettingsError(f"the App key file {key_file} is not a PEM private key (the .pem GitHub gave)")
+    return AppCredentials(app_id=app_id, private_key=SecretStr(key))
+
+
+def ingest_tokens(path: Path | None) -> dict[str, SecretStr]:
+    """One `OWNER/NAME TOKEN` per line; # starts a comment."""
+    if path is None:
+        return {}
+    tokens: dict[str, SecretStr] = {}
+    for number, line in enumerate(read_secret_file(path, "ingest tokens").splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not _REPO.match(parts[0]) or len(parts[1]) < 20:
+            raise SettingsError(f"{path}:{number}: expected `OWNER/NAME TOKEN` with a token of 20 or more "
+                                "characters")
+        tokens[parts[0]] = SecretStr(parts[1])
+    return tokens
+
+
+def gpu_devices() -> list[str]:
+    """This host's GPUs by index, through NVML; none where there is no NVIDIA driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001  # no driver, no library: a CPU host
+        return []
+    try:
+        return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
+    finally:
+        pynvml.nvmlShutdown()

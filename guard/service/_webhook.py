@@ -1,0 +1,73 @@
+"""POST /github/webhook: the body read up to its cap, its X-Hub-Signature-256 verified over
+the raw bytes (githubkit) before anything parses it, then the delivery and its job stored
+in one transaction and 202 answered; the job runs later, on a worker."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import anyio
+from githubkit.webhooks import verify
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from guard.service._events import decide
+from guard.service._queue import record_delivery
+from guard.service._state import ServiceState
+
+_DELIVERY = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+_EVENT = re.compile(r"^[a-z_]{1,64}$")
+
+
+class TooLarge(Exception):
+    pass
+
+
+async def read_capped(request: Request, limit: int) -> bytes:
+    """The body, refused past `limit` bytes whatever Content-Length claims."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise TooLarge
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise TooLarge
+    return bytes(body)
+
+
+def refuse(status: int, error: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": error, "message": message}, status_code=status)
+
+
+async def webhook(request: Request) -> JSONResponse:
+    state: ServiceState = request.app.state.guard
+    settings = state.settings
+    if settings.webhook_secret is None:
+        return refuse(503, "no-secret", "this service has no webhook secret: set GUARD_WEBHOOK_SECRET or "
+                                        "--webhook-secret-file, as the App's webhook secret")
+    try:
+        body = await read_capped(request, settings.max_body_bytes)
+    except TooLarge:
+        return refuse(413, "too-large", f"a delivery is at most {settings.max_body_bytes:,} bytes")
+    signature = request.headers.get("x-hub-signature-256", "")
+    # only SHA-256: a delivery signed with SHA-1 alone (X-Hub-Signature) is refused
+    if not signature.startswith("sha256=") or not verify(settings.webhook_secret.get_secret_value(), body, signature):
+        return refuse(401, "bad-signature", "X-Hub-Signature-256 is missing or does not match the body "
+                                            "under this service's webhook secret")
+    delivery = request.headers.get("x-github-delivery", "")
+    event = request.headers.get("x-github-event", "")
+    if not _DELIVERY.match(delivery) or not _EVENT.match(event):
+        return refuse(400, "bad-headers", "X-GitHub-Delivery and X-GitHub-Event must be GitHub's")
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        payload = None
+    if not isinstance(payload, dict):
+        return refuse(400, "not-json", "the body is not a JSON object")
+    decision = decide(event, payload, settings.trust_label, settings.report_workflows,
+                      settings.app.app_id if settings.app else None)
+    recorded = await anyio.to_thread.run_sync(
+        lambda: record_delivery(state.sessions, delivery, event, payload, decision), limiter=state.writers)
+    return JSONResponse(recorded.model_dump(), status_code=202)

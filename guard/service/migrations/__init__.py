@@ -1,0 +1,1 @@
+"""Alembic migrations of the service's tables, applied when `guard serve` starts."""

@@ -1,0 +1,28 @@
+"""A measuring command for the service's tests, in place of `guard run`: the committed CPU
+demo's report with this job's base and head shas, after a wait on its first start only, leaving a marker
+of each start (its pid) where the test looks."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+REPORT = Path(__file__).resolve().parent.parent / "docs" / "examples" / "cpu-demo" / "report.json"
+
+report = json.loads(REPORT.read_text())
+base, head = os.environ["GUARD_JOB_BASE"], os.environ["GUARD_JOB_HEAD"]
+for arm in report["arms"]:
+    arm["sha"] = base if arm["name"] == report["base"] else head
+markers = os.environ.get("GUARD_TEST_MARKERS")
+first = True
+if markers:
+    first = not list(Path(markers).glob(f"started-{os.environ['GUARD_JOB_ID']}-*"))
+    Path(markers, f"started-{os.environ['GUARD_JOB_ID']}-{os.getpid()}").write_text(
+        f"{os.getpid()} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')} {time.time()}")
+if first:  # only the first start of a job waits: the test kills the service meanwhile
+    time.sleep(float(os.environ.get("GUARD_TEST_FIRST_SLEEP_S", "0")))
+if markers:
+    Path(markers, f"ended-{os.environ['GUARD_JOB_ID']}-{os.getpid()}").write_text(str(time.time()))
+Path(os.environ["GUARD_JOB_OUT"], "report.json").write_text(json.dumps(report))

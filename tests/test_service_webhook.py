@@ -1,0 +1,159 @@
+"""The webhook of a real `guard serve` over loopback, with a real SQLite file: signed,
+forged, unsigned, SHA-1-only, oversized and replayed deliveries, and 200 at once."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import sqlite3
+import time
+
+import httpx
+import pytest
+
+from tests.service_server import SECRET, Service, delivery, pull_request
+
+pytestmark = pytest.mark.slow
+
+BASE, HEAD = "b" * 40, "a" * 40
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory):
+    # no workers: the jobs stay queued, so what is counted is what the webhook queued
+    with Service(tmp_path_factory.mktemp("service"), "--workers", "0", "--max-body-mib", "0.0625") as running:
+        yield running
+
+
+def _post(service: Service, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    return httpx.post(service.url + "/github/webhook", content=body, headers=headers, timeout=30)
+
+
+def _payload(number: int) -> dict:
+    return pull_request("octo/engine", number, BASE, HEAD, "file:///nowhere")
+
+
+def test_a_signed_delivery_is_queued_within_a_second(service: Service) -> None:
+    body, headers = delivery("pull_request", _payload(1))
+    started = time.monotonic()
+    answer = _post(service, body, headers)
+    assert time.monotonic() - started < 1.0
+    assert answer.status_code == 202, answer.text
+    job = answer.json()["job"]
+    listed = {j["id"]: j for j in service.jobs()}
+    assert listed[job]["state"] == "queued"
+    assert listed[job]["delivery"] == headers["x-github-delivery"]
+    assert (listed[job]["repo"], listed[job]["pr"], listed[job]["head_sha"]) == ("octo/engine", 1, HEAD)
+
+
+@pytest.mark.parametrize("case", ["forged", "unsigned", "sha1-only", "tampered", "empty-signature"])
+def test_a_delivery_without_a_good_sha256_signature_is_refused(service: Service, case: str) -> None:
+    before = len(service.jobs())
+    body, headers = delivery("pull_request", _payload(2))
+    if case == "forged":
+        headers["x-hub-signature-256"] = delivery("pull_request", _payload(2), secret="guessed")[1][
+            "x-hub-signature-256"]
+    elif case == "unsigned":
+        del headers["x-hub-signature-256"]
+    elif case == "sha1-only":  # GitHub's older header, signed right with the right secret
+        del headers["x-hub-signature-256"]
+        headers["x-hub-signature"] = "sha1=" + hmac.new(SECRET.encode(), body, hashlib.sha1).hexdigest()
+    elif case == "tampered":
+        body = body.replace(b'"number": 2', b'"number": 3')
+    else:
+        headers["x-hub-signature-256"] = "sha256="
+    answer = _post(service, body, headers)
+    assert answer.status_code == 401, answer.text
+    assert answer.json()["error"] == "bad-signature"
+    assert len(service.jobs()) == before
+
+
+def test_a_sha1_signature_in_the_sha256_header_is_refused(service: Service) -> None:
+    body, headers = delivery("pull_request", _payload(4))
+    headers["x-hub-signature-256"] = "sha1=" + hmac.new(SECRET.encode(), body, hashlib.sha1).hexdigest()
+    assert _post(service, body, headers).status_code == 401
+
+
+def test_an_oversized_delivery_is_refused_before_it_is_read(service: Service) -> None:
+    payload = _payload(5) | {"padding": "x" * 70_000}  # over the 64 KiB this service was given
+    body, headers = delivery("pull_request", payload)
+    before = len(service.jobs())
+    answer = _post(service, body, headers)
+    assert answer.status_code == 413
+    # a body that lies about its length is cut off at the cap all the same
+    chunks = (body[i:i + 4096] for i in range(0, len(body), 4096))
+    chunked = {k: v for k, v in headers.items()}
+    answer = httpx.post(service.url + "/github/webhook", content=chunks, headers=chunked, timeout=30)
+    assert answer.status_code == 413
+    assert len(service.jobs()) == before
+
+
+def test_a_replayed_delivery_gives_no_second_job(service: Service) -> None:
+    body, headers = delivery("pull_request", _payload(6))
+    first = _post(service, body, headers).json()
+    again = _post(service, body, headers)
+    assert again.status_code == 202
+    assert again.json() == first | {"duplicate": True}
+    assert [j["delivery"] for j in service.jobs()].count(headers["x-github-delivery"]) == 1
+
+
+def test_an_event_that_asks_for_nothing_is_kept_without_a_job(service: Service) -> None:
+    body, headers = delivery("pull_request", _payload(7) | {"action": "closed"})
+    answer = _post(service, body, headers).json()
+    assert answer["job"] is None and answer["ignored"] == "unhandled-action"
+    public = pull_request("octo/engine", 8, BASE, HEAD, "file:///nowhere", private=False)
+    answer = _post(service, *delivery("pull_request", public)).json()
+    assert answer["job"] is None and answer["ignored"] == "needs-trust-label"
+    labelled = pull_request("octo/engine", 8, BASE, HEAD, "file:///nowhere", private=False, action="labeled",
+                            label="safe-to-test")
+    assert _post(service, *delivery("pull_request", labelled)).json()["job"] is not None
+
+
+def test_200_concurrent_deliveries_give_200_jobs_none_lost_none_doubled(service: Service) -> None:
+    before = {j["delivery"] for j in service.jobs()}
+    deliveries = [delivery("pull_request", _payload(100 + n)) for n in range(200)]
+    replays = deliveries[:50]  # each sent twice, at the same time as the rest
+
+    async def send_all() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=200)
+        async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+            return await asyncio.gather(*(
+                client.post(service.url + "/github/webhook", content=body, headers=headers)
+                for body, headers in deliveries + replays
+            ))
+
+    answers = asyncio.run(send_all())
+    assert [a.status_code for a in answers] == [202] * 250
+    jobs = [j for j in service.jobs() if j["delivery"] not in before]
+    sent = {headers["x-github-delivery"] for _, headers in deliveries}
+    assert sorted(j["delivery"] for j in jobs) == sorted(sent)
+    # every answer names its delivery's one job, the replays included
+    by_delivery = {j["delivery"]: j["id"] for j in jobs}
+    for answer in answers:
+        assert answer.json()["job"] == by_delivery[answer.json()["delivery"]]
+    # and the database file holds as much: one row per delivery, in WAL mode
+    db = sqlite3.connect(service.work_dir / "guard.db")
+    try:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("SELECT COUNT(*), COUNT(DISTINCT delivery) FROM jobs WHERE delivery IN (%s)" %
+                          ",".join("?" * len(sent)), sorted(sent)).fetchone() == (200, 200)
+    finally:
+        db.close()
+
+
+def test_healthz_says_what_the_service_cannot_do(service: Service) -> None:
+    health = httpx.get(service.url + "/healthz").json()
+    cannot = {c["what"]: c["why"] for c in health["cannot"]}
+    assert cannot["post-comments"] == "no-app-credentials"
+    assert cannot["run-jobs"] == "no-workers"
+    assert "verify-deliveries" not in cannot
+
+
+def test_without_a_secret_nothing_is_accepted_and_healthz_says_why(tmp_path) -> None:
+    with Service(tmp_path / "service", "--workers", "0", env={"GUARD_WEBHOOK_SECRET": ""}) as bare:
+        answer = _post(bare, *delivery("pull_request", _payload(1)))
+        assert answer.status_code == 503 and answer.json()["error"] == "no-secret"
+        cannot = {c["what"] for c in httpx.get(bare.url + "/healthz").json()["cannot"]}
+        assert {"verify-deliveries", "post-comments"} <= cannot
+        assert bare.jobs() == []
