@@ -6,12 +6,14 @@ everything that needs the engine is skipped with one line where none answers."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import textwrap
 import time
 from pathlib import Path
@@ -264,6 +266,15 @@ repeats = 3
 """
 
 
+def one_file_tar(name: str, data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
 def guard_run(repo: Path, out: Path, cache: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out", str(out),
@@ -277,7 +288,10 @@ def test_the_pipeline_builds_images_measures_in_containers_and_reuses_verified_i
     repo = tmp_path / "engine"
     repo.mkdir()
     git(repo, "init", "--quiet", "--initial-branch=main")
-    (repo / "guard.toml").write_text(CONFIG.format(base=BASE_IMAGE))
+    # a base tag of the test's own, so that it may move it
+    test_base = f"regression-guard-test-base:{os.getpid()}"
+    client.images.get(BASE_IMAGE).tag(test_base)
+    (repo / "guard.toml").write_text(CONFIG.format(base=test_base))
     (repo / "Dockerfile").write_text(DOCKERFILE)
     (repo / "wl.py").write_text(WORKLOAD.format(work=3000))
     commit_all(repo, "base workload")
@@ -287,14 +301,15 @@ def test_the_pipeline_builds_images_measures_in_containers_and_reuses_verified_i
     cache = tmp_path / "cache"
     shas = (git(repo, "rev-parse", "main"), git(repo, "rev-parse", "feature"))
     try:
-        pipeline_in_docker(client, repo, cache, tmp_path)
+        pipeline_in_docker(client, repo, cache, tmp_path, test_base)
     finally:  # a failed run's images too: they are the test's
         for image in client.images.list(name="regression-guard-arm"):
             if image.labels.get("regression-guard.sha") in shas:
                 client.images.remove(image.id, force=True)
+        client.images.remove(test_base, force=True)
 
 
-def pipeline_in_docker(client, repo: Path, cache: Path, tmp_path: Path) -> None:
+def pipeline_in_docker(client, repo: Path, cache: Path, tmp_path: Path, test_base: str) -> None:
     started = time.monotonic()
     proc = guard_run(repo, tmp_path / "out", cache)
     first_s = time.monotonic() - started
@@ -329,6 +344,18 @@ def pipeline_in_docker(client, repo: Path, cache: Path, tmp_path: Path) -> None:
     assert "was modified since it was built (image differs): rebuilding" in moved.stderr
     assert moved.stderr.count("reusing build of") == 1
     assert ours(client) == []
+
+    # a base moved under BASE_IMAGE (a new torch, say): both arms are built again on it, never one alone
+    holder = client.containers.create(test_base, ["true"], network_mode="none")
+    try:
+        holder.put_archive("/", one_file_tar("moved-base", b"a new base\n"))
+        holder.commit(*test_base.split(":"))  # the base, with one more layer
+    finally:
+        holder.remove()
+    rebased = guard_run(repo, tmp_path / "out4", cache)
+    assert rebased.returncode == 1, rebased.stderr[-3000:]
+    assert rebased.stderr.count("was modified since it was built (BASE_IMAGE differs): rebuilding") == 2
+    assert "reusing build of" not in rebased.stderr
 
     # `guard clean` removes the images with the builds
     cleaned = subprocess.run([sys.executable, "-m", "guard", "clean", "--repo", str(repo), "--cache-dir", str(cache)],

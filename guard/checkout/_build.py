@@ -136,7 +136,7 @@ def _locked_build(
 def _check(folder: Path, sha: str, build: BuildConfig) -> Stale | None:
     stale = check_build(folder, sha)
     if stale is None and build.method == "docker":
-        stale = check_image(recorded_image(folder) or "", sha, folder.name)
+        stale = check_image(recorded_image(folder) or "", sha, folder.name, build.docker)
     return stale
 
 

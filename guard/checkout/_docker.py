@@ -2,10 +2,11 @@
 
 The image is tagged by the build folder's name (the commit and the config key, which holds
 the Dockerfile, the build arguments and the build network) and labelled with the same; the
-marker records its id. A build is reused only when the tag still names that id and the
-labels are the commit's and key's (check_image); the worktree is verified as for every
-method (guard.checkout._cache). Base and head share every layer their Dockerfile's steps
-have in common, through the engine's build cache.
+marker records its id. A build is reused only when the tag still names that id, the
+labels are the commit's and key's, and the image is built on what BASE_IMAGE names now
+(check_image); the worktree is verified as for every method (guard.checkout._cache). Base
+and head share every layer their Dockerfile's steps have in common, through the engine's
+build cache.
 """
 
 from __future__ import annotations
@@ -72,17 +73,30 @@ def build_image(
     return image_id, _workdir(client.images.get(image_id))
 
 
-def check_image(image_id: str, sha: str, key: str) -> Stale | None:
-    """None when the tag of `key` names the image `image_id`, labelled for `sha` and `key`."""
-    from docker.errors import DockerException
+def check_image(image_id: str, sha: str, key: str, docker: DockerConfig) -> Stale | None:
+    """None when the tag of `key` names the image `image_id`, labelled for `sha` and `key`, and
+    built on what BASE_IMAGE names now: a base retagged since (a new torch, say) would leave
+    one arm on the old base and the other, rebuilt, on the new one."""
+    from docker.errors import DockerException, ImageNotFound
 
     try:
-        found = engine().images.get(image_tag(key))
+        client = engine()
+        found = client.images.get(image_tag(key))
     except (ContainerError, DockerException):
         return Stale("modified", "image")
     labels = found.labels or {}
     if found.id != image_id or labels.get(LABEL_SHA) != sha or labels.get(LABEL_KEY) != key:
         return Stale("modified", "image")
+    base_name = docker.build_args.get("BASE_IMAGE")
+    if base_name:
+        try:
+            base_layers = client.images.get(base_name).attrs["RootFS"]["Layers"]
+        except ImageNotFound:
+            return None  # not on this host: a build would pull it, the layers already here stand
+        except DockerException:
+            return Stale("modified", "image")
+        if found.attrs["RootFS"]["Layers"][: len(base_layers)] != base_layers:
+            return Stale("modified", "BASE_IMAGE")
     return None
 
 
