@@ -13,10 +13,7 @@ decided on both. The true change is applied to both metrics (tok/s falls by 1/(1
 
 Printed: per noise setting and true change, the share of trials whose overall verdict was
 regression, at_threshold, inconclusive, pass and improvement, each with its 95% Clopper-Pearson
-interval, and the share that took a confirmation round. Beside them, the same draws decided by
-the significance rule that schema-1 reports were made by (p < alpha and a change of at least T;
-a second round of every batch size when one was near T), through the guard's own re-decision
-of such reports (`decide_again`). False alarm: a regression at a true change
+interval, and the share that took a confirmation round. False alarm: a regression at a true change
 of 0 or 0.9 T; detection: a regression at 1.25 T or 1.5 T; at T itself, the edge the bounds are
 built for. The noise settings are the H200's
 measured per-process sd (of the log): GPU ms 0.1% and 0.3%; tok/s 1.5% (reference engine)
@@ -37,9 +34,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from guard.compare import (  # noqa: E402
-    UNDECIDED, BatchComparison, Comparison, StatedRule, Verdict, compare, confirm_undecided, decide_again, most_severe,
-)
+from guard.compare import UNDECIDED, Comparison, Verdict, compare, confirm_undecided  # noqa: E402
 from guard.measure import ArmMeasurement, BatchRun, RepeatResult  # noqa: E402
 
 BATCH_SIZES = [1, 2]
@@ -105,10 +100,10 @@ def _measured(*rounds: Round, sizes: list[int] | None = None) -> dict[str, ArmMe
     return merged
 
 
-def trial(cell: Cell, settings: Settings, rng: np.random.Generator) -> tuple[Verdict, int, Verdict]:
-    """One run as the pipeline makes it: the interval rule's verdict and the rounds it took;
-    and the significance rule's verdict of the same draws (schema 1, decided by `decide_again`:
-    a second round of every batch size when a batch size was near the threshold)."""
+def trial(cell: Cell, settings: Settings, rng: np.random.Generator) -> tuple[Verdict, int]:
+    """One run as the pipeline makes it: the interval rule's verdict and the rounds it took.
+    Both rounds are drawn whether or not the second is used, so that each trial takes as
+    many draws from the stream."""
     first, second = _round(0, cell, settings, rng), _round(settings.repeats, cell, settings, rng)
 
     def decide(measurements: dict[str, ArmMeasurement], look: dict[int, int] | None = None) -> Comparison:
@@ -118,24 +113,8 @@ def trial(cell: Cell, settings: Settings, rng: np.random.Generator) -> tuple[Ver
     def second_round(undecided: list[int]) -> Comparison:
         return decide(_measured(first, second, sizes=undecided), {size: 2 for size in undecided})
 
-    first_round = decide(_measured(first))
-    comparison, rounds, _ = confirm_undecided(first_round, second_round)
-    return comparison.verdict, rounds, _significance_verdict(first_round, first, second, settings)
-
-
-def _significance_verdict(first_round: Comparison, first: Round, second: Round, settings: Settings) -> Verdict:
-    rule = StatedRule(threshold_pct=settings.threshold_pct, tok_threshold_pct=settings.threshold_pct,
-                      alpha=settings.alpha, confidence=CONFIDENCE)  # no looks: the significance rule
-
-    def by_significance(comparison: Comparison) -> list[BatchComparison]:
-        return [decide_again(b, "base", "head", rule) for b in comparison.batches]
-
-    batches = by_significance(first_round)
-    if any(b.undecided for b in batches):
-        both = compare(_measured(first, second), "base", "head", BATCH_SIZES, settings.threshold_pct, CONFIDENCE,
-                       settings.alpha, settings.threshold_pct)
-        batches = by_significance(both)
-    return most_severe([b.verdict for b in batches])
+    comparison, rounds, _ = confirm_undecided(decide(_measured(first)), second_round)
+    return comparison.verdict, rounds
 
 
 def run_cell(cell: Cell, settings: Settings) -> dict[str, int]:
@@ -143,12 +122,10 @@ def run_cell(cell: Cell, settings: Settings) -> dict[str, int]:
     key = [settings.seed, int(cell.gpu_sd_pct * 100), int(cell.tok_sd_pct * 100), int(cell.change_of_t * 100)]
     rng = np.random.default_rng(key)
     counts = {v: 0 for v in (*SHOWN, "invalid")} | {"confirmed": 0}
-    counts |= {f"significance {v}": 0 for v in (*SHOWN, "invalid")}
     for _ in range(settings.trials):
-        verdict, rounds, older = trial(cell, settings, rng)
+        verdict, rounds = trial(cell, settings, rng)
         counts[verdict] += 1
         counts["confirmed"] += rounds > 1
-        counts[f"significance {older}"] += 1
     return counts
 
 
@@ -186,15 +163,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{settings.repeats} processes per arm per round, batch sizes {BATCH_SIZES}, {n} trials per row, "
           f"seed {settings.seed}. Rates with their 95% Clopper-Pearson interval.\n")
     print("| GPU ms sd | tok/s sd | true change | regression is a | regression | at threshold | inconclusive | pass "
-          "| improvement | confirmation round | significance rule: regression | significance rule: inconclusive |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| improvement | confirmation round |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for cell, counts in zip(cells, results):
         shown = " | ".join(_rate(counts[v], n) for v in SHOWN)
-        older = " | ".join(_rate(counts[f"significance {v}"], n) for v in ("regression", "inconclusive"))
-        invalid = counts["invalid"] + counts["significance invalid"]
-        assert invalid == 0, f"{cell}: {invalid} trials were invalid"  # like for like by construction
+        assert counts["invalid"] == 0, f"{cell}: {counts['invalid']} trials were invalid"  # like for like
         print(f"| {cell.gpu_sd_pct:g}% | {cell.tok_sd_pct:g}% | {cell.change_of_t:g} T | {_role(cell.change_of_t)} "
-              f"| {shown} | {_rate(counts['confirmed'], n)} | {older} |")
+              f"| {shown} | {_rate(counts['confirmed'], n)} |")
     undecided = sum(counts[v] for counts in results for v in UNDECIDED)
     print(f"\n{len(cells) * n} runs, {undecided} left undecided, in {elapsed:.0f} s with {args.jobs} worker(s).")
     return 0

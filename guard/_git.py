@@ -3,6 +3,7 @@ error style: a GitError that says what was wrong, where, and what to do."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -15,13 +16,17 @@ DIFF_ARGS = (
     "--find-renames", "--no-relative", "--submodule=short", "--src-prefix=a/", "--dst-prefix=b/",
 )
 _NO_GIT = "git not found on PATH; install git or add it to PATH"
+# Repositories the guard makes itself commit at one date: the same files give the same shas everywhere, every day.
+MADE_AT = "2026-01-01T00:00:00+00:00"
 
 
-def run_git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_git(repo: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`env`: variables set for this call, over the process's own."""
     try:
         return subprocess.run(
             ["git", "-C", str(repo), *args],
             capture_output=True, text=True, encoding="utf-8", errors="replace", check=False,
+            env=None if env is None else os.environ | env,
         )
     except FileNotFoundError:
         raise GitError(_NO_GIT) from None
@@ -35,13 +40,23 @@ def read_git_bytes(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]
         raise GitError(_NO_GIT) from None
 
 
-def checked_git(repo: Path, *args: str, doing: str) -> subprocess.CompletedProcess[str]:
+def checked_git(
+    repo: Path, *args: str, doing: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """run_git, where a failure is a GitError: "could not <doing> in <repo>: git said: ..."."""
-    proc = run_git(repo, *args)
+    proc = run_git(repo, *args, env=env)
     if proc.returncode != 0:
         said = proc.stderr.strip() or f"exit code {proc.returncode}"
         raise GitError(f"could not {doing} in {repo}: git said: {said}")
     return proc
+
+
+def made_git(repo: Path, *args: str, author: str, email: str) -> str:
+    """git in a repository the guard makes itself (the demo's, the validation suite's): commits
+    by `author` at MADE_AT; its output stripped; a failure is a GitError."""
+    env = {"GIT_AUTHOR_NAME": author, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": author,
+           "GIT_COMMITTER_EMAIL": email, "GIT_AUTHOR_DATE": MADE_AT, "GIT_COMMITTER_DATE": MADE_AT}
+    return checked_git(repo, *args, doing=f"run git {args[0]}", env=env).stdout.strip()
 
 
 # ---- the repository and its commits ------------------------------------------------------------

@@ -121,7 +121,7 @@ def calibrate(
     slow = slow_processes(measurements.values(), spec.batch_sizes)
     asked = [config.measure.threshold_pct, *(thresholds_pct or [])]
     noise = []
-    for batch in comparison.batches:
+    for batch in comparison.batch_sizes:
         if batch.gpu_ms_change is None or batch.tok_per_s_change is None:
             why = "; ".join(reason_short(r) for r in batch.reasons) or "no change to compare"
             raise HarnessError("aa", f"batch size {batch.batch_size}: {why}")

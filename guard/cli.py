@@ -17,7 +17,6 @@ import guard
 from guard._crash import describe_failure
 from guard._errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, GuardError
 from guard._output import append_whole, check_out_dir, check_out_file, write_atomic
-from guard.config import DEFAULT_CONFIG_NAME, ConfigOverrides, load_caller_config
 from guard.sandbox import restart_clean
 
 if TYPE_CHECKING:  # the report stage pulls in scipy; `guard analyze` needs none of it
@@ -38,7 +37,8 @@ def _progress(message: str) -> None:
 
 
 _CONFIG_HELP = (
-    f"config file outside the repository's checkout (default: {DEFAULT_CONFIG_NAME} as the base commit holds it)"
+    f"config file outside the repository's checkout (default: {guard.DEFAULT_CONFIG_NAME} as the base commit "
+    "holds it)"
 )
 
 
@@ -249,6 +249,7 @@ def _bug_dir(args: argparse.Namespace) -> Path | None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from guard.config import ConfigOverrides, load_caller_config
     from guard.pipeline import run_config, run_guard
 
     check_out_dir(args.out)
@@ -269,6 +270,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _bisect(args: argparse.Namespace) -> int:
     from guard.bisect import BISECT_FILE, chain_text, commits_between, run_bisect
+    from guard.config import load_caller_config
     from guard.pipeline import run_config
 
     check_out_dir(args.out)
@@ -285,6 +287,7 @@ def _bisect(args: argparse.Namespace) -> int:
 
 def _calibrate(args: argparse.Namespace) -> int:
     from guard.calibrate import calibrate, calibration_path
+    from guard.config import load_caller_config
 
     check_out_file(args.out)
     config = load_caller_config(args.config, args.repo) if args.config else None  # None: REF's guard.toml

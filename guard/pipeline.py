@@ -169,7 +169,7 @@ def _run_guard(
 
     comparison, rounds, _ = confirm_undecided(decide(), confirmation_round)
     slow = slow_processes(measurements.values(), spec.batch_sizes)
-    gpu_timed = any(a.timer == "cuda_event" for b in comparison.batches for a in b.arms)
+    gpu_timed = any(a.timer == "cuda_event" for b in comparison.batch_sizes for a in b.arms)
     progress(slow_processes_sentence(slow, gpu=gpu_timed))
 
     for info in arms:
@@ -186,37 +186,27 @@ def _run_guard(
                                    out_dir)
     capture = _capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress)
     explanation = explain(
-        comparison.verdict, comparison.batches, {s.batch_size: s.diff for s in sections if s.diff is not None},
+        comparison.verdict, comparison.batch_sizes, {s.batch_size: s.diff for s in sections if s.diff is not None},
         base_ref.name, head_ref.name, threshold_pct=comparison.threshold_pct, confidence=comparison.confidence,
         ablation_builds={a.name: a.source for a in arms if a.source is not None and a.status == "ok"},
         capture=capture,
     )
     report = Report(
+        # the comparison's own fields (a report is a comparison), the security notes among its warnings
+        **{**dict(comparison), "warnings": security + comparison.warnings},
         tool_version=guard.__version__,
-        verdict=comparison.verdict,
-        reasons=comparison.reasons,
-        warnings=security + comparison.warnings,
-        hash_match=comparison.hash_match,
         base=base_ref.name,
         head=head_ref.name,
         arms=arms,
-        batch_sizes=comparison.batches,
-        threshold_pct=comparison.threshold_pct,
-        tok_threshold_pct=comparison.tok_threshold_pct,
-        alpha=comparison.alpha,
-        confidence=comparison.confidence,
         rounds=rounds,
         slow_processes=slow,
-        looks=comparison.looks,
         workload=WorkloadInfo(
             **spec.model_dump(exclude={"reference"}), repeats=repeats,
             described=_described(measurements, head_ref.name),
             reference=reference.tokens.source if reference.tokens else None,
             reference_error=reference.error,
         ),
-        environment=_environment(measurements, [base_ref.name, head_ref.name]).model_copy(
-            update={"gpu_state": comparison.gpu_fingerprint}
-        ),
+        environment=_environment(measurements, [base_ref.name, head_ref.name]),
         traces=sections,
         changed_files=capture.changed_files if capture else [],  # from the one diff capture detection reads
         config_change=change,

@@ -2,7 +2,7 @@
 head's made from them, every verdict decided again from those values by the compare stage,
 by the interval rule, as if in one round of a run that may take `looks` rounds, and its facts
 explained again. A test that wants a report saying `pass` gets one whose numbers pass.
-`committed` reads a committed report of an older schema as data (benchmarks/validation/_older.py)."""
+`committed` reads a committed report of an older schema as data (validation/_older.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from guard.measure import spread
 import tempfile
 from pathlib import Path
 
-from benchmarks.validation._older import read_any as committed
+from validation._older import read_any as committed
 from guard.report import SCHEMA_VERSION, Report, explain_report
 
 __all__ = ["committed", "current_file", "explained", "remeasured"]

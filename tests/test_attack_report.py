@@ -242,7 +242,7 @@ def test_an_honest_report_of_the_interval_rule_holds_up(tmp_path: Path, factor: 
     report = remeasured(committed(RICH), factor, jitter, looks=2)
     assert report.verdict == verdict
     again = read_report(_write(tmp_path, report))  # decided again from its numbers, and it holds
-    assert again.verdict == verdict and again.schema_version == 3 and again.looks == 2
+    assert again.verdict == verdict and again.schema_version == 4 and again.looks == 2
     assert [b.alpha_per_look for b in again.batch_sizes] == [again.alpha / (2 * 2 * 2)] * 2
     unstated = _json(report) | {"looks": None}  # without the looks its alpha was split over
     with pytest.raises(ReportError, match="not a valid report: looks"):
@@ -300,7 +300,7 @@ def test_every_committed_report_holds_up(tmp_path: Path) -> None:
         if json.loads(plain.read_bytes())["schema_version"] == SCHEMA_VERSION:  # written by this guard
             verdicts.add(read_report(plain).verdict)
             continue
-        with pytest.raises(ReportError, match=r"is a report of schema_version [12]; .* re-run the guard"):
+        with pytest.raises(ReportError, match=r"is a report of schema_version [123]; .* re-run the guard"):
             read_report(plain)
         verdicts.add(read_report(current_file(path)).verdict)  # raises UnfoundedReport where it would not hold
     assert {"pass", "regression", "invalid"} <= verdicts
@@ -314,7 +314,7 @@ def test_a_report_of_an_older_schema_is_refused_before_anything_is_posted(api: G
         proc = _cli(*command, env=env)
         assert proc.returncode == 2, proc.stderr
         (line,) = proc.stderr.splitlines()
-        assert line == (f"guard: error: {path} is a report of schema_version 2; this guard reads schema_version 3 "
+        assert line == (f"guard: error: {path} is a report of schema_version 2; this guard reads schema_version 4 "
                         "only: re-run the guard (`guard run`) to get a report it reads")
     assert api.requests() == [] and not (tmp_path / "summary.md").exists()
 

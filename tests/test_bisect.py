@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from guard.bisect import commits_between, first_bad
-from guard.demo._repo import BASE_CAPTURE, BASE_SIZES, HEAD_CAPTURE, HEAD_SIZES, make_demo_repo
+from guard.demo._repo import make_demo_repo
+from guard.demo._scenarios import SCENARIOS
 from tests.conftest import commit_all, git
 
 
@@ -115,8 +116,10 @@ def _engine_line(repo: Path) -> tuple[str, list[str]]:
     for number in range(1, 7):
         if number == CULPRIT:
             source = engine.read_text()
-            assert BASE_CAPTURE in source and BASE_SIZES in source and SLEEP in source
-            source = source.replace(BASE_CAPTURE, HEAD_CAPTURE).replace(BASE_SIZES, HEAD_SIZES)
+            assert SLEEP in source
+            for old, new in SCENARIOS["piecewise"].edits:  # the demo's own capture change
+                assert old in source
+                source = source.replace(old, new)
             engine.write_text(source.replace(SLEEP, "        time.sleep(0.02)\n" + SLEEP))
             message = "engine: capture decode piecewise, one graph per layer, at one padded size"
         else:

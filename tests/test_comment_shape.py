@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from cmarkgfm.cmark import Options
 from guard.compare import Reason
 from guard.report import TITLE_LIMIT, Report, build_view, read_report, render_comment
 from guard.report._json_schema import SCHEMA_FILE, report_json_schema
+from guard.report.fold import above_the_fold, words
 from tests.report_fixtures import committed, current_file, explained, remeasured
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -60,14 +63,6 @@ def _reports() -> dict[str, Report]:
 REPORTS = _reports()
 
 
-def _above_the_fold(markdown: str) -> str:
-    return markdown[: markdown.index("<details>")] if "<details>" in markdown else markdown
-
-
-def _words(markdown: str) -> int:
-    """Words as a reader sees them: the markup's pipes, dashes and marker left out."""
-    text = re.sub(r"<!--.*?-->", "", markdown, flags=re.S)
-    return len([w for w in re.split(r"\s+", text) if re.search(r"[A-Za-z0-9]", w)])
 
 
 @pytest.mark.parametrize("name", REPORTS)
@@ -80,8 +75,8 @@ def test_the_answer_comes_first_in_few_words(name: str) -> None:
     assert 0 < len(view.title) < TITLE_LIMIT, view.title
     comment = render_comment(report)
     assert comment.splitlines()[1] == f"**{view.title_md}**"
-    above = _above_the_fold(comment)
-    assert _words(above) <= WORDS_ABOVE_THE_FOLD, (name, _words(above), above)
+    above = above_the_fold(comment)
+    assert words(above) <= WORDS_ABOVE_THE_FOLD, (name, words(above), above)
     assert above.count("\n|---") <= 1  # one small table, or none for an invalid run
     # the detail is folded: profiler, per-process figures, environment, method
     summaries = [f.summary for f in view.folds]
@@ -168,3 +163,24 @@ def test_the_published_json_schema_is_the_models_own() -> None:
     assert not validator.is_valid(forged)
     no_facts = {k: v for k, v in json.loads(REPORTS["pass"].model_dump_json()).items() if k != "explanation"}
     assert not validator.is_valid(no_facts)
+
+
+def test_the_words_above_the_fold_are_counted_by_a_command_and_the_readme_states_its_figure() -> None:
+    """`python -m guard.report.fold` counts what a reader meets first: the marker, the table's
+    pipes and dashes and everything from the first fold on are not words. The README's figure
+    for the CPU demo is the command's output on the committed comment, which is the comment
+    its report renders."""
+    sample = "<!-- marker -->\n**Title here**\n\n| a | b |\n|---|---|\n| 1.5% | x |\n<details>\nhidden words\n"
+    assert words(above_the_fold(sample)) == 6  # Title, here, a, b, 1.5%, x
+    comment = CPU_DEMO / "comment.md"
+    assert comment.read_text() == render_comment(read_report(CPU_DEMO / "report.json"))
+    proc = subprocess.run([sys.executable, "-m", "guard.report.fold", str(comment)], capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    count = int(proc.stdout)
+    assert count == words(above_the_fold(comment.read_text())) <= WORDS_ABOVE_THE_FOLD
+    stated = re.search(r"its top, (\d+) words above the first fold", (REPO_ROOT / "README.md").read_text())
+    assert stated is not None and int(stated[1]) == count
+    missing = subprocess.run([sys.executable, "-m", "guard.report.fold", str(CPU_DEMO / "nothing.md")],
+                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert missing.returncode == 2 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr

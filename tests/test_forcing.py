@@ -408,7 +408,7 @@ def test_a_reference_name_that_carries_markdown_does_not_load_from_a_report() ->
     """A report read back (by the commenter) is data: its reference name cannot be a link."""
     from pydantic import ValidationError
 
-    from benchmarks.validation._older import current_report
+    from validation._older import current_report
 
     report = json.loads((Path(__file__).resolve().parents[1] / "docs" / "validation" / "h200-engines" / "pairs"
                          / "compiled-graph-break" / "report.json").read_text())

@@ -152,14 +152,14 @@ def test_one_alert_per_culprit_never_a_flood():
 
 def test_gpu_class_splits_on_driver_not_on_the_card():
     state = {"name": "NVIDIA H200", "uuid": "GPU-1", "driver_version": "570.1", "power_limit_w": 700.0}
-    base = gpu_class(Environment(gpu="NVIDIA H200", gpu_state=state))
-    other_card = gpu_class(Environment(gpu="NVIDIA H200", gpu_state=state | {"uuid": "GPU-2"}))
-    new_driver = gpu_class(Environment(gpu="NVIDIA H200", gpu_state=state | {"driver_version": "575.2"}))
-    lower_power = gpu_class(Environment(gpu="NVIDIA H200", gpu_state=state | {"power_limit_w": 500.0}))
+    base = gpu_class(Environment(gpu="NVIDIA H200"), state)
+    other_card = gpu_class(Environment(gpu="NVIDIA H200"), state | {"uuid": "GPU-2"})
+    new_driver = gpu_class(Environment(gpu="NVIDIA H200"), state | {"driver_version": "575.2"})
+    lower_power = gpu_class(Environment(gpu="NVIDIA H200"), state | {"power_limit_w": 500.0})
     assert base.key == other_card.key
     assert len({base.key, new_driver.key, lower_power.key}) == 3
     assert base.key.startswith("nvidia-h200-") and base.driver == "570.1"
-    forged = gpu_class(Environment(gpu="NVIDIA H200", gpu_state=state | {"power_limit_w": "<b>700</b>"}))
+    forged = gpu_class(Environment(gpu="NVIDIA H200"), state | {"power_limit_w": "<b>700</b>"})
     assert forged.power_limit_w is None  # read back from a report: a number or nothing
 
 

@@ -137,7 +137,7 @@ def test_compare_decides_and_keeps_whether_an_arm_outran_its_hold() -> None:
         return ArmMeasurement(arm=name, repeats=runs)
 
     found = compare({"base": arm("base", [5, 5, 5]), "head": arm("head", [5, 6, 5])}, "base", "head", [1], 1.0, 0.95)
-    base, head = found.batches[0].arms
+    base, head = found.batch_sizes[0].arms
     assert UNHELD_SHARE == 0.05
     assert (base.outran_hold, head.outran_hold) == (False, True)  # 15 of 300 is 5%; 16 is more
 

@@ -350,7 +350,7 @@ def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path
     # the reference process, then 2 arms x 3 repeats x 2 rounds, one process each
     assert counter.read_text() == "13"
     assert "one confirmation round" in proc.stderr
-    assert report["rounds"] == 2 and report["looks"] == 2 and report["schema_version"] == 3
+    assert report["rounds"] == 2 and report["looks"] == 2 and report["schema_version"] == 4
     assert [a["repeats"] for a in report["arms"]] == [6, 6]
     assert report["verdict"] == "inconclusive" and proc.returncode == 0
     (batch,) = report["batch_sizes"]

@@ -138,14 +138,17 @@ def test_a_profile_out_of_scale_with_the_timed_pass_says_to_read_it_for_shares()
 def _kernel_pair_at_threshold() -> Report:
     """H200 pair kernel-0.5-01 (+0.46% of slower kernels, threshold 0.5%), both of its rounds
     decided again by the interval rule: the report as this guard would have written it."""
-    from benchmarks.validation._models import PairRecord
-    from benchmarks.validation._summary import compare_pair
+    from validation._models import PairRecord
+    from validation._pairs import load_pair
+    from validation._summary import compare_pair
 
-    lines = (REPO_ROOT / "docs" / "validation" / "h200-30l" / "pairs.jsonl").read_text().splitlines()
+    folder = REPO_ROOT / "docs" / "validation" / "h200-30l"
+    lines = (folder / "pairs.jsonl").read_text().splitlines()
     record = next(r for r in map(PairRecord.model_validate_json, lines) if r.pair_id == "kernel-0.5-01")
-    assert record.rounds == 2
-    (batch,) = compare_pair(record, 2, record.threshold_pct, record.tok_threshold_pct, looks=2).batches
-    report = _pair_report("h200-30l", "kernel-0.5-01")
+    pair = load_pair(folder, record)
+    assert pair.facts.rounds == 2
+    (batch,) = compare_pair(pair, 2, pair.facts.threshold_pct, pair.facts.tok_threshold_pct, looks=2).batch_sizes
+    report = pair.report
     return explained(report.model_copy(update={"batch_sizes": [batch], "reasons": [], "verdict": batch.verdict,
                                                "looks": 2, "rounds": 2}))
 
@@ -268,7 +271,7 @@ def test_environment_names_the_gpu_state_and_warnings() -> None:
     state = {"available": True, "power_limit_w": 700.0, "max_sm_clock_mhz": 1980, "persistence_mode": True}
     report = report.model_copy(
         update={
-            "environment": report.environment.model_copy(update={"gpu_state": state}),
+            "gpu_fingerprint": state,
             "warnings": ["arm 'head' repeat 2: clocks held down by sw_thermal_slowdown at the end"],
         }
     )

@@ -30,8 +30,10 @@ from guard.trace import (
     RangeTable,
     Trace,
     TraceFigures,
+    TraceWarning,
     analyze,
     diff,
+    figures_text,
     read_trace,
 )
 
@@ -160,7 +162,7 @@ def test_annotation_steps_and_step_figures() -> None:
     assert figures.memcpys_per_step == 0.5
     assert figures.memsets_per_step == 0.0
     assert figures.dropped_activities == 2  # the memset outside every step, the unlinked kernel
-    assert any("no matching API call" in w for w in figures.warnings)
+    assert TraceWarning(kind="unlinked_activities", count=1) in figures.warnings  # the kernel of no call
 
     # busy: sum of durations; union: merged [100,500] + [600,650] + [700,720]; span 100-720
     assert figures.per_step.busy_ms == pytest.approx([600e-6, 410e-6], rel=1e-12)
@@ -242,8 +244,9 @@ def test_a_step_without_kernels_is_left_out() -> None:
     figures = analyze(trace)
     assert figures.steps == 2
     assert figures.per_step.kernels == [7, 5]
-    assert any("1 of 3 steps hold no kernel" in w for w in figures.warnings)
-    assert any("--steps 5 ignored" in w for w in analyze(trace, steps=5).warnings)
+    assert TraceWarning(kind="empty_steps", count=1, steps=3) in figures.warnings
+    assert TraceWarning(kind="steps_ignored", steps=5, count=3) in analyze(trace, steps=5).warnings
+    assert "1 of 3 steps hold no kernel" in figures_text(figures)  # the words, made for the terminal
 
 
 # -- steps by graph launch ----------------------------------------------------------------
@@ -302,7 +305,9 @@ def test_uneven_graph_launch_steps_warn_to_pass_steps() -> None:
         gpu += [(1_000 * (launch + 1) + 50 * k, 1_000 * (launch + 1) + 50 * k + 10, 7, launch + 1, KERNEL, "k")
                 for k in range(kernels)]
     figures = analyze(make_trace(gpu, api))
-    assert any("pass --steps N" in w for w in figures.warnings)
+    assert TraceWarning(kind="uneven_graph_steps", kernels_min=1, kernels_max=3) in figures.warnings
+    assert "steps of 1 to 3 kernels: if a decode step launches several graphs, pass --steps N" in (
+        figures_text(figures))
 
 
 # -- steps by count -----------------------------------------------------------------------
@@ -332,7 +337,7 @@ def test_steps_by_count() -> None:
 def test_steps_by_count_that_do_not_divide_warn() -> None:
     figures = analyze(counted_trace(), steps=4)
     assert figures.per_step.kernels == [2, 1, 2, 1]
-    assert any("do not split evenly" in w for w in figures.warnings)
+    assert TraceWarning(kind="uneven_split", count=6, steps=4) in figures.warnings
 
 
 def test_no_step_rule_applies_asks_for_steps() -> None:
@@ -535,7 +540,7 @@ def test_layer_graphs_fixture_without_steps_counts_every_launch() -> None:
     figures = analyze(read_trace(LAYER_GRAPHS))
     assert figures.steps == 352
     assert figures.kernels_per_step == pytest.approx(1073 / 22)
-    assert any("pass --steps N" in w for w in figures.warnings)
+    assert "uneven_graph_steps" in [w.kind for w in figures.warnings]
 
 
 # -- diff ---------------------------------------------------------------------------------

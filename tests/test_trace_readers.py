@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from guard._errors import TraceError
-from guard.trace import _kineto
+from guard.trace import TraceWarning, _kineto, warning_text
 from guard.trace._model import KERNEL, MEMCPY, MEMSET, Trace
 from guard.trace._read import MAX_GPU_DURATION_NS, read_trace
 
@@ -269,6 +269,37 @@ def test_event_gaps_inside_names_and_nested_lists_are_not_cut(
     assert rows(trace, "api") == expected(path)["api"] and len(trace.api) == 6
 
 
+def test_a_plain_file_is_read_through_its_map_with_the_same_tables(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The H200 fixture unzipped: the map, slice by slice with each slice's pages let go,
+    gives the tables the whole-file read gives (and the raw file holds)."""
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress(H200_STEP.read_bytes()))
+    monkeypatch.setattr(_kineto, "_CHUNK_BYTES", 64 << 10)  # many slices, many pages let go
+    mapped = _kineto.read_kineto_mapped(plain, str(plain))
+    assert mapped is not None
+    whole = _kineto.read_kineto(plain.read_bytes(), str(plain))
+    for table in ("gpu", "api", "ranges"):
+        assert rows(mapped, table) == rows(whole, table)
+    assert rows(read_trace(plain), "gpu") == expected(H200_STEP)["gpu"]
+
+
+@pytest.mark.parametrize("tail", [
+    ', "traceEvents": []}',  # a second key, which the whole-file decoder takes
+    ', "more": [1, 2]}',  # a list after the events: the last `]` is not theirs
+])
+def test_a_file_whose_outline_does_not_hold_is_read_whole(tmp_path: Path, tail: str) -> None:
+    events = [kernel("100.125", "2.5", 1)]
+    path = write_kineto(tmp_path / "trace.json", events)
+    path.write_text(path.read_text().rstrip().removesuffix("}") + tail)
+    assert _kineto.read_kineto_mapped(path, str(path)) is None
+    if '"traceEvents"' in tail:  # the last key wins, as in the whole-file read: no kernels
+        with pytest.raises(TraceError, match="holds no GPU kernels"):
+            read_trace(path)
+    else:
+        assert len(read_trace(path).gpu) == 1
+
+
 # --- format detection by content ---------------------------------------------------------
 
 
@@ -426,6 +457,10 @@ def test_nsys_corrupt_kernel_is_dropped_with_a_warning(tmp_path: Path) -> None:
     assert np.count_nonzero(trace.gpu.kind == KERNEL) == 4
     assert not {98, 99} & set(trace.gpu.correlation.tolist())
     assert trace.warnings == [
+        TraceWarning(kind="untimed_gpu_records", count=1),
+        TraceWarning(kind="corrupt_records", count=1, table="gpu", why="end_before_start_or_too_long", limit_s=10),
+    ]
+    assert [warning_text(w) for w in trace.warnings] == [
         "1 GPU record without timestamps skipped (CUPTI could not time them)",
         "1 GPU record dropped as corrupt: end before start or longer than 10 s",
     ]
@@ -569,7 +604,9 @@ def test_corrupt_gpu_records_are_dropped_and_counted(tmp_path: Path) -> None:
     assert trace.gpu.correlation.tolist() == [1, 4]
     assert trace.gpu.start_ns.tolist() == [1_712_195_495_519_689_047, 1_712_195_495_519_690_000]
     assert trace.gpu.end_ns.tolist() == [1_712_195_495_519_691_048, 1_712_195_495_519_690_500]
-    assert trace.warnings == ["2 GPU records dropped as corrupt: end before start or longer than 10 s"]
+    assert [(w.kind, w.count, w.table) for w in trace.warnings] == [("corrupt_records", 2, "gpu")]
+    assert [warning_text(w) for w in trace.warnings] == [
+        "2 GPU records dropped as corrupt: end before start or longer than 10 s"]
 
 
 def test_all_kernels_corrupt_says_so(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
-"""benchmarks/validate.py: sizing by interpolation, re-deciding pairs offline, the summary's
-criteria, and the whole run on a CPU with tiny settings."""
+"""python -m validation injected: sizing by interpolation, re-deciding pairs offline from their
+kept reports, the summary's criteria, and the whole run on a CPU with tiny settings."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import subprocess
@@ -11,17 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.validation._models import KIND_BY_NAME, ArmValues, PairRecord, RunSettings, SizingPoint, TokenCheck
-from benchmarks.validation._inputs import planned_pairs
-from benchmarks.validation._pairs import append_record, plan, read_records
-from benchmarks.validation._progress import KIND_HISTORY, Budget, first_that_fits
-from benchmarks.validation._repo import base_long_kv_len, head_branch, make_engine_repo
-from benchmarks.validation._sizing import choose_idle, choose_long_kv, curve_at, interpolate, keep_tokens
-from benchmarks.validation._summary import decide, redecide, summarise
-from guard.measure import Change
+from guard.measure import Change, spread
+from guard.report import Report
 from tests.conftest import git
+from tests.report_fixtures import committed
+from validation._inputs import planned_pairs
+from validation._models import KIND_BY_NAME, PairFacts, PairRecord, RunSettings, SizingPoint, TokenCheck
+from validation._pairs import Pair, append_record, load_pair, plan, read_records
+from validation._progress import KIND_HISTORY, Budget, first_that_fits
+from validation._repo import base_long_kv_len, head_branch, make_engine_repo
+from validation._sizing import choose_idle, choose_long_kv, curve_at, interpolate, keep_tokens
+from validation._summary import decide, redecide, summarise
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "validate.py"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# an H200 A/A pair's report: its arms' figures are replaced by each test's own
+TEMPLATE = committed(REPO_ROOT / "docs" / "validation" / "h200-30l" / "pairs" / "aa-01" / "report.json.gz")
 
 
 # --- the throwaway repository -------------------------------------------------------------------
@@ -135,22 +140,27 @@ def test_long_kv_layers_is_a_whole_number_moved_to_the_nearest_that_keeps_the_to
 
 
 def _record(kind: str, index: int, base: list[float], head: list[float], verdict: str = "regression",
-            cause: str | None = None, rounds: int = 1, repeats: int = 4) -> PairRecord:
+            cause: str | None = None, rounds: int = 1, repeats: int = 4, threshold_pct: float = 0.5,
+            duration_s: float = 60.0) -> Pair:
+    """A pair whose report holds these per-repeat GPU ms per step (tok/s: 1000 over them)."""
     k = KIND_BY_NAME[kind]
+    batch = TEMPLATE.batch_sizes[0]
+    values = {TEMPLATE.base: base, TEMPLATE.head: head}
+    arms = [a.model_copy(update={"gpu_ms_per_step": spread(values[a.arm]), "repeats": len(values[a.arm]),
+                                 "tok_per_s": spread([1000 / v for v in values[a.arm]])})
+            for a in batch.arms if a.arm in values]
+    report = TEMPLATE.model_copy(update={
+        "batch_sizes": [batch.model_copy(update={"arms": arms})], "rounds": rounds, "threshold_pct": threshold_pct,
+        "tok_threshold_pct": 0.5, "workload": TEMPLATE.workload.model_copy(update={"repeats": repeats, "steps": 64}),
+    })
     change = Change(pct=0.0, ci_low_pct=0.0, ci_high_pct=0.0, p_value=1.0, confidence=0.95)
-    return PairRecord(
-        pair_id=f"{kind}-{index:02d}", kind=kind, injection=k.injection, index=index, target_pct=k.target_pct,
-        setting=None, predicted_pct=None, batch_size=1, steps=64, verdict=verdict, threshold_pct=0.5,
-        tok_threshold_pct=0.5, alpha=0.01, confidence=0.95, gpu_ms_change=change, tok_per_s_change=change,
-        cause=cause, traced=cause is not None, rounds=rounds, repeats=repeats,
-        arms=[
-            ArmValues(arm="base", timer="cuda_event", sha256="s", deterministic=True, gpu_ms_per_step=base,
-                      tok_per_s=[1000 / v for v in base]),
-            ArmValues(arm="head", timer="cuda_event", sha256="s", deterministic=True, gpu_ms_per_step=head,
-                      tok_per_s=[1000 / v for v in head]),
-        ],
-        base_sha="a" * 40, head_sha="b" * 40, duration_s=60.0, finished_at="2026-01-01T00:00:00+00:00",
+    facts = PairFacts(
+        pair_id=f"{kind}-{index:02d}", kind=kind, injection=k.injection, setting=None, predicted_pct=None,
+        batch_size=1, verdict=verdict, threshold_pct=threshold_pct, tok_threshold_pct=0.5, gpu_ms_change=change,
+        tok_per_s_change=change, cause=cause, title="t", capture_changed=False, traced=cause is not None,
+        rounds=rounds, duration_s=duration_s,
     )
+    return Pair(facts, report)
 
 
 BASE = [1.000, 1.001, 0.999, 1.000]
@@ -176,7 +186,7 @@ def test_redecide_uses_the_compare_stage_at_other_thresholds() -> None:
 
 def test_criteria_count_regressions_with_the_right_cause() -> None:
     same = [v * 1.0 for v in BASE]
-    idle, kernel = "idle time between kernels", "slower kernels"
+    idle, kernel = "idle_between_kernels", "slower_kernels"
     records = (
         [_record("aa", i, BASE, same, verdict="pass") for i in range(10)]
         + [_record("idle-1", i, BASE, same, cause=idle) for i in range(9)]
@@ -210,27 +220,63 @@ def test_pairs_run_above_the_floor_are_re_decided_at_it_too() -> None:
     assert (floor.gpu_ms_pct, floor.tok_per_s_pct) == (0.25, 0.5)  # tok/s keeps the threshold the pairs ran with
     assert [k.detection_rate for k in floor.kinds] == [1.0]
     assert [k.detection_rate for k in summary.decisions[0].kinds] == [0.0]
-    at_floor = [r.model_copy(update={"threshold_pct": 0.25}) for r in records]
+    at_floor = [_record("kernel-0.5", i, QUIET, [v * 1.004 for v in QUIET], verdict="pass", threshold_pct=0.25)
+                for i in range(1, 4)]
     assert [d.role for d in summarise(at_floor, kinds, {"kernel-0.5": 3}, None, None, None).decisions] == [
         "as run", "own", "default"]  # already at the floor: nothing to re-decide there
 
 
+def _line(pair_id: str, kind: str = "aa", duration_s: float = 60.0) -> PairRecord:
+    return PairRecord(pair_id=pair_id, kind=kind, index=0, setting=None, predicted_pct=None, duration_s=duration_s,
+                      finished_at="2026-01-01T00:00:00+00:00")
+
+
 def test_a_line_cut_off_by_a_killed_run_is_dropped(tmp_path: Path) -> None:
     path = tmp_path / "pairs.jsonl"
-    first = _record("aa", 1, BASE, BASE, verdict="pass")
+    first = _line("aa-01")
     append_record(path, first)
     with path.open("a") as f:
         f.write(first.model_dump_json()[:50])  # killed mid-write
     assert [r.pair_id for r in read_records(path, repair=True)] == ["aa-01"]
-    append_record(path, _record("aa", 2, BASE, BASE, verdict="pass"))
+    append_record(path, _line("aa-02"))
     assert [r.pair_id for r in read_records(path)] == ["aa-01", "aa-02"]
+
+
+def test_a_pair_is_read_from_its_kept_report_and_an_older_line_gives_only_its_plan() -> None:
+    """A committed line of an older run holds a copy of its report's figures: the summary reads
+    the report instead, here an H200 schema-1 report whose verdict was made by the rule of then."""
+    folder = REPO_ROOT / "docs" / "validation" / "h200-30l"
+    line = next(json.loads(t) for t in (folder / "pairs.jsonl").read_text().splitlines()
+                if json.loads(t)["pair_id"] == "idle-1-09")
+    pair = load_pair(folder, PairRecord.model_validate(line))
+    kept = json.loads(gzip.decompress((folder / "pairs" / "idle-1-09" / "report.json.gz").read_bytes()))
+    assert pair.facts.verdict == kept["verdict"] == line["verdict"]  # as it ran
+    batch = kept["batch_sizes"][0]
+    assert pair.facts.gpu_ms_change.pct == pytest.approx(batch["gpu_ms_change"]["pct"])
+    assert pair.facts.rounds == kept["rounds"] and pair.facts.duration_s == line["duration_s"]
+    assert pair.facts.cause == "idle_between_kernels" and pair.facts.traced
+    assert [a.gpu_ms_per_step.values for a in pair.report.batch_sizes[0].arms] == [
+        a["gpu_ms_per_step"]["values"] for a in batch["arms"]]
+
+
+def test_a_pair_whose_report_is_missing_is_one_message(tmp_path: Path) -> None:
+    append_record(tmp_path / "pairs.jsonl", _line("aa-01"))
+    proc = _validate("--out", str(tmp_path), "--summarise-only")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "the report of pair aa-01 is missing" in proc.stderr
 
 
 # --- the script ------------------------------------------------------------------------------
 
 
 def _validate(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "validation", "injected", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO_ROOT)
+
+
+def test_the_suite_must_be_named() -> None:
+    proc = subprocess.run([sys.executable, "-m", "validation"], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert proc.returncode == 2 and "name the suite to run: injected or engines" in proc.stderr
 
 
 def test_kinds_take_turns_each_with_its_count() -> None:
@@ -286,18 +332,25 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
     assert "[2/2] kernel-0.5-01" in rest.stderr
     assert rest.stderr.splitlines()[-1].endswith("] complete: all 5 planned pairs are in")
 
-    records = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
-    assert [r["pair_id"] for r in records] == ["aa-01", "idle-1-01", "kernel-1-01", "idle-0.5-01", "kernel-0.5-01"]
+    lines = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    assert [r["pair_id"] for r in lines] == ["aa-01", "idle-1-01", "kernel-1-01", "idle-0.5-01", "kernel-0.5-01"]
+    assert set(lines[0]) == set(PairRecord.model_fields)  # the plan and the time; the figures are the report's
     sizing = json.loads((out / "sizing.json").read_text())
     settings = {i["kind"]: i["setting"] for i in sizing["injections"]}
+    summary = json.loads((out / "summary.json").read_text())
+    records = summary["pairs"]
     by_id = {r["pair_id"]: r for r in records}
+    assert list(by_id) == [r["pair_id"] for r in lines]
     # On a CPU the noise is the host's: an A/A pair must compare (not invalid), and whether it
     # passes is the H200 run's question, not this test's.
     aa_verdict = by_id["aa-01"]["verdict"]
     assert aa_verdict != "invalid" and by_id["aa-01"]["setting"] is None
     for record in records:
         assert record["rounds"] in (1, 2) and record["duration_s"] > 0
-        assert [len(a["gpu_ms_per_step"]) for a in record["arms"]] == [2 * record["rounds"]] * 2
+        report = Report.model_validate_json(gzip.decompress(
+            (out / "pairs" / record["pair_id"] / "report.json.gz").read_bytes()))
+        assert report.verdict == record["verdict"] and report.rounds == record["rounds"]
+        assert [len(a.gpu_ms_per_step.values) for a in report.batch_sizes[0].arms] == [2 * record["rounds"]] * 2
         assert math.isfinite(record["gpu_ms_change"]["p_value"])
         # a CPU has no profiler trace: no cause is claimed
         assert record["traced"] is False and record["cause"] is None
@@ -306,7 +359,6 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
     assert [p["label"] for p in sizing["points"]] == ["base", "split", "idle-1000us", "idle-3000us", "long-kv-1"]
     assert all(p["timer"] == "perf_counter" for p in sizing["points"])
 
-    summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is True and summary["done"] == 5
     # A busy CPU's tok/s is often too noisy for any threshold that guards: then the calibration
     # is refused, said once, and the pairs run at measure.threshold_pct, as a runner without a
@@ -345,8 +397,8 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
     assert {r["pair_id"]: r["capture_changed"] for r in records} == {
         "aa-01": False, "idle-1-01": True, "kernel-1-01": False, "idle-0.5-01": True, "kernel-0.5-01": False}
     assert all(r["title"] for r in records)
-    assert (out / "pairs" / "aa-01" / "report.json.gz").exists()
-    assert len((out / "invocations.txt").read_text().splitlines()) == 3
+    invocations = (out / "invocations.txt").read_text().splitlines()
+    assert len(invocations) == 3 and all(i.startswith("python -m validation injected --out ") for i in invocations)
 
     merged = _validate("--out", str(out), "--summarise-only", "--jsonl", str(out / "pairs.jsonl"))
     assert merged.returncode == 0, merged.stderr
@@ -372,8 +424,7 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
 def test_near_the_end_of_the_budget_a_shorter_kind_goes_first() -> None:
     settings = SMALL_RUN
     def done(kind: str, seconds: list[float]) -> list[PairRecord]:
-        return [_record(kind, i, BASE, BASE).model_copy(update={"duration_s": s})
-                for i, s in enumerate(seconds, start=1)]
+        return [_line(f"{kind}-{i:02d}", kind, s) for i, s in enumerate(seconds, start=1)]
 
     records = done("idle-1", [140.0, 62.0, 144.0]) + done("aa", [59.0, 74.0, 70.0])
     pending = ["idle-1", "aa", "kernel-0.5"]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.validation._padding import PADDING_MIX, expected_figures
+from validation._padding import PADDING_MIX, expected_figures
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "validate.py"
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_expected_padding_is_a_quarter_of_size_3s_rows_at_its_share() -> None:
@@ -29,9 +29,10 @@ def test_the_expected_padding_is_a_quarter_of_size_3s_rows_at_its_share() -> Non
 def test_the_padding_pair_states_the_padding_it_was_given_on_cpu(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--padding", "--out", str(out), "--workdir", str(tmp_path / "work"),
+        [sys.executable, "-m", "validation", "injected", "--padding", "--out", str(out),
+         "--workdir", str(tmp_path / "work"),
          "--steps", "10", "--warmup-steps", "2", "--repeats", "2", "--build", "none",
-         "--options", "layers = 1, max_len = 96"], capture_output=True, text=True, timeout=600)
+         "--options", "layers = 1, max_len = 96"], capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
     assert proc.returncode == 0, proc.stderr
     check = json.loads((out / "padding.json").read_text())
     assert check["failures"] == [] and "padding pair" in proc.stdout + proc.stderr

@@ -102,7 +102,7 @@ def test_clear_slowdown_is_a_regression() -> None:
     result = run_compare({"base": base, "head": head}, [1])
     assert result.verdict == "regression"
     assert result.hash_match is True
-    (batch,) = result.batches
+    (batch,) = result.batch_sizes
     assert batch.batch_size == 1
     assert batch.verdict == "regression"
     assert batch.hash_match is True
@@ -121,7 +121,7 @@ def test_small_significant_change_below_threshold_passes() -> None:
     base = arm("base", {1: scaled(1.0)})
     head = arm("head", {1: scaled(1.002, TINY[::-1])})
     result = run_compare({"base": base, "head": head}, [1])
-    (batch,) = result.batches
+    (batch,) = result.batch_sizes
     assert batch.gpu_ms_change is not None
     # the change is real (interval excludes zero) but smaller than the threshold
     assert batch.gpu_ms_change.ci_low_pct > 0
@@ -136,7 +136,7 @@ def test_clear_speedup_is_an_improvement() -> None:
     base = arm("base", {1: scaled(1.0)})
     head = arm("head", {1: scaled(0.95, TINY[::-1])})
     result = run_compare({"base": base, "head": head}, [1])
-    (batch,) = result.batches
+    (batch,) = result.batch_sizes
     assert batch.verdict == "improvement"
     assert result.verdict == "improvement"
     assert batch.gpu_ms_change is not None and batch.gpu_ms_change.ci_high_pct < 0
@@ -149,7 +149,7 @@ def test_huge_noise_is_inconclusive() -> None:
     base = arm("base", {2: scaled(1.0, noisy_base)})
     head = arm("head", {2: scaled(1.015, noisy_head)})
     result = run_compare({"base": base, "head": head}, [2])
-    (batch,) = result.batches
+    (batch,) = result.batch_sizes
     change = batch.gpu_ms_change
     assert change is not None
     assert change.pct == pytest.approx(geo_change_pct(scaled(1.0, noisy_base), scaled(1.015, noisy_head)))
@@ -184,7 +184,7 @@ def test_overall_verdict_is_the_most_severe(factors: dict[int, float | str], exp
         else:
             base_ms[bs], head_ms[bs] = scaled(1.0), scaled(float(f), TINY[::-1])
     result = run_compare({"base": arm("base", base_ms), "head": arm("head", head_ms)}, list(factors))
-    per_batch = {b.batch_size: b.verdict for b in result.batches}
+    per_batch = {b.batch_size: b.verdict for b in result.batch_sizes}
     # each batch on its own is what its factor says
     for bs, f in factors.items():
         want = {1.0: "pass", 1.05: "regression", 0.95: "improvement", "noisy": "inconclusive"}[f]
@@ -209,7 +209,7 @@ def test_different_tokens_make_the_comparison_invalid() -> None:
     result = run_compare({"base": base, "head": head}, [1, 2])
     assert result.verdict == "invalid"
     assert result.hash_match is False
-    by_bs = {b.batch_size: b for b in result.batches}
+    by_bs = {b.batch_size: b for b in result.batch_sizes}
     assert by_bs[1].hash_match is True
     assert by_bs[1].verdict == "regression"
     bad = by_bs[2]
@@ -237,7 +237,7 @@ def test_nondeterministic_arm_is_invalid() -> None:
     head = arm("head", {1: scaled(1.0, [1.0, 1.0001])}, tokens=head_tokens)
     result = run_compare({"base": base, "head": head}, [1])
     assert result.verdict == "invalid"
-    (batch,) = result.batches
+    (batch,) = result.batch_sizes
     assert batch.verdict == "invalid"
     # base and head agree on their first repeats, so the hashes across arms match
     assert batch.hash_match is True
@@ -260,8 +260,8 @@ def test_arm_with_error_and_no_repeats_is_invalid_and_keeps_the_other_arm() -> N
     assert [(r.kind, r.arm, r.error) for r in result.reasons] == [
         ("arm_no_results", "head", "RuntimeError at load: kaboom")]
     assert result.hash_match is None
-    assert [b.batch_size for b in result.batches] == [1, 2]
-    for batch in result.batches:
+    assert [b.batch_size for b in result.batch_sizes] == [1, 2]
+    for batch in result.batch_sizes:
         assert batch.verdict == "invalid"
         assert [a.arm for a in batch.arms] == ["base"]
         kept = batch.arms[0]
@@ -277,7 +277,7 @@ def test_arm_that_failed_after_one_repeat_is_invalid_not_a_crash() -> None:
     result = run_compare({"base": base, "head": head}, [1])
     assert result.verdict == "invalid"
     assert any(r.kind == "arm_failed" and r.arm == "head" and r.repeats_done == 1 for r in result.reasons)
-    assert {a.arm for a in result.batches[0].arms} == {"base", "head"}
+    assert {a.arm for a in result.batch_sizes[0].arms} == {"base", "head"}
 
 
 def test_arm_that_failed_after_some_repeats_is_invalid_but_timed() -> None:
@@ -287,7 +287,7 @@ def test_arm_that_failed_after_some_repeats_is_invalid_but_timed() -> None:
     assert result.verdict == "invalid"
     assert any(r.kind == "arm_failed" and r.arm == "head" and r.error == "timed out after 60 s"
                for r in result.reasons)
-    (batch,) = result.batches
+    (batch,) = result.batch_sizes
     assert batch.verdict == "regression"  # what the repeats that ran say
     assert {a.arm: a.repeats for a in batch.arms} == {"base": 5, "head": 3}
 
@@ -366,7 +366,7 @@ def test_tok_per_s_too_noisy_to_detect_its_threshold_informs_and_does_not_decide
     cannot detect 1% at 5 repeats, so it neither gates nor leaves the verdict undecided."""
     base = with_tok(arm("base", {1: scaled(1.0, TINY)}), [1.0, 0.96, 1.04, 0.98, 1.02])
     head = with_tok(arm("head", {1: scaled(1.0, TINY)}), [0.97, 1.03, 0.99, 1.01, 0.95])
-    (batch,) = run_compare({"base": base, "head": head}, [1]).batches
+    (batch,) = run_compare({"base": base, "head": head}, [1]).batch_sizes
     assert batch.verdict == "pass" and batch.reasons == [] and batch.decided_by is None
     assert (batch.gpu_ms_verdict, batch.tok_per_s_verdict) == ("pass", "pass")
     assert batch.tok_per_s_gates is False
@@ -382,7 +382,7 @@ def test_informational_tok_per_s_still_counts_a_slowdown_its_whole_interval_show
     """The same noise, head's tok/s 40% lower: the interval is past the threshold end to end."""
     base = with_tok(arm("base", {1: scaled(1.0, TINY)}), [1.0, 0.96, 1.04, 0.98, 1.02])
     head = with_tok(arm("head", {1: scaled(1.0, TINY)}), [0.6 * f for f in [0.97, 1.03, 0.99, 1.01, 0.95]])
-    (batch,) = run_compare({"base": base, "head": head}, [1]).batches
+    (batch,) = run_compare({"base": base, "head": head}, [1]).batch_sizes
     assert batch.tok_per_s_gates is False
     tok = [[r.runs[0].tok_per_s for r in m.repeats] for m in (base, head)]
     low, _ = welch_bounds(*tok, batch.alpha_per_look)
@@ -397,7 +397,7 @@ def test_quiet_tok_per_s_gates_and_its_noise_can_leave_the_verdict_open() -> Non
     quiet = [1.0, 0.9965, 1.0035, 0.99825, 1.00175]
     base = with_tok(arm("base", {1: scaled(1.0, TINY)}), quiet)
     head = with_tok(arm("head", {1: scaled(1.0, TINY)}), [0.995 * f for f in quiet[::-1]])
-    (batch,) = run_compare({"base": base, "head": head}, [1]).batches
+    (batch,) = run_compare({"base": base, "head": head}, [1]).batch_sizes
     tok = [[r.runs[0].tok_per_s for r in m.repeats] for m in (base, head)]
     assert detectable_pct(*tok, 5, level(batch)) <= THRESHOLD and batch.tok_per_s_gates is True
     # tok/s falls when decode slows: its slowdown's bounds are minus the change's, swapped
@@ -426,7 +426,7 @@ def test_a_real_slowdown_at_the_threshold_is_at_threshold_not_noise() -> None:
     wider = [1.0, 1.0005, 0.9995, 1.00025, 0.99975]  # 0.1% spread
     base = arm("base", {1: scaled(1.0, wider)})
     head = arm("head", {1: scaled(1.0098, wider[::-1])})
-    (batch,) = run_compare({"base": base, "head": head}, [1]).batches
+    (batch,) = run_compare({"base": base, "head": head}, [1]).batch_sizes
     low, high = welch_bounds(scaled(1.0, wider), scaled(1.0098, wider[::-1]), batch.alpha_per_look)
     assert 0 < low < THRESHOLD < high
     assert batch.gpu_ms_bounds is not None
@@ -456,7 +456,7 @@ def test_each_verdict_is_where_its_bounds_stand_against_the_threshold(
     factor: float, jitter: list[float], expected: str
 ) -> None:
     before, after = scaled(1.0, jitter), scaled(factor, jitter[::-1])
-    (batch,) = run_compare({"base": arm("base", {1: before}), "head": arm("head", {1: after})}, [1]).batches
+    (batch,) = run_compare({"base": arm("base", {1: before}), "head": arm("head", {1: after})}, [1]).batch_sizes
     low, high = welch_bounds(before, after, batch.alpha_per_look)
     by_bounds = ("regression" if low > THRESHOLD else "improvement" if high < -THRESHOLD
                  else "pass" if high < THRESHOLD else "at_threshold" if low > 0 else "inconclusive")
@@ -474,14 +474,14 @@ def test_alpha_is_split_over_looks_metrics_and_batch_sizes() -> None:
     jitter = [1.0, 1.0010, 0.9990, 1.0005, 0.9995]
     before, after = scaled(1.0, jitter), scaled(1.012, jitter[::-1])
     measurements = {"base": arm("base", {1: before, 2: before}), "head": arm("head", {1: after, 2: after})}
-    (alone,) = compare(measurements, "base", "head", [1], THRESHOLD, CONFIDENCE, 0.01, looks=1).batches
+    (alone,) = compare(measurements, "base", "head", [1], THRESHOLD, CONFIDENCE, 0.01, looks=1).batch_sizes
     shared = compare(measurements, "base", "head", [1, 2], THRESHOLD, CONFIDENCE, 0.01, looks=2)
     assert alone.alpha_per_look == pytest.approx(0.01 / (1 * 2 * 1))
-    assert [b.alpha_per_look for b in shared.batches] == [pytest.approx(0.01 / (2 * 2 * 2))] * 2
+    assert [b.alpha_per_look for b in shared.batch_sizes] == [pytest.approx(0.01 / (2 * 2 * 2))] * 2
     assert welch_bounds(before, after, 0.01 / 2)[0] > THRESHOLD > welch_bounds(before, after, 0.01 / 8)[0]
     assert alone.verdict == "regression"
-    assert [b.verdict for b in shared.batches] == ["at_threshold", "at_threshold"] and shared.looks == 2
-    assert shared.batches[0].gpu_ms_bounds is not None and shared.batches[0].gpu_ms_bounds.confidence == \
+    assert [b.verdict for b in shared.batch_sizes] == ["at_threshold", "at_threshold"] and shared.looks == 2
+    assert shared.batch_sizes[0].gpu_ms_bounds is not None and shared.batch_sizes[0].gpu_ms_bounds.confidence == \
         pytest.approx(1 - 2 * 0.01 / 8)
 
 
@@ -494,12 +494,12 @@ def test_a_slowdown_in_tok_s_alone_is_a_regression_by_tok_s() -> None:
                                       for run in r.runs]})
         for r, j in zip(head.repeats, TINY)
     ]})
-    (batch,) = run_compare({"base": base, "head": head}, [1]).batches
+    (batch,) = run_compare({"base": base, "head": head}, [1]).batch_sizes
     assert batch.verdict == "regression" and batch.decided_by == "tok_per_s"
     assert (batch.gpu_ms_verdict, batch.tok_per_s_verdict) == ("pass", "regression")
     assert batch.tok_per_s_change is not None and batch.tok_per_s_change.pct == pytest.approx(-5.0, abs=0.05)
     # both slower: the step time names it
-    (both,) = run_compare({"base": base, "head": arm("head", {1: scaled(1.05, TINY[::-1])})}, [1]).batches
+    (both,) = run_compare({"base": base, "head": arm("head", {1: scaled(1.05, TINY[::-1])})}, [1]).batch_sizes
     assert (both.gpu_ms_verdict, both.tok_per_s_verdict, both.decided_by) == ("regression", "regression", "gpu_ms")
 
 
@@ -529,7 +529,7 @@ def test_a_confirmation_round_decides_only_the_batch_sizes_left_undecided() -> N
         return compare(measurements, "base", "head", [1, 2], THRESHOLD, CONFIDENCE, looks=2, look=look)
 
     first = decide(round_one)
-    assert [b.verdict for b in first.batches] == ["pass", "at_threshold"] and first.undecided_sizes == [2]
+    assert [b.verdict for b in first.batch_sizes] == ["pass", "at_threshold"] and first.undecided_sizes == [2]
     asked: list[list[int]] = []
     both_rounds = {"base": with_round(round_one["base"], {2: scaled(1.0, AT_T)}),
                    "head": with_round(round_one["head"], {2: scaled(1.0098, AT_T[::-1])})}
@@ -540,14 +540,14 @@ def test_a_confirmation_round_decides_only_the_batch_sizes_left_undecided() -> N
 
     final, rounds, missing = confirm_undecided(first, second)
     assert asked == [[2]] and (rounds, missing) == (2, False)
-    kept, again = final.batches
-    assert kept == first.batches[0] and kept.look == 1 and [a.repeats for a in kept.arms] == [5, 5]
+    kept, again = final.batch_sizes
+    assert kept == first.batch_sizes[0] and kept.look == 1 and [a.repeats for a in kept.arms] == [5, 5]
     assert again.look == 2 and [a.repeats for a in again.arms] == [10, 10]
     values = [scaled(1.0, AT_T) * 2, scaled(1.0098, AT_T[::-1]) * 2]
     low, high = welch_bounds(*values, again.alpha_per_look)
     assert 0 < low < THRESHOLD < high and again.verdict == final.verdict == "at_threshold"
-    assert again.gpu_ms_bounds is not None and first.batches[1].gpu_ms_bounds is not None
-    width = [b.ci_high_pct - b.ci_low_pct for b in (first.batches[1].gpu_ms_bounds, again.gpu_ms_bounds)]
+    assert again.gpu_ms_bounds is not None and first.batch_sizes[1].gpu_ms_bounds is not None
+    width = [b.ci_high_pct - b.ci_low_pct for b in (first.batch_sizes[1].gpu_ms_bounds, again.gpu_ms_bounds)]
     assert width[1] < 0.6 * width[0]  # twice the processes (1/sqrt 2), and a t of more degrees of freedom
 
 

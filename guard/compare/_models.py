@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from guard.compare._reasons import Reason
 from guard.measure import Change, SourceLabel, Spread, TokenMismatch
@@ -109,11 +109,11 @@ class BatchComparison(BaseModel):
     tok_per_s_change: Change | None = None  # head vs base; negative is slower
     end_to_end_gpu_ms_change: Change | None = None  # head vs base, launch time included; informative
     host_ms_change: Change | None = None  # head vs base, host enqueue time per step; informative
-    # each metric's own verdict; `verdict` is the more severe of the two (None in older reports)
+    # each metric's own verdict; `verdict` is the more severe of the two (None for invalid)
     gpu_ms_verdict: Verdict | None = None
     tok_per_s_verdict: Verdict | None = None
     # the metric whose verdict `verdict` is (GPU ms on a tie); None for a pass, where every
-    # gating metric ruled its threshold out, for invalid, and in reports of the significance rule
+    # gating metric ruled its threshold out, and for invalid
     decided_by: MetricKey | None = None
     # tok/s gates only where this run could detect a change of its threshold; otherwise it is
     # informational: a slowdown counts only when its whole interval is past the threshold, and
@@ -121,7 +121,7 @@ class BatchComparison(BaseModel):
     tok_per_s_gates: bool = True
     tok_per_s_detectable_pct: float | None = None  # smallest tok/s change this run detects (PASS_RATE power)
     tok_per_s_repeats_to_gate: int | None = None  # repeats per arm at which it would gate; None: over MOST_REPEATS
-    # The interval rule's own figures (None in reports of the significance rule, schema 1):
+    # The interval rule's own figures (None for invalid):
     # the error each one-sided bound may make, alpha split over looks x metrics x batch sizes;
     alpha_per_look: float | None = None
     look: int = 1  # the round whose processes (with the earlier rounds') decided it
@@ -142,6 +142,8 @@ class BatchComparison(BaseModel):
 
 
 class Comparison(BaseModel):
+    """The verdict and what it was decided on; a report is a comparison with the run around it."""
+
     verdict: Verdict
     reasons: list[Reason] = []  # why it is invalid
     hash_match: bool | None
@@ -149,12 +151,13 @@ class Comparison(BaseModel):
     tok_threshold_pct: float
     alpha: float
     confidence: float
-    batches: list[BatchComparison]
-    warnings: list[str] = []  # e.g. throttling or other processes during a repeat
-    gpu_fingerprint: dict[str, Any] = {}  # what every repeat's GPU state shares
-    looks: int = 1  # the rounds the run may take: 2 with a confirmation round
+    batch_sizes: list[BatchComparison]
+    warnings: list[str] = []  # about the runs: throttling, other processes, missing fingerprints
+    gpu_fingerprint: dict[str, Any] = {}  # the NVML fingerprint fields every repeat shares
+    # the rounds the run could take (2 with a confirmation round), over which alpha was split
+    looks: int = Field(default=1, ge=1)
 
     @property
     def undecided_sizes(self) -> list[int]:
         """The batch sizes another round would measure: none when the comparison is invalid."""
-        return [] if self.verdict == "invalid" else [b.batch_size for b in self.batches if b.undecided]
+        return [] if self.verdict == "invalid" else [b.batch_size for b in self.batch_sizes if b.undecided]

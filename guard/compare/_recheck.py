@@ -8,11 +8,9 @@ is held against it.
 
 A stated `invalid`, of a batch size or of the whole, stands: it claims no timing verdict and
 sets no success, and a report can be invalid for what it keeps only as a reason (two arms on
-different GPUs) or by a stricter rule of an older guard. A report states its rule: the interval
-rule with the looks it could take (schema 2), or the significance rule (schema 1, `looks` None),
-and is decided again by that one. Schema-1 reports of older guards lack the per-metric verdicts
-and `at_threshold`, so those are held against the recomputation where a report has them; the
-`min_excess` an agreement records is the rule's as it ran, not a count.
+different GPUs) or by a stricter rule of an older guard. A report states its rule, the interval
+rule with the looks it could take, and is decided again by it. The `min_excess` an agreement
+records is the rule's as it ran, not a count.
 """
 
 from __future__ import annotations
@@ -51,14 +49,14 @@ MOST_LOOKS = 2  # a run takes a confirmation round at most
 
 
 class StatedRule(BaseModel):
-    """The rule a report says it was decided by: thresholds in percent, alpha, confidence; for
-    the interval rule the looks the run could take and the batch sizes alpha was split over."""
+    """The rule a report says it was decided by: thresholds in percent, alpha, confidence, the
+    looks the run could take and the batch sizes alpha was split over."""
 
     threshold_pct: float
     tok_threshold_pct: float
     alpha: float
     confidence: float
-    looks: int | None = None  # None: the significance rule (schema 1)
+    looks: int
     batch_sizes: int = 1
 
 
@@ -101,13 +99,8 @@ def recheck(
 def decide_again(stored: BatchComparison, base: str, head: str, stated: StatedRule) -> BatchComparison:
     """The batch size's comparison made again from its stored arms and counts, as
     `compare` makes it from the measurements: the like-for-like check, then the timings."""
-    if stated.looks is None:
-        # a report without the detectable tok/s change was decided with tok/s always gating
-        rule = Rule(stated.threshold_pct, stated.tok_threshold_pct, stated.alpha, stated.confidence,
-                    tok_roles=stored.tok_per_s_detectable_pct is not None)
-    else:
-        rule = Rule(stated.threshold_pct, stated.tok_threshold_pct, stated.alpha, stated.confidence,
-                    alpha_per_look=alpha_per_look(stated.alpha, stated.looks, stated.batch_sizes), look=stored.look)
+    rule = Rule(stated.threshold_pct, stated.tok_threshold_pct, stated.alpha, stated.confidence,
+                alpha_per_look=alpha_per_look(stated.alpha, stated.looks, stated.batch_sizes), look=stored.look)
     size, arms = stored.batch_size, stored.arms
     by_name = {a.arm: a for a in arms}
     if base not in by_name or head not in by_name:
@@ -134,10 +127,10 @@ def _agreement_again(stored: Agreement, base: str) -> Agreement:
 
 def _rule_discrepancies(rule: StatedRule, batch_sizes: int) -> list[Discrepancy]:
     found = []
-    if rule.looks is not None and not 1 <= rule.looks <= MOST_LOOKS:
+    if not 1 <= rule.looks <= MOST_LOOKS:
         found.append(Discrepancy(kind="shape", batch_size=None, field="looks", stated=f"{rule.looks!r}",
                                  recomputed=f"1 to {MOST_LOOKS}"))
-    if rule.looks is not None and rule.batch_sizes != batch_sizes:
+    if rule.batch_sizes != batch_sizes:
         found.append(Discrepancy(kind="shape", batch_size=None, field="batch_sizes", stated=f"{batch_sizes}",
                                  recomputed=f"{rule.batch_sizes} (alpha was split over them)"))
     bounds = {
@@ -167,7 +160,7 @@ def _shape(stored: BatchComparison, base: str, head: str, rule: StatedRule) -> l
     names = [a.arm for a in stored.arms]
     if len(set(names)) != len(names):
         wrong("arms", ", ".join(names), "each arm once")
-    if rule.looks is not None and not 1 <= stored.look <= rule.looks:
+    if not 1 <= stored.look <= rule.looks:
         wrong("look", stored.look, f"1 to {rule.looks} (the looks the run could take)")
     for arm in stored.arms:
         where = f"arms[{arm.arm}]"
@@ -218,16 +211,15 @@ def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> lis
 
     if stored.verdict != again.verdict:
         differs("verdict", "verdict", stored.verdict, again.verdict)
-    # reports written before the per-metric verdicts existed have none, and no at_threshold
     for field in ("gpu_ms_verdict", "tok_per_s_verdict"):
-        if getattr(stored, field) is not None and getattr(stored, field) != getattr(again, field):
+        if getattr(stored, field) != getattr(again, field):
             differs("verdict", field, getattr(stored, field), getattr(again, field))
     if stored.tok_per_s_gates != again.tok_per_s_gates:
         differs("verdict", "tok_per_s_gates", stored.tok_per_s_gates, again.tok_per_s_gates)
     if not _close(stored.tok_per_s_detectable_pct, again.tok_per_s_detectable_pct):
         differs("change", "tok_per_s_detectable_pct", stored.tok_per_s_detectable_pct, again.tok_per_s_detectable_pct)
-    interval = again.alpha_per_look is not None  # the interval rule's reports hold all of its figures
-    if (stored.at_threshold or interval) and sorted(stored.at_threshold) != sorted(again.at_threshold):
+    interval = again.alpha_per_look is not None  # decided again on its timings, not found invalid
+    if interval and sorted(stored.at_threshold) != sorted(again.at_threshold):
         differs("verdict", "at_threshold", stored.at_threshold, again.at_threshold)
     if interval:
         for field in ("decided_by", "repeats_to_decide", "tok_per_s_repeats_to_gate", "undecided"):

@@ -25,17 +25,10 @@ class Rule:
     tok_pct: float
     alpha: float
     confidence: float  # of the intervals shown beside the verdict (`Change`), not the decision's
-    # tok/s gates only where the run can detect its threshold; False: it always gates, the
-    # significance rule's reports decided before the roles existed were made by
-    tok_roles: bool = True
-    # the interval rule's error per one-sided bound (`alpha_per_look`); None: the significance
-    # rule, by which schema-1 reports were decided (and are decided again when read back)
-    alpha_per_look: float | None = None
+    alpha_per_look: float  # the error each one-sided bound may make (`alpha_per_look()`)
     look: int = 1  # the round being decided, from 1
 
     @property
     def bounds_confidence(self) -> float:
         """The two-sided level whose tails are each alpha_per_look: its interval holds both bounds."""
-        if self.alpha_per_look is None:
-            raise ValueError("the significance rule has no bounds")
         return 1 - 2 * self.alpha_per_look

@@ -15,7 +15,6 @@ from guard.compare._models import (
 )
 from guard.compare._reasons import Reason
 from guard.compare._rule import Rule, alpha_per_look
-from guard.compare._significance import decide_by_significance
 from guard.measure import ArmMeasurement, BatchRun, Change, RepeatResult, Spread, relative_change, spread
 
 
@@ -62,7 +61,7 @@ def compare(
         tok_threshold_pct=rule.tok_pct,
         alpha=alpha,
         confidence=confidence,
-        batches=batches,
+        batch_sizes=batches,
         warnings=fingerprints.warnings,
         gpu_fingerprint=fingerprints.summary,
         looks=looks,
@@ -196,6 +195,4 @@ def _compare_timings(
         host_ms_change=change(b.host_ms_per_step, h.host_ms_per_step) if host_timed else None,
         hash_match=hash_match, agreement=agreement,
     )
-    if rule.alpha_per_look is None:
-        return decide_by_significance(measured, base, head, rule)
     return decide_by_interval(measured, base, head, rule)

@@ -12,12 +12,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from guard import DEFAULT_CONFIG_NAME
 from guard._errors import ConfigError
 from guard.config._models import GuardConfig
 from guard.config._sources import MAX_CONFIG_BYTES, CommitFiles, read_regular_file, refuse_inside_checkout
 from guard.config._toml import parse_toml
 
-DEFAULT_CONFIG_NAME = "guard.toml"
 _FIX = "fix the syntax"
 
 

@@ -3,12 +3,11 @@ commit changes how decode is captured, as one of the scenarios says (guard/demo/
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 from guard._errors import ConfigError
+from guard._git import made_git
 from guard.config._toml import parse_toml
 from guard.demo._scenarios import DEFAULT_SCENARIO, ENGINE_FILE, SCENARIOS, Scenario
 
@@ -67,17 +66,7 @@ def scenario_named(name: str) -> Scenario:
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = os.environ | {
-        "GIT_AUTHOR_NAME": "Demo Author",
-        "GIT_AUTHOR_EMAIL": "demo@example.invalid",
-        "GIT_COMMITTER_NAME": "Demo Author",
-        "GIT_COMMITTER_EMAIL": "demo@example.invalid",
-        # Fixed dates: the same files give the same shas on every machine and every day.
-        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
-        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
-    }
-    proc = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True)
-    return proc.stdout.strip()
+    return made_git(repo, *args, author="Demo Author", email="demo@example.invalid")
 
 
 def make_demo_repo(

@@ -11,7 +11,7 @@ from typing import Any
 from guard.history._models import GpuClass
 from guard.report import Environment
 
-# gpu_state keys (guard/compare/_fingerprint.py) that decide the class, and the field each fills
+# GPU fingerprint keys (guard/compare/_fingerprint.py) that decide the class, and the field each fills
 _STATE_FIELDS = {
     "name": "gpu",
     "driver_version": "driver",
@@ -24,11 +24,12 @@ _STATE_FIELDS = {
 _NUMBERS = ("power_limit_w", "max_sm_clock_mhz", "max_mem_clock_mhz")
 
 
-def gpu_class(environment: Environment) -> GpuClass:
+def gpu_class(environment: Environment, gpu_fingerprint: dict[str, Any]) -> GpuClass:
+    """`gpu_fingerprint`: the report's, the NVML state every repeat shared."""
     fields: dict[str, Any] = {"gpu": environment.gpu, "gpu_capability": environment.gpu_capability,
                               "driver": environment.driver}
     for state_key, field in _STATE_FIELDS.items():
-        value = environment.gpu_state.get(state_key)
+        value = gpu_fingerprint.get(state_key)
         if value is not None and fields.get(field) is None:
             fields[field] = value
     for field in _NUMBERS:  # read back from a report: keep a number or nothing

@@ -27,7 +27,7 @@ def points_from_report(
     head = next((a for a in report.arms if a.name == report.head), None)
     if head is None or head.status != "ok":
         return []
-    klass = gpu_class(report.environment).key
+    klass = gpu_class(report.environment, report.gpu_fingerprint).key
     workload = workload_name(report.workload)
     gpu_timed = report.gpu_timed()
     points = []

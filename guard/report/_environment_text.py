@@ -13,7 +13,7 @@ def environment_line(report: Report) -> str:
         parts.append(f"{env.gpu} ({extras})" if extras else env.gpu)
     else:
         parts.append(f"CPU only ({env.cpu or 'unknown'}; times are wall clock)")
-    state = env.gpu_state
+    state = report.gpu_fingerprint
     if state.get("available"):
         clocks = [
             f"power limit {state['power_limit_w']:g} W" if _number(state.get("power_limit_w")) else None,

@@ -7,17 +7,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from guard.cause import CaptureChanges
-from guard.compare import BatchComparison, Reason, Verdict
+from guard.compare import Comparison
 from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides, Workload
 from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
 from guard.trace import MixTraceSection, TraceSection
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # 1: verdicts by the significance rule; 2: the interval rule, with the looks the run could take;
-# 3: every fact the comment states is a field (`explanation`), reasons are kinds with figures.
+# 3: every fact the comment states is a field (`explanation`), reasons are kinds with figures;
+# 4: the report is its comparison's fields and the run's (GPU state as `gpu_fingerprint`, not
+# under `environment`; `tok_threshold_pct` always set), trace warnings are kinds with figures.
 # Only the current version is read: a report of an older one is made again by `guard run`.
-READ_VERSIONS = (3,)
+READ_VERSIONS = (4,)
 
 
 class ArmInfo(BaseModel):
@@ -50,7 +52,6 @@ class Environment(BaseModel):
     hostname: str | None = None
     cpu: str | None = None
     cpus: list[int] | None = None  # the CPUs the harness process could run on (measure.cpus pins them)
-    gpu_state: dict[str, Any] = {}  # NVML fingerprint fields shared by every repeat
 
 
 class WorkloadInfo(Workload):
@@ -69,26 +70,18 @@ class WorkloadInfo(Workload):
     reference_error: str | None = None  # the reference process failed, so the processes ran free
 
 
-class Report(BaseModel):
-    schema_version: Literal[3] = SCHEMA_VERSION
+class Report(Comparison):
+    """The comparison (verdict, reasons, thresholds, batch sizes, the runs' warnings and GPU
+    fingerprint, looks: `Comparison`'s fields, defined there once) and the run around it."""
+
+    schema_version: Literal[4] = SCHEMA_VERSION
     tool_version: str
-    verdict: Verdict
-    reasons: list[Reason] = []  # why the comparison is not valid
-    warnings: list[str] = []  # about the runs: throttling, other processes, missing fingerprints
-    hash_match: bool | None
     base: str  # arm names
     head: str
     arms: list[ArmInfo]
-    batch_sizes: list[BatchComparison]
-    threshold_pct: float  # GPU ms per step
-    tok_threshold_pct: float | None = None
-    alpha: float = 0.01
-    confidence: float
     rounds: int = 1  # 2 when a confirmation round ran
     # processes far on the slow side of their arm's others, every round's (None in older reports)
     slow_processes: SlowProcesses | None = None
-    # the rounds the run could take (2 with a confirmation round), over which alpha was split
-    looks: int = Field(ge=1)
     workload: WorkloadInfo
     environment: Environment
     traces: list[TraceSection] = []  # from the profiled pass, on a GPU

@@ -20,9 +20,11 @@ from guard.trace._figures import (
     StepsRule,
     StreamFigures,
     TraceFigures,
+    TraceWarning,
+    TraceWarningKind,
 )
 from guard.trace._sections import ArmTraces, MixTraceSection, TraceSection
-from guard.trace._text import diff_text, figures_text
+from guard.trace._text import diff_text, figures_text, warning_text
 
 if TYPE_CHECKING:
     from guard.trace._analyze import analyze
@@ -74,6 +76,8 @@ __all__ = [
     "TraceDiff",
     "TraceFigures",
     "TraceSection",
+    "TraceWarning",
+    "TraceWarningKind",
     "analyze",
     "assign_steps",
     "diff",
@@ -82,4 +86,5 @@ __all__ = [
     "mix_trace_section",
     "read_trace",
     "trace_sections",
+    "warning_text",
 ]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from guard.trace._figures import GapFigures, KernelFigures, P90OverSteps, StepSeries, StreamFigures, TraceFigures
+from guard.trace._figures import TraceWarning
 from guard.trace._model import KERNEL, MEMCPY, MEMSET, Trace
 from guard.trace._steps import StepAssignment, assign_steps
 
@@ -49,14 +50,12 @@ def analyze(trace: Trace, steps: int | None = None) -> TraceFigures:
 
     warnings = [*trace.warnings, *assignment.warnings]
     if assignment.dropped_activities:
-        warnings.append(f"{assignment.dropped_activities} GPU activities fall in no step and are left out")
+        warnings.append(TraceWarning(kind="outside_steps", count=assignment.dropped_activities))
     if assignment.launches_per_step == 1 and kernel_counts.min() != kernel_counts.max():
-        warnings.append(
-            f"one step per cudaGraphLaunch gives steps of {kernel_counts.min()} to {kernel_counts.max()} "
-            "kernels: if a decode step launches several graphs, pass --steps N"
-        )
+        warnings.append(TraceWarning(kind="uneven_graph_steps", kernels_min=int(kernel_counts.min()),
+                                     kernels_max=int(kernel_counts.max())))
     if len(np.unique(kernels.device)) > 1:
-        warnings.append("kernels of several devices: union, span and idle are taken across all of them")
+        warnings.append(TraceWarning(kind="several_devices"))
 
     api_calls = _api_calls_per_step(trace, assignment)
     per_step = StepSeries(

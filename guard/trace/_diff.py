@@ -8,7 +8,7 @@ from itertools import zip_longest
 
 from pydantic import BaseModel
 
-from guard.trace._figures import KernelFigures, StreamFigures, TraceFigures
+from guard.trace._figures import KernelFigures, StreamFigures, TraceFigures, TraceWarning
 
 SLOWER_RATIO = 1.05  # a kernel is slower when its mean duration grew by more than 5% ...
 SLOWER_MIN_US = 0.1  # ... and by more than 0.1 us: below that it is the timer's grain
@@ -97,14 +97,16 @@ class TraceDiff(BaseModel):
     # (issue 775's sum), by the median gap's change and by the mean's; None unless gaps widened
     gap_ms_per_step_by_median: float | None
     gap_ms_per_step_by_mean: float | None
-    warnings: list[str]  # the trace readers' own, per arm
+    warnings: list[TraceWarning]  # the trace readers' own, each with its arm
 
 
 def diff(base: TraceFigures, head: TraceFigures) -> TraceDiff:
     """What changed from `base` to `head`, two traces of the same workload."""
-    warnings = [f"base: {w}" for w in base.warnings] + [f"head: {w}" for w in head.warnings]
+    warnings = [w.model_copy(update={"arm": arm}) for arm, figures in (("base", base), ("head", head))
+                for w in figures.warnings]
     if base.steps_rule != head.steps_rule:
-        warnings.append(f"steps were found by different rules: base {base.steps_rule}, head {head.steps_rule}")
+        warnings.append(TraceWarning(kind="different_step_rules", base_rule=base.steps_rule,
+                                     head_rule=head.steps_rule))
 
     kernel_changes = _kernel_changes(base.kernels, head.kernels)
     replaced, kernel_changes = _fold_variants(kernel_changes)

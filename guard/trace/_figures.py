@@ -13,6 +13,40 @@ from pydantic import BaseModel, Field
 # How the trace was split into steps: see guard/trace/_steps.py.
 StepsRule = Literal["annotation", "graph_launch", "count"]
 
+# What a reader or the step split left out or could not do, as a kind and its figures; the
+# words for each are made where they are shown (`_text.py` for the terminal).
+TraceWarningKind = Literal[
+    "untimed_events",  # Kineto complete events without 'ts' or 'dur', skipped: count
+    "untimed_gpu_records",  # Nsight GPU records CUPTI could not time, skipped: count
+    "no_runtime_table",  # Nsight export without its CUDA runtime table: kernels link to no launch
+    "corrupt_records",  # records of `table` dropped: count, why (and limit_s for too_long)
+    "steps_ignored",  # --steps `steps` given, the trace marks `count` steps with host ranges
+    "unlinked_activities",  # GPU activities with no matching API call, so no step: count
+    "uneven_split",  # `count` kernels do not split evenly into `steps` steps
+    "no_api_links",  # no GPU activity links to an API call: API calls per step not counted
+    "empty_steps",  # `count` of `steps` steps hold no kernel and are left out
+    "outside_steps",  # GPU activities that fall in no step, left out: count
+    "uneven_graph_steps",  # one step per graph launch gives steps of kernels_min to kernels_max kernels
+    "several_devices",  # kernels of several devices: union, span and idle are taken across them
+    "different_step_rules",  # the two traces of a diff split their steps by other rules: base_rule, head_rule
+]
+RecordTable = Literal["gpu", "api", "range"]
+CorruptBecause = Literal["end_before_start", "end_before_start_or_too_long"]
+
+
+class TraceWarning(BaseModel):
+    kind: TraceWarningKind
+    arm: Literal["base", "head"] | None = None  # in a diff: whose trace it is about
+    count: int | None = None
+    steps: int | None = None
+    table: RecordTable | None = None
+    why: CorruptBecause | None = None
+    limit_s: int | None = None  # the longest a GPU record may last
+    kernels_min: int | None = None
+    kernels_max: int | None = None
+    base_rule: StepsRule | None = None
+    head_rule: StepsRule | None = None
+
 
 class StreamFigures(BaseModel):
     """One stream, over all steps. Gaps are None for a stream with one kernel per step."""
@@ -99,4 +133,4 @@ class TraceFigures(BaseModel):
     kernels: list[KernelFigures] = Field(description="by name, busiest first")
     per_step: StepSeries
     dropped_activities: int
-    warnings: list[str]
+    warnings: list[TraceWarning]

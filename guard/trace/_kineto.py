@@ -6,20 +6,25 @@ the timestamps are therefore taken as raw number text and converted digit by dig
 
 Memory stays near the size of the file: the event list is cut into slices of about 2 MB
 at the gaps between events, and each slice is decoded into structs holding only the
-fields used here and folded into numpy columns before the next is decoded.
+fields used here and folded into numpy columns before the next is decoded. A plain file is
+read through a map of it (`read_kineto_mapped`), the slices already folded let go of, so
+that the file is never resident whole either.
 """
 
 from __future__ import annotations
 
+import mmap
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
 
 from guard._errors import TraceError
+from guard.trace._figures import TraceWarning
 from guard.trace._model import KERNEL, MEMCPY, MEMSET, ApiTable, GpuTable, RangeTable, Trace
 
 # Category spellings of current (lower case) and older Kineto versions
@@ -94,13 +99,13 @@ class _WrongCut(Exception):
     """A chunk was cut inside an event rather than between two."""
 
 
-def _chunks(events_text: msgspec.Raw, source: str) -> Iterator[list[_Event]]:
-    """The events of the traceEvents array, a chunk of about _CHUNK_BYTES at a time."""
-    text = memoryview(events_text)  # a view into the file's buffer: no copy
-    if text[:1] != b"[":
-        raise TraceError(f"{source}: traceEvents is not a list; the file is not a Kineto trace")
-    at, end = 1, len(text) - 1  # inside the brackets
+def _chunks(
+    text: memoryview, at: int, end: int, source: str, done_before: Callable[[int], None] = lambda at: None,
+) -> Iterator[list[_Event]]:
+    """The events of the list whose items lie in text[at:end] (inside its brackets), a chunk
+    of about _CHUNK_BYTES at a time; `done_before(at)` once the text before `at` is no longer read."""
     while at < end:
+        done_before(at)
         search_from = at + _CHUNK_BYTES
         wrong_cuts = 0
         while True:
@@ -227,9 +232,64 @@ def read_kineto(data: bytes | memoryview, source: str) -> Trace:
     except RecursionError:
         raise TraceError(_too_deep(source)) from None
 
+    text = memoryview(events_text)  # a view into the file's buffer: no copy
+    if text[:1] != b"[":
+        raise TraceError(f"{source}: traceEvents is not a list; the file is not a Kineto trace")
+    return _trace(_chunks(text, 1, len(text) - 1, source), source)  # inside the brackets
+
+
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_NOT_SPACE = re.compile(rb"\S")
+
+
+def read_kineto_mapped(path: Path, source: str) -> Trace | None:
+    """A plain Kineto file read through a read-only map of it, the pages of each slice dropped
+    once it is folded; None where the quick outline does not hold (not a regular file, no
+    `"traceEvents": [` key, an outline that is not JSON, a slice that does not decode), for
+    read_kineto on the whole file to read or to refuse with its message.
+
+    The outline: the file with the list's items left out (before its `[`, after its last `]`)
+    must decode as an object whose traceEvents is that empty list, and every slice decodes as
+    a list of events, so the file as a whole is the JSON read_kineto would have decoded."""
+    try:
+        with path.open("rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # a pipe, a device: no map
+        return None
+    view = memoryview(mapped)
+    try:
+        first = _NOT_SPACE.search(view)
+        found = _EVENTS_KEY.search(view) if first and first.group() == b"{" else None
+        close = mapped.rfind(b"]")
+        if found is None or close < found.end():
+            return None
+        start = found.end() - 1
+        try:
+            outline = _FILE_DECODER.decode(b"".join((view[:start], b"[]", view[close + 1:])))
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        if bytes(outline.traceEvents) != b"[]":  # another traceEvents key, later: the decoder's would win
+            return None
+        page = mmap.PAGESIZE
+
+        def done_before(at: int) -> None:
+            if at >= page:
+                mapped.madvise(mmap.MADV_DONTNEED, 0, at - at % page)  # only the RSS: the file is unchanged
+
+        try:
+            return _trace(_chunks(view, start + 1, close, source, done_before), source)
+        except TraceError:
+            return None
+    finally:
+        view.release()
+        mapped.close()
+
+
+def _trace(chunks: Iterator[list[_Event]], source: str) -> Trace:
+    """The tables of the events `chunks` yield, in file order."""
     gpu, api, ranges = _Table(), _Table(), _Table()
     untimed = 0
-    for events in _chunks(events_text, source):
+    for events in chunks:
         # Comprehensions, not one loop with branches: each is a tight loop, several times faster
         complete = [e for e in events if e.ph == "X"]
         del events
@@ -270,7 +330,7 @@ def read_kineto(data: bytes | memoryview, source: str) -> Trace:
 
     warnings = []
     if untimed:
-        warnings.append(f"{untimed} complete events without 'ts' or 'dur' skipped")
+        warnings.append(TraceWarning(kind="untimed_events", count=untimed))
     return Trace(
         gpu=GpuTable(
             start_ns=gpu.column("start_ns"),

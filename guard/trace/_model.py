@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from guard.trace._figures import TraceWarning
+
 # Kinds of GPU activity in GpuTable.kind
 KERNEL = 0
 MEMCPY = 1
@@ -70,4 +72,4 @@ class Trace:
     ranges: RangeTable
     source: str  # the file it was read from
     format: str  # "kineto" or "nsys-sqlite"
-    warnings: list[str] = field(default_factory=list)  # records filtered out, and why
+    warnings: list[TraceWarning] = field(default_factory=list)  # records filtered out, and why

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from guard._errors import TraceError
+from guard.trace._figures import TraceWarning
 from guard.trace._model import KERNEL, MEMCPY, MEMSET, ApiTable, GpuTable, RangeTable, Trace
 
 _KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -78,8 +79,7 @@ def _read(con: sqlite3.Connection, source: str) -> Trace:
         if table in tables:
             untimed += con.execute(f"SELECT COUNT(*) FROM {table} WHERE {_UNTIMED}").fetchone()[0]
     if untimed:
-        plural = "s" if untimed > 1 else ""
-        warnings.append(f"{untimed} GPU record{plural} without timestamps skipped (CUPTI could not time them)")
+        warnings.append(TraceWarning(kind="untimed_gpu_records", count=untimed))
     kernels = _rows(
         con,
         "SELECT start, end, deviceId, streamId, COALESCE(correlationId, -1), "
@@ -125,7 +125,7 @@ def _read(con: sqlite3.Connection, source: str) -> Trace:
         )
     else:
         calls = [np.empty(0, np.int64)] * 5
-        warnings.append(f"no {_RUNTIME} table: kernels cannot be linked to the API calls that launched them")
+        warnings.append(TraceWarning(kind="no_runtime_table"))
     api_names, api_name_ids = _interned(strings.names(calls[4], "(unnamed API call)"))
     api = ApiTable(
         start_ns=calls[0],

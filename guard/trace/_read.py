@@ -19,7 +19,8 @@ from typing import TypeVar
 import numpy as np
 
 from guard._errors import TraceError
-from guard.trace._kineto import read_kineto
+from guard.trace._figures import TraceWarning
+from guard.trace._kineto import read_kineto, read_kineto_mapped
 from guard.trace._model import KERNEL, ApiTable, GpuTable, RangeTable, Trace
 from guard.trace._nsys import read_nsys_sqlite
 
@@ -60,7 +61,9 @@ def read_trace(path: Path, max_bytes: int = MAX_TRACE_BYTES) -> Trace:
         raise TraceError(_too_large(source, f"is {size:,} bytes, more than", max_bytes))
     if head.startswith(_SQLITE_MAGIC):
         trace = read_nsys_sqlite(path)
-    else:
+    elif not head.startswith(_GZIP_MAGIC) and (mapped := read_kineto_mapped(path, source)) is not None:
+        trace = mapped
+    else:  # gzip, or a file the map does not read: held whole, and refused with the reason where it is no trace
         raw = _read_at_most(path, max_bytes, source)
         data = _gunzip(raw, source, max_bytes) if head.startswith(_GZIP_MAGIC) else raw
         del raw
@@ -184,11 +187,13 @@ def _finished(trace: Trace) -> Trace:
     warnings = list(trace.warnings)
     gpu_duration = trace.gpu.end_ns - trace.gpu.start_ns
     gpu_bad = (gpu_duration < 0) | (gpu_duration > MAX_GPU_DURATION_NS)
-    gpu = _kept(
-        trace.gpu, gpu_bad, "GPU", f"end before start or longer than {MAX_GPU_DURATION_NS // 10**9} s", warnings
-    )
-    api = _kept(trace.api, trace.api.end_ns < trace.api.start_ns, "CUDA API", "end before start", warnings)
-    ranges = _kept(trace.ranges, trace.ranges.end_ns < trace.ranges.start_ns, "range", "end before start", warnings)
+    gpu = _kept(trace.gpu, gpu_bad, TraceWarning(kind="corrupt_records", table="gpu",
+                                                why="end_before_start_or_too_long",
+                                                limit_s=MAX_GPU_DURATION_NS // 10**9), warnings)
+    api = _kept(trace.api, trace.api.end_ns < trace.api.start_ns,
+                TraceWarning(kind="corrupt_records", table="api", why="end_before_start"), warnings)
+    ranges = _kept(trace.ranges, trace.ranges.end_ns < trace.ranges.start_ns,
+                   TraceWarning(kind="corrupt_records", table="range", why="end_before_start"), warnings)
     if not np.any(gpu.kind == KERNEL):
         dropped = int(np.count_nonzero(gpu_bad))
         also = f" ({dropped} GPU record{'s were' if dropped > 1 else ' was'} dropped as corrupt)" if dropped else ""
@@ -199,11 +204,12 @@ def _finished(trace: Trace) -> Trace:
     return dataclasses.replace(trace, gpu=gpu, api=api, ranges=ranges, warnings=warnings)
 
 
-def _kept(table: _Table, bad: np.ndarray, what: str, why: str, warnings: list[str]) -> _Table:
-    """The table without the `bad` rows, sorted by start_ns (stable, so file order breaks ties)."""
+def _kept(table: _Table, bad: np.ndarray, said: TraceWarning, warnings: list[TraceWarning]) -> _Table:
+    """The table without the `bad` rows, sorted by start_ns (stable, so file order breaks ties);
+    `said`, with the count, joins `warnings` when rows are dropped."""
     dropped = int(np.count_nonzero(bad))
     if dropped:
-        warnings.append(f"{dropped} {what} record{'s' if dropped > 1 else ''} dropped as corrupt: {why}")
+        warnings.append(said.model_copy(update={"count": dropped}))
         keep = np.flatnonzero(~bad)
         order = keep[np.argsort(table.start_ns[keep], kind="stable")]
     else:

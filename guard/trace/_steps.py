@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from guard._errors import TraceError
-from guard.trace._figures import StepsRule
+from guard.trace._figures import StepsRule, TraceWarning
 from guard.trace._model import KERNEL, ApiTable, RangeTable, Trace
 
 GUARD_STEP_RANGE = "guard.step"
@@ -41,7 +41,7 @@ class StepAssignment:
     window_start_ns: np.ndarray
     window_end_ns: np.ndarray
     launches_per_step: int | None = None
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[TraceWarning] = field(default_factory=list)
 
     @property
     def steps(self) -> int:
@@ -63,9 +63,7 @@ def assign_steps(trace: Trace, steps: int | None = None) -> StepAssignment:
     if ranges is not None:
         assignment = _by_host_windows(trace, "annotation", *ranges)
         if steps is not None and steps != assignment.steps:
-            assignment.warnings.append(
-                f"--steps {steps} ignored: the trace marks {assignment.steps} steps with host ranges"
-            )
+            assignment.warnings.append(TraceWarning(kind="steps_ignored", steps=steps, count=assignment.steps))
     elif np.any(launches := _graph_launch_mask(trace.api)):
         assignment = _by_graph_launch(trace, launches, steps)
     elif steps is not None:
@@ -136,10 +134,7 @@ def _by_host_windows(trace: Trace, rule: StepsRule, window_start_ns: np.ndarray,
     step = np.where(known, _window_of(call_start_ns, window_start_ns, window_end_ns), -1)
     warnings = []
     if not np.all(known):
-        warnings.append(
-            f"{np.count_nonzero(~known)} GPU activities have no matching API call (correlation id), "
-            "so no step; they are left out"
-        )
+        warnings.append(TraceWarning(kind="unlinked_activities", count=int(np.count_nonzero(~known))))
     return StepAssignment(rule, step, window_start_ns, window_end_ns, launches_per_step, warnings)
 
 
@@ -167,7 +162,7 @@ def _by_count(trace: Trace, steps: int) -> StepAssignment:
         raise TraceError(f"--steps {steps} is more than the {kernels} kernels in {trace.source}")
     warnings = []
     if kernels % steps:
-        warnings.append(f"{kernels} kernels do not split evenly into {steps} steps; group sizes differ by one")
+        warnings.append(TraceWarning(kind="uneven_split", count=kernels, steps=steps))
     # Consecutive groups as equal as the count allows: kernel i goes to step i * steps // kernels.
     kernel_step = np.arange(kernels, dtype=np.int64) * steps // kernels
     first = np.searchsorted(kernel_step, np.arange(steps))
@@ -185,7 +180,7 @@ def _by_count(trace: Trace, steps: int) -> StepAssignment:
     np.minimum.at(window_start_ns, step[linked], call_start_ns[linked])
     np.maximum.at(window_end_ns, step[linked], call_end_ns[linked])
     if not np.any(linked):
-        warnings.append("no GPU activity links to an API call, so API calls per step are not counted")
+        warnings.append(TraceWarning(kind="no_api_links"))
     return StepAssignment("count", step, window_start_ns, window_end_ns, None, warnings)
 
 
@@ -209,5 +204,5 @@ def _without_empty_steps(trace: Trace, assignment: StepAssignment) -> StepAssign
         assignment.window_start_ns[has_kernels],
         assignment.window_end_ns[has_kernels],
         assignment.launches_per_step,
-        [*assignment.warnings, f"{empty} of {assignment.steps} steps hold no kernel and are left out"],
+        [*assignment.warnings, TraceWarning(kind="empty_steps", count=empty, steps=assignment.steps)],
     )

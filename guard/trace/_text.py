@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from guard.trace._diff import BeforeAfter, TraceDiff
-from guard.trace._figures import TraceFigures
+from guard.trace._figures import TraceFigures, TraceWarning
 
 NAME_WIDTH = 70  # kernel names run to hundreds of characters of template arguments
 LABEL_WIDTH = 32
@@ -121,8 +121,48 @@ def _signed_count(change: BeforeAfter) -> str:
     return f"{delta:+g}" if delta == int(delta) else f"{delta:+.2f}"
 
 
-def _warnings(warnings: list[str]) -> list[str]:
-    return ["", "warnings:", *(f"  - {w}" for w in warnings)] if warnings else []
+def _warnings(warnings: list[TraceWarning]) -> list[str]:
+    return ["", "warnings:", *(f"  - {warning_text(w)}" for w in warnings)] if warnings else []
+
+
+_TABLE = {"gpu": "GPU", "api": "CUDA API", "range": "range"}
+
+
+def warning_text(w: TraceWarning) -> str:
+    """One warning as a sentence, prefixed with its arm in a diff."""
+    n = w.count or 0
+    s = "s" if n != 1 else ""
+    match w.kind:
+        case "untimed_events":
+            said = f"{n} complete events without 'ts' or 'dur' skipped"
+        case "untimed_gpu_records":
+            said = f"{n} GPU record{s} without timestamps skipped (CUPTI could not time them)"
+        case "no_runtime_table":
+            said = "no CUPTI_ACTIVITY_KIND_RUNTIME table: kernels cannot be linked to the API calls that launched them"
+        case "corrupt_records":
+            why = "end before start" + (f" or longer than {w.limit_s} s" if w.why == "end_before_start_or_too_long"
+                                        else "")
+            said = f"{n} {_TABLE[w.table or 'gpu']} record{s} dropped as corrupt: {why}"
+        case "steps_ignored":
+            said = f"--steps {w.steps} ignored: the trace marks {n} steps with host ranges"
+        case "unlinked_activities":
+            said = f"{n} GPU activities have no matching API call (correlation id), so no step; they are left out"
+        case "uneven_split":
+            said = f"{n} kernels do not split evenly into {w.steps} steps; group sizes differ by one"
+        case "no_api_links":
+            said = "no GPU activity links to an API call, so API calls per step are not counted"
+        case "empty_steps":
+            said = f"{n} of {w.steps} steps hold no kernel and are left out"
+        case "outside_steps":
+            said = f"{n} GPU activities fall in no step and are left out"
+        case "uneven_graph_steps":
+            said = (f"one step per cudaGraphLaunch gives steps of {w.kernels_min} to {w.kernels_max} kernels: "
+                    "if a decode step launches several graphs, pass --steps N")
+        case "several_devices":
+            said = "kernels of several devices: union, span and idle are taken across all of them"
+        case "different_step_rules":
+            said = f"steps were found by different rules: base {w.base_rule}, head {w.head_rule}"
+    return f"{w.arm}: {said}" if w.arm else said
 
 
 def _count(value: float) -> str:

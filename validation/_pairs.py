@@ -1,25 +1,30 @@
-"""One validation pair: a real `guard run` of base against one head branch, read back into a
-record, appended to pairs.jsonl as soon as it finishes."""
+"""One validation pair: a real `guard run` of base against one head branch. Its line in
+pairs.jsonl, appended as soon as it finishes, says what it was asked to be; its figures are
+read back from the report kept beside it."""
 
 from __future__ import annotations
 
 import gzip
 import shutil
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from guard._errors import ConfigError
+from guard.compare import Verdict
 from guard.config import GuardConfig
+from guard.explain import CauseKind
 from guard.pipeline import Progress, run_guard
 from guard.report import Report, title
-from guard.report._reason_text import reason_short
-from guard.trace import TraceSection
 
-from ._models import KIND_BY_NAME, ArmValues, InjectionSize, Kind, PairRecord, TraceSplit
+from ._models import KIND_BY_NAME, InjectionSize, Kind, PairFacts, PairRecord
+from ._older import read_kept
 from ._repo import BASE_BRANCH, head_branch
+
+REPORT = "report.json.gz"  # each pair's report, kept under DIR/pairs/PAIR/
 
 
 def plan(planned: dict[str, int]) -> list[tuple[Kind, int]]:
@@ -32,87 +37,83 @@ def pair_id(kind: Kind, index: int) -> str:
     return f"{kind.name}-{index + 1:02d}"
 
 
+@dataclass(frozen=True)
+class Pair:
+    """A pair as the summary reads it: its facts, and the report they come from."""
+
+    facts: PairFacts
+    report: Report
+
+
 def run_pair(
     repo: Path, kind: Kind, index: int, size: InjectionSize | None, config: GuardConfig, config_dir: Path,
     out_dir: Path, progress: Progress,
 ) -> PairRecord:
+    """Runs the pair; its report is in `out_dir`, for `keep_pair_files`."""
     setting = size.setting if size is not None else None
     branch = head_branch(repo, kind, setting)
     if out_dir.exists():  # a pair cut short by an earlier run: measure it again from scratch
         shutil.rmtree(out_dir)
     started = time.perf_counter()
-    report = run_guard(repo, BASE_BRANCH, branch, config, out_dir, progress=progress, config_dir=config_dir)
-    return record_of(report, kind, index, size, time.perf_counter() - started)
-
-
-def record_of(report: Report, kind: Kind, index: int, size: InjectionSize | None, duration_s: float) -> PairRecord:
-    batch = report.batch_sizes[0]
-    section = next((s for s in report.traces if s.batch_size == batch.batch_size), None)
-    stats = {a.arm: a for a in batch.arms}
+    run_guard(repo, BASE_BRANCH, branch, config, out_dir, progress=progress, config_dir=config_dir)
     return PairRecord(
-        pair_id=pair_id(kind, index),
-        kind=kind.name,
-        injection=kind.injection,
-        index=index,
-        target_pct=kind.target_pct,
-        setting=size.setting if size is not None else None,
+        pair_id=pair_id(kind, index), kind=kind.name, index=index, setting=setting,
         predicted_pct=size.predicted_pct if size is not None else None,
-        batch_size=batch.batch_size,
-        steps=report.workload.steps,
-        verdict=report.verdict,
-        reasons=[reason_short(r) for r in report.reasons],
-        warnings=report.warnings,
-        threshold_pct=report.threshold_pct,
-        tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct,
-        alpha=report.alpha,
-        confidence=report.confidence,
-        gpu_ms_change=batch.gpu_ms_change,
-        tok_per_s_change=batch.tok_per_s_change,
-        cause=cause_of(report, batch.batch_size),
-        title=title(report),
-        capture_changed=bool(report.capture and report.capture.files),
-        traced=section is not None and section.diff is not None,
-        trace_split=_split(section),
-        rounds=report.rounds,
-        repeats=report.workload.repeats,
-        arms=[
-            ArmValues(
-                arm=name, timer=s.timer, sha256=s.sha256, deterministic=s.deterministic,
-                gpu_ms_per_step=s.gpu_ms_per_step.values, tok_per_s=s.tok_per_s.values,
-            )
-            for name, s in stats.items()
-        ],
-        base_sha=report.arm(report.base).sha,
-        head_sha=report.arm(report.head).sha,
-        gpu=report.environment.gpu,
-        gpu_uuid=report.environment.gpu_state.get("uuid"),
-        duration_s=round(duration_s, 1),
+        duration_s=round(time.perf_counter() - started, 1),
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 
 
-def cause_of(report: Report, batch_size: int) -> str | None:
+def load_pair(out: Path, record: PairRecord) -> Pair:
+    """The pair's facts from the report kept for it under `out` (of any schema, read as data)."""
+    path = out / "pairs" / record.pair_id / REPORT
+    if not path.is_file():
+        raise ConfigError(f"{path}: the report of pair {record.pair_id} is missing; "
+                          "run the pair again (remove its line from pairs.jsonl and --resume)")
+    try:
+        kept = read_kept(path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a report this guard can read ({exc})") from None
+    return Pair(facts_of(record, kept.report, kept.stated_verdict), kept.report)
+
+
+def facts_of(record: PairRecord, report: Report, verdict: Verdict) -> PairFacts:
+    kind = KIND_BY_NAME[record.kind]
+    batch = report.batch_sizes[0]
+    section = next((s for s in report.traces if s.batch_size == batch.batch_size), None)
+    return PairFacts(
+        pair_id=record.pair_id,
+        kind=kind.name,
+        injection=kind.injection,
+        setting=record.setting,
+        predicted_pct=record.predicted_pct,
+        batch_size=batch.batch_size,
+        verdict=verdict,
+        threshold_pct=report.threshold_pct,
+        tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct,
+        gpu_ms_change=batch.gpu_ms_change,
+        tok_per_s_change=batch.tok_per_s_change,
+        cause=cause_of(report, batch.batch_size),
+        title=title(report),
+        capture_changed=None if report.capture is None else bool(report.capture.files),
+        traced=section is not None and section.diff is not None,
+        rounds=report.rounds,
+        gpu=report.environment.gpu,
+        gpu_uuid=report.gpu_fingerprint.get("uuid"),
+        duration_s=record.duration_s,
+    )
+
+
+def cause_of(report: Report, batch_size: int) -> CauseKind | None:
     """The dominant cause the report states for the batch size (its explanation), if any."""
     cause = next((c for c in report.explanation.causes if c.batch_size == batch_size), None)
     return cause.kind if cause is not None and cause.dominant else None
 
 
-def _split(section: TraceSection | None) -> TraceSplit | None:
-    if section is None or section.diff is None:
-        return None
-    change = section.diff
-    return TraceSplit(
-        idle_ms=change.idle_ms_per_step.delta,
-        busy_from_counts_ms=change.busy_ms_per_step_from_counts,
-        busy_from_durations_ms=change.busy_ms_per_step_from_durations,
-        kernel_counts_identical=change.kernel_counts_identical,
-    )
-
-
 def keep_pair_files(pair_out: Path, dest: Path) -> None:
     """The report (gzipped) and the comment; the runs and traces stay in the work folder."""
     dest.mkdir(parents=True, exist_ok=True)
-    with (pair_out / "report.json").open("rb") as src, gzip.open(dest / "report.json.gz", "wb") as dst:
+    with (pair_out / "report.json").open("rb") as src, gzip.open(dest / REPORT, "wb") as dst:
         shutil.copyfileobj(src, dst)
     shutil.copyfile(pair_out / "comment.md", dest / "comment.md")
 

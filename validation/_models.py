@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict
 
 from guard.compare import Verdict
 from guard.explain import CauseKind
 from guard.measure import Change
-from guard.report._words import CAUSE
 
 Injection = Literal["none", "idle", "kernel"]
 DecisionRole = Literal["as run", "own", "floor", "default"]
@@ -17,8 +16,6 @@ DecisionRole = Literal["as run", "own", "floor", "default"]
 # The cause a pair of each injection must get (the report's explanation, guard/explain).
 SPLIT_ONLY = 0.0  # the idle setting that means: two graphs, no host wait (the split alone)
 EXPECTED_CAUSE: dict[str, CauseKind] = {"idle": "idle_between_kernels", "kernel": "slower_kernels"}
-# Records written before the cause was a typed field hold the title's words for it.
-_CAUSE_BY_WORDS: dict[str, CauseKind] = {words: kind for kind, words in CAUSE.items()}
 
 
 class Kind(BaseModel):
@@ -54,7 +51,8 @@ class RunSettings(BaseModel):
     steps: int
     warmup_steps: int
     profile_steps: int
-    profile_repeats: int  # processes per arm and round that run the profiled pass (0: all)
+    # processes per arm and round that run the profiled pass (0: all; None: a run from before the setting)
+    profile_repeats: int | None = None
     repeats: int  # processes per arm per round
     options: dict[str, Any]  # workload options, besides the injected ones
     options_toml: str  # the same, as written into the config
@@ -121,67 +119,44 @@ class Sizing(BaseModel):
         return next((i for i in self.injections if i.kind == kind), None)
 
 
-class ArmValues(BaseModel):
-    """One arm's per-repeat figures at the measured batch size, in the order they ran."""
-
-    arm: str
-    timer: str
-    sha256: str
-    deterministic: bool | None  # None: the inputs were forced (the agreement judges the tokens)
-    gpu_ms_per_step: list[float]
-    tok_per_s: list[float]
-
-
-class TraceSplit(BaseModel):
-    """How the profiled pass splits the change per step (ms), base -> head."""
-
-    idle_ms: float | None
-    busy_from_counts_ms: float
-    busy_from_durations_ms: float
-    kernel_counts_identical: bool
-
-
 class PairRecord(BaseModel):
-    """One `guard run` of base against an injected (or A/A) head: one line of pairs.jsonl."""
+    """One line of pairs.jsonl: what the pair was asked to be and how long it took. Its figures
+    are its report's (DIR/pairs/PAIR/report.json.gz), read back by `_pairs.load_pair`. Lines of
+    older runs also hold a copy of their report's figures; they are ignored."""
+
+    pair_id: str
+    kind: str
+    index: int
+    setting: float | None  # idle_us (0: the split alone) or long_kv_layers of the head; None for A/A
+    predicted_pct: float | None
+    duration_s: float
+    finished_at: str
+
+
+class PairFacts(BaseModel):
+    """What the summary states of one pair, from its report: the verdict as the report states it
+    (a report of an older schema: as it ran), the changes, the dominant cause as this guard
+    explains the report, and what the pair was asked to be."""
 
     pair_id: str
     kind: str
     injection: Injection
-    index: int
-    target_pct: float
-    setting: float | None  # idle_us (0: the split alone) or long_kv_layers of the head; None for A/A
+    setting: float | None
     predicted_pct: float | None
     batch_size: int
-    steps: int
     verdict: Verdict
-    reasons: list[str] = []
-    warnings: list[str] = []
     threshold_pct: float
     tok_threshold_pct: float
-    alpha: float
-    confidence: float
     gpu_ms_change: Change | None = None
     tok_per_s_change: Change | None = None
-    # the report's dominant cause of the batch size (explanation.causes); None when none dominates or no trace
-    cause: CauseKind | None = None
-    title: str | None = None  # the comment's title line, for a reader (None in records made before it was kept)
-    capture_changed: bool | None = None  # the diff touched CUDA graph capture, as the guard found it
-    traced: bool = False  # the profiled pass gave a base -> head trace diff
-    trace_split: TraceSplit | None = None
+    cause: CauseKind | None = None  # the report's dominant cause of the batch size; None: none dominates
+    title: str
+    capture_changed: bool | None  # the diff touched CUDA graph capture; None: the guard did not look (older reports)
+    traced: bool  # the profiled pass gave a base -> head trace diff
     rounds: int
-    repeats: int  # per arm per round
-    arms: list[ArmValues] = []
-    base_sha: str
-    head_sha: str
     gpu: str | None = None
     gpu_uuid: str | None = None
     duration_s: float
-    finished_at: str
-
-    @field_validator("cause", mode="before")
-    @classmethod
-    def _cause_of_older_records(cls, value: Any) -> Any:
-        return _CAUSE_BY_WORDS.get(value, value) if isinstance(value, str) else value
 
 
 class KindSummary(BaseModel):
@@ -229,4 +204,4 @@ class Summary(BaseModel):
     thresholds: dict[str, float] | None  # from the calibration
     calibration: dict[str, Any] | None
     decisions: list[Decision]
-    pairs: list[PairRecord]
+    pairs: list[PairFacts]

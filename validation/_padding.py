@@ -75,7 +75,7 @@ def padding_config(settings: RunSettings) -> str:
     options = ", ".join(filter(None, ["capture_batch_sizes = [1, 2, 4, 8], fallback = true", settings.options_toml]))
     mix = ", ".join(f"{size} = {share}" for size, share in PADDING_MIX.items())
     return (
-        "# Written by benchmarks/validate.py --padding: the padding pair.\n"
+        "# Written by python -m validation injected --padding: the padding pair.\n"
         f'target_branch = "{BASE_BRANCH}"\n\n'
         "[workload]\n"
         f'entry = "{ENTRY}"\n'

@@ -1,8 +1,8 @@
 """Validate the guard on regressions of known size injected into the reference engine.
 
 Usage (from the repository root, or with it on PYTHONPATH):
-    python3 benchmarks/validate.py --out DIR [--pairs 10] [--budget-s 540] [--resume]
-    python3 benchmarks/validate.py --out DIR --summarise-only [--jsonl MORE.jsonl ...]
+    python -m validation injected --out DIR [--pairs 10] [--budget-s 540] [--resume]
+    python -m validation injected --out DIR --summarise-only [--jsonl MORE.jsonl ...]
 
 Stages, each result kept in DIR and reused by --resume:
   1. sizing: GPU ms per step of the unsplit base, the split alone, a few idle_us and a few
@@ -12,8 +12,9 @@ Stages, each result kept in DIR and reused by --resume:
   2. calibration: `guard calibrate` A/A on base (calibration.json, thresholds.toml);
   3. pairs: one `guard run` per pair on a throwaway repository, base = the engine as is,
      head = a commit that injects one kind (or only adds a comment, A/A), kinds taking turns;
-     each pair is appended to pairs.jsonl as soon as it finishes;
-  4. summary.json and summary.md, rewritten after every pair.
+     each pair is appended to pairs.jsonl as soon as it finishes, its report kept in
+     pairs/PAIR/report.json.gz;
+  4. summary.json and summary.md, from the kept reports, rewritten after every pair.
 --padding runs one pair alone instead: a batch-size mix whose head removes the eager fallback,
 so size 3 pads to 4; the report's mix must state that padding as the mix's shares give it
 (padding.json; validation/_padding.py).
@@ -33,25 +34,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from guard._errors import ConfigError, GuardError
+from guard.calibrate import RunnerTooNoisy, calibrate
+from guard.checkout import ArmRef, build_arm, default_cache_dir
+from guard.config import MeasureConfig, load_config
+from guard.measure import HarnessSpec
 
-from guard._errors import ConfigError, GuardError  # noqa: E402
-from guard.calibrate import RunnerTooNoisy, calibrate  # noqa: E402
-from guard.checkout import ArmRef, build_arm  # noqa: E402
-from guard.config import MeasureConfig, load_config  # noqa: E402
-from guard.measure import HarnessSpec  # noqa: E402
-from guard.checkout import default_cache_dir  # noqa: E402
-from validation import _inputs as inputs  # noqa: E402
-from validation._models import KINDS, Kind, PairRecord, RunSettings, Sizing, Summary  # noqa: E402
-from validation._padding import run_padding_pair  # noqa: E402
-from validation._pairs import append_record, keep_pair_files, pair_id, plan, read_records, run_pair  # noqa: E402
-from validation._progress import (  # noqa: E402
-    ASSUMED_PROCESS_S, SIZING_OVERHEAD_S, Budget, Log, eta_s, first_that_fits, minutes, pair_s,
-)
-from validation._render import cause_text, render_markdown, setting_label  # noqa: E402
-from validation._repo import BASE_BRANCH, ENTRY, base_long_kv_len, make_engine_repo, write_config  # noqa: E402
-from validation._sizing import TOKEN_CHECK_TRIES, Measurer, PointSpec, size_injections, sizing_points  # noqa: E402
-from validation._summary import planned_done, summarise  # noqa: E402
+from . import _inputs as inputs
+from ._models import KINDS, Kind, PairFacts, RunSettings, Sizing, Summary
+from ._padding import run_padding_pair
+from ._pairs import Pair, append_record, keep_pair_files, load_pair, pair_id, plan, read_records, run_pair
+from ._progress import ASSUMED_PROCESS_S, SIZING_OVERHEAD_S, Budget, Log, eta_s, first_that_fits, minutes, pair_s
+from ._render import cause_text, render_markdown, setting_label
+from ._repo import BASE_BRANCH, ENTRY, base_long_kv_len, make_engine_repo, write_config
+from ._sizing import TOKEN_CHECK_TRIES, Measurer, PointSpec, size_injections, sizing_points
+from ._summary import planned_done, summarise
 
 JSONL = "pairs.jsonl"
 PLANNED = "planned.json"  # the pairs the last run asked for; --summarise-only reads it
@@ -59,7 +56,7 @@ DEFAULT_PAIRS = 10
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="validate.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m validation injected", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="folder for the results (kept small: no traces)")
     p.add_argument("--workdir", type=Path, help="throwaway repository, builds and runs (default: a temp dir)")
     p.add_argument("--pairs", type=int, help=f"pairs of each kind (default {DEFAULT_PAIRS})")
@@ -113,7 +110,10 @@ class Run:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`argv`: the arguments after `python -m validation injected` (default: the process's own)."""
+    argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
+    args.invocation = shlex.join(["python", "-m", "validation", "injected", *argv])
     try:
         planned = _planned(args)
         args.out.mkdir(parents=True, exist_ok=True)
@@ -156,10 +156,10 @@ def _validate(args: argparse.Namespace, planned: dict[str, int], log: Log) -> in
     (args.out / "settings.json").write_text(settings.model_dump_json(indent=2))
     (args.out / PLANNED).write_text(json.dumps(planned))
     with (args.out / "invocations.txt").open("a", encoding="utf-8") as f:
-        f.write(shlex.join(["python3", "benchmarks/validate.py", *sys.argv[1:]]) + "\n")
+        f.write(args.invocation + "\n")
     records = read_records(run.out / JSONL, repair=True)
     todo = [(k, i) for k, i in plan(planned) if pair_id(k, i) not in {r.pair_id for r in records}]
-    _print_plan(run, len(points), planned_done(records, planned), len(todo))
+    _print_plan(run, len(points), planned_done([r.kind for r in records], planned), len(todo))
     log.say(f"throwaway repository at {run.repo}; work folder {workdir}")
 
     run.sizing = _sizing(run, points, base_sha, long_kv_len)
@@ -336,16 +336,16 @@ def _run_pairs(run: Run, todo: list[tuple[Kind, int]]) -> None:
         pid = pair_id(kind, index)
         record = run_pair(run.repo, kind, index, size, config, config_path.parent, run.workdir / "pairs" / pid,
                           lambda m, pid=pid: run.log.detail(f"{pid} {m}"))
+        keep_pair_files(run.workdir / "pairs" / pid, run.out / "pairs" / pid)  # the report first, then its line
         append_record(run.out / JSONL, record)
-        keep_pair_files(run.workdir / "pairs" / pid, run.out / "pairs" / pid)
         records.append(record)
         _write_summary(run.out, run.planned, run.settings, run.sizing, run.calibration, run.log, quiet=True)
         left = len(pending)
-        run.log.say(f"[{number}/{total}] {pid}: {_pair_line(record)}; "
+        run.log.say(f"[{number}/{total}] {pid}: {_pair_line(load_pair(run.out, record).facts)}; "
                     f"{left} left, ETA {minutes(eta_s(records, left))}")
 
 
-def _pair_line(r: PairRecord) -> str:
+def _pair_line(r: PairFacts) -> str:
     parts = [r.verdict]
     if r.setting is not None:
         parts[0] += f" ({setting_label(r.injection, r.setting)})"
@@ -369,12 +369,13 @@ def _stop(run: Run) -> int:
 
 def _write_summary(
     out: Path, planned: dict[str, int], settings: RunSettings | None, sizing: Sizing | None,
-    calibration: dict[str, Any] | None, log: Log, records: list[PairRecord] | None = None, quiet: bool = False,
+    calibration: dict[str, Any] | None, log: Log, pairs: list[Pair] | None = None, quiet: bool = False,
 ) -> Summary:
-    records = read_records(out / JSONL) if records is None else records
+    if pairs is None:
+        pairs = [load_pair(out, r) for r in read_records(out / JSONL)]
     # every kind the folder holds: a later call may plan fewer kinds than earlier calls ran
-    kinds = [k for k in KINDS if k.name in planned or any(r.kind == k.name for r in records)]
-    summary = summarise(records, kinds, planned, settings, sizing, calibration)
+    kinds = [k for k in KINDS if k.name in planned or any(p.facts.kind == k.name for p in pairs)]
+    summary = summarise(pairs, kinds, planned, settings, sizing, calibration)
     (out / "summary.json").write_text(summary.model_dump_json(indent=2))
     invocations_path = out / "invocations.txt"
     invocations = invocations_path.read_text().splitlines() if invocations_path.exists() else []
@@ -390,23 +391,20 @@ def _load_calibration(out: Path) -> dict[str, Any] | None:
 
 
 def _summarise_only(args: argparse.Namespace, planned: dict[str, int], log: Log) -> None:
-    """Merge pairs.jsonl of DIR with those named by --jsonl; a pair id read twice keeps its last record."""
-    records: dict[str, PairRecord] = {}
+    """Merge pairs.jsonl of DIR with those named by --jsonl, each pair read from the report kept
+    beside its pairs.jsonl; a pair id read twice keeps its last record."""
+    pairs: dict[str, Pair] = {}
     duplicates = 0
     for path in [args.out / JSONL, *args.jsonl]:
         if path != args.out / JSONL and not path.exists():
             raise ConfigError(f"--jsonl {path}: no such file")
         for record in read_records(path):
-            duplicates += record.pair_id in records
-            records[record.pair_id] = record
+            duplicates += record.pair_id in pairs
+            pairs[record.pair_id] = load_pair(path.parent, record)
     if duplicates:
         log.say(f"{duplicates} pair id(s) appear more than once; the last one read is kept")
     settings_path, sizing_path = args.out / "settings.json", args.out / "sizing.json"
     settings = RunSettings.model_validate_json(settings_path.read_text()) if settings_path.exists() else None
     sizing = Sizing.model_validate_json(sizing_path.read_text()) if sizing_path.exists() else None
     _write_summary(args.out, planned, settings, sizing, _load_calibration(args.out), log,
-                   records=list(records.values()))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+                   pairs=list(pairs.values()))

@@ -39,7 +39,7 @@ def base_long_kv_len(repo: Path) -> int:
     """The KV cache length the long layers get, as base declares it."""
     found = LONG_KV_LEN_RE.search(_read_at(repo, BASE_BRANCH, MODEL_FILE))
     if found is None:
-        raise GitError(f"{MODEL_FILE} no longer declares 'long_kv_len: int = N'; update benchmarks/validation/_repo.py")
+        raise GitError(f"{MODEL_FILE} no longer declares 'long_kv_len: int = N'; update validation/_repo.py")
     return int(found.group(1))
 
 
@@ -70,7 +70,7 @@ def head_branch(repo: Path, kind: Kind, setting: float | None) -> str:
             found = LONG_KV_LAYERS_RE.search(text)
             if found is None:
                 raise GitError(f"{path} no longer declares 'long_kv_layers: int = N'; "
-                               "update benchmarks/validation/_repo.py")
+                               "update validation/_repo.py")
             return text[: found.start(1)] + str(layers) + text[found.end(1):]
 
     if run_git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode != 0:
@@ -90,7 +90,7 @@ def write_config(path: Path, settings: RunSettings, thresholds: Path | None) -> 
             shutil.copyfile(thresholds, path.parent / thresholds.name)
         thresholds_line = f'thresholds_file = "{thresholds.name}"\n'
     path.write_text(
-        "# Written by benchmarks/validate.py: the configuration of every validation pair.\n"
+        "# Written by python -m validation injected: the configuration of every validation pair.\n"
         f'target_branch = "{BASE_BRANCH}"\n\n'
         "[workload]\n"
         f'entry = "{ENTRY}"\n'
@@ -127,7 +127,7 @@ def _add_comment(text: str) -> str:
 
 def _replace(text: str, old: str, new: str, path: str) -> str:
     if old not in text:
-        raise GitError(f"{path} no longer contains {old!r}; update benchmarks/validation/_repo.py")
+        raise GitError(f"{path} no longer contains {old!r}; update validation/_repo.py")
     return text.replace(old, new)
 
 

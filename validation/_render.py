@@ -7,7 +7,7 @@ from guard.report import slow_processes_sentence
 
 from guard.report._words import CAUSE
 
-from ._models import SPLIT_ONLY, Decision, PairRecord, Sizing, Summary
+from ._models import SPLIT_ONLY, Decision, PairFacts, Sizing, Summary
 from ._summary import VERDICTS
 
 NOT_RUN = "not run"
@@ -169,7 +169,7 @@ def _pairs(summary: Summary) -> list[str]:
     return lines + [""]
 
 
-def cause_text(record: PairRecord) -> str:
+def cause_text(record: PairFacts) -> str:
     """The cause tag of a regression; where there is none, whether a trace was there to give
     one. Other verdicts carry no cause in the comment's title, so none is shown."""
     if not record.traced:
@@ -188,11 +188,11 @@ def setting_label(injection: str, setting: float | None) -> str:
     return f"long_kv_layers {setting:g}"
 
 
-def _setting(record: PairRecord) -> str:
+def _setting(record: PairFacts) -> str:
     return setting_label(record.injection, record.setting)
 
 
-def _change(record: PairRecord) -> str:
+def _change(record: PairFacts) -> str:
     c = record.gpu_ms_change
     if c is None:
         return "-"

@@ -10,11 +10,12 @@ from typing import Any
 
 from guard.calibrate import FLOOR_PCT
 from guard.report._words import CAUSE
-from guard.compare import Comparison, Verdict, compare, confirm_undecided
+from guard.compare import ArmStats, Comparison, Verdict, compare, confirm_undecided
 from guard.config import MeasureConfig
 from guard.measure import ArmMeasurement, BatchRun, RepeatResult
 
-from ._models import Criterion, Decision, DecisionRole, Kind, KindSummary, PairRecord, RunSettings, Sizing, Summary
+from ._models import Criterion, Decision, DecisionRole, Kind, KindSummary, PairFacts, RunSettings, Sizing, Summary
+from ._pairs import Pair
 
 DEFAULT_THRESHOLD_PCT: float = MeasureConfig.model_fields["threshold_pct"].default
 ISSUE_PAIRS = 10  # the issue asks for at least 10 pairs of each kind
@@ -22,60 +23,63 @@ ISSUE_HIT_RATE = 0.9  # +1%: a regression with the right cause in at least 9 of 
 VERDICTS: tuple[Verdict, ...] = ("pass", "regression", "at_threshold", "inconclusive", "improvement", "invalid")
 
 
-def redecide(record: PairRecord, gpu_pct: float, tok_pct: float, confirm: bool) -> tuple[Verdict, bool]:
+def redecide(pair: Pair, gpu_pct: float, tok_pct: float, confirm: bool) -> tuple[Verdict, bool]:
     """The verdict `compare` gives the pair's recorded repeats at other thresholds, with the
     pipeline's confirmation rule: the first round alone, then both when the first leaves the
     batch size undecided and a second was measured. The flag says a second round was wanted
     but not measured (the pair ran without one at its own thresholds)."""
-    if record.verdict == "invalid" or len(record.arms) < 2:
+    if pair.facts.verdict == "invalid" or len(pair.report.batch_sizes[0].arms) < 2:
         return "invalid", False  # not like for like (tokens, hardware, a failed arm): no timing verdict
     looks = 2 if confirm else 1
+    rounds = pair.report.rounds
 
     def both_rounds(_undecided: list[int]) -> Comparison | None:
-        return compare_pair(record, record.rounds, gpu_pct, tok_pct, looks) if record.rounds >= 2 else None
+        return compare_pair(pair, rounds, gpu_pct, tok_pct, looks) if rounds >= 2 else None
 
-    comparison, _, wanted = confirm_undecided(compare_pair(record, 1, gpu_pct, tok_pct, looks), both_rounds)
+    comparison, _, wanted = confirm_undecided(compare_pair(pair, 1, gpu_pct, tok_pct, looks), both_rounds)
     return comparison.verdict, wanted
 
 
-def compare_pair(record: PairRecord, rounds: int, gpu_pct: float, tok_pct: float, looks: int = 1) -> Comparison:
-    """The compare stage on the pair's recorded repeats of its first `rounds` rounds, decided
-    at look `rounds` of `looks`."""
-    measurements = {arm.arm: _measurement(record, arm.arm, rounds) for arm in record.arms}
+def compare_pair(pair: Pair, rounds: int, gpu_pct: float, tok_pct: float, looks: int = 1) -> Comparison:
+    """The compare stage on the repeats of the pair's first `rounds` rounds, as its report keeps
+    them, decided at look `rounds` of `looks`."""
+    report = pair.report
+    batch = report.batch_sizes[0]
+    count = rounds * report.workload.repeats
+    measurements = {a.arm: _measurement(a, batch.batch_size, report.workload.steps, count) for a in batch.arms}
     return compare(
-        measurements, "base", "head", [record.batch_size], gpu_pct, record.confidence, record.alpha, tok_pct,
-        looks=max(looks, rounds), look={record.batch_size: rounds},
+        measurements, report.base, report.head, [batch.batch_size], gpu_pct, report.confidence, report.alpha,
+        tok_pct, looks=max(looks, rounds), look={batch.batch_size: rounds},
     )
 
 
-def _measurement(record: PairRecord, arm: str, rounds: int) -> ArmMeasurement:
-    """The arm's repeats rebuilt from the recorded figures. Tokens are not kept, their hash is:
-    the comparison only reads tokens where hashes differ, and such a pair is invalid already."""
-    values = next(a for a in record.arms if a.arm == arm)
-    count = rounds * record.repeats
+def _measurement(arm: ArmStats, batch_size: int, steps: int, count: int) -> ArmMeasurement:
+    """The arm's first `count` repeats rebuilt from the report's figures. Tokens are not kept,
+    their hash is: the comparison only reads tokens where hashes differ, and such a pair is
+    invalid already."""
     repeats = [
-        RepeatResult(arm=arm, repeat=i, environment={}, runs=[BatchRun(
-            batch_size=record.batch_size, steps=record.steps, warmup_steps=0, timer=values.timer, setup_s=0.0,
-            wall_s=record.batch_size * record.steps / tok, tok_per_s=tok, gpu_ms_per_step=gpu,
-            step_ms=[], tokens=[], sha256=values.sha256,
+        RepeatResult(arm=arm.arm, repeat=i, environment={}, runs=[BatchRun(
+            batch_size=batch_size, steps=steps, warmup_steps=0, timer=arm.timer, setup_s=0.0,
+            wall_s=batch_size * steps / tok, tok_per_s=tok, gpu_ms_per_step=gpu,
+            step_ms=[], tokens=[], sha256=arm.sha256,
         )])
-        for i, (gpu, tok) in enumerate(zip(values.gpu_ms_per_step[:count], values.tok_per_s[:count]))
+        for i, (gpu, tok) in enumerate(zip(arm.gpu_ms_per_step.values[:count], arm.tok_per_s.values[:count]))
     ]
-    return ArmMeasurement(arm=arm, repeats=repeats)
+    return ArmMeasurement(arm=arm.arm, repeats=repeats)
 
 
 def decide(
-    label: str, records: list[PairRecord], kinds: list[Kind], confirm: bool,
+    label: str, pairs: list[Pair], kinds: list[Kind], confirm: bool,
     gpu_pct: float | None = None, tok_pct: float | None = None, role: DecisionRole = "as run",
 ) -> Decision:
     """Without thresholds: the verdicts the pairs got as they ran. With them: re-decided."""
     verdicts: dict[str, Verdict] = {}
     unconfirmed = 0
-    for record in records:
+    for pair in pairs:
         if gpu_pct is None or tok_pct is None:
-            verdicts[record.pair_id] = record.verdict
+            verdicts[pair.facts.pair_id] = pair.facts.verdict
             continue
-        verdicts[record.pair_id], missing = redecide(record, gpu_pct, tok_pct, confirm)
+        verdicts[pair.facts.pair_id], missing = redecide(pair, gpu_pct, tok_pct, confirm)
         unconfirmed += missing
     notes = []
     if unconfirmed:
@@ -83,20 +87,21 @@ def decide(
             f"{unconfirmed} pair(s) would have had a confirmation round at these thresholds but ran without "
             "one; they are decided on their first round"
         )
+    facts = [p.facts for p in pairs]
     if gpu_pct is None:
-        used = sorted({(r.threshold_pct, r.tok_threshold_pct) for r in records})
+        used = sorted({(r.threshold_pct, r.tok_threshold_pct) for r in facts})
         if len(used) == 1:
             gpu_pct, tok_pct = used[0]
         elif used:
             notes.append("the pairs ran with different thresholds: " + ", ".join(f"{g:g}%/{t:g}%" for g, t in used))
-    summaries = [kind_summary(kind, [r for r in records if r.kind == kind.name], verdicts) for kind in kinds]
+    summaries = [kind_summary(kind, [r for r in facts if r.kind == kind.name], verdicts) for kind in kinds]
     return Decision(
         label=label, role=role, gpu_ms_pct=gpu_pct, tok_per_s_pct=tok_pct, kinds=summaries,
         criteria=criteria(summaries), verdicts=verdicts, notes=notes,
     )
 
 
-def kind_summary(kind: Kind, records: list[PairRecord], verdicts: dict[str, Verdict]) -> KindSummary:
+def kind_summary(kind: Kind, records: list[PairFacts], verdicts: dict[str, Verdict]) -> KindSummary:
     tally = {v: 0 for v in VERDICTS}
     for record in records:
         tally[verdicts[record.pair_id]] += 1
@@ -160,7 +165,7 @@ def _hits(s: KindSummary) -> Criterion:
 
 
 def summarise(
-    records: list[PairRecord],
+    pairs: list[Pair],
     kinds: list[Kind],
     planned: dict[str, int],
     settings: RunSettings | None,
@@ -170,47 +175,47 @@ def summarise(
     confirm = settings.confirm if settings is not None else True
     refused = (calibration or {}).get("refused")
     as_run = decide("as run, at measure.threshold_pct (the calibration was refused)" if refused
-                    else "as run, at the calibrated thresholds", records, kinds, confirm)
+                    else "as run, at the calibrated thresholds", pairs, kinds, confirm)
     decisions = [as_run]
     if as_run.gpu_ms_pct is not None and as_run.tok_per_s_pct is not None:
         # pairs kept from before the interval rule were decided by the significance rule as they
         # ran: the rule of today, on their own figures at their own thresholds
         decisions.append(decide(
             "re-decided by the interval rule at the thresholds they ran with",
-            records, kinds, confirm, as_run.gpu_ms_pct, as_run.tok_per_s_pct, "own",
+            pairs, kinds, confirm, as_run.gpu_ms_pct, as_run.tok_per_s_pct, "own",
         ))
     if as_run.gpu_ms_pct is not None and as_run.tok_per_s_pct is not None and as_run.gpu_ms_pct > FLOOR_PCT:
         # what a quieter runner, calibrated to the floor, would have made of the same pairs:
         # the smallest regression the guard can be set to catch
         decisions.append(decide(
             "re-decided at the calibration floor",
-            records, kinds, confirm, FLOOR_PCT, as_run.tok_per_s_pct, "floor",
+            pairs, kinds, confirm, FLOOR_PCT, as_run.tok_per_s_pct, "floor",
         ))
     decisions.append(decide(
-        f"re-decided at the default threshold, {DEFAULT_THRESHOLD_PCT:g}%", records, kinds, confirm,
+        f"re-decided at the default threshold, {DEFAULT_THRESHOLD_PCT:g}%", pairs, kinds, confirm,
         DEFAULT_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT, "default",
     ))
     return Summary(
         settings=settings,
         planned=planned,
-        done=planned_done(records, planned),
-        complete=all(sum(1 for r in records if r.kind == k) >= n for k, n in planned.items()),
-        environment=_environment(records, sizing),
+        done=planned_done([p.facts.kind for p in pairs], planned),
+        complete=all(sum(1 for p in pairs if p.facts.kind == k) >= n for k, n in planned.items()),
+        environment=_environment([p.facts for p in pairs], sizing),
         sizing=sizing,
         thresholds=(calibration or {}).get("suggested"),
         calibration=calibration,
         decisions=decisions,
-        pairs=records,
+        pairs=[p.facts for p in pairs],
     )
 
 
-def planned_done(records: list[PairRecord], planned: dict[str, int]) -> int:
+def planned_done(kinds: list[str], planned: dict[str, int]) -> int:
     """How many of the planned pairs are in: pairs of kinds this run does not plan, or beyond a kind's
     count, are kept in the folder but do not count towards the plan."""
-    return sum(min(n, sum(1 for r in records if r.kind == k)) for k, n in planned.items())
+    return sum(min(n, kinds.count(k)) for k, n in planned.items())
 
 
-def _environment(records: list[PairRecord], sizing: Sizing | None) -> dict[str, Any]:
+def _environment(records: list[PairFacts], sizing: Sizing | None) -> dict[str, Any]:
     env = dict(sizing.environment) if sizing is not None else {}
     gpus = sorted({r.gpu for r in records if r.gpu})
     uuids = sorted({r.gpu_uuid for r in records if r.gpu_uuid})

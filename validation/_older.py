@@ -1,4 +1,4 @@
-"""The committed reports of schema 1 and 2, read as data: their numbers taken as they are, the
+"""The committed reports of schema 1 to 3, read as data: their numbers taken as they are, the
 verdicts decided again by the interval rule at the rounds the run took, the trace diffs made
 again from the figures each arm's trace kept, and the facts explained again. The guard itself
 reads only the current schema (`guard comment` refuses the others); the validation suite and
@@ -9,18 +9,32 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from guard.compare import Reason, StatedRule, decide_again, most_severe
+from pydantic import TypeAdapter
+
+from guard.compare import Reason, StatedRule, Verdict, decide_again, most_severe
 from guard.explain import Explanation, Headline
 from guard.report import SCHEMA_VERSION, Report, explain_report
 from guard.trace import diff
 
 
+class Kept(NamedTuple):
+    """A kept report as the current schema, with the verdict it stated as it ran."""
+
+    report: Report
+    stated_verdict: Verdict
+
+
 def read_any(path: Path) -> Report:
     """A report.json or report.json.gz of any schema, as the current one."""
+    return read_kept(path).report
+
+
+def read_kept(path: Path) -> Kept:
     raw = path.read_bytes()
-    return current_report(json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw))
+    data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    return Kept(current_report(data), TypeAdapter(Verdict).validate_python(data.get("verdict")))
 
 
 def current_report(data: dict[str, Any]) -> Report:
@@ -36,7 +50,13 @@ def current_report(data: dict[str, Any]) -> Report:
         batch["look"] = 2 if looks > 1 and any(a["repeats"] > repeats for a in batch["arms"]) else 1
     for section in data.get("traces", []):
         section["diff"] = None  # made again from the figures below
+        for arm in section["arms"]:
+            if arm.get("figures"):
+                arm["figures"]["warnings"] = []  # sentences then; the figures they spoke of are kept
     data.update(schema_version=SCHEMA_VERSION, looks=looks, reasons=[],
+                gpu_fingerprint=data["environment"].pop("gpu_state", {}),
+                tok_threshold_pct=data.get("tok_threshold_pct") or data["threshold_pct"],
+                alpha=data.get("alpha", 0.01),  # reports before the setting decided at 0.01
                 explanation=Explanation(headline=Headline(verdict=data["verdict"])).model_dump())
     report = Report.model_validate(data)
     rule = StatedRule(threshold_pct=report.threshold_pct, alpha=report.alpha, confidence=report.confidence,

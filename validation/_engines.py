@@ -2,9 +2,9 @@
 mode that drops CUDA graphs, and an output that really changes.
 
 Usage (from the repository root, or with it on PYTHONPATH):
-    python3 benchmarks/validate_engines.py --out DIR --workdir DIR [--pairs CASE:KIND,...]
+    python -m validation engines --out DIR --workdir DIR [--pairs CASE:KIND,...]
         [--repeats 3] [--steps 64] [--warmup-steps 16] [--budget-s 540] [--resume]
-    python3 benchmarks/validate_engines.py --out DIR --summarise-only
+    python -m validation engines --out DIR --summarise-only
 
 Each case is a throwaway git repository whose base commit holds one workload:
   compiled   guard/workloads/compiled.py copied as engine/compiled.py (torch.compile,
@@ -20,14 +20,14 @@ Each kind is a head branch with one commit:
   mode-default   the default of GUARD_COMPILE_MODE from            regression whose title says decode
                  reduce-overhead to default                        fell out of its CUDA graphs
   output-change  a sign flipped in the rotary embedding            invalid: the output changed
-Every pair is one `guard run`, appended to DIR/pairs.jsonl as soon as it finishes;
-DIR/summary.md is rewritten after each. --budget-s stops before a pair that would not fit.
+Every pair is one `guard run` whose report is kept in DIR/pairs/CASE-KIND/, its line (case,
+kind, seconds) appended to DIR/pairs.jsonl as soon as it finishes; DIR/summary.md, made from
+the kept reports, is rewritten after each. --budget-s stops before a pair that would not fit.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -35,19 +35,23 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+from pydantic import BaseModel, ValidationError
 
-from benchmarks.validation._older import read_any  # noqa: E402
-from benchmarks.validation._pairs import cause_of  # noqa: E402
-from guard.report import Report, title  # noqa: E402
-from guard.report._reason_text import reason_short  # noqa: E402
+import guard
+from guard._errors import ConfigError, GuardError
+from guard._git import made_git, run_git
+from guard.compare import Agreement, Verdict
+from guard.explain import CauseKind
+from guard.measure import Change
+from guard.report import Report, title
 
-COMPILED_SOURCE = REPO_ROOT / "guard" / "workloads" / "compiled.py"
-ENGINE_DIR = REPO_ROOT / "guard" / "engine"
-IDENTITY = ["-c", "user.name=Validation", "-c", "user.email=validation@example.invalid"]
+from ._older import read_any
+from ._pairs import cause_of
+
+COMPILED_SOURCE = Path(guard.__file__).parent / "workloads" / "compiled.py"
+ENGINE_DIR = Path(guard.__file__).parent / "engine"
 LAYER_LOOP = "        for layer in self.layers:\n            x = layer(x, cos, sin, pos, mask)\n"
 GRAPH_BREAK_LOOP = (
     "        for index, layer in enumerate(self.layers):\n"
@@ -79,15 +83,12 @@ DEFAULT_PAIRS = ("compiled:aa,hf:aa,ref-bf16:aa,compiled:output-change,compiled:
 
 
 def git(repo: Path, *args: str) -> str:
-    date = "2026-01-01T00:00:00+00:00"
-    env = os.environ | {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
-    return subprocess.run(["git", *IDENTITY, *args], cwd=repo, env=env, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return made_git(repo, *args, author="Validation", email="validation@example.invalid")
 
 
 def config(case: Case, args: argparse.Namespace) -> str:
     return (
-        "# Written by benchmarks/validate_engines.py\n"
+        "# Written by python -m validation engines\n"
         "[workload]\n"
         f'entry = "{case.entry}"\n'
         "batch_sizes = [1]\n"
@@ -119,7 +120,7 @@ def make_repo(case: Case, workdir: Path, args: argparse.Namespace) -> Path:
 def _replace(old: str, new: str) -> Callable[[str], str]:
     def change(text: str) -> str:
         if old not in text:
-            raise SystemExit(f"validate_engines: the engine no longer contains {old!r}; update this script")
+            raise ConfigError(f"the engine no longer contains {old!r}; update validation/_engines.py")
         return text.replace(old, new, 1)
     return change
 
@@ -136,7 +137,7 @@ EDITS: dict[str, tuple[str, Callable[[str], str]]] = {
 
 def head_branch(repo: Path, case: Case, kind: str) -> str:
     branch = f"validate/{kind}"
-    known = subprocess.run(["git", "rev-parse", "--verify", "--quiet", branch], cwd=repo, capture_output=True)
+    known = run_git(repo, "rev-parse", "--verify", "--quiet", branch)
     if known.returncode == 0:
         return branch
     git(repo, "checkout", "--quiet", "-b", branch, "main")
@@ -148,7 +149,7 @@ def head_branch(repo: Path, case: Case, kind: str) -> str:
             message = "a comment, nothing else"
         else:
             if case.engine_file is None or case.name != "compiled":
-                raise SystemExit(f"validate_engines: kind {kind} is defined for the compiled case only")
+                raise ConfigError(f"kind {kind} is defined for the compiled case only")
             message, change = EDITS[kind]
             target = repo / case.engine_file
             target.write_text(change(target.read_text()))
@@ -175,54 +176,81 @@ def expected(kind: str, report: Report, cause: str | None) -> tuple[bool, str]:
     return report.verdict == "invalid" and any(a.output_changed for a in head), "invalid, the head's output changed"
 
 
-def record(case: Case, kind: str, out: Path, seconds: float) -> dict[str, Any]:
+class EngineRecord(BaseModel):
+    """One line of pairs.jsonl: which pair ran and how long it took; its figures are its report's.
+    Lines of older runs also hold a copy of their report's figures; they are ignored."""
+
+    case: str
+    kind: str
+    seconds: float
+
+
+class EngineFacts(BaseModel):
+    """What the summary states of one pair, from its kept report."""
+
+    case: str
+    kind: str
+    verdict: Verdict
+    met: bool
+    criterion: str
+    title: str
+    cause: CauseKind | None
+    gpu_ms_change: Change | None
+    tok_per_s_change: Change | None
+    agreement: Agreement | None
+
+
+def facts(record: EngineRecord, out: Path) -> EngineFacts:
     # a committed pair may be of an older schema: its numbers read as data, decided and explained again
-    report = read_any(out / "report.json")
+    path = out / "pairs" / f"{record.case}-{record.kind}" / "report.json"
+    if not path.is_file():
+        raise ConfigError(f"{path}: the report of pair {record.case}:{record.kind} is missing; "
+                          "run the pair again (remove its line from pairs.jsonl and --resume)")
+    report = read_any(path)
     batch = report.batch_sizes[0]
-    section = next((t for t in report.traces if t.batch_size == batch.batch_size), None)
     cause = cause_of(report, batch.batch_size)
-    headline = title(report)
-    met, criterion = expected(kind, report, cause)
-    agreement = batch.agreement
-    launches = section.diff.launches if section and section.diff else None
-    return {
-        "case": case.name, "kind": kind, "verdict": report.verdict, "met": met, "criterion": criterion,
-        "title": headline, "cause": cause,
-        "gpu_ms_pct": batch.gpu_ms_change.pct if batch.gpu_ms_change else None,
-        "gpu_ms_interval": batch.gpu_ms_change.interval() if batch.gpu_ms_change else None,
-        "tok_per_s_pct": batch.tok_per_s_change.pct if batch.tok_per_s_change else None,
-        "host_ms_pct": batch.host_ms_change.pct if batch.host_ms_change else None,
-        "agreement": None if agreement is None else {
-            "exact": agreement.exact,
-            "arms": {a.arm: {"disagreements": a.disagreements, "compared": a.compared,
-                             "output_changed": a.output_changed} for a in agreement.arms},
-        },
-        "launches": None if launches is None else launches.model_dump(),
-        "capture": [{"path": f.path, "ranges": f.ranges, "matched_by": f.matched_by}
-                    for f in (report.capture.files if report.capture else [])],
-        "reasons": [reason_short(r) for r in report.reasons],
-        "repeats": report.workload.repeats, "steps": report.workload.steps,
-        "gpu": report.environment.gpu, "seconds": round(seconds, 1),
-    }
+    met, criterion = expected(record.kind, report, cause)
+    return EngineFacts(
+        case=record.case, kind=record.kind, verdict=report.verdict, met=met, criterion=criterion,
+        title=title(report), cause=cause, gpu_ms_change=batch.gpu_ms_change,
+        tok_per_s_change=batch.tok_per_s_change, agreement=batch.agreement,
+    )
 
 
-def summary(records: list[dict[str, Any]]) -> str:
+def summary(pairs: list[EngineFacts]) -> str:
     lines = ["| case | kind | verdict | criterion met | GPU ms | tok/s | agreement (D per process) | title |",
              "|---|---|---|---|---|---|---|---|"]
-    for r in records:
-        agreement = r["agreement"]
-        d = "; ".join(f"{arm} {', '.join(map(str, v['disagreements']))} of {v['compared']}"
-                      for arm, v in agreement["arms"].items()) if agreement else "-"
-        gpu = f"{r['gpu_ms_pct']:+.2f}% ({r['gpu_ms_interval']})" if r["gpu_ms_pct"] is not None else "-"
-        tok = f"{r['tok_per_s_pct']:+.2f}%" if r["tok_per_s_pct"] is not None else "-"
-        lines.append(f"| {r['case']} | {r['kind']} | {r['verdict']} | {'yes' if r['met'] else 'NO'} | {gpu} | {tok} "
-                     f"| {d} | {r['title'].replace('|', '/')} |")
-    met = sum(r["met"] for r in records)
-    return f"{met} of {len(records)} pairs met their criterion.\n\n" + "\n".join(lines) + "\n"
+    for r in pairs:
+        d = "; ".join(f"{a.arm} {', '.join(map(str, a.disagreements))} of {a.compared}"
+                      for a in r.agreement.arms) if r.agreement else "-"
+        gpu = f"{r.gpu_ms_change.pct:+.2f}% ({r.gpu_ms_change.interval()})" if r.gpu_ms_change else "-"
+        tok = f"{r.tok_per_s_change.pct:+.2f}%" if r.tok_per_s_change else "-"
+        lines.append(f"| {r.case} | {r.kind} | {r.verdict} | {'yes' if r.met else 'NO'} | {gpu} | {tok} "
+                     f"| {d} | {r.title.replace('|', '/')} |")
+    met = sum(r.met for r in pairs)
+    return f"{met} of {len(pairs)} pairs met their criterion.\n\n" + "\n".join(lines) + "\n"
+
+
+def read_records(jsonl: Path) -> list[EngineRecord]:
+    if not jsonl.exists():
+        return []
+    try:
+        return [EngineRecord.model_validate_json(line) for line in jsonl.read_text().splitlines() if line.strip()]
+    except ValidationError as exc:
+        why = exc.errors()[0]["msg"]
+        raise ConfigError(f"{jsonl}: a line is not a pair record ({why}); fix or remove it") from None
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="validate_engines.py", description=__doc__.split("\n\n")[0])
+    try:
+        return _main(argv)
+    except GuardError as exc:
+        print(f"validate: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+
+
+def _main(argv: list[str] | None) -> int:
+    p = argparse.ArgumentParser(prog="python -m validation engines", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--workdir", type=Path)
     p.add_argument("--pairs", default=",".join(DEFAULT_PAIRS), help="CASE:KIND items, in the order to run")
@@ -239,32 +267,30 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.case_options:
         name, _, options = item.partition("=")
         if name not in CASES:
-            print(f"validate_engines: --case-options names no case {name!r}", file=sys.stderr)
+            print(f"validate: --case-options names no case {name!r}", file=sys.stderr)
             return 2
         CASES[name] = Case(name, CASES[name].entry, options, CASES[name].engine_file)
     args.out.mkdir(parents=True, exist_ok=True)
     jsonl = args.out / "pairs.jsonl"
-    records = [json.loads(line) for line in jsonl.read_text().splitlines()] if jsonl.exists() else []
+    records = read_records(jsonl)
+    # the verdicts, titles and causes from each pair's report.json, as this guard renders them
+    pairs = [facts(r, args.out) for r in records]
     if args.summarise_only:
-        # the verdicts, titles and causes again from each pair's report.json, as this guard renders them
-        records = [record(CASES[r["case"]], r["kind"], args.out / "pairs" / f"{r['case']}-{r['kind']}", r["seconds"])
-                   for r in records]
-        jsonl.write_text("".join(json.dumps(r) + "\n" for r in records))
-        (args.out / "summary.md").write_text(summary(records))
-        print(summary(records))
+        (args.out / "summary.md").write_text(summary(pairs))
+        print(summary(pairs))
         return 0
     if records and not args.resume:
-        print(f"validate_engines: {jsonl} holds pairs already; pass --resume to continue", file=sys.stderr)
+        print(f"validate: {jsonl} holds pairs already; pass --resume to continue", file=sys.stderr)
         return 2
     if args.workdir is None:
-        print("validate_engines: --workdir is needed for a run", file=sys.stderr)
+        print("validate: --workdir is needed for a run", file=sys.stderr)
         return 2
     started, longest = time.monotonic(), 0.0
-    done = {(r["case"], r["kind"]) for r in records}
+    done = {(r.case, r.kind) for r in records}
     for item in args.pairs.split(","):
         case_name, _, kind = item.strip().partition(":")
         if case_name not in CASES or kind not in KINDS:
-            print(f"validate_engines: unknown pair {item!r} (cases {', '.join(CASES)}; kinds {', '.join(KINDS)})",
+            print(f"validate: unknown pair {item!r} (cases {', '.join(CASES)}; kinds {', '.join(KINDS)})",
                   file=sys.stderr)
             return 2
         if (case_name, kind) in done:
@@ -291,16 +317,13 @@ def main(argv: list[str] | None = None) -> int:
         if not (pair_out / "report.json").exists():
             print(f"[validate] {item}: no report (exit {proc.returncode}):\n{proc.stderr[-2000:]}", file=sys.stderr)
             continue
-        found = record(case, kind, pair_out, seconds)
+        record = EngineRecord(case=case_name, kind=kind, seconds=round(seconds, 1))
+        found = facts(record, args.out)
         with jsonl.open("a") as f:
-            f.write(json.dumps(found) + "\n")
-        records.append(found)
-        (args.out / "summary.md").write_text(summary(records))
-        print(f"[validate] {item}: {found['verdict']}, criterion {'met' if found['met'] else 'NOT met'} "
-              f"({seconds:.0f} s): {found['title']}", file=sys.stderr, flush=True)
-    print(summary(records))
+            f.write(record.model_dump_json() + "\n")
+        pairs.append(found)
+        (args.out / "summary.md").write_text(summary(pairs))
+        print(f"[validate] {item}: {found.verdict}, criterion {'met' if found.met else 'NOT met'} "
+              f"({seconds:.0f} s): {found.title}", file=sys.stderr, flush=True)
+    print(summary(pairs))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
