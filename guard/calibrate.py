@@ -97,7 +97,8 @@ def calibrate(
         check_entry(config.workload.entry, built.worktree)
         targets = [
             ArmTarget(name=name, python=built.python, worktree=built.worktree, env=built.env,
-                      pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus)
+                      pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus,
+                      container=built.container)
             for name in "ab"
         ]
         spec = HarnessSpec.of(config.workload).model_copy(

@@ -117,7 +117,8 @@ def _run_guard(
         if arm is not None:
             check_entry(config.workload.entry, arm.worktree)
             targets.append(ArmTarget(name=arm.name, python=arm.python, worktree=arm.worktree, env=arm.env,
-                                   pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus))
+                                   pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus,
+                                   container=arm.container))
         else:
             measurements[ref.name] = ArmMeasurement(arm=ref.name, error=info.error, log_tail=info.log_tail)
     _add_ablation_arms(config, arms, targets, measurements)

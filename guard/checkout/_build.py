@@ -20,8 +20,9 @@ from typing import NoReturn, TextIO
 from guard._errors import BuildError, GuardError
 from guard.checkout._cache import (
     LAYOUT_VERSION, LOCK_NAME, LOG_NAME, TREE_NAME, VENV_NAME, Stale, check_build, clear_folder, discard_build,
-    mark_cache, prepare_folder, write_record,
+    mark_cache, prepare_folder, recorded_image, write_record,
 )
+from guard.checkout._docker import BuildFailed, arm_container, build_image, check_image, image_workdir
 from guard._git import add_worktree, prune_worktrees
 from guard.checkout._lock import FolderLock, LockTimeout
 from guard.checkout._models import ArmRef, BuiltArm
@@ -113,7 +114,7 @@ def _locked_build(
     for _ in range(_BUILD_ATTEMPTS):
         take(lock.shared)
         checked_s = time.monotonic()
-        stale = check_build(folder, arm.sha)
+        stale = _check(folder, arm.sha, build)
         if stale is None:
             if fresh is not None:
                 return fresh
@@ -121,7 +122,7 @@ def _locked_build(
                      f"unchanged since it was built (checked in {time.monotonic() - checked_s:.2f} s)")
             return _arm_in(folder, arm, build, python, reused=True, build_s=0.0)
         take(lock.exclusive)
-        stale = check_build(folder, arm.sha)  # another run may have rebuilt it while this one waited
+        stale = _check(folder, arm.sha, build)  # another run may have rebuilt it while this one waited
         if stale is not None:
             if stale.why != "absent":
                 progress(f"{arm.name}: the cached build of {short_sha} in {folder} {_stale_words(stale)}: rebuilding")
@@ -130,6 +131,13 @@ def _locked_build(
         arm.name, f"the build in {folder} was changed right after it was built, {_BUILD_ATTEMPTS} times over; "
         "stop what writes to it, or give this run a cache folder of its own (--cache-dir)",
     )
+
+
+def _check(folder: Path, sha: str, build: BuildConfig) -> Stale | None:
+    stale = check_build(folder, sha)
+    if stale is None and build.method == "docker":
+        stale = check_image(recorded_image(folder) or "", sha, folder.name, build.docker)
+    return stale
 
 
 def _stale_words(stale: Stale) -> str:
@@ -161,15 +169,21 @@ def _build_fresh(
                 f"python: {python}\ninstall: {build.install}\n\n$ git worktree add --detach {worktree} {arm.sha}\n"
             )
             log.write(add_worktree(repo, worktree, arm.sha))
+            deadline_s = started_s + build.timeout_s
+            image = None
             if build.method == "venv":
-                deadline_s = started_s + build.timeout_s
                 _build_venv(arm, build, python, folder / VENV_NAME, worktree, log, log_path, deadline_s)
+            elif build.method == "docker":
+                try:
+                    image, _ = build_image(worktree, arm.sha, folder.name, build.docker, log, deadline_s)
+                except BuildFailed as failed:
+                    _fail(arm, failed.message, log, log_path)
             else:
                 log.write("\nmethod 'none': nothing installed; the arm imports its code from the worktree "
                           "via PYTHONPATH\n")
         build_s = time.monotonic() - started_s
         # tree/ and venv/ are sealed by now (_build_venv): the manifest is of what no other user can change
-        write_record(folder, arm.sha, build_s)
+        write_record(folder, arm.sha, build_s, image)
     except BaseException:
         # the log stays for the error message to point at; git forgets the worktree. Best
         # effort: what the build failed with is the error to report, not a failed clean-up
@@ -185,9 +199,13 @@ def _arm_in(folder: Path, arm: ArmRef, build: BuildConfig, python: Path, *, reus
     """The arm as built in `folder`: every path from the layout, none from what is stored there."""
     worktree = folder / TREE_NAME
     arm_python = folder / VENV_NAME / "bin" / "python" if build.method == "venv" else python
+    container = None
+    if build.method == "docker":
+        image = recorded_image(folder) or ""
+        container = arm_container(image, image_workdir(image), build)
     return BuiltArm(
         name=arm.name, sha=arm.sha, worktree=worktree, python=arm_python, env=_arm_env(build, worktree),
-        build_log=folder / LOG_NAME, reused=reused, build_s=build_s,
+        build_log=folder / LOG_NAME, reused=reused, build_s=build_s, container=container,
     )
 
 
@@ -335,13 +353,17 @@ def _creating_python(arm: ArmRef, build: BuildConfig) -> Path:
 
 def _config_key(build: BuildConfig, python: Path) -> str:
     """Short hash of what decides the build's result, so a different config gets its own folder."""
-    settings = {"layout": LAYOUT_VERSION, "method": build.method, "install": build.install, "python": str(python)}
+    settings: dict[str, object] = {"layout": LAYOUT_VERSION, "method": build.method}
+    if build.method == "docker":  # the image holds its own interpreter; limits are the run's, not the build's
+        settings |= build.docker.model_dump(include={"dockerfile", "build_args", "build_network"})
+    else:
+        settings |= {"install": build.install, "python": str(python)}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def _arm_env(build: BuildConfig, worktree: Path) -> dict[str, str]:
     """Extra environment for the arm's processes; computed on every call, as PYTHONPATH may differ."""
-    if build.method == "venv":
+    if build.method in ("venv", "docker"):
         return {}
     existing = os.environ.get("PYTHONPATH", "")
     return {"PYTHONPATH": f"{worktree}{os.pathsep}{existing}" if existing else str(worktree)}

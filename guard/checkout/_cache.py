@@ -25,7 +25,9 @@ A build is reused only when all of this holds, checked in this order:
 - tree/ and venv/ match their manifests byte for byte (see _manifest): tracked files,
   untracked and ignored ones, the build's outputs, tree/.git itself;
 - git says the worktree's HEAD is the commit (tree/.git being verified, git reads this
-  repository's record of the worktree, not one the tree points it to).
+  repository's record of the worktree, not one the tree points it to);
+- method "docker": the engine's tag for the folder still names the image id the marker
+  records, labelled with the commit and the key (guard.checkout._docker.check_image).
 Anything else rebuilds the folder from nothing.
 
 What the manifests do not cover: the interpreter, and the packages the venv sees from
@@ -73,6 +75,7 @@ class BuildRecord(BaseModel):
     build_s: float
     tree: Manifest
     venv: Manifest
+    image: str | None = None  # method "docker": the id of the arm's image (see guard.checkout._docker)
 
 
 StaleWhy = Literal["absent", "unfinished", "untrusted", "other", "modified", "not_checked_out"]
@@ -157,12 +160,12 @@ def check_build(folder: Path, sha: str) -> Stale | None:
     return None
 
 
-def write_record(folder: Path, sha: str, build_s: float) -> None:
+def write_record(folder: Path, sha: str, build_s: float, image: str | None = None) -> None:
     """Take the manifests of what the build left and write the marker: whole, then renamed,
     so a crash never leaves one that looks finished."""
     record = BuildRecord(
         layout=LAYOUT_VERSION, sha=sha, key=folder.name, build_s=build_s,
-        tree=take_manifest(folder / TREE_NAME), venv=take_manifest(folder / VENV_NAME),
+        tree=take_manifest(folder / TREE_NAME), venv=take_manifest(folder / VENV_NAME), image=image,
     )
     partial = folder / f"{MARKER_NAME}.partial"
     partial.unlink(missing_ok=True)
@@ -172,6 +175,12 @@ def write_record(folder: Path, sha: str, build_s: float) -> None:
         # the json module, not pydantic's: it keeps file names that are not UTF-8 exactly
         json.dump(record.model_dump(), file)
     os.replace(partial, folder / MARKER_NAME)
+
+
+def recorded_image(folder: Path) -> str | None:
+    """The image id in the marker of `folder`, once check_build has found the marker sound."""
+    with (folder / MARKER_NAME).open("rb") as file:
+        return BuildRecord.model_validate(json.loads(file.read())).image
 
 
 def discard_build(folder: Path) -> None:

@@ -1,4 +1,5 @@
-"""`guard clean`: remove the builds (worktrees and venvs) the guard made in a cache dir.
+"""`guard clean`: remove the builds (worktrees and venvs, and for method "docker" the arm's
+image, by its tag) the guard made in a cache dir.
 
 Only a cache dir that holds the guard's mark is touched, and in it only folders laid out as
 the guard lays out a build: named `<sha12>-<config key>`, the guard user's, holding the
@@ -17,7 +18,8 @@ from pathlib import Path
 
 from guard._errors import GuardError
 from guard._git import prune_worktrees, require_repo
-from guard.checkout._cache import CACHE_MARK_NAME, LOCK_NAME, TREE_NAME
+from guard.checkout._cache import CACHE_MARK_NAME, LOCK_NAME, TREE_NAME, recorded_image
+from guard.checkout._docker import remove_image
 from guard.checkout._manifest import remove_path
 
 _BUILD_NAME = re.compile(r"^[0-9a-f]{12}-[0-9a-f]{10}$")
@@ -90,6 +92,7 @@ def _remove_unless_held(build: Path) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
+        _remove_image_of(build)
         # the worktree first, the lock last: a run that starts meanwhile finds no build and rebuilds
         for entry in sorted(build.iterdir(), key=lambda p: (p.name == LOCK_NAME, p.name != TREE_NAME)):
             remove_path(entry)
@@ -97,3 +100,14 @@ def _remove_unless_held(build: Path) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def _remove_image_of(build: Path) -> None:
+    """The image a docker build's marker records; only ever the one the guard's tag for the
+    build names, so a marker that lies can point at nothing else."""
+    try:
+        image = recorded_image(build)
+    except (OSError, ValueError):  # no marker (an unfinished build), or not one of this layout
+        return
+    if image is not None:
+        remove_image(image, build.name)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from guard.sandbox import Container
+
 # 40 hex for SHA-1 repositories, 64 for SHA-256 ones
 _SHA_PATTERN = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
 
@@ -33,3 +35,4 @@ class BuiltArm(BaseModel):
     build_log: Path
     reused: bool
     build_s: float = Field(ge=0)
+    container: Container | None = None  # method "docker": the image and limits its harness runs under

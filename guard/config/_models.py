@@ -219,8 +219,63 @@ class WorkloadConfig(_Section, Workload):
         return self
 
 
+_GPUS_RE = re.compile(r"^(auto|all|none|[A-Za-z0-9-]+(,[A-Za-z0-9-]+)*)$")
+_BUILD_ARG_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class DockerConfig(_Section):
+    """build.method "docker": each arm an image from its Dockerfile, measured in a locked-down container."""
+
+    dockerfile: str = Field(default="Dockerfile", description="The arm's Dockerfile, relative to its repository.")
+    build_args: dict[str, str] = Field(
+        default_factory=dict, max_length=64,
+        description="Build arguments, BASE_IMAGE among them (e.g. a CUDA PyTorch image the runner has).",
+    )
+    build_network: Literal["none", "host", "default"] = Field(
+        default="none", description="The network the image's RUN steps get; 'none' unless they must download.",
+    )
+    python: str = Field(default="python3", pattern=r"^[A-Za-z0-9_./-]+$",
+                        description="The interpreter in the image that runs the harness.")
+    gpus: str = Field(
+        default="auto", pattern=_GPUS_RE.pattern,
+        description="GPUs given to the container: 'auto' (all, where the host has any), 'all', 'none', "
+        "or device indices or UUIDs separated by commas.",
+    )
+    user: str = Field(default="65534:65534", pattern=r"^[0-9]+(:[0-9]+)?$",
+                      description="uid:gid the harness runs as in the container; never 0.")
+    cpus: float | None = Field(default=None, gt=0, le=4096,
+                               description="CPU quota of a container, in CPUs; default: no quota.")
+    memory_mb: int = Field(default=65536, ge=256, le=1 << 24, description="Memory limit of a container, no swap.")
+    pids_limit: int = Field(default=4096, ge=16, le=1 << 22, description="Most processes and threads in a container.")
+    shm_mb: int = Field(default=1024, ge=64, le=1 << 20, description="Size of the container's /dev/shm.")
+    tmpfs_mb: int = Field(default=4096, ge=64, le=1 << 20, description="Size of the container's scratch /tmp.")
+
+    @field_validator("dockerfile")
+    @classmethod
+    def _relative(cls, value: str) -> str:
+        problem = relative_path_problem(value, "")
+        if problem:
+            raise ValueError(problem.replace("a  file", "a file"))
+        return value
+
+    @field_validator("build_args")
+    @classmethod
+    def _arg_names(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [name for name in value if not _BUILD_ARG_RE.match(name)]
+        if bad:
+            raise ValueError(f"build argument names are letters, digits and _: {', '.join(repr(n) for n in bad)}")
+        return value
+
+    @field_validator("user")
+    @classmethod
+    def _not_root(cls, value: str) -> str:
+        if int(value.partition(":")[0]) == 0:
+            raise ValueError("uid 0 is root in the container; give an unprivileged uid such as 65534")
+        return value
+
+
 class BuildConfig(_Section):
-    method: Literal["venv", "none"] = "venv"
+    method: Literal["venv", "none", "docker"] = "venv"
     install: str = Field(
         default="pip install --no-deps .",
         description="Shell command run in the arm's worktree with its venv active.",
@@ -245,6 +300,7 @@ class BuildConfig(_Section):
             "'' runs them as root, which lets them read every process's environment and write the cache."
         ),
     )
+    docker: DockerConfig = Field(default_factory=DockerConfig)
 
 
 class MeasureConfig(_Section):

@@ -14,11 +14,12 @@ from guard._errors import ConfigError
 from guard.config import Workload
 from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION, draw_schedule, pass_lengths
 from guard.measure._disagreements import with_disagreements
+from guard.measure._in_container import container_environment, run_in_container
 from guard.measure._models import ArmMeasurement, ReferenceTokens, RepeatResult
 from guard.measure._schedule import interleave
 from guard.sandbox import (
-    DEFAULT_PR_USER, LaunchError, pr_environment, pr_user, run_process, seal, seal_children, shared_folder,
-    writable_file,
+    DEFAULT_PR_USER, Container, ContainerError, LaunchError, pr_environment, pr_user, run_process, seal,
+    seal_children, shared_folder, writable_file,
 )
 
 LOG_TAIL_LINES = 30
@@ -36,6 +37,7 @@ class ArmTarget(BaseModel):
     pass_env: list[str] = []  # variables beyond the allowlist that the arm may see (build.pass_env)
     user: str = DEFAULT_PR_USER  # who its processes run as when the guard is root (build.user)
     cpus: list[int] = []  # the CPUs its processes may run on (measure.cpus); empty: wherever the OS puts them
+    container: Container | None = None  # build.method "docker": its processes run in this image, not `python`
 
 
 # tok/s is the median over windows of at least this much decode: a value shorter than that
@@ -171,6 +173,10 @@ def run_harness(
         "protocol": PROTOCOL_VERSION,
     }
     spec_path.write_text(json.dumps(payload, indent=2))
+    if target.container is not None:
+        exit_code = _run_contained(target, target.container, payload, run_dir / f"{stem}.box", result_path,
+                                   trace_dir, log_path, timeout_s)
+        return _harness_answer(exit_code, result_path, log_path, timeout_s)
     # the process (the arm's code) may write its result file and add traces, nothing else here
     user = pr_user(target.user)
     writable_file(user, result_path)
@@ -189,6 +195,24 @@ def run_harness(
             if user is not None:  # what it wrote is the guard's now: a later process cannot change it
                 seal(user, result_path)
                 seal_children(user, trace_dir)
+    return _harness_answer(exit_code, result_path, log_path, timeout_s)
+
+
+def _run_contained(
+    target: ArmTarget, container: Container, payload: dict[str, Any], box: Path, result_path: Path, trace_dir: Path,
+    log_path: Path, timeout_s: float,
+) -> int | None:
+    env = container_environment(target.pass_env, target.env)
+    with log_path.open("wb") as log:
+        try:
+            return run_in_container(container, payload, box, result_path, trace_dir, log, timeout_s, env,
+                                    target.cpus)
+        except ContainerError as exc:
+            raise RunFailed(exc.message, "") from None
+
+
+def _harness_answer(exit_code: int | None, result_path: Path, log_path: Path, timeout_s: float) -> dict[str, Any]:
+    """The result of a harness process that ended with `exit_code`, or RunFailed."""
     if exit_code is None:
         raise RunFailed(f"timed out after {timeout_s:.0f} s (measure.timeout_s)", _tail(log_path))
     data = _read_result(result_path, log_path)

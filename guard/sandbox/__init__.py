@@ -2,6 +2,7 @@
 unprivileged user when the guard is root (`_user`), in process groups that end with the
 guard (`_process`), started by a guard that holds no secret itself (`_reexec`)."""
 
+from guard.sandbox._container import Container, ContainerError, Mount, engine, run_container
 from guard.sandbox._env import STEP_FILES, check_pass_env, guard_environment, is_allowed, pr_environment
 from guard.sandbox._process import LaunchError, check_reachable, end_all, run_process
 from guard.sandbox._reexec import MARKER, restart_clean
@@ -10,20 +11,25 @@ from guard.sandbox._user import (
 )
 
 __all__ = [
+    "Container",
+    "ContainerError",
     "DEFAULT_PR_USER",
     "MARKER",
     "STEP_FILES",
     "LaunchError",
+    "Mount",
     "PrUser",
     "check_pass_env",
     "check_reachable",
     "end_all",
+    "engine",
     "guard_environment",
     "handed_over",
     "is_allowed",
     "pr_environment",
     "pr_user",
     "restart_clean",
+    "run_container",
     "run_process",
     "seal",
     "seal_children",

@@ -52,8 +52,10 @@ _NEVER = frozenset({*STEP_FILES, "GITHUB_TOKEN", "GH_TOKEN"})
 _NEVER_PREFIXES = ("ACTIONS_",)
 
 # What `guard run` itself reads from its environment, besides the allowlist: the links of
-# the comment (--github-repo's default and the server). Neither is a secret.
-_GUARD_NAMES = frozenset({"GITHUB_REPOSITORY", "GITHUB_SERVER_URL"})
+# the comment (--github-repo's default and the server), and where the Docker engine of
+# build.method "docker" is. None is a secret; the engine's are never passed on to the arms.
+_GUARD_NAMES = frozenset({"GITHUB_REPOSITORY", "GITHUB_SERVER_URL", "DOCKER_HOST", "DOCKER_TLS_VERIFY",
+                          "DOCKER_CERT_PATH"})
 
 
 def is_allowed(name: str, value: str) -> bool:

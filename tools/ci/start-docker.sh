@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Starts a Docker engine for the tests where none runs, and makes the local base images
+# (tools/docker/make-test-base.sh) where they are missing. Root only, with dockerd and
+# debootstrap installed; a failure here leaves the Docker tests to skip, with the reason
+# on stderr.
+#   tools/ci/start-docker.sh PYTHON
+set -euo pipefail
+PYTHON=${1:-python3}
+[ "$(id -u)" = 0 ] || { echo "start-docker: not root" >&2; exit 1; }
+for tool in dockerd debootstrap; do
+    command -v "$tool" >/dev/null || { echo "start-docker: no $tool (Debian: apt-get install docker.io debootstrap)" >&2; exit 1; }
+done
+if ! docker info >/dev/null 2>&1; then
+    # vfs: no overlay module needed; no bridge or iptables: the tests' containers have no network
+    nohup dockerd --storage-driver=vfs --iptables=false --bridge=none >/tmp/ci-dockerd.log 2>&1 &
+    for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+    docker info >/dev/null 2>&1 || { tail -5 /tmp/ci-dockerd.log >&2; exit 1; }
+fi
+if docker image inspect local/python:3.11 >/dev/null 2>&1 && docker image inspect local/torch-cpu:2.13.0 >/dev/null 2>&1; then
+    exit 0
+fi
+WHEEL=$(find /opt/wheels -maxdepth 1 -name 'torch-2.13.0+cpu-cp311-*.whl' 2>/dev/null | head -n 1)
+if [ -z "$WHEEL" ]; then
+    # the index pip is configured with (the Makefile's torch comes from the same)
+    WHEELS=$(mktemp -d)
+    "$PYTHON" -m venv "$WHEELS/venv"
+    "$WHEELS/venv/bin/python" -m pip download -q --no-deps --only-binary=:all: -d "$WHEELS" torch==2.13.0
+    WHEEL=$(find "$WHEELS" -name 'torch-*.whl' | head -n 1)
+fi
+started=$(date +%s)
+TORCH_WHEEL=$WHEEL tools/docker/make-test-base.sh >/tmp/ci-docker-base.log 2>&1 || { tail -20 /tmp/ci-docker-base.log >&2; exit 1; }
+echo "start-docker: base images made in $(( $(date +%s) - started )) s"
