@@ -46,7 +46,7 @@ def test_the_head_deletes_the_fallback_lines_and_nothing_else(tmp_path: Path, sc
     assert "arms" not in config
     if scenario == "fallback":
         assert workload["options"]["moe_experts"] > 0 and max(map(int, workload["batch_mix"])) > 8
-        assert 3 in workload["batch_sizes"]  # a size between the captured ones decides the verdict
+        assert 6 in workload["batch_sizes"]  # a size between the captured ones decides the verdict
     else:
         assert "moe_experts" not in workload["options"]
         assert set(workload["batch_sizes"]) <= {1, 2, 4, 8}  # the captured sizes that carry the traffic
@@ -146,8 +146,8 @@ def _mix_arms(report: dict) -> tuple[dict, dict]:  # type: ignore[type-arg]
 def test_removing_the_fallback_is_a_regression_named_padding_on_gpu(tmp_path: Path) -> None:
     proc, report, comment = _gpu_demo(tmp_path, "fallback")
     assert report["verdict"] == "regression" and proc.returncode == 1
-    three = next(b for b in report["batch_sizes"] if b["batch_size"] == 3)
-    assert three["verdict"] == "regression"
+    six = next(b for b in report["batch_sizes"] if b["batch_size"] == 6)
+    assert six["verdict"] == "regression"
     base, head = _mix_arms(report)
     # graphs for more of the steps, less of the work useful: the note's two coverages part ways
     assert head["capture_coverage"] > base["capture_coverage"] > 0

@@ -147,6 +147,7 @@ def test_a_win_is_not_blamed() -> None:
     assert found is not None and found.pct < 0 and not found.slower
     assert found.cause is None and found.candidates == []
     assert found.part("padding").ms_per_step > 0 and found.part("graph_replay").ms_per_step < 0  # facts kept
+    assert all(p.share == 0 for p in found.parts)  # no share of a growth the mix did not have
 
 
 def test_a_slowdown_within_its_processes_scatter_is_not_blamed() -> None:
@@ -157,6 +158,7 @@ def test_a_slowdown_within_its_processes_scatter_is_not_blamed() -> None:
     assert noisy.pct == pytest.approx(tight.pct) and noisy.pct > 1.0  # the medians alone are past the threshold
     assert noisy.change.ci_low_pct < 1.0 and not noisy.slower and noisy.cause is None
     assert noisy.part("padding").ms_per_step == pytest.approx(tight.part("padding").ms_per_step)  # facts kept
+    assert tight.part("padding").share > 0 and noisy.part("padding").share == 0
     one = _arm("base", FALLBACK).model_copy(update={"process_ms_per_step": [1.0]})
     single = _split(_mix(one, _arm("head", NO_FALLBACK)))
     assert single is not None and single.change is None and single.slower  # one process: the medians decide

@@ -99,13 +99,13 @@ code path, and no batch up to 8 pays eager launches any more.
 
 _FALLBACK = _removed_fallback(
     "fallback", "eager fallback removed, every size padded up to a captured one; MoE experts padded to capacity",
-    batch_sizes=(1, 3),
+    batch_sizes=(1, 6),
     # a long context: every row computed attends over its whole KV cache, so a padded row costs
     # what a real one does; and MoE layers, whose graphs pad every expert to capacity
     options=(("max_len", "65536"), ("moe_experts", "4"), ("moe_top_k", "2"), ("moe_ffn", "512")),
     batch_mix="{ 1 = 0.4, 2 = 0.25, 3 = 0.15, 6 = 0.1, 9 = 0.1 }",
-    comment="""# Batch size 1 has a graph on both sides; 3 has none on base, which runs it eagerly (the
-# fallback), and is padded to 4 on head. The mix is the traffic: 3 and 6 fall between the
+    comment="""# Batch size 1 has a graph on both sides; 6 has none on base, which runs it eagerly (the
+# fallback), and is padded to 8 on head. The mix is the traffic: 3 and 6 fall between the
 # captured sizes, 9 above the largest (eager on both sides). A 64k-position KV cache makes
 # each row computed cost what a real one does; MoE: 4 experts, 2 per token.
 """,

@@ -45,13 +45,14 @@ def mix_attribution(mix: MixReport | None, base: str, head: str, *, threshold_pc
         parts.append(MixPart(kind=kind, ms_per_step=ms, share=0.0,
                              batch_sizes=[s.batch_size for s in sizes if s.parts_ms[kind] != 0]))
     grew = sum(max(p.ms_per_step, 0.0) for p in parts)
-    if grew > 0:
-        parts = [p.model_copy(update={"share": max(p.ms_per_step, 0.0) / grew}) for p in parts]
     pct = (after.gpu_ms_per_step / before.gpu_ms_per_step - 1) * 100
     trace = _trace_side(mix_trace, diffs or {}, {s.batch_size: s.share for s in sizes})
     change = _change(before, after, confidence)
     # significance before magnitude: past the threshold across the interval, where there is one
     slower = change.ci_low_pct > threshold_pct if change is not None else pct > threshold_pct
+    # shares of a growth only where the mix grew: a faster or unchanged mix's leftovers are noise
+    if slower and grew > 0:
+        parts = [p.model_copy(update={"share": max(p.ms_per_step, 0.0) / grew}) for p in parts]
     # a trace whose growth is small beside the mix's (unchanged sizes' noise) points nowhere
     if trace is not None and max(trace.idle_ms, 0.0) + max(trace.busy_ms, 0.0) < CANDIDATE_SHARE * grew:
         trace = trace.model_copy(update={"material": False})
