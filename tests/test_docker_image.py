@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.docker_engine import engine_with
+
 docker = pytest.importorskip("docker")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,17 +18,8 @@ BASE_IMAGE = os.environ.get("GUARD_TEST_BASE_IMAGE", "local/torch-cpu:2.13.0")
 
 
 @pytest.fixture(scope="module")
-def client():
-    try:
-        engine = docker.from_env()
-        engine.ping()
-    except docker.errors.DockerException:
-        pytest.skip("no Docker engine")
-    try:
-        engine.images.get(BASE_IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"no base image {BASE_IMAGE}: make it with tools/docker/make-test-base.sh")
-    return engine
+def client():  # type: ignore[no-untyped-def]
+    return engine_with(BASE_IMAGE)
 
 
 @pytest.mark.slow

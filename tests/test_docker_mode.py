@@ -24,6 +24,7 @@ from guard.config._models import GuardConfig
 from guard.measure._in_container import container_environment
 from guard.sandbox import Container, Mount, guard_environment, run_container
 from guard.sandbox._container import LABEL, LABEL_BOOT, LABEL_PID, LABEL_START, boot_id, device_requests
+from tests.docker_engine import engine_with
 from tests.conftest import commit_all, git
 
 docker = pytest.importorskip("docker")
@@ -33,17 +34,8 @@ BASE_IMAGE = os.environ.get("GUARD_TEST_SMALL_BASE", "local/python:3.11")
 
 
 @pytest.fixture(scope="module")
-def client():
-    try:
-        engine = docker.from_env()
-        engine.ping()
-    except docker.errors.DockerException:
-        pytest.skip("no Docker engine answers: docker mode not tested (see docs/docker-mode.md)")
-    try:
-        engine.images.get(BASE_IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"no base image {BASE_IMAGE}: make it with tools/docker/make-test-base.sh")
-    return engine
+def client():  # type: ignore[no-untyped-def]
+    return engine_with(BASE_IMAGE, "no Docker engine answers: docker mode not tested (see docs/docker-mode.md)")
 
 
 def base_container(client, **limits) -> Container:

@@ -442,23 +442,30 @@ def profile_batch(
     """A separate pass under the profiler, after the timed ones: it says where the time went.
     Its timings are inflated by the profiler and never used as figures. `phase(name)` is
     called as each part ends, so that the process's timings show what the pass costs."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
     workload.setup(batch_size)
     feed = Feed(torch, reference, workload_device(workload), batch_size) if reference is not None else None
     for _ in range(warmup_steps):
         token_ids(call_step(workload, feed), batch_size)
     phase("profiled pass: setup and warmup")
+    return _profiled(torch, range(steps), lambda _: token_ids(call_step(workload, feed), batch_size), trace_path,
+                     phase)
+
+
+def _profiled(torch: Any, steps: range, step: Callable[[int], object], trace_path: Path,
+              phase: Callable[[str], None]) -> dict[str, Any]:
+    """`step(k)` for each k of `steps` under the profiler, each a guard.step range; the trace written."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
+        for k in steps:
             with record_function("guard.step"):  # the analysis splits the trace into steps by this range
-                token_ids(call_step(workload, feed), batch_size)
+                step(k)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
     phase("profiled pass: profiler and steps")
     write_trace(prof, trace_path)
     phase("profiled pass: trace export")
-    return {"trace": str(trace_path), "profile_steps": steps}
+    return {"trace": str(trace_path), "profile_steps": len(steps)}
 
 
 def write_trace(prof: Any, trace_path: Path) -> None:
@@ -682,23 +689,13 @@ def profile_mix(
     """The mix under the profiler, after every timed pass, as `profile_batch` is for a fixed
     size: setup(), the lead step, the warmup's steps, then the next `steps` of the schedule
     (the end-to-end pass's, on into the GPU-timed pass's when longer), each a guard.step range."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
     workload.setup(max(schedule))
     feed, _ = _mix_start(workload, torch, schedule, reference, [])
     for k in range(warmup_steps):
         feed.saw(token_ids(workload.step(feed.input(k)), schedule[k]))
     phase("profiled pass: setup and warmup")
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for k in range(warmup_steps, warmup_steps + steps):
-            with record_function("guard.step"):  # the analysis splits the trace into steps by this range
-                feed.saw(token_ids(workload.step(feed.input(k)), schedule[k]))
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-    phase("profiled pass: profiler and steps")
-    write_trace(prof, trace_path)
-    phase("profiled pass: trace export")
-    return {"trace": str(trace_path), "profile_steps": steps}
+    return _profiled(torch, range(warmup_steps, warmup_steps + steps),
+                     lambda k: feed.saw(token_ids(workload.step(feed.input(k)), schedule[k])), trace_path, phase)
 
 
 def reference_mix(
