@@ -30,7 +30,8 @@ def store_run(sessions: sessionmaker, report: Report, *, repo: str, source: str,
     default branch's history one point per commit and series."""
     now = time.time()
     workload = workload_name(report.workload)
-    klass = gpu_class(report.environment).key  # the series: GPU model, driver, limits (guard.history)
+    # the series: GPU model, driver, limits (guard.history)
+    klass = gpu_class(report.environment, report.gpu_fingerprint).key
     with sessions() as session:
         if job_id is not None:
             _forget_runs_of(session, job_id)
