@@ -110,7 +110,7 @@ def trial(cell: Cell, settings: Settings, rng: np.random.Generator) -> tuple[Ver
         return compare(measurements, "base", "head", BATCH_SIZES, settings.threshold_pct, CONFIDENCE,
                        settings.alpha, settings.threshold_pct, looks=2, look=look)
 
-    def second_round(undecided: list[int]) -> Comparison:
+    def second_round(undecided: list[int], _mix: bool) -> Comparison:  # the cells have no mix
         return decide(_measured(first, second, sizes=undecided), {size: 2 for size in undecided})
 
     comparison, rounds, _ = confirm_undecided(decide(_measured(first)), second_round)

@@ -142,22 +142,28 @@ def _run_guard(
 
     looks = 2 if config.measure.confirm else 1  # alpha is split over the rounds the run may take
 
-    def decide(look: dict[int, int] | None = None) -> Comparison:
+    schedule = spec.mix_schedule()
+
+    def decide(look: dict[int, int] | None = None, mix_look: int = 1) -> Comparison:
         return compare(
             {a.name: measurements[a.name] for a in arms},
             base_ref.name, head_ref.name, spec.batch_sizes,
             gpu_pct, config.measure.confidence, config.measure.alpha, tok_pct,
             reference=reference.tokens.source if reference.tokens else None, looks=looks, look=look,
+            mix_schedule=schedule, mix_look=mix_look,
         )
 
-    def confirmation_round(undecided: list[int]) -> Comparison:
-        progress(f"batch size(s) {undecided} undecided: one confirmation round of {repeats} repeats per arm, "
-                 "of those batch sizes alone")
+    def confirmation_round(undecided: list[int], mix: bool) -> Comparison:
+        what = ([f"batch size(s) {undecided}"] if undecided else []) + (["the batch-size mix"] if mix else [])
+        progress(f"{' and '.join(what)} undecided: one confirmation round of {repeats} repeats per arm, "
+                 "of those alone")
+        # a mix decided in the first round is not measured again: its verdict stands on that round
+        alone = {"batch_sizes": undecided} | ({} if mix else {"batch_mix": None, "batch_mix_steps": None})
         # base and head alone: the verdict is theirs, and an ablation arm's row stands on its first round
         verdict_arms = (base_ref.name, head_ref.name)
         healthy = [t for t in targets if measurements[t.name].error is None and t.name in verdict_arms]
         more = run_interleaved(
-            healthy, spec.model_copy(update={"batch_sizes": undecided}), repeats, out_dir / "runs",
+            healthy, spec.model_copy(update=alone), repeats, out_dir / "runs",
             config.measure.timeout_s, progress, first_repeat=repeats,
             reference=reference.tokens if spec.reference else None,
         )
@@ -165,7 +171,7 @@ def _run_guard(
             merged = measurements[name]
             merged.repeats.extend(extra.repeats)
             merged.error, merged.log_tail = merged.error or extra.error, merged.log_tail or extra.log_tail
-        return decide({size: 2 for size in undecided})
+        return decide({size: 2 for size in undecided}, 2 if mix else 1)
 
     comparison, rounds, _ = confirm_undecided(decide(), confirmation_round)
     slow = slow_processes(measurements.values(), spec.batch_sizes)
@@ -185,13 +191,14 @@ def _run_guard(
     mix_traces = mix_trace_section(_mix_trace_paths(measurements), base_ref.name, head_ref.name, spec.profile_steps,
                                    out_dir)
     capture = _capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress)
-    mix = mix_report(spec.mix_schedule(), spec.batch_mix_file or "batch_mix", spec.batch_mix_seed, spec.steps,
+    mix = mix_report(schedule, spec.batch_mix_file or "batch_mix", spec.batch_mix_seed, spec.steps,
                      measurements, [a.name for a in arms])
     explanation = explain(
         comparison.verdict, comparison.batch_sizes, {s.batch_size: s.diff for s in sections if s.diff is not None},
         base_ref.name, head_ref.name, threshold_pct=comparison.threshold_pct, confidence=comparison.confidence,
         ablation_builds={a.name: a.source for a in arms if a.source is not None and a.status == "ok"},
         capture=capture, mix=mix, mix_trace=mix_traces.diff if mix_traces is not None else None,
+        mix_decision=comparison.mix_comparison,
     )
     report = Report(
         # the comparison's own fields (a report is a comparison), the security notes among its warnings

@@ -132,6 +132,7 @@ def _gpu_demo(tmp_path: Path, scenario: str) -> tuple[subprocess.CompletedProces
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "guard", "demo", "--scenario", scenario, "--out", str(out),
                            "--workdir", str(tmp_path / "work")], capture_output=True, text=True, timeout=1200)
+    (out / "progress.log").write_text(proc.stderr)  # kept beside the report, for the run's record
     assert proc.returncode in (0, 1), proc.stderr
     return proc, json.loads((out / "report.json").read_text()), (out / "comment.md").read_text()
 

@@ -13,7 +13,7 @@ import pytest
 from guard.explain import DOMINANT_SHARE, MixAttribution, explain, mix_attribution
 from guard.measure import ArmMix, Imbalance, MixReport, MixSize
 from guard.trace import BeforeAfter, TraceDiff
-from tests.report_fixtures import committed, current_file
+from tests.report_fixtures import committed, current_file, mix_decision, with_mix
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARES = {1: 0.4, 2: 0.25, 3: 0.15, 6: 0.2}
@@ -44,7 +44,9 @@ def _mix(base: ArmMix, head: ArmMix) -> MixReport:
 
 
 def _split(mix: MixReport | None, **evidence: object) -> MixAttribution | None:
-    return mix_attribution(mix, "base", "head", threshold_pct=1.0, confidence=0.99, dominant_share=DOMINANT_SHARE,
+    """The split, with the mix decided by the compare stage's rule (1% threshold)."""
+    decision = mix_decision(mix, "base", "head") if mix is not None else None
+    return mix_attribution(mix, "base", "head", decision=decision, dominant_share=DOMINANT_SHARE,
                            **evidence)  # type: ignore[arg-type]
 
 
@@ -60,8 +62,7 @@ NO_FALLBACK = {1: ("graph", 1, 1.05), 2: ("graph", 2, 1.5), 3: ("graph", 4, 2.5)
 
 
 def test_a_removed_fallback_is_padding_with_its_share() -> None:
-    found = mix_attribution(_mix(_arm("base", FALLBACK), _arm("head", NO_FALLBACK)), "base", "head",
-                            threshold_pct=1.0, confidence=0.99, dominant_share=DOMINANT_SHARE)
+    found = _split(_mix(_arm("base", FALLBACK), _arm("head", NO_FALLBACK)))
     assert found is not None
     per_row = _slope([(rows, ms) for _, rows, ms in NO_FALLBACK.values()])
     padding = SHARES[3] * per_row * (4 - 3) + SHARES[6] * per_row * (8 - 6)
@@ -161,7 +162,8 @@ def test_a_slowdown_within_its_processes_scatter_is_not_blamed() -> None:
     assert tight.part("padding").share > 0 and noisy.part("padding").share == 0
     one = _arm("base", FALLBACK).model_copy(update={"process_ms_per_step": [1.0]})
     single = _split(_mix(one, _arm("head", NO_FALLBACK)))
-    assert single is not None and single.change is None and single.slower  # one process: the medians decide
+    # one process: no change can be estimated, the mix is not decided and nothing is blamed
+    assert single is not None and single.change is None and not single.slower and single.cause is None
 
 
 def test_no_dominant_part_keeps_the_candidates_and_unknown_rows_give_no_split() -> None:
@@ -180,6 +182,12 @@ def test_no_dominant_part_keeps_the_candidates_and_unknown_rows_give_no_split() 
 def test_a_report_is_explained_with_its_mix() -> None:
     report = committed(current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"))
     mix = _mix(_arm(report.base, FALLBACK), _arm(report.head, NO_FALLBACK))
-    found = explain(report.verdict, report.batch_sizes, {}, report.base, report.head,
-                    threshold_pct=report.threshold_pct, confidence=report.confidence, mix=mix)
-    assert found.mix is not None and found.mix.cause == "padding"
+    found = with_mix(report, mix)
+    assert found.mix_comparison is not None and found.mix_comparison.verdict == "regression"
+    assert found.verdict == "regression"  # the mix decides the verdict like a batch size
+    assert found.explanation.mix is not None and found.explanation.mix.cause == "padding"
+    assert found.explanation.headline.verdict == "regression"
+    # without the compare stage's decision, the explain stage names no cause of its own
+    undecided = explain(report.verdict, report.batch_sizes, {}, report.base, report.head,
+                        threshold_pct=report.threshold_pct, confidence=report.confidence, mix=mix)
+    assert undecided.mix is not None and not undecided.mix.slower and undecided.mix.cause is None

@@ -15,7 +15,7 @@ from guard.report import (
     BatchShare, CapturePolicy, Report, RunRecord, UnfoundedReport, build_view, check_report, read_report,
     render_comment, run_record, share, write_report,
 )
-from tests.report_fixtures import committed, current_file, explained
+from tests.report_fixtures import committed, current_file, explained, remeasured, with_mix
 from guard.report.fold import above_the_fold, words
 from tests.test_comment_shape import WORDS_ABOVE_THE_FOLD
 from tests.test_explain_mix import FALLBACK, NO_FALLBACK, SHARES, _arm, _mix
@@ -25,10 +25,13 @@ RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "rep
 WIN = {1: ("graph", 1, 1.0), 2: ("graph", 2, 1.5), 3: ("eager", 3, 3.0), 6: ("eager", 6, 4.6)}
 
 
-def _with_mix(base: dict, head: dict, record: RunRecord | None = None) -> Report:  # type: ignore[type-arg]
-    report = committed(RICH)
+def _with_mix(base: dict, head: dict, record: RunRecord | None = None,  # type: ignore[type-arg]
+              fixed: float | None = None) -> Report:
+    """RICH with a mix of `base` and `head`'s sizes; `fixed`: its batch sizes remeasured with
+    head at base's times this factor first."""
+    report = committed(RICH) if fixed is None else remeasured(committed(RICH), fixed)
     mix = _mix(_arm(report.base, base), _arm(report.head, head))
-    return explained(report.model_copy(update={"mix": mix, "record": record}))
+    return with_mix(report.model_copy(update={"record": record}), mix)
 
 
 def _record(report: Report, model: str = "reference") -> RunRecord:
@@ -45,13 +48,19 @@ def _fold(comment: str, summary: str) -> str:
 
 
 def test_padding_is_named_above_the_fold_with_its_share_and_the_table_is_in_its_fold() -> None:
-    report = _with_mix(FALLBACK, NO_FALLBACK)
+    # the note's case: the captured sizes as fast as before, the mix slower
+    report = _with_mix(FALLBACK, NO_FALLBACK, fixed=1.0)
     found = report.explanation.mix
     assert found is not None and found.cause == "padding"
     comment = render_comment(report)
     above = above_the_fold(comment)
     said = f"padding (rows computed that no request asked for) carries {share(found.part('padding').share)}"
-    assert f"rose {found.pct:.2f}%; padding carries {share(found.part('padding').share)} of the growth." in above
+    decided = report.mix_comparison
+    assert decided is not None and decided.verdict == "regression" and report.verdict == "regression"
+    assert decided.gpu_ms_bounds is not None
+    assert (f"Over the batch-size mix, GPU ms per step rose {decided.gpu_ms_bounds.pct:.2f}%, its whole interval past "
+            f"the 1% threshold; padding carries {share(found.part('padding').share)} of the growth.") in above
+    assert "| GPU ms per step, the mix |" in above  # decided like a batch size: a row of the table
     assert words(above) <= WORDS_ABOVE_THE_FOLD
     assert above.count("\n|---") == 1  # the mix's table stays in its fold
     fold = _fold(comment, "Capture coverage and useful work")
@@ -68,8 +77,11 @@ def test_padding_is_named_above_the_fold_with_its_share_and_the_table_is_in_its_
 def test_a_win_is_not_blamed_in_the_comment() -> None:
     report = _with_mix(WIN, NO_FALLBACK)
     assert report.explanation.mix is not None and report.explanation.mix.cause is None
+    assert report.mix_comparison is not None and report.mix_comparison.verdict == "improvement"
     comment = render_comment(report)
-    assert "batch-size mix" not in above_the_fold(comment)
+    above = above_the_fold(comment)
+    assert "Over the batch-size mix, GPU ms per step changed -" in above and "faster than the 1% threshold." in above
+    assert "carries" not in above  # a win: no part of it is blamed
     fold = _fold(comment, "Capture coverage and useful work")
     assert "not slower past the threshold, so no cause is named" in fold and "carries" not in fold
 

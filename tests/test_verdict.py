@@ -534,7 +534,8 @@ def test_a_confirmation_round_decides_only_the_batch_sizes_left_undecided() -> N
     both_rounds = {"base": with_round(round_one["base"], {2: scaled(1.0, AT_T)}),
                    "head": with_round(round_one["head"], {2: scaled(1.0098, AT_T[::-1])})}
 
-    def second(undecided: list[int]):  # type: ignore[no-untyped-def]
+    def second(undecided: list[int], mix: bool):  # type: ignore[no-untyped-def]
+        assert not mix
         asked.append(undecided)
         return decide(both_rounds, {size: 2 for size in undecided})
 
@@ -563,7 +564,7 @@ def test_confirmation_round_only_where_a_look_is_left_and_a_batch_size_is_open()
     assert (near.verdict, near.undecided_sizes) == ("at_threshold", [1])
     asked: list[object] = []
 
-    def second(undecided):  # type: ignore[no-untyped-def]
+    def second(undecided, mix):  # type: ignore[no-untyped-def]
         asked.append(undecided)
         return clear
 
@@ -572,4 +573,4 @@ def test_confirmation_round_only_where_a_look_is_left_and_a_batch_size_is_open()
     assert asked == []
     assert confirm_undecided(near, second) == (clear, 2, False)
     assert asked == [[1]]
-    assert confirm_undecided(near, lambda undecided: None) == (near, 1, True)
+    assert confirm_undecided(near, lambda undecided, mix: None) == (near, 1, True)

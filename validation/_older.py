@@ -1,4 +1,4 @@
-"""The committed reports of schema 1 to 3, read as data: their numbers taken as they are, the
+"""The committed reports of older schemas, read as data: their numbers taken as they are, the
 verdicts decided again by the interval rule at the rounds the run took, the trace diffs made
 again from the figures each arm's trace kept, and the facts explained again. The guard itself
 reads only the current schema (`guard comment` refuses the others); the validation suite and
@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 
 from guard.compare import Reason, StatedRule, Verdict, decide_again, most_severe
 from guard.explain import Explanation, Headline
-from guard.report import SCHEMA_VERSION, Report, explain_report
+from guard.report import READ_VERSIONS, SCHEMA_VERSION, Report, explain_report
 from guard.trace import diff
 
 
@@ -38,7 +38,8 @@ def read_kept(path: Path) -> Kept:
 
 
 def current_report(data: dict[str, Any]) -> Report:
-    if data.get("schema_version") == SCHEMA_VERSION:
+    if data.get("schema_version") in READ_VERSIONS and (data.get("schema_version") == SCHEMA_VERSION
+                                                        or data.get("mix") is None):
         return Report.model_validate(data)
     data = json.loads(json.dumps(data))  # a copy to change
     rounds = int(data.get("rounds") or 1)
@@ -53,6 +54,10 @@ def current_report(data: dict[str, Any]) -> Report:
         for arm in section["arms"]:
             if arm.get("figures"):
                 arm["figures"]["warnings"] = []  # sentences then; the figures they spoke of are kept
+    # before schema 6 the mix decided nothing: without a verdict of its own its figures would
+    # explain a slowdown no rule found, so an older report is read as its fixed sizes
+    for name in ("mix", "mix_traces", "mix_comparison"):
+        data.pop(name, None)
     data.update(schema_version=SCHEMA_VERSION, looks=looks, reasons=[],
                 # schema 4 keeps it at the top already; older ones under `environment`
                 gpu_fingerprint=data["environment"].pop("gpu_state", None) or data.get("gpu_fingerprint", {}),

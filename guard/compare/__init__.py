@@ -5,7 +5,7 @@ from guard.compare._agreement_noise import DisagreementNoise, SideDisagreement, 
 from guard.compare._fingerprint import IDENTITY_FIELDS, FingerprintCheck, check_fingerprints, check_measurements
 from guard.compare._hashes import first_mismatch
 from guard.compare._models import (
-    METRICS, UNDECIDED, UNHELD_SHARE, VERDICT_SEVERITY, Agreement, ArmAgreement, ArmStats, BatchComparison,
+    METRICS, MIX_BATCH, UNDECIDED, UNHELD_SHARE, VERDICT_SEVERITY, Agreement, ArmAgreement, ArmStats, BatchComparison,
     Comparison, MetricKey, TokenMismatch, Verdict, most_severe,
 )
 from guard.compare._reasons import Reason, ReasonKind, SeenValue
@@ -16,6 +16,7 @@ from guard.compare._verdict import compare, confirm_undecided
 __all__ = [
     "METRICS",
     "METRICS_PER_LOOK",
+    "MIX_BATCH",
     "MIN_EXCESS",
     "OUTPUT_CHANGE_SHARE",
     "UNDECIDED",

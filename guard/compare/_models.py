@@ -100,8 +100,13 @@ class Agreement(BaseModel):
         return next((a for a in self.arms if a.arm == name), None)
 
 
+# The batch-size mix's comparison has this batch size: it is no size, and no trace, threshold
+# file or history series of a size can be taken for it
+MIX_BATCH = 0
+
+
 class BatchComparison(BaseModel):
-    batch_size: int
+    batch_size: int  # MIX_BATCH for the batch-size mix, decided like a batch size
     verdict: Verdict
     reasons: list[Reason] = []  # why it is invalid
     arms: list[ArmStats]
@@ -140,6 +145,11 @@ class BatchComparison(BaseModel):
     agreement: Agreement | None = None  # teacher-forced runs: how often outputs disagreed, and the rule's call
     undecided: bool = False  # the rule left it open at its look: a confirmation round, where one is left
 
+    @property
+    def mix(self) -> bool:
+        """This is the batch-size mix's comparison."""
+        return self.batch_size == MIX_BATCH
+
 
 class Comparison(BaseModel):
     """The verdict and what it was decided on; a report is a comparison with the run around it."""
@@ -156,8 +166,29 @@ class Comparison(BaseModel):
     gpu_fingerprint: dict[str, Any] = {}  # the NVML fingerprint fields every repeat shares
     # the rounds the run could take (2 with a confirmation round), over which alpha was split
     looks: int = Field(default=1, ge=1)
+    # the batch-size mix, decided like a batch size and counted in `verdict` and in alpha's
+    # split; None: the run had no mix (or its report predates the mix's verdict)
+    # (no key without one: a report without a mix is what schema 5 wrote, byte for byte)
+    mix_comparison: BatchComparison | None = Field(default=None, exclude_if=lambda value: value is None)
+
+    @model_validator(mode="after")
+    def _mix_is_the_mix(self) -> "Comparison":
+        if any(b.mix for b in self.batch_sizes):
+            raise ValueError(f"batch_sizes holds batch size {MIX_BATCH}, the mix's: it is mix_comparison")
+        if self.mix_comparison is not None and not self.mix_comparison.mix:
+            raise ValueError(f"mix_comparison is not the mix's: its batch size is {MIX_BATCH}")
+        return self
+
+    def decided(self) -> list[BatchComparison]:
+        """Everything the verdict was decided over: the batch sizes, then the mix."""
+        return self.batch_sizes + ([self.mix_comparison] if self.mix_comparison is not None else [])
 
     @property
     def undecided_sizes(self) -> list[int]:
         """The batch sizes another round would measure: none when the comparison is invalid."""
         return [] if self.verdict == "invalid" else [b.batch_size for b in self.batch_sizes if b.undecided]
+
+    @property
+    def mix_undecided(self) -> bool:
+        """Another round would measure the mix."""
+        return self.verdict != "invalid" and self.mix_comparison is not None and self.mix_comparison.undecided

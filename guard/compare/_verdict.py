@@ -1,5 +1,5 @@
-"""The comparison: tokens must match, then each batch size's timings are decided by the
-interval rule (`_interval.py`), a second round for the batch sizes it leaves open."""
+"""The comparison: tokens must match, then each batch size's timings, and the batch-size mix's,
+are decided by the interval rule (`_interval.py`), a second round for those it leaves open."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from guard.compare._agreement import agreement
 from guard.compare._fingerprint import check_measurements
 from guard.compare._hashes import first_mismatch
 from guard.compare._interval import decide_by_interval
+from guard.compare._mix import compare_mix
 from guard.compare._models import (
     UNHELD_SHARE, Agreement, ArmStats, BatchComparison, Comparison, Verdict, most_severe,
 )
@@ -31,13 +32,17 @@ def compare(
     *,
     looks: int = 1,
     look: dict[int, int] | None = None,
+    mix_schedule: list[int] | None = None,
+    mix_look: int = 1,
 ) -> Comparison:
     """`threshold_pct` applies to GPU ms per step, `tok_threshold_pct` (default the same) to tok/s;
     `alpha` is the error level of the whole verdict, split over `looks` (the rounds the run may
     take) x 2 metrics x the batch sizes. `look`: per batch size, the round it is decided at
     (default 1), on the processes of that round and the earlier ones that measured it.
     `confidence` is the level of the intervals shown beside the decision's; `reference` names
-    where forced runs' input ids came from."""
+    where forced runs' input ids came from. `mix_schedule`: the mix pass's sizes per step, as the
+    guard drew them, when the workload has a mix: the mix is then decided like one more batch
+    size (at `mix_look`), and alpha is split over it too."""
     reasons = [
         Reason(kind="arm_failed", arm=name, repeats_done=len(m.repeats), error=m.error) if m.repeats
         else Reason(kind="arm_no_results", arm=name, error=m.error)
@@ -46,16 +51,19 @@ def compare(
     fingerprints = check_measurements(measurements)
     reasons += fingerprints.invalid_reasons
     rule = Rule(threshold_pct, tok_threshold_pct or threshold_pct, alpha, confidence,
-                alpha_per_look=alpha_per_look(alpha, looks, len(batch_sizes)))
+                alpha_per_look=alpha_per_look(alpha, looks, len(batch_sizes) + (mix_schedule is not None)))
     batches = [
         _compare_batch(measurements, base, head, bs, replace(rule, look=(look or {}).get(bs, 1)), reference)
         for bs in batch_sizes
     ]
-    hash_matches = [b.hash_match for b in batches if b.hash_match is not None]
-    verdict: Verdict = "invalid" if reasons else most_severe([b.verdict for b in batches])
+    mixed = (compare_mix(measurements, base, head, mix_schedule, replace(rule, look=mix_look), reference)
+             if mix_schedule is not None else None)
+    decided = batches + ([mixed] if mixed is not None else [])
+    hash_matches = [b.hash_match for b in decided if b.hash_match is not None]
+    verdict: Verdict = "invalid" if reasons else most_severe([b.verdict for b in decided])
     return Comparison(
         verdict=verdict,
-        reasons=reasons + [r for b in batches for r in b.reasons],
+        reasons=reasons + [r for b in decided for r in b.reasons],
         hash_match=all(hash_matches) if hash_matches else None,
         threshold_pct=threshold_pct,
         tok_threshold_pct=rule.tok_pct,
@@ -65,21 +73,23 @@ def compare(
         warnings=fingerprints.warnings,
         gpu_fingerprint=fingerprints.summary,
         looks=looks,
+        mix_comparison=mixed,
     )
 
 
 def confirm_undecided(
-    first: Comparison, second_round: Callable[[list[int]], Comparison | None]
+    first: Comparison, second_round: Callable[[list[int], bool], Comparison | None]
 ) -> tuple[Comparison, int, bool]:
     """The confirmation rule: the first round decides, unless the run may take a second look
-    (`first.looks` 2) and a batch size is still undecided; then `second_round(sizes)` measures
-    (or looks up) a round of more processes for those batch sizes alone and decides them at
-    the second look, on both rounds. Returns the deciding comparison, the rounds it covers,
-    and whether a second round was wanted but `second_round` had none (the first one stands)."""
-    undecided = first.undecided_sizes
-    if first.looks < 2 or not undecided:
+    (`first.looks` 2) and a batch size or the mix is still undecided; then
+    `second_round(sizes, mix)` measures (or looks up) a round of more processes for those batch
+    sizes alone (and the mix where `mix`) and decides them at the second look, on both rounds.
+    Returns the deciding comparison, the rounds it covers, and whether a second round was
+    wanted but `second_round` had none (the first one stands)."""
+    undecided, mix = first.undecided_sizes, first.mix_undecided
+    if first.looks < 2 or not (undecided or mix):
         return first, 1, False
-    both = second_round(undecided)
+    both = second_round(undecided, mix)
     if both is None:
         return first, 1, True
     return both, 2, False
@@ -171,7 +181,8 @@ def _compare_timings(
     batch_size: int, arms: list[ArmStats], base: str, head: str, rule: Rule,
     hash_match: bool | None = None, agreement: Agreement | None = None,
 ) -> BatchComparison:
-    """The arms' changes, at the confidence shown, then the verdict by `rule`."""
+    """The arms' changes, at the confidence shown, then the verdict by `rule` (the batch-size
+    mix's too, at batch size MIX_BATCH)."""
     by_name = {a.arm: a for a in arms}
     too_few = [name for name in (base, head) if by_name[name].repeats < 2]
     if too_few:

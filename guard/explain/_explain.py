@@ -34,22 +34,25 @@ def explain(
     capture: CaptureChanges | None = None,
     mix: MixReport | None = None,
     mix_trace: TraceDiff | None = None,
+    mix_decision: BatchComparison | None = None,
 ) -> Explanation:
     """`diffs`: the profiled pass's base -> head diff per batch size; `ablation_builds`: each
     ablation arm that ran, and the arm whose build it reuses; `mix`: the batch-size mix's
-    figures, and `mix_trace` the diff of its own profiled pass where it has one."""
+    figures, `mix_trace` the diff of its own profiled pass where it has one, and `mix_decision`
+    the compare stage's verdict on it."""
     causes = [c for b in batches if b.verdict in ("regression", "at_threshold")
               if (c := cause_of(b, diffs.get(b.batch_size))) is not None]
     return Explanation(
-        headline=_headline(verdict, batches, diffs, causes, threshold_pct, capture),
+        headline=_headline(verdict, batches + ([mix_decision] if mix_decision is not None else []), diffs, causes,
+                           threshold_pct, capture),
         causes=causes,
         ablations=[e for arm, source in (ablation_builds or {}).items() for b in batches
                    if (e := _ablation(b, arm, "base" if source == base else "head", base, confidence))],
         launch_notes=[n for b in batches if (n := _launch_note(b, base, head, threshold_pct))],
         profile_scales=[s for b in batches if b.verdict in ("regression", "at_threshold")
                         if (s := _profile_scale(b, diffs.get(b.batch_size), base, head))],
-        mix=mix_attribution(mix, base, head, threshold_pct=threshold_pct, confidence=confidence,
-                            dominant_share=DOMINANT_SHARE, diffs=diffs, mix_trace=mix_trace),
+        mix=mix_attribution(mix, base, head, decision=mix_decision, dominant_share=DOMINANT_SHARE, diffs=diffs,
+                            mix_trace=mix_trace),
     )
 
 
@@ -224,7 +227,7 @@ def _headline(verdict: Verdict, batches: list[BatchComparison], diffs: dict[int,
 
     worst = max(deciding, key=lambda b: sign * _slowdown_pct(b, metric_of(b)))
     metric = metric_of(worst)
-    cause = next((c for c in causes if c.batch_size == worst.batch_size), None)
+    cause = next((c for c in causes if c.batch_size == worst.batch_size), None) if not worst.mix else None
     return Headline(
         verdict=verdict, batch_size=worst.batch_size, metric=metric, change=_bounds(worst, metric),
         others=len(deciding) - 1, cause=cause.kind if cause and cause.dominant else None,

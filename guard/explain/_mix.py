@@ -17,18 +17,21 @@ from __future__ import annotations
 from guard.explain._models import (
     MixAttribution, MixCauseKind, MixPart, MixPartKind, MixPath, MixSizeChange, RowCost, TraceSide,
 )
-from guard.measure import ArmMix, Change, MixReport, MixSize, relative_change
+from guard.compare import BatchComparison, Verdict
+from guard.measure import ArmMix, MixReport, MixSize
 from guard.trace import TraceDiff
 
 PARTS: tuple[MixPartKind, ...] = ("graph_replay", "padding", "imbalance", "kernel_time")
+SLOWER: tuple[Verdict, ...] = ("regression", "at_threshold")  # a slowdown shown, as for a batch size's cause
 CANDIDATE_SHARE = 0.2  # without a dominant part, the parts carrying this share of what grew stay candidates
 _HOST_PARTS = {"graph_replay"}  # time the trace shows as idle between kernels; the other parts are busy time
 
 
-def mix_attribution(mix: MixReport | None, base: str, head: str, *, threshold_pct: float, confidence: float,
+def mix_attribution(mix: MixReport | None, base: str, head: str, *, decision: BatchComparison | None,
                     dominant_share: float, diffs: dict[int, TraceDiff] | None = None,
                     mix_trace: TraceDiff | None = None) -> MixAttribution | None:
     """None without both arms' mix figures, or where a size's path or rows computed are unknown.
+    `decision`: the compare stage's verdict on the mix, which alone says whether it is slower;
     `diffs`: the profiled pass's diff per fixed batch size; `mix_trace`: the mix's own, first."""
     arms = {a.arm: a for a in mix.arms} if mix is not None else {}
     before, after = arms.get(base), arms.get(head)
@@ -47,9 +50,9 @@ def mix_attribution(mix: MixReport | None, base: str, head: str, *, threshold_pc
     grew = sum(max(p.ms_per_step, 0.0) for p in parts)
     pct = (after.gpu_ms_per_step / before.gpu_ms_per_step - 1) * 100
     trace = _trace_side(mix_trace, diffs or {}, {s.batch_size: s.share for s in sizes})
-    change = _change(before, after, confidence)
-    # significance before magnitude: past the threshold across the interval, where there is one
-    slower = change.ci_low_pct > threshold_pct if change is not None else pct > threshold_pct
+    # the compare stage decided the mix like a batch size: a slowdown it shows is one to split
+    slower = decision is not None and decision.verdict in SLOWER
+    change = decision.gpu_ms_bounds if decision is not None else None
     # shares of a growth only where the mix grew: a faster or unchanged mix's leftovers are noise
     if slower and grew > 0:
         parts = [p.model_copy(update={"share": max(p.ms_per_step, 0.0) / grew}) for p in parts]
@@ -64,13 +67,6 @@ def mix_attribution(mix: MixReport | None, base: str, head: str, *, threshold_pc
         row_costs=sorted(costs.values(), key=lambda c: (c.arm != base, c.path)), sizes=sizes, trace=trace,
         cause=cause, candidates=candidates,
     )
-
-
-def _change(before: ArmMix, after: ArmMix, confidence: float) -> Change | None:
-    try:
-        return relative_change(before.process_ms_per_step, after.process_ms_per_step, confidence)
-    except ValueError:  # one process an arm, or a time that is not positive
-        return None
 
 
 def _pairs(before: ArmMix, after: ArmMix) -> list[tuple[MixSize, MixSize]] | None:

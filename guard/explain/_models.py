@@ -96,7 +96,7 @@ class Headline(BaseModel):
     """The facts of the title: which batch size, which metric, how much, and why."""
 
     verdict: Verdict
-    batch_size: int | None = None  # the worst batch size of the deciding verdict
+    batch_size: int | None = None  # the worst batch size of the deciding verdict (MIX_BATCH: the mix)
     metric: MetricKey | None = None  # the metric that decided it (gpu_ms for a pass)
     change: Change | None = None  # its change, between the bounds it was decided on
     others: int = 0  # more batch sizes with the same verdict
@@ -167,10 +167,10 @@ class MixAttribution(BaseModel):
     base_ms_per_step: float  # the mix's, each arm's (mean over its steps, median over processes)
     head_ms_per_step: float
     pct: float  # of the two medians
-    # between the processes' means at the report's confidence; None with one process an arm
+    # between the bounds the compare stage decided the mix on; None: the mix was not decided
     change: Change | None = None
-    slower: bool  # the change's lower bound past the threshold (its median, without one): only then
-    # is a cause named, so a win is not blamed
+    slower: bool  # the mix's verdict is a regression or at threshold: only then is a cause named,
+    # so a win is not blamed
     parts: list[MixPart]  # in MixPartKind's order
     unsplit_ms: float  # the arms' change less the parts' sum (per-size medians against whole means)
     row_costs: list[RowCost] = []

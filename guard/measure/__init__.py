@@ -1,6 +1,8 @@
 """Measurement: run the harness for each arm in fresh processes, interleaved, and summarise."""
 
-from guard.measure._mix import ArmMix, Imbalance, ImbalanceBucket, MixReport, MixSize, imbalance_of, mix_report
+from guard.measure._mix import (
+    ArmMix, Imbalance, ImbalanceBucket, MixReport, MixSize, imbalance_of, mix_report, usable_mix_runs,
+)
 from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
     REFERENCE_FORMAT, ArmMeasurement, BatchRun, HostUsage, MixRun, ReferenceTokens, RepeatResult, SourceLabel,
@@ -31,6 +33,7 @@ __all__ = [
     "StepInfo",
     "imbalance_of",
     "mix_report",
+    "usable_mix_runs",
     "parse_mix_file",
     "with_mix_file",
     "MOST_REPEATS",

@@ -120,11 +120,17 @@ def _consistent(info: StepInfo | None, size: int) -> bool:
     return info is None or info.padded_to is None or info.padded_to >= size
 
 
+def usable_mix_runs(runs: list[MixRun], schedule: list[int]) -> list[MixRun]:
+    """The processes whose mix pass is whole and followed `schedule`: the ones every mix figure,
+    and the mix's verdict, are made from."""
+    return [r for r in runs if len(r.step_ms) == r.steps and (r.step_info is None or len(r.step_info) == r.steps)
+            and _on_schedule(r, schedule)]
+
+
 def arm_mix(arm: str, runs: list[MixRun], schedule: list[int]) -> ArmMix | None:
     """One arm's figures over its processes' mix passes; `schedule` is the guard's own draw,
     the timed steps read against its segment for their timer. None without a usable run."""
-    usable = [r for r in runs if len(r.step_ms) == r.steps and (r.step_info is None or len(r.step_info) == r.steps)
-              and _on_schedule(r, schedule)]
+    usable = usable_mix_runs(runs, schedule)
     if not usable:
         return None
     per_size_ms: dict[int, list[float]] = {}

@@ -105,9 +105,10 @@ def run_interleaved(
             continue
         result = result.model_copy(update={"process_s": time.perf_counter() - started})
         measurement.repeats.append(result)
-        timings = ", ".join(f"bs {r.batch_size}: {r.gpu_ms_per_step:.3f} ms/step" for r in result.runs)
+        figures = [f"bs {r.batch_size}: {r.gpu_ms_per_step:.3f} ms/step" for r in result.runs]
         if result.mix is not None and result.mix.step_ms:
-            timings += f", mix: {sum(result.mix.step_ms) / len(result.mix.step_ms):.3f} ms/step (mean)"
+            figures.append(f"mix: {sum(result.mix.step_ms) / len(result.mix.step_ms):.3f} ms/step (mean)")
+        timings = ", ".join(figures)
         progress(
             f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{last} "
             f"({_where_seconds_went(result)}): {timings}"

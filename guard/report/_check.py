@@ -11,6 +11,7 @@ from pathlib import Path
 from guard._errors import GuardError
 from guard.compare import Discrepancy, StatedRule, recheck
 from guard.measure import SlowMetric, SlowProcesses, find_slow_processes
+from guard.report import _words as words
 from guard.report._explained import explain_report
 from guard.report._schema import Report
 
@@ -27,9 +28,9 @@ def check_report(report: Report, path: Path) -> None:
     """Raises UnfoundedReport, naming what does not hold, unless the report holds up."""
     rule = StatedRule(threshold_pct=report.threshold_pct, alpha=report.alpha, confidence=report.confidence,
                       tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct,
-                      looks=report.looks, batch_sizes=len(report.batch_sizes))
+                      looks=report.looks, batch_sizes=len(report.decided()))
     found = _shape(report) or recheck(
-        report.batch_sizes, report.base, report.head, rule,
+        report.decided(), report.base, report.head, rule,
         verdict=report.verdict, hash_match=report.hash_match,
         failed_arms=[a.name for a in report.arms if a.status != "ok"],
     ) or _slow_processes(report) or _explanation(report)
@@ -62,11 +63,28 @@ def _shape(report: Report) -> list[Discrepancy]:
     for number, arm in enumerate(report.arms):
         if not _SHA.match(arm.sha):
             wrong(f"arms[{number}].sha", "not a full hex commit sha", "40 or 64 hex digits")
-    for batch in report.batch_sizes:
+    for batch in report.decided():
         if any(a.arm not in names for a in batch.arms):
             wrong(f"batch size {batch.batch_size} arms", "an arm not among the report's arms", "the report's arms")
+    found += _mix_holds(report)
     found += _overrides_hold(report)
     return found
+
+
+def _mix_holds(report: Report) -> list[Discrepancy]:
+    """The mix's verdict and its figures were made from the same processes: each arm's values
+    are the ones `mix` keeps per process, and a report with a mix decided it."""
+    decided = report.mix_comparison
+    if bool(report.mix is not None and report.mix.arms) != (decided is not None):
+        return [Discrepancy(kind="shape", batch_size=None, field="mix_comparison",
+                            stated="present" if decided is not None else "absent",
+                            recomputed="present with a mix, absent without one")]
+    if decided is None or report.mix is None:
+        return []
+    kept = {a.arm: a.process_ms_per_step for a in report.mix.arms}
+    return [Discrepancy(kind="count", batch_size=decided.batch_size, field=f"mix_comparison.arms[{a.arm}]",
+                        stated=f"{len(a.gpu_ms_per_step.values)} values", recomputed="mix's per-process values")
+            for a in decided.arms if a.gpu_ms_per_step.values != kept.get(a.arm)]
 
 
 def _overrides_hold(report: Report) -> list[Discrepancy]:
@@ -132,7 +150,7 @@ def _explanation(report: Report) -> list[Discrepancy]:
 def _describe(d: Discrepancy) -> str:
     """'batch size 1: verdict pass, but its numbers give regression'. Only the report's field
     names and figures: its strings are left out, as this line goes to a workflow's log."""
-    where = f"batch size {d.batch_size}: " if d.batch_size is not None else ""
+    where = f"{words.size(d.batch_size)}: " if d.batch_size is not None else ""
     field = _plain(d.field)
     if d.kind == "shape":
         return f"{where}{field} is {_plain(d.stated)}, where {_plain(d.recomputed)} is due"

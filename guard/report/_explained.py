@@ -14,4 +14,5 @@ def explain_report(report: Report) -> Explanation:
         ablation_builds={a.name: a.source for a in report.arms if a.source is not None and a.status == "ok"},
         capture=report.capture, mix=report.mix,
         mix_trace=report.mix_traces.diff if report.mix_traces is not None else None,
+        mix_decision=report.mix_comparison,
     )

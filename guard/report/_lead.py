@@ -15,7 +15,7 @@ def bounds_level(report: Report) -> str:
 
 
 def _alpha_per_look(report: Report) -> float:
-    return alpha_per_look(report.alpha, report.looks, max(1, len(report.batch_sizes)))
+    return alpha_per_look(report.alpha, report.looks, max(1, len(report.decided())))
 
 
 def limit(report: Report, metric: MetricKey) -> float:
@@ -27,9 +27,10 @@ def shown(batch: BatchComparison, metric: MetricKey) -> Change | None:
     return batch.gpu_ms_bounds if metric == "gpu_ms" else batch.tok_per_s_bounds
 
 
-def batch_sentence(report: Report, batch: BatchComparison) -> str | None:
+def batch_sentence(report: Report, batch: BatchComparison, then: str = "") -> str | None:
     """'At batch size 2, GPU ms per step rose 3.21%, its whole interval past the 1% threshold.'
-    The interval itself is in the table below the sentences."""
+    The interval itself is in the table below the sentences; `then`, a clause to end it with."""
+    end = f"; {then}." if then else "."
     metric: MetricKey = batch.decided_by or "gpu_ms"
     change = shown(batch, metric)
     if change is None:
@@ -42,29 +43,30 @@ def batch_sentence(report: Report, batch: BatchComparison) -> str | None:
     needed = f"more than {MOST_REPEATS}" if batch.repeats_to_decide is None else f"about {batch.repeats_to_decide}"
     after = " after its confirmation round" if batch.look > 1 else ""
     decide = f"{needed} processes per arm would decide it (this run: {_processes(report, batch)})"
-    at = f"At batch size {batch.batch_size}, {name} {moved}"
+    at = f"{words.at_size(batch.batch_size).capitalize()}, {name} {moved}"
     if batch.verdict == "regression":
-        return f"{at}, its whole interval past the {cap} threshold."
+        return f"{at}, its whole interval past the {cap} threshold{end}"
     if batch.verdict == "improvement":
-        return f"{at}, its whole interval faster than the {cap} threshold."
+        return f"{at}, its whole interval faster than the {cap} threshold{end}"
     if batch.verdict == "at_threshold":
-        return f"{at}: slower, but too close to the {cap} threshold to call{after}; {decide}."
+        return f"{at}: slower, but too close to the {cap} threshold to call{after}; {decide}{end}"
     if batch.verdict == "inconclusive":
-        return f"{at}: too noisy to tell a {cap} slowdown from none{after}; {decide}."
+        return f"{at}: too noisy to tell a {cap} slowdown from none{after}; {decide}{end}"
     return None
 
 
 def pass_sentence(report: Report) -> str:
     """What a pass rules out, metric by metric, and a rise under the threshold worth naming."""
     gpu = report.gpu_timed()
-    gates = all(b.tok_per_s_gates for b in report.batch_sizes)
+    gates = all(b.tok_per_s_gates for b in report.decided())
     ruled = f"{words.threshold(report.threshold_pct)} in {words.metric('gpu_ms', gpu)}"
     if gates:
         ruled += f" and {words.threshold(limit(report, 'tok_per_s'))} in tok/s"
-    sentence = f"No slowdown of {ruled} at any batch size measured: every upper bound is under it."
+    over = " or over the batch-size mix" if report.mix_comparison is not None else ""
+    sentence = f"No slowdown of {ruled} at any batch size measured{over}: every upper bound is under it."
     h = report.explanation.headline
     if h.notable and h.change is not None and h.batch_size is not None:
-        sentence += (f" {words.metric('gpu_ms', gpu)} did rise at batch size {h.batch_size}: "
+        sentence += (f" {words.metric('gpu_ms', gpu)} did rise {words.at_size(h.batch_size)}: "
                      f"{words.with_interval(h.change)}, under the threshold.")
     return sentence
 
@@ -72,7 +74,10 @@ def pass_sentence(report: Report) -> str:
 def ruled_out_sentence(report: Report) -> str | None:
     """For an undecided run: the batch sizes that were decided."""
     passed = [b.batch_size for b in report.batch_sizes if b.verdict in ("pass", "improvement")]
-    return f"A slowdown of the threshold is ruled out at {words.sizes(passed)}." if passed else None
+    places = ([f"at {words.sizes(passed)}"] if passed else []) + (
+        ["over the batch-size mix"] if report.mix_comparison is not None
+        and report.mix_comparison.verdict in ("pass", "improvement") else [])
+    return f"A slowdown of the threshold is ruled out {' and '.join(places)}." if places else None
 
 
 def _processes(report: Report, batch: BatchComparison) -> int:
@@ -82,9 +87,11 @@ def _processes(report: Report, batch: BatchComparison) -> int:
 def processes_text(report: Report) -> str:
     """'5 fresh processes per arm', and which batch sizes a confirmation round added to."""
     again = [b.batch_size for b in report.batch_sizes if b.look > 1]
+    places = ([words.sizes(again)] if again else []) + (
+        ["the batch-size mix"] if report.mix_comparison is not None and report.mix_comparison.look > 1 else [])
     text = f"{report.workload.repeats} fresh processes per arm"
-    if again:
-        text += f", and {report.workload.repeats} more in a confirmation round for {words.sizes(again)}"
+    if places:
+        text += f", and {report.workload.repeats} more in a confirmation round for {' and '.join(places)}"
     return text
 
 
@@ -92,14 +99,15 @@ def rule_note(report: Report) -> str:
     """The method fold's account of the rule, with this run's figures."""
     each = f"{_alpha_per_look(report) * 100:.3g}%"
     looks, n = report.looks, len(report.batch_sizes)
+    mixed = " and the batch-size mix" if report.mix_comparison is not None else ""
     gpu = words.metric("gpu_ms", report.gpu_timed())
     return (
         f"A batch size is a regression when the lower bound of its slowdown is above the threshold "
         f"({words.threshold(report.threshold_pct)} in {gpu}, {words.threshold(limit(report, 'tok_per_s'))} in "
         "tok/s), a pass when the upper bound is under it, an improvement when the upper bound is under minus the "
         f"threshold. Each bound is wrong at most {each} of the time (alpha {report.alpha:g} split over "
-        f"{words.plural(looks, 'round')} x 2 metrics x {words.plural(n, 'batch size')}), so all hold together at "
-        f"least {words.level(1 - report.alpha)} of the time. tok/s decides only where this run's processes could "
+        f"{words.plural(looks, 'round')} x 2 metrics x {words.plural(n, 'batch size')}{mixed}), so all hold together "
+        f"at least {words.level(1 - report.alpha)} of the time. tok/s decides only where this run's processes could "
         "detect its threshold. "
         + ("A batch size left open gets one confirmation round; one still open after it " if looks > 1
            else "A batch size left open ")

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from guard._markdown import text
 from guard.compare import Agreement, ArmAgreement, BatchComparison
+from guard.report import _words as words
 from guard.report._schema import Report
 
 
 def _forced(report: Report) -> list[tuple[BatchComparison, Agreement]]:
-    return [(b, b.agreement) for b in report.batch_sizes if b.agreement is not None]
+    return [(b, b.agreement) for b in report.decided() if b.agreement is not None]
 
 
 def agreement_sentence(report: Report) -> str:
@@ -25,7 +26,7 @@ def agreement_sentence(report: Report) -> str:
         base_most = max(base.disagreements) if base else 0
         counts = ", ".join(str(d) for d in arm.disagreements)
         return (f"Every step's input was forced from {source}, so the work is like for like. The {text(arm.arm)}'s "
-                f"arithmetic changed: at batch size {size} every one of its processes disagrees with the reference "
+                f"arithmetic changed: {words.at_size(size)} every one of its processes disagrees with the reference "
                 f"more often than base's own ({counts} of {arm.compared} outputs, against at most {base_most}), a "
                 "rounding-level difference such as another kernel or fusion gives in bf16, under the "
                 f"{arm.min_excess / arm.compared:.0%} of outputs at which the guard calls the output changed.")
@@ -38,7 +39,8 @@ def agreement_sentence(report: Report) -> str:
         dirty = sum(1 for d in arm.disagreements if d)
         return (f"Every step's input was forced from {source}, so the work is like for like; every base process "
                 f"reproduced its tokens exactly, while {dirty} of {len(arm.disagreements)} {text(arm.arm)} processes "
-                f"disagreed with them (at most {max(arm.disagreements)} of {arm.compared} outputs, batch size {size}): "
+                f"disagreed with them (at most {max(arm.disagreements)} of {arm.compared} outputs, "
+                f"{words.size(size)}): "
                 f"not in every process, so not a change of output, but {text(arm.arm)}'s tokens may not be "
                 "deterministic.")
     every = [arm for _, a in forced for arm in a.arms]
@@ -60,12 +62,12 @@ def agreement_reasons(report: Report) -> list[str]:
         size = batch.batch_size
         for name in agreement.unforced:
             reasons.append(
-                f"batch size {size}: the {text(name)} arm's workload takes no input ids (`step(tokens)`), so it ran "
+                f"{words.size(size)}: the {text(name)} arm's workload takes no input ids (`step(tokens)`), so it ran "
                 f"free while the other arms were forced from {text(agreement.reference)}: not like for like"
             )
         head = agreement.arm(report.head)
         if head is not None and head.output_changed:
-            reasons.append(f"batch size {size}: {changed_text(report, agreement, head)}")
+            reasons.append(f"{words.size(size)}: {changed_text(report, agreement, head)}")
     return reasons
 
 
@@ -94,11 +96,11 @@ def why_invalid(report: Report) -> str | None:
         if batch.verdict != "invalid":
             continue
         if agreement.unforced:
-            return f"the {agreement.unforced[0]} arm's workload could not be forced (batch size {batch.batch_size})"
+            return f"the {agreement.unforced[0]} arm's workload could not be forced ({words.size(batch.batch_size)})"
         head = agreement.arm(report.head)
         if head is not None and head.output_changed:
             first = f", first at step {head.first_disagreement.step}" if head.first_disagreement else ""
-            return f"the head's output changed at batch size {batch.batch_size}{first}"
+            return f"the head's output changed {words.at_size(batch.batch_size)}{first}"
     return None
 
 
@@ -115,7 +117,7 @@ def forcing_hint(report: Report) -> str:
     base and head: no seed fixes that in bf16, forcing does, and it takes two lines."""
     if report.workload.reference is not None:
         return ""
-    differed = any(b.hash_match is False or any(a.deterministic is False for a in b.arms) for b in report.batch_sizes)
+    differed = any(b.hash_match is False or any(a.deterministic is False for a in b.arms) for b in report.decided())
     if not differed:
         return ""
     return ("The workload runs free, so its tokens must match exactly; in bf16 near-ties in the argmax break "

@@ -66,17 +66,16 @@ def mix_sentence(found: MixAttribution, gpu: bool) -> str:
     return f"{change}; {words.MIX_PART[part.kind]} carries {words.share(part.share)} of the growth."
 
 
-def mix_lead(found: MixAttribution, gpu: bool) -> str:
-    """The line above the fold when the mix is the cause: its rise and what carries it, short."""
-    change = f"Over the batch-size mix, {words.metric('gpu_ms', gpu)} rose {words.pct(found.pct).lstrip('+')}"
+def mix_lead(found: MixAttribution) -> str:
+    """What carries the mix's slowdown, short: the clause its sentence above the fold ends with."""
     if found.cause == "mixed_evidence":
-        return f"{change}; the evidence is mixed: {_listed(found.candidates, ' or ')}."
+        return f"the evidence is mixed: {_listed(found.candidates, ' or ')}"
     if found.cause == "mixed":
         named = ", ".join(f"{words.MIX_PART_SHORT[k]} {words.share(found.part(k).share)}" for k in found.candidates)
-        return f"{change}; no part carries most of it: {named}."
+        return f"no part carries most of it: {named}"
     assert found.cause is not None
     part = found.part(found.cause)
-    return f"{change}; {words.MIX_PART_SHORT[part.kind]} carries {words.share(part.share)} of the growth."
+    return f"{words.MIX_PART_SHORT[part.kind]} carries {words.share(part.share)} of the growth"
 
 
 def _listed(kinds: list, last: str = " and ") -> str:  # type: ignore[type-arg]  # type: ignore[type-arg]

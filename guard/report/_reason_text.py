@@ -18,13 +18,14 @@ def _field(reason: Reason) -> str:
 
 def reason_short(reason: Reason) -> str:
     return words.REASON_SHORT[reason.kind].format(
-        arm=reason.arm or "", field=_field(reason), batch_size=reason.batch_size)
+        arm=reason.arm or "", field=_field(reason), size=words.size(reason.batch_size),
+        at_size=words.at_size(reason.batch_size))
 
 
 def reason_sentence(reason: Reason) -> str:
     """One bullet of 'Why the comparison is not valid', as Markdown."""
     arm = text(reason.arm or "")
-    at = f"batch size {reason.batch_size}: " if reason.batch_size is not None else ""
+    at = f"{words.size(reason.batch_size)}: " if reason.batch_size is not None else ""
     where = (f", first at step {reason.step}, sequence {reason.sequence}" if reason.step is not None else "")
     if reason.kind == "arm_no_results":
         return f"the {arm} arm has no results: {text(reason.error or 'no error given')}"

@@ -53,38 +53,38 @@ def _parts(report: Report) -> tuple[str, list[str]]:
     if h.batch_size is None or h.change is None or h.metric is None:
         return f"Decode speed with {{change}}: {words.verdict(h.verdict)}", fell
     name = words.metric(h.metric, gpu)
-    size = f"batch size {h.batch_size}"
+    at = words.at_size(h.batch_size)
     moved = words.pct(abs(h.change.pct), 1).lstrip("+")
     by = " in tok/s" if h.metric == "tok_per_s" else ""  # step time is what "slower" means otherwise
     if h.verdict == "regression":
         cause = [f": {words.CAUSE[h.cause]}"] if h.cause and not (h.cause == "no_cuda_graph" and h.fell_out) else []
-        return f"Decode {moved} slower at {size}{by} with {{change}}", cause + fell + capture
+        return f"Decode {moved} slower {at}{by} with {{change}}", cause + fell + capture
     if h.verdict == "improvement":
-        return f"Decode {moved} faster at {size}{by} with {{change}}", fell
+        return f"Decode {moved} faster {at}{by} with {{change}}", fell
     if h.verdict == "at_threshold":
         limit = report.threshold_pct if h.metric == "gpu_ms" else report.tok_threshold_pct or report.threshold_pct
         return (f"Decode slowdown at the {words.threshold(limit)} threshold with {{change}}: "
-                f"{words.pct(h.change.pct)} {name} at {size}"), capture + fell
+                f"{words.pct(h.change.pct)} {name} {at}"), capture + fell
     if h.verdict == "inconclusive":
-        return f"Decode speed inconclusive with {{change}}: {name} too noisy at {size}", fell
+        return f"Decode speed inconclusive with {{change}}: {name} too noisy {at}", fell
     if h.notable:
         return (f"No decode slowdown past {words.threshold(report.threshold_pct)} with {{change}}",
-                fell + [f"; {words.pct(h.change.pct)} {name} at {size}, under it"])
+                fell + [f"; {words.pct(h.change.pct)} {name} {at}, under it"])
     return f"No decode slowdown past {words.threshold(report.threshold_pct)} with {{change}}", fell
 
 
 def _invalid_batch(report: Report) -> str:
     """An invalid batch size without a reason of its own: the forced comparison's."""
-    for batch in report.batch_sizes:
+    for batch in report.decided():
         if batch.verdict != "invalid" or batch.agreement is None:
             continue
         if batch.agreement.unforced:
             arm = batch.agreement.unforced[0]
-            return f"the {arm} arm's workload could not be forced (batch size {batch.batch_size})"
+            return f"the {arm} arm's workload could not be forced ({words.size(batch.batch_size)})"
         head = batch.agreement.arm(report.head)
         if head is not None and head.output_changed:
             first = f", first at step {head.first_disagreement.step}" if head.first_disagreement else ""
-            return f"the head's output changed at batch size {batch.batch_size}{first}"
+            return f"the head's output changed {words.at_size(batch.batch_size)}{first}"
     return "see the reasons in the comment"
 
 

@@ -109,7 +109,9 @@ def _what_happened(report: Report) -> list[Block]:
     elif report.verdict == "pass":
         blocks.append(_p(pass_sentence(report)))
     else:
-        lines = [s for b in report.batch_sizes if (s := batch_sentence(report, b))]
+        found = report.explanation.mix
+        then = mix_lead(found) if found is not None and found.cause is not None else ""  # what carries it
+        lines = [s for b in report.decided() if (s := batch_sentence(report, b, then if b.mix else ""))]
         if report.verdict in ("at_threshold", "inconclusive") and (ruled := ruled_out_sentence(report)):
             lines.append(ruled)
         blocks.append(_p(" ".join(lines)))
@@ -124,9 +126,6 @@ def _what_happened(report: Report) -> list[Block]:
     for size in report.explanation.headline.fell_out:
         if (line := fallout_line(report, size)) is not None:
             blocks.append(_p(line))
-    mix = report.explanation.mix
-    if mix is not None and mix.cause is not None and report.verdict != "invalid":  # one line here, the rest in its fold
-        blocks.append(_p(mix_lead(mix, _gpu(report))))
     for note in report.explanation.launch_notes:
         blocks.append(_p(launch_sentence(note, _gpu(report), bounds_level(report))))
     for note in unheld_notes(report):
@@ -141,12 +140,12 @@ def _what_happened(report: Report) -> list[Block]:
 def _table(report: Report) -> Block | None:
     base, head = report.arm(report.base), report.arm(report.head)
     rows = []
-    many = len(report.batch_sizes) > 1
-    for b in report.batch_sizes:
+    many = len(report.decided()) > 1
+    for b in report.decided():
         arms = {a.arm: a for a in b.arms}
         if report.base not in arms or report.head not in arms:
             continue
-        at = f", batch size {b.batch_size}" if many else ""
+        at = f", {'the mix' if b.mix else words.size(b.batch_size)}" if many else ""
         for metric in ("gpu_ms", "tok_per_s"):
             change = shown(b, metric)  # type: ignore[arg-type]
             before = arms[report.base].gpu_ms_per_step if metric == "gpu_ms" else arms[report.base].tok_per_s
@@ -168,7 +167,7 @@ def _table_note(report: Report) -> str:
     same = ""
     if report.hash_match:
         same = "; the output tokens are identical in every process"
-    elif any(b.agreement for b in report.batch_sizes) and report.workload.reference is not None:
+    elif any(b.agreement for b in report.decided()) and report.workload.reference is not None:
         same = f", every step's input forced from {text(report.workload.reference)}: like for like"
     return f"Medians of {processes_text(report)}, run interleaved{same}."
 
@@ -279,11 +278,11 @@ def _every_arm(report: Report) -> Block | None:
     metric = words.metric("gpu_ms", _gpu(report))
     header = ["arm", "batch size", f"{metric} (range)", "tok/s"] + ([words.HOST] if host else [])
     rows = []
-    for b in report.batch_sizes:
+    for b in report.decided():
         ordered = sorted(b.arms, key=lambda a: (a.arm != report.base, a.arm != report.head))
         for a in ordered:
             g = a.gpu_ms_per_step
-            row = [text(_label(report, report.arm(a.arm))), str(b.batch_size),
+            row = [text(_label(report, report.arm(a.arm))), "mix" if b.mix else str(b.batch_size),
                    f"{words.ms(g.median)} ({words.ms(g.min)}-{words.ms(g.max)})", words.rate(a.tok_per_s.median)]
             if host:
                 row.append(words.ms(a.host_ms_per_step.median) if a.host_ms_per_step else "-")
@@ -349,7 +348,8 @@ def _status(report: Report) -> str:
         return f"invalid: {reason}"
     if h.batch_size is None or h.change is None or h.metric is None:
         return words.verdict(report.verdict)
-    return (f"{words.verdict(report.verdict)}: batch size {h.batch_size} {words.metric(h.metric, _gpu(report))} "
+    where = words.size(h.batch_size)
+    return (f"{words.verdict(report.verdict)}: {where} {words.metric(h.metric, _gpu(report))} "
             f"{words.with_interval(h.change)}")
 
 

@@ -3,7 +3,7 @@ comment, the job summary, the commit status and the annotations take their words
 
 from __future__ import annotations
 
-from guard.compare import MetricKey, ReasonKind, Verdict
+from guard.compare import MIX_BATCH, MetricKey, ReasonKind, Verdict
 from guard.explain import CauseKind, MixPartKind
 from guard.measure import Change
 
@@ -122,6 +122,16 @@ def sizes(batch_sizes: list[int]) -> str:
     return f"batch size{'s' if len(batch_sizes) != 1 else ''} {listed}"
 
 
+def size(batch_size: int | None) -> str:
+    """'batch size 2', or 'the batch-size mix' for the mix's comparison."""
+    return "the batch-size mix" if batch_size == MIX_BATCH else f"batch size {batch_size}"
+
+
+def at_size(batch_size: int | None) -> str:
+    """'at batch size 2', or 'over the batch-size mix'."""
+    return "over the batch-size mix" if batch_size == MIX_BATCH else f"at batch size {batch_size}"
+
+
 def short_sha(sha: str) -> str:
     return sha[:8]
 
@@ -136,7 +146,7 @@ REASON_SHORT: dict[ReasonKind, str] = {
     "arm_failed": "the workload failed on the {arm} arm",
     "arm_changed_between_repeats": "the {arm} arm's {field} changed between repeats",
     "arms_differ": "the arms ran with a different {field}",
-    "tokens_differ": "output tokens differ between base and head at batch size {batch_size}",
-    "not_deterministic": "the workload is not deterministic on the {arm} arm (batch size {batch_size})",
+    "tokens_differ": "output tokens differ between base and head {at_size}",
+    "not_deterministic": "the workload is not deterministic on the {arm} arm ({size})",
     "too_few_repeats": "the {arm} arm finished fewer than 2 repeats",
 }

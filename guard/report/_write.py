@@ -12,7 +12,7 @@ from guard._output import check_out_dir, write_all_atomic
 from guard.report._chart import strip_chart
 from guard.report._check import check_report
 from guard.report._render import render_comment
-from guard.report._schema import READ_VERSIONS, Report
+from guard.report._schema import READ_VERSIONS, SCHEMA_VERSION, Report
 from guard.report._svg import CHART_FILE, strip_svg
 from guard.report._words import metric
 
@@ -72,6 +72,9 @@ def read_report(path: Path) -> Report:
         where = ".".join(str(part) for part in first["loc"]) or "the top level"
         raise ReportError(f"{path} is not a valid report: {where}: {first['msg']}; "
                           "pass the report.json that `guard run` wrote") from exc
+    if report.schema_version < SCHEMA_VERSION and report.mix is not None:
+        raise ReportError(f"{path} is a report of schema_version {report.schema_version} with a batch-size mix, "
+                          "whose verdict it did not decide: re-run the guard (`guard run`) to get a report it reads")
     names = {arm.name for arm in report.arms}
     for role, name in (("base", report.base), ("head", report.head)):
         if name not in names:
