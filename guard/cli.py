@@ -172,6 +172,14 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--arm", choices=["base", "head"], default="head", help="whose figures (default: head)")
     export.add_argument("--out", type=Path, default=None, help="file to write (default: standard output)")
 
+    explain = sub.add_parser(
+        "explain", help="a kept report explained again by this guard's explain stage, from its own figures",
+        description="Reads the report as `guard comment` does (checked, decided again), all but its explanation, "
+                    "which it makes again and writes; the verdict never changes (exit 2 where it would).",
+    )
+    explain.add_argument("report", type=Path, help="report.json written by `guard run`")
+    explain.add_argument("--out", type=Path, default=None, help="file to write (default: the report, replaced)")
+
     steps_help = "decode steps in the trace; needed when it has no step ranges and no graph launches"
     max_help = "largest trace read, in MiB uncompressed (default: 2048); a larger one is refused before it is held"
     analyze = sub.add_parser("analyze", help="kernel, idle and gap figures per decode step of one profiler trace")
@@ -216,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
             return _export(args)
         if args.command == "artifact":
             return _artifact(args)
+        if args.command == "explain":
+            return _explain(args)
         if args.command == "clean":
             return _clean(args)
         if args.command == "bisect":
@@ -376,6 +386,24 @@ def _export(args: argparse.Namespace) -> int:
     else:
         write_atomic(args.out, text)
         _progress(f"wrote {args.format} of the {args.arm} arm to {args.out}")
+    return EXIT_OK
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from guard.report import changes_lines, reexplain
+
+    if args.out is not None:
+        check_out_file(args.out)  # before the report is read: a bad --out is the first thing to fix
+    out = args.out or args.report
+    result = reexplain(args.report)
+    if not result.changes and out == args.report:
+        _progress(f"{args.report}: its explanation is the one this guard gives; left as it was")
+        return EXIT_OK
+    write_atomic(out, result.report.model_dump_json(indent=2) + "\n")
+    for line in changes_lines(result.changes):
+        _progress(f"changed: {line}")
+    _progress(f"wrote {out}: {len(result.changes)} fact(s) of the explanation changed, verdict "
+              f"{result.report.verdict} as it was")
     return EXIT_OK
 
 

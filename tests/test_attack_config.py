@@ -19,7 +19,8 @@ from cmarkgfm.cmark import Options
 from guard.config import config_change
 from guard._markdown import block as code_block
 from tests.conftest import commit_all, git
-from tests.test_pipeline import CONFIG, SLEEPY_STEPS, SLEEPY_WORKLOAD, guard_run, make_repo, write_workload
+from tests.test_pipeline import CONFIG, SLEEPY_STEPS, guard_run, make_repo, write_workload
+from tests.workload_sources import SLEEPY_WORKLOAD
 
 # the base's config: method none, batch sizes [1, 2], 3 repeats, 1% threshold
 BASE_CONFIG = CONFIG.format(method="none", install="", repeats=3)

@@ -31,7 +31,8 @@ from guard.report import read_report, write_report
 from tests.conftest import commit_all, git
 from tests.github_standin import GitHubStandIn
 from tests.report_fixtures import committed, current_file
-from tests.test_pipeline import WORKLOAD, make_repo
+from tests.test_pipeline import make_repo
+from tests.workload_sources import busy_workload
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo" / "report.json")
@@ -496,7 +497,7 @@ os._exit = _rewrite_and_exit
 
 
 def test_a_workload_that_rewrites_its_result_gets_messages(tmp_path: Path) -> None:
-    workload = WORKLOAD.format(work=3000, shift=0, token_expr="(self.t * 7 + row) % 101")
+    workload = busy_workload(work=3000)
     # in the base too: the reference pass runs the base's code
     repo = make_repo(tmp_path, repeats=2, files={"wl.py": REWRITES_ITS_RESULT + workload})
     (repo / "note.txt").write_text("no code change\n")

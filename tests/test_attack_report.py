@@ -260,7 +260,7 @@ def test_the_forged_pass_would_set_success_without_the_check(
     unchecked = Report.model_validate_json(path.read_bytes())
     with pytest.raises(UnfoundedReport):
         write_module.check_report(unchecked, path)
-    monkeypatch.setattr(write_module, "check_report", lambda report, where: None)
+    monkeypatch.setattr(write_module, "check_report", lambda report, where, **_: None)
     publish(PublishRequest(report=path, repo=REPO, pr=PR, api_url=api.url, mode="always"), TOKEN)
     (status,) = api.statuses(REPO, unchecked.arm(unchecked.head).sha)
     assert status["state"] == "success"

@@ -24,9 +24,8 @@ from guard.measure import RunnerNoise
 from tests.conftest import commit_all, git, writable_by_all
 from tests.test_forcing import CONFIG as FORCED_CONFIG
 from tests.test_forcing import forced_runs, noisy_repo
-from tests.test_pipeline import (
-    CONFIG, JITTER_WORKLOAD, SLEEPY_STEPS, SLEEPY_WORKLOAD, SLOW_ENV, guard_run, make_repo,
-)
+from tests.test_pipeline import CONFIG, SLEEPY_STEPS, SLOW_ENV, guard_run, make_repo
+from tests.workload_sources import JITTER_WORKLOAD, SLEEPY_WORKLOAD
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "traces"
 ONE_GRAPH = FIXTURES / "h200-harness-guard-step-one-graph.json.gz"

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import tarfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from guard.sandbox import Container, Mount, guard_environment, run_container
 from guard.sandbox._container import LABEL, LABEL_BOOT, LABEL_PID, LABEL_START, boot_id, device_requests
 from tests.docker_engine import engine_with
 from tests.conftest import commit_all, git
+from tests.workload_sources import busy_workload
 
 docker = pytest.importorskip("docker")
 
@@ -211,27 +211,6 @@ def test_the_sweep_removes_containers_of_guards_that_are_gone_and_keeps_the_othe
                 pass
 
 
-WORKLOAD = """
-WORK = {work}
-
-
-class Workload:
-    def setup(self, batch_size):
-        self.batch_size = batch_size
-        self.t = 0
-
-    def step(self):
-        acc = 0
-        for i in range(WORK):
-            acc += i * i
-        self.t += 1
-        return [(self.t * 7 + row) % 101 for row in range(self.batch_size)]
-
-
-def make(**options):
-    return Workload()
-"""
-
 DOCKERFILE = """
 ARG BASE_IMAGE=scratch
 FROM ${BASE_IMAGE}
@@ -285,10 +264,10 @@ def test_the_pipeline_builds_images_measures_in_containers_and_reuses_verified_i
     client.images.get(BASE_IMAGE).tag(test_base)
     (repo / "guard.toml").write_text(CONFIG.format(base=test_base))
     (repo / "Dockerfile").write_text(DOCKERFILE)
-    (repo / "wl.py").write_text(WORKLOAD.format(work=3000))
+    (repo / "wl.py").write_text(busy_workload(3000))
     commit_all(repo, "base workload")
     git(repo, "checkout", "--quiet", "-b", "feature")
-    (repo / "wl.py").write_text(WORKLOAD.format(work=30000))
+    (repo / "wl.py").write_text(busy_workload(30000))
     commit_all(repo, "make decode ten times slower")
     cache = tmp_path / "cache"
     shas = (git(repo, "rev-parse", "main"), git(repo, "rev-parse", "feature"))
@@ -364,10 +343,10 @@ def test_a_missing_dockerfile_is_a_build_error_naming_the_setting(client, tmp_pa
     repo.mkdir()
     git(repo, "init", "--quiet", "--initial-branch=main")
     (repo / "guard.toml").write_text(CONFIG.format(base=BASE_IMAGE))
-    (repo / "wl.py").write_text(WORKLOAD.format(work=10))
+    (repo / "wl.py").write_text(busy_workload(10))
     commit_all(repo, "no Dockerfile")
     git(repo, "checkout", "--quiet", "-b", "feature")
-    (repo / "wl.py").write_text(textwrap.dedent(WORKLOAD.format(work=20)))
+    (repo / "wl.py").write_text(busy_workload(20))
     commit_all(repo, "head")
     proc = guard_run(repo, tmp_path / "out", tmp_path / "cache")
     assert proc.returncode == 2, proc.stderr[-2000:]

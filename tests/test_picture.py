@@ -19,7 +19,7 @@ import pytest
 from cmarkgfm.cmark import Options
 
 from guard.measure import spread
-from guard.report import CHART_FILE, Report, render_comment, strip_chart, strip_svg, write_report
+from guard.report import CHART_FILE, Report, metric, render_comment, strip_chart, strip_svg, write_report
 from tests.report_fixtures import remeasured, committed, current_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -227,6 +227,19 @@ def test_the_svg_is_written_beside_the_report_and_goes_with_it(tmp_path: Path) -
     assert not svg.exists()  # no picture of an earlier run beside this report
     assert (tmp_path / "report.json").exists()
 
+
+
+def test_each_committed_picture_is_what_the_guard_draws_from_its_report_today() -> None:
+    # the examples' step-times.svg were written by earlier runs: the same report must draw the same bytes
+    drawn = 0
+    for svg in sorted((REPO_ROOT / "docs" / "examples").glob(f"*/{CHART_FILE}")):
+        report = Report.model_validate_json((svg.parent / "report.json").read_text())
+        chart = strip_chart(report)
+        assert chart is not None, svg
+        drawn_now = strip_svg(chart, metric("gpu_ms", report.gpu_timed()))
+        assert drawn_now == svg.read_text(), f"{svg} is not what its report draws"
+        drawn += 1
+    assert drawn >= 3
 
 # --- the job summary and the links ----------------------------------------------------------
 

@@ -15,31 +15,7 @@ from scipy import stats
 
 from guard.report import SCHEMA_VERSION
 from tests.conftest import commit_all, git, writable_by_all
-
-# A pure-Python workload: `WORK` sets how slow a step is, `TOKENS` what it generates.
-WORKLOAD = '''
-import os
-
-WORK = {work}
-SHIFT = {shift}
-
-
-class Workload:
-    def setup(self, batch_size):
-        self.batch_size = batch_size
-        self.t = 0
-
-    def step(self):
-        acc = 0
-        for i in range(WORK):
-            acc += i * i
-        self.t += 1
-        return [{token_expr} for row in range(self.batch_size)]
-
-
-def make(**options):
-    return Workload()
-'''
+from tests.workload_sources import BUSY_TOKENS, JITTER_WORKLOAD, SLEEPY_WORKLOAD, busy_workload
 
 CONFIG = """
 [workload]
@@ -57,8 +33,8 @@ repeats = {repeats}
 """
 
 
-def write_workload(repo: Path, work: int, token_expr: str = "(self.t * 7 + row + SHIFT) % 101", shift: int = 0) -> None:
-    (repo / "wl.py").write_text(WORKLOAD.format(work=work, shift=shift, token_expr=token_expr))
+def write_workload(repo: Path, work: int, token_expr: str = BUSY_TOKENS, shift: int = 0) -> None:
+    (repo / "wl.py").write_text(busy_workload(work, shift, token_expr))
 
 
 def make_repo(
@@ -186,84 +162,6 @@ def test_bad_ref_is_one_message(tmp_path: Path) -> None:
     assert "no-such-branch" in proc.stderr
 
 
-# A workload's process counts itself in the file an environment variable names: its number, from
-# 0 (the reference process first), or None where the variable is unset.
-PROCESS_COUNTER = '''
-import os, time
-from pathlib import Path
-
-
-def _process_number(variable):
-    counter = os.environ.get(variable)
-    if not counter:
-        return None
-    path = Path(counter)
-    n = int(path.read_text()) if path.exists() else 0
-    path.write_text(str(n + 1))
-    return n
-'''
-
-JITTER_WORKLOAD = PROCESS_COUNTER + '''
-# Each process takes the next delay from a fixed cycle, counted in a file named by
-# JITTER_COUNTER. Runs come in base/head pairs (in either order), so both arms get
-# the same delays {1, 2, 3} ms: no true change, and a spread far too large to decide.
-_PAIRS = [(0.001, 0.003), (0.002, 0.002), (0.003, 0.001)]
-
-def _next_delay():
-    n = _process_number("JITTER_COUNTER")
-    if n is None:
-        return 0.001
-    pair, side = divmod(n, 2)
-    return _PAIRS[pair % len(_PAIRS)][side]
-
-_DELAY_S = _next_delay()
-
-class Workload:
-    def setup(self, batch_size):
-        self.batch_size = batch_size
-        self.t = 0
-        self.delay_s = _DELAY_S
-
-    def step(self):
-        time.sleep(self.delay_s * float(os.environ.get("SLOWER", "1")))
-        self.t += 1
-        return [self.t % 7 + row for row in range(self.batch_size)]
-
-def make(**options):
-    return Workload()
-'''
-
-
-SLEEPY_WORKLOAD = PROCESS_COUNTER + '''
-# Steps of sleep: steady to about 0.1% between processes, even on a busy host (run it for
-# SLEEPY_STEPS steps: one late wake-up then moves tok/s little). With
-# SLOW_COUNTER naming a file, each process counts itself there, and the one numbered SLOW_AT
-# (from 0, the reference process first) sleeps SLOW_FACTOR times as long: one slow process.
-STEP_S = 0.002
-
-
-def _factor():
-    n = _process_number("SLOW_COUNTER")
-    return float(os.environ.get("SLOW_FACTOR", "3")) if n == int(os.environ.get("SLOW_AT", "-1")) else 1.0
-
-
-_DELAY_S = STEP_S * _factor()
-
-
-class Workload:
-    def setup(self, batch_size):
-        self.batch_size = batch_size
-        self.t = 0
-
-    def step(self):
-        time.sleep(_DELAY_S)
-        self.t += 1
-        return [self.t % 7 + row for row in range(self.batch_size)]
-
-
-def make(**options):
-    return Workload()
-'''
 SLOW_ENV = 'pass_env = ["SLOW_COUNTER", "SLOW_AT", "SLOW_FACTOR"]\n'
 SLEEPY_STEPS = "steps = 96"
 

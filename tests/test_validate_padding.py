@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from validation._padding import PADDING_MIX, expected_figures
+from guard.config import load_config
+from validation._models import RunSettings
+from validation._padding import PADDING_MIX, expected_figures, padding_settings
+from validation._repo import write_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,6 +26,23 @@ def test_the_expected_padding_is_a_quarter_of_size_3s_rows_at_its_share() -> Non
     # 7 steps: 3.5, 2.1 and 1.4 steps; the largest remainders take the one left: 1 gets it
     waste, _ = expected_figures(7)
     assert waste == pytest.approx(2 / (4 + 2 * 4 + 1 * 4))
+
+
+def test_the_padding_config_is_the_suites_with_the_capture_policy_and_the_mix(tmp_path: Path) -> None:
+    suite = RunSettings(
+        batch_size=1, steps=10, warmup_steps=2, profile_steps=4, profile_repeats=1, repeats=3, options={},
+        options_toml="layers = 1", build="none", confirm=True, alpha=0.02, confidence=0.95, timeout_s=60,
+    )
+    path = tmp_path / "padding.toml"
+    write_config(path, padding_settings(suite), None, batch_mix=PADDING_MIX, purpose="the padding pair")
+    config = load_config(path)
+    assert config.workload.batch_mix == PADDING_MIX and config.workload.steps == 10
+    assert config.workload.options == {"capture_batch_sizes": [1, 2, 4, 8], "fallback": True, "layers": 1}
+    # the suite's measurement settings, but no confirmation round: the figures checked are exact
+    assert config.measure.repeats == 3 and config.measure.alpha == 0.02 and config.measure.confirm is False
+    plain = tmp_path / "plain.toml"
+    write_config(plain, suite, None)
+    assert load_config(plain).workload.batch_mix is None and load_config(plain).measure.confirm is True
 
 
 @pytest.mark.slow

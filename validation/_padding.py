@@ -20,12 +20,13 @@ from guard.pipeline import Progress, run_guard
 from guard.report import Report
 
 from ._models import RunSettings
-from ._repo import BASE_BRANCH, ENGINE_FILE, ENTRY, VENV_INSTALL, _commit_change
+from ._repo import BASE_BRANCH, ENGINE_FILE, _commit_change, write_config
 
 PADDING_BRANCH = "validate/padding-3-to-4"
 # 3 falls between the captured 2 and 4; 1 and 4 have graphs of their own on both sides
 PADDING_MIX = {1: 0.5, 3: 0.3, 4: 0.2}
 PADDED_SIZE, PADDED_TO = 3, 4
+CAPTURE_POLICY = "capture_batch_sizes = [1, 2, 4, 8], fallback = true"
 # a padded step of 3 rows computes 4 on the graph of 4: within this of a step of 4 (a GPU's figure)
 SAME_WORK_PCT = 10.0
 TOLERANCE = 1e-9
@@ -69,29 +70,11 @@ def padding_branch(repo: Path) -> str:
     return PADDING_BRANCH
 
 
-def padding_config(settings: RunSettings) -> str:
-    """guard.toml of the padding pair: the suite's settings, the capture policy and the mix."""
-    build = f'method = "venv"\ninstall = "{VENV_INSTALL}"\n' if settings.build == "venv" else 'method = "none"\n'
-    options = ", ".join(filter(None, ["capture_batch_sizes = [1, 2, 4, 8], fallback = true", settings.options_toml]))
-    mix = ", ".join(f"{size} = {share}" for size, share in PADDING_MIX.items())
-    return (
-        "# Written by python -m validation injected --padding: the padding pair.\n"
-        f'target_branch = "{BASE_BRANCH}"\n\n'
-        "[workload]\n"
-        f'entry = "{ENTRY}"\n'
-        f"batch_sizes = [{settings.batch_size}]\n"
-        f"steps = {settings.steps}\n"
-        f"warmup_steps = {settings.warmup_steps}\n"
-        f"profile_steps = {settings.profile_steps}\n"
-        f"profile_repeats = {settings.profile_repeats}\n"
-        f"options = {{ {options} }}\n"
-        f"batch_mix = {{ {mix} }}\n\n"
-        f"[build]\n{build}\n"
-        "[measure]\n"
-        f"repeats = {settings.repeats}\n"
-        "confirm = false\n"  # the figures checked are exact, not decided by a round more
-        f"timeout_s = {settings.timeout_s}\n"
-    )
+def padding_settings(settings: RunSettings) -> RunSettings:
+    """The suite's settings with the capture policy the fallback lines need in front of its options."""
+    options = ", ".join(filter(None, [CAPTURE_POLICY, settings.options_toml]))
+    # the figures checked are exact, not decided by a round more
+    return settings.model_copy(update={"options_toml": options, "confirm": False})
 
 
 def expected_figures(steps: int) -> tuple[float, float]:
@@ -144,7 +127,7 @@ def check_padding(report: Report) -> PaddingCheck:
 def run_padding_pair(repo: Path, settings: RunSettings, config: Path, out_dir: Path,
                      progress: Progress) -> PaddingCheck:
     """One `guard run` of base against the padding head, with `config` written for it; checked."""
-    config.write_text(padding_config(settings))
+    write_config(config, padding_settings(settings), None, batch_mix=PADDING_MIX, purpose="--padding, the padding pair")
     branch = padding_branch(repo)
     report = run_guard(repo, BASE_BRANCH, branch, load_config(config), out_dir, progress=progress,
                        config_dir=config.parent)

@@ -78,8 +78,12 @@ def head_branch(repo: Path, kind: Kind, setting: float | None) -> str:
     return branch
 
 
-def write_config(path: Path, settings: RunSettings, thresholds: Path | None) -> None:
-    """The guard.toml every pair runs with; `guard run --config` reads the same file."""
+def write_config(
+    path: Path, settings: RunSettings, thresholds: Path | None, batch_mix: dict[int, float] | None = None,
+    purpose: str = "the configuration of every validation pair",
+) -> None:
+    """The guard.toml a pair runs with (`guard run --config` reads the same file); `batch_mix`
+    replays a mix of sizes to shares instead of the fixed batch size alone."""
     build = (
         f'method = "venv"\ninstall = "{VENV_INSTALL}"\n' if settings.build == "venv" else 'method = "none"\n'
     )
@@ -89,8 +93,11 @@ def write_config(path: Path, settings: RunSettings, thresholds: Path | None) -> 
         if thresholds.exists() and thresholds.resolve() != (path.parent / thresholds.name).resolve():
             shutil.copyfile(thresholds, path.parent / thresholds.name)
         thresholds_line = f'thresholds_file = "{thresholds.name}"\n'
+    mix_line = ""
+    if batch_mix is not None:
+        mix_line = "batch_mix = { " + ", ".join(f"{size} = {share}" for size, share in batch_mix.items()) + " }\n"
     path.write_text(
-        "# Written by python -m validation injected: the configuration of every validation pair.\n"
+        f"# Written by python -m validation injected: {purpose}.\n"
         f'target_branch = "{BASE_BRANCH}"\n\n'
         "[workload]\n"
         f'entry = "{ENTRY}"\n'
@@ -99,8 +106,9 @@ def write_config(path: Path, settings: RunSettings, thresholds: Path | None) -> 
         f"warmup_steps = {settings.warmup_steps}\n"
         f"profile_steps = {settings.profile_steps}\n"
         f"profile_repeats = {settings.profile_repeats}\n"
-        f"options = {{ {settings.options_toml} }}\n\n"
-        f"[build]\n{build}\n"
+        f"options = {{ {settings.options_toml} }}\n"
+        + mix_line
+        + f"\n[build]\n{build}\n"
         "[measure]\n"
         f"repeats = {settings.repeats}\n"
         f"alpha = {settings.alpha}\n"

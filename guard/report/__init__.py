@@ -16,6 +16,7 @@ from guard.report._schema import (
     RunRecord,
     WorkloadInfo,
 )
+from guard.report._reexplain import FactChange, Reexplained, changes_lines, reexplain
 from guard.report._record import run_record
 from guard.report._slow import slow_processes_sentence
 from guard.report._svg import CHART_FILE, strip_svg
@@ -32,6 +33,10 @@ __all__ = [
     "CommentView",
     "build_view",
     "explain_report",
+    "FactChange",
+    "Reexplained",
+    "changes_lines",
+    "reexplain",
     "metric",
     "render_view",
     "verdict",

@@ -11,13 +11,12 @@ import math
 
 from pydantic import BaseModel
 
+from guard._svg import axis_range
 from guard.report._schema import Report
 
 # A run holds at most 200 repeats per arm and round, and two rounds; a report with more
 # per arm is not one the guard wrote, and gets no picture rather than a huge one.
 MAX_PROCESSES_PER_ARM = 400
-# The axis reaches this share of the values' range past them, so no mark sits on its edge.
-PAD_SHARE = 0.08
 # When every process of both arms took the same time, the axis spans this share of it.
 FLAT_SHARE = 0.001
 
@@ -48,7 +47,7 @@ def strip_chart(report: Report) -> StripChart | None:
         base_ms, head_ms = base.gpu_ms_per_step.values, head.gpu_ms_per_step.values
         if not (_drawable(base_ms) and _drawable(head_ms)):
             continue
-        low, high = _axis(base_ms + head_ms)
+        low, high = axis_range(base_ms + head_ms, FLAT_SHARE)
         panels.append(StripPanel(batch_size=batch.batch_size, base_ms=base_ms, head_ms=head_ms,
                                  low_ms=low, high_ms=high))
     return StripChart(gpu_timed=report.gpu_timed(), panels=panels) if panels else None
@@ -63,9 +62,3 @@ def decimals(panel: StripPanel) -> int:
 
 def _drawable(values: list[float]) -> bool:
     return 0 < len(values) <= MAX_PROCESSES_PER_ARM and all(math.isfinite(v) and v > 0 for v in values)
-
-
-def _axis(values: list[float]) -> tuple[float, float]:
-    low, high = min(values), max(values)
-    pad = (high - low) * PAD_SHARE or high * FLAT_SHARE
-    return max(0.0, low - pad), high + pad

@@ -10,12 +10,11 @@ from __future__ import annotations
 import statistics
 import xml.etree.ElementTree as ET
 
+from guard._svg import line, svg_document, text, y_scale, y_ticks
 from guard.report._chart import StripChart, StripPanel, decimals
 
 CHART_FILE = "step-times.svg"
-_SVG_NS = "http://www.w3.org/2000/svg"
 _COLOURS = {"base": "#4c72b0", "head": "#dd8452"}
-_TICKS = 5
 _PANEL_W, _PLOT_H = 220, 220  # one batch size's plot, in px
 _LEFT, _GAP, _TOP, _BOTTOM = 64, 72, 56, 40  # margins: tick labels, between panels, title, arm names
 _DOT_R = 4.0
@@ -26,14 +25,9 @@ def strip_svg(chart: StripChart, metric: str) -> str:
     width = _LEFT + len(chart.panels) * (_PANEL_W + _GAP)
     height = _TOP + _PLOT_H + _BOTTOM
     heading = f"{metric} of each process, base beside head"
-    svg = ET.Element("svg", {
-        "xmlns": _SVG_NS, "width": str(width), "height": str(height), "viewBox": f"0 0 {width} {height}",
-        "role": "img", "font-family": "sans-serif", "font-size": "11",
-    })
-    ET.SubElement(svg, "title").text = heading
-    ET.SubElement(svg, "rect", {"width": "100%", "height": "100%", "fill": "#ffffff"})
-    _text(svg, _LEFT, 20, heading, size="13", weight="bold")
-    _text(svg, _LEFT, 36, "one dot per process, in the order each arm ran them; a line at each arm's median",
+    svg = svg_document(width, height, heading)
+    text(svg, _LEFT, 20, heading, size="13", weight="bold")
+    text(svg, _LEFT, 36, "one dot per process, in the order each arm ran them; a line at each arm's median",
           fill="#555555")
     for index, panel in enumerate(chart.panels):
         _panel(svg, panel, _LEFT + index * (_PANEL_W + _GAP))
@@ -44,23 +38,18 @@ def _panel(svg: ET.Element, panel: StripPanel, left: float) -> None:
     group = ET.SubElement(svg, "g", {"class": "panel", "data-batch-size": str(panel.batch_size)})
     top, bottom = _TOP, _TOP + _PLOT_H
     digits = decimals(panel)
+    y = y_scale(panel.low_ms, panel.high_ms, top, _PLOT_H)
 
-    def y(ms: float) -> float:
-        return bottom - (ms - panel.low_ms) / (panel.high_ms - panel.low_ms) * _PLOT_H
-
-    _text(group, left + _PANEL_W / 2, top - 6, f"batch size {panel.batch_size}", anchor="middle", weight="bold")
+    text(group, left + _PANEL_W / 2, top - 6, f"batch size {panel.batch_size}", anchor="middle", weight="bold")
     ET.SubElement(group, "rect", {"x": str(left), "y": str(top), "width": str(_PANEL_W), "height": str(_PLOT_H),
                                   "fill": "none", "stroke": "#bbbbbb"})
-    for tick in range(_TICKS):
-        ms = panel.low_ms + (panel.high_ms - panel.low_ms) * tick / (_TICKS - 1)
-        _line(group, left - 4, y(ms), left, y(ms), "#888888")
-        _text(group, left - 6, y(ms) + 4, f"{ms:.{digits}f}", anchor="end")
+    y_ticks(group, left, panel.low_ms, panel.high_ms, y, lambda ms: f"{ms:.{digits}f}")
     column_w = _PANEL_W / 2
     for column, (arm, values) in enumerate((("base", panel.base_ms), ("head", panel.head_ms))):
         x0 = left + column * column_w
-        _text(group, x0 + column_w / 2, bottom + 16, arm, anchor="middle", fill=_COLOURS[arm], weight="bold")
+        text(group, x0 + column_w / 2, bottom + 16, arm, anchor="middle", fill=_COLOURS[arm], weight="bold")
         median = statistics.median(values)
-        _line(group, x0 + column_w * 0.1, y(median), x0 + column_w * 0.9, y(median), _COLOURS[arm], "median")
+        line(group, x0 + column_w * 0.1, y(median), x0 + column_w * 0.9, y(median), _COLOURS[arm], "median")
         inner = column_w * 0.8  # dots spread over the middle of the column, in run order
         for number, ms in enumerate(values, start=1):
             cx = x0 + column_w * 0.1 + inner * (number - 0.5) / len(values)
@@ -71,20 +60,3 @@ def _panel(svg: ET.Element, panel: StripPanel, left: float) -> None:
                 "fill": _COLOURS[arm], "fill-opacity": "0.75", "stroke": "#333333", "stroke-width": "0.5",
             })
             ET.SubElement(dot, "title").text = f"{arm}, process {number}: {ms:.{digits}f} ms"
-
-
-def _line(parent: ET.Element, x1: float, y1: float, x2: float, y2: float, colour: str, kind: str = "") -> None:
-    attrs = {"x1": f"{x1:.2f}", "y1": f"{y1:.2f}", "x2": f"{x2:.2f}", "y2": f"{y2:.2f}", "stroke": colour}
-    if kind:
-        attrs |= {"class": kind, "stroke-width": "2"}
-    ET.SubElement(parent, "line", attrs)
-
-
-def _text(parent: ET.Element, x: float, y: float, words: str, anchor: str = "start", size: str = "",
-          weight: str = "", fill: str = "#222222") -> None:
-    attrs = {"x": f"{x:.2f}", "y": f"{y:.2f}", "text-anchor": anchor, "fill": fill}
-    if size:
-        attrs["font-size"] = size
-    if weight:
-        attrs["font-weight"] = weight
-    ET.SubElement(parent, "text", attrs).text = words

@@ -43,9 +43,10 @@ def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
     return json_path, comment_path
 
 
-def read_report(path: Path) -> Report:
+def read_report(path: Path, *, check_explanation: bool = True) -> Report:
     """The report at `path`, checked against the schema and decided again from its own
-    numbers (UnfoundedReport, exit 2, when it does not hold up)."""
+    numbers (UnfoundedReport, exit 2, when it does not hold up); its explanation too, unless
+    `check_explanation` is False (for `guard explain`, which makes it again)."""
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -80,7 +81,8 @@ def read_report(path: Path) -> Report:
         if name not in names:
             raise ReportError(f"{path} is not a valid report: its {role} {name!r} is none of its arms; "
                               "pass the report.json that `guard run` wrote")
-    check_report(report, path)  # its verdicts are made again from its numbers: a report is data
+    # its verdicts are made again from its numbers: a report is data
+    check_report(report, path, check_explanation=check_explanation)
     return report
 
 
