@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from guard.trace._comms import is_communication_host_op, is_communication_kernel
 from guard.trace._diff import BeforeAfter, GapChange, KernelChange, LaunchChange, StreamChange, TraceDiff, diff
 from guard.trace._figures import (
     GapFigures,
@@ -23,12 +24,23 @@ from guard.trace._figures import (
     TraceWarning,
     TraceWarningKind,
 )
+from guard.trace._rank_diff import (
+    ArmRanks,
+    CommunicationNotOverlapped,
+    RankChange,
+    RankDiff,
+    RankFinding,
+    RankHeldBack,
+    diff_ranks,
+)
+from guard.trace._rank_figures import ActivityKind, RankFigures, RankStepSeries, RankTraces, RankWarning
 from guard.trace._sections import ArmTraces, MixTraceSection, TraceSection
 from guard.trace._text import diff_text, figures_text, warning_text
 
 if TYPE_CHECKING:
     from guard.trace._analyze import analyze
     from guard.trace._model import KERNEL, MEMCPY, MEMSET, ApiTable, GpuTable, RangeTable, Trace
+    from guard.trace._ranks import analyze_ranks
     from guard.trace._read import read_trace
     from guard.trace._run import mix_trace_section, trace_sections
     from guard.trace._steps import StepAssignment, assign_steps
@@ -39,6 +51,7 @@ _HEAVY = {
     "KERNEL": "_model", "MEMCPY": "_model", "MEMSET": "_model",
     "ApiTable": "_model", "GpuTable": "_model", "RangeTable": "_model", "Trace": "_model",
     "read_trace": "_read",
+    "analyze_ranks": "_ranks",
     "trace_sections": "_run", "mix_trace_section": "_run",
     "StepAssignment": "_steps", "assign_steps": "_steps",
 }
@@ -52,21 +65,32 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "KERNEL",
-    "MEMCPY",
-    "MEMSET",
+    "ActivityKind",
     "ApiTable",
+    "ArmRanks",
     "ArmTraces",
     "BeforeAfter",
+    "CommunicationNotOverlapped",
     "GapChange",
     "GapFigures",
     "GpuTable",
+    "KERNEL",
     "KernelChange",
     "KernelFigures",
     "LaunchChange",
+    "MEMCPY",
+    "MEMSET",
     "MixTraceSection",
     "P90OverSteps",
     "RangeTable",
+    "RankChange",
+    "RankDiff",
+    "RankFigures",
+    "RankFinding",
+    "RankHeldBack",
+    "RankStepSeries",
+    "RankTraces",
+    "RankWarning",
     "StepAssignment",
     "StepSeries",
     "StepsRule",
@@ -79,10 +103,14 @@ __all__ = [
     "TraceWarning",
     "TraceWarningKind",
     "analyze",
+    "analyze_ranks",
     "assign_steps",
     "diff",
+    "diff_ranks",
     "diff_text",
     "figures_text",
+    "is_communication_host_op",
+    "is_communication_kernel",
     "mix_trace_section",
     "read_trace",
     "trace_sections",

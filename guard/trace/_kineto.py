@@ -215,9 +215,10 @@ class _Table:
         return list(self.name_ids)
 
 
-def read_kineto(data: bytes | memoryview, source: str) -> Trace:
+def read_kineto(data: bytes | memoryview, source: str, host_ops: bool = False) -> Trace:
     """Parse a Kineto trace held in `data` (uncompressed JSON). Tables come back in file
-    order and unfiltered; read_trace sorts them and drops corrupt records."""
+    order and unfiltered; read_trace sorts them and drops corrupt records. With `host_ops`,
+    the CPU ops are kept too (Trace.host_ops)."""
     try:
         events_text = _FILE_DECODER.decode(data).traceEvents
     except msgspec.ValidationError as exc:
@@ -235,14 +236,14 @@ def read_kineto(data: bytes | memoryview, source: str) -> Trace:
     text = memoryview(events_text)  # a view into the file's buffer: no copy
     if text[:1] != b"[":
         raise TraceError(f"{source}: traceEvents is not a list; the file is not a Kineto trace")
-    return _trace(_chunks(text, 1, len(text) - 1, source), source)  # inside the brackets
+    return _trace(_chunks(text, 1, len(text) - 1, source), source, host_ops)  # inside the brackets
 
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _NOT_SPACE = re.compile(rb"\S")
 
 
-def read_kineto_mapped(path: Path, source: str) -> Trace | None:
+def read_kineto_mapped(path: Path, source: str, host_ops: bool = False) -> Trace | None:
     """A plain Kineto file read through a read-only map of it, the pages of each slice dropped
     once it is folded; None where the quick outline does not hold (not a regular file, no
     `"traceEvents": [` key, an outline that is not JSON, a slice that does not decode), for
@@ -277,7 +278,7 @@ def read_kineto_mapped(path: Path, source: str) -> Trace | None:
                 mapped.madvise(mmap.MADV_DONTNEED, 0, at - at % page)  # only the RSS: the file is unchanged
 
         try:
-            return _trace(_chunks(view, start + 1, close, source, done_before), source)
+            return _trace(_chunks(view, start + 1, close, source, done_before), source, host_ops)
         except TraceError:
             return None
     finally:
@@ -285,9 +286,9 @@ def read_kineto_mapped(path: Path, source: str) -> Trace | None:
         mapped.close()
 
 
-def _trace(chunks: Iterator[list[_Event]], source: str) -> Trace:
-    """The tables of the events `chunks` yield, in file order."""
-    gpu, api, ranges = _Table(), _Table(), _Table()
+def _trace(chunks: Iterator[list[_Event]], source: str, host_ops: bool = False) -> Trace:
+    """The tables of the events `chunks` yield, in file order; the CPU ops too with `host_ops`."""
+    gpu, api, ranges, ops = _Table(), _Table(), _Table(), _Table()
     untimed = 0
     for events in chunks:
         # Comprehensions, not one loop with branches: each is a tight loop, several times faster
@@ -300,11 +301,13 @@ def _trace(chunks: Iterator[list[_Event]], source: str) -> Trace:
             for e in complete
             if e.cat == "user_annotation" or (e.cat in _STEP_CATS and e.name.startswith(_STEP_PREFIX))
         ]
-        kept = len(on_gpu) + len(calls) + len(marks)
-        on_gpu, calls, marks = (
-            [e for e in group if e.ts is not None and e.dur is not None] for group in (on_gpu, calls, marks)
+        # a ProfilerStep# op is a mark already: a step, not work done in one
+        cpu = [e for e in complete if e.cat == "cpu_op" and not e.name.startswith(_STEP_PREFIX)] if host_ops else []
+        kept = len(on_gpu) + len(calls) + len(marks) + len(cpu)
+        on_gpu, calls, marks, cpu = (
+            [e for e in group if e.ts is not None and e.dur is not None] for group in (on_gpu, calls, marks, cpu)
         )
-        untimed += kept - len(on_gpu) - len(calls) - len(marks)
+        untimed += kept - len(on_gpu) - len(calls) - len(marks) - len(cpu)
 
         gpu_args = [e.args or _NO_ARGS for e in on_gpu]
         stream = np.array([a.stream for a in gpu_args], dtype=np.int64)
@@ -327,6 +330,7 @@ def _trace(chunks: Iterator[list[_Event]], source: str) -> Trace:
             correlation=np.array([(e.args or _NO_ARGS).correlation for e in calls], dtype=np.int64),
         )
         ranges.add(marks, source, tid=_ints([e.tid for e in marks]))
+        ops.add(cpu, source, tid=_ints([e.tid for e in cpu]))
 
     warnings = []
     if untimed:
@@ -350,16 +354,21 @@ def _trace(chunks: Iterator[list[_Event]], source: str) -> Trace:
             name_id=api.column("name_id", np.int32),
             names=api.names,
         ),
-        ranges=RangeTable(
-            start_ns=ranges.column("start_ns"),
-            end_ns=ranges.column("end_ns"),
-            tid=ranges.column("tid"),
-            name_id=ranges.column("name_id", np.int32),
-            names=ranges.names,
-        ),
+        ranges=_range_table(ranges),
         source=source,
         format="kineto",
         warnings=warnings,
+        host_ops=_range_table(ops) if host_ops else None,
+    )
+
+
+def _range_table(table: _Table) -> RangeTable:
+    return RangeTable(
+        start_ns=table.column("start_ns"),
+        end_ns=table.column("end_ns"),
+        tid=table.column("tid"),
+        name_id=table.column("name_id", np.int32),
+        names=table.names,
     )
 
 

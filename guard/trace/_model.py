@@ -73,3 +73,5 @@ class Trace:
     source: str  # the file it was read from
     format: str  # "kineto" or "nsys-sqlite"
     warnings: list[TraceWarning] = field(default_factory=list)  # records filtered out, and why
+    # CPU ops (aten::mm, c10d::allreduce_, ...), read only when asked for: a CPU-only trace's work
+    host_ops: RangeTable | None = None

@@ -40,9 +40,11 @@ MAX_GPU_DURATION_NS = 10 * 1_000_000_000
 _Table = TypeVar("_Table", GpuTable, ApiTable, RangeTable)
 
 
-def read_trace(path: Path, max_bytes: int = MAX_TRACE_BYTES) -> Trace:
+def read_trace(path: Path, max_bytes: int = MAX_TRACE_BYTES, host_ops: bool = False) -> Trace:
     """Read a Kineto JSON trace (plain or gzipped) or an Nsight Systems SQLite export.
-    A trace of more than `max_bytes` (uncompressed) is refused before it is held in memory."""
+    A trace of more than `max_bytes` (uncompressed) is refused before it is held in memory.
+    With `host_ops`, a Kineto trace's CPU ops are kept too, and a trace of CPU work alone
+    (no GPU kernels, as a CPU-only run writes) is read rather than refused."""
     path = Path(path)
     source = str(path)
     try:
@@ -61,16 +63,16 @@ def read_trace(path: Path, max_bytes: int = MAX_TRACE_BYTES) -> Trace:
         raise TraceError(_too_large(source, f"is {size:,} bytes, more than", max_bytes))
     if head.startswith(_SQLITE_MAGIC):
         trace = read_nsys_sqlite(path)
-    elif not head.startswith(_GZIP_MAGIC) and (mapped := read_kineto_mapped(path, source)) is not None:
+    elif not head.startswith(_GZIP_MAGIC) and (mapped := read_kineto_mapped(path, source, host_ops)) is not None:
         trace = mapped
     else:  # gzip, or a file the map does not read: held whole, and refused with the reason where it is no trace
         raw = _read_at_most(path, max_bytes, source)
         data = _gunzip(raw, source, max_bytes) if head.startswith(_GZIP_MAGIC) else raw
         del raw
         _check_json_start(data, source)
-        trace = read_kineto(data, source)
+        trace = read_kineto(data, source, host_ops)
         del data  # before sorting: the tables are all that is needed now
-    return _finished(trace)
+    return _finished(trace, kernels_required=not host_ops)
 
 
 def _read_at_most(path: Path, max_bytes: int, source: str) -> bytes:
@@ -182,8 +184,9 @@ def _check_json_start(data: bytes | memoryview, source: str) -> None:
         )
 
 
-def _finished(trace: Trace) -> Trace:
-    """Drop impossible records, sort every table by start, refuse a trace without kernels."""
+def _finished(trace: Trace, kernels_required: bool = True) -> Trace:
+    """Drop impossible records, sort every table by start, refuse a trace without kernels
+    (without kernels and CPU work when kernels are not required)."""
     warnings = list(trace.warnings)
     gpu_duration = trace.gpu.end_ns - trace.gpu.start_ns
     gpu_bad = (gpu_duration < 0) | (gpu_duration > MAX_GPU_DURATION_NS)
@@ -194,14 +197,23 @@ def _finished(trace: Trace) -> Trace:
                 TraceWarning(kind="corrupt_records", table="api", why="end_before_start"), warnings)
     ranges = _kept(trace.ranges, trace.ranges.end_ns < trace.ranges.start_ns,
                    TraceWarning(kind="corrupt_records", table="range", why="end_before_start"), warnings)
-    if not np.any(gpu.kind == KERNEL):
+    host_ops = trace.host_ops
+    if host_ops is not None:
+        host_ops = _kept(host_ops, host_ops.end_ns < host_ops.start_ns,
+                         TraceWarning(kind="corrupt_records", table="range", why="end_before_start"), warnings)
+    if not np.any(gpu.kind == KERNEL) and kernels_required:
         dropped = int(np.count_nonzero(gpu_bad))
         also = f" ({dropped} GPU record{'s were' if dropped > 1 else ' was'} dropped as corrupt)" if dropped else ""
         raise TraceError(
             f"{trace.source} holds no GPU kernels{also}; record it with GPU activity on "
             "(torch.profiler activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], or nsys --trace cuda)"
         )
-    return dataclasses.replace(trace, gpu=gpu, api=api, ranges=ranges, warnings=warnings)
+    if not np.any(gpu.kind == KERNEL) and (host_ops is None or not len(host_ops)) and not len(ranges):
+        raise TraceError(
+            f"{trace.source} holds neither GPU kernels nor CPU ops; record it with torch.profiler "
+            "activities=[ProfilerActivity.CPU] (and ProfilerActivity.CUDA on a GPU)"
+        )
+    return dataclasses.replace(trace, gpu=gpu, api=api, ranges=ranges, host_ops=host_ops, warnings=warnings)
 
 
 def _kept(table: _Table, bad: np.ndarray, said: TraceWarning, warnings: list[TraceWarning]) -> _Table:
