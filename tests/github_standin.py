@@ -8,7 +8,8 @@ page or on to pages without end, a body trickled a byte at a time.
 
 As a GitHub App's host (`app=StandInApp(...)`): the App's JWT checked against its public key
 (RS256, issuer, expiry), installation tokens minted and counted, collaborator permissions,
-pull requests, check runs, workflow dispatches and workflow-run artifacts."""
+pull requests (and those of a commit), check runs, workflow dispatches, workflow-run artifacts,
+issues (created, listed by label, edited) and a pull request's labels (removed)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 MAX_BODY = 65_536
 
@@ -66,6 +67,9 @@ class State:
     check_runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     dispatches: list[tuple[str, str, Any]] = field(default_factory=list)  # (repo, workflow, body)
     artifacts: dict[int, tuple[str, bytes]] = field(default_factory=dict)  # workflow run id -> (name, zip)
+    commit_pulls: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)  # (repo, sha) -> pulls
+    issues: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # repo -> issues, oldest first
+    labels: dict[tuple[str, int], list[str]] = field(default_factory=dict)  # (repo, issue or pull) -> label names
     on_request: Callable[[Request], None] | None = None  # called after each request is logged
     comments: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     statuses: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
@@ -124,6 +128,12 @@ class GitHubStandIn:
 
     def check_runs(self, repo: str) -> list[dict[str, Any]]:
         return list(self.state.check_runs.get(repo, []))
+
+    def issues(self, repo: str) -> list[dict[str, Any]]:
+        return list(self.state.issues.get(repo, []))
+
+    def labels(self, repo: str, number: int) -> list[str]:
+        return list(self.state.labels.get((repo, number), []))
 
     def requests(self, method: str | None = None, path: str = "") -> list[Request]:
         return [r for r in self.state.log if (method is None or r.method == method) and re.search(path, r.path)]
@@ -302,6 +312,9 @@ class _Handler(BaseHTTPRequestHandler):
         answer = _app_route(state, method, path, body, writer, base)
         if answer is not None:
             return answer
+        answer = self._issues(method, path, query, body, writer, base)
+        if answer is not None:
+            return answer
         match = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)/comments", path)
         if match:
             repo, pr = match[1], int(match[2])
@@ -337,6 +350,43 @@ class _Handler(BaseHTTPRequestHandler):
             state.statuses.setdefault((match[1], match[2]), []).append(status)
             return 201, status, {}
         return 404, {"message": "Not Found"}, {}
+
+    def _issues(
+        self, method: str, path: str, query: dict[str, list[str]], body: Any, writer: str, base: str
+    ) -> tuple[int, Any, dict[str, str]] | None:
+        """Issues as the alerts use them, and the labels of an issue or a pull request."""
+        state = self.state
+        match = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues", path)
+        if match and method == "POST":
+            state.next_id += 1
+            issue = {"number": state.next_id, "title": body["title"], "body": body.get("body", ""),
+                     "labels": [{"name": n} for n in body.get("labels", [])], "user": {"login": writer},
+                     "state": "open", "html_url": f"{base}/{match[1]}/issues/{state.next_id}"}
+            state.issues.setdefault(match[1], []).append(issue)
+            state.labels[(match[1], issue["number"])] = list(body.get("labels", []))
+            return 201, issue, {}
+        if match and method == "GET":
+            wanted = [n for n in query.get("labels", [""])[0].split(",") if n]
+            found = [i for i in state.issues.get(match[1], [])
+                     if all(n in state.labels.get((match[1], i["number"]), []) for n in wanted)]
+            if query.get("direction", ["desc"])[0] == "desc":
+                found = found[::-1]
+            return self._page(found, query, base + self.prefix + path)
+        match = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)", path)
+        if match and method == "PATCH":
+            found = [i for i in state.issues.get(match[1], []) if i["number"] == int(match[2])]
+            if not found:
+                return 404, {"message": "Not Found"}, {}
+            found[0].update({k: v for k, v in body.items() if k in ("title", "body", "state")})
+            return 200, found[0], {}
+        match = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)/labels/([^/]+)", path)
+        if match and method == "DELETE":
+            names = state.labels.get((match[1], int(match[2])), [])
+            if unquote(match[3]) not in names:
+                return 404, {"message": "Label does not exist"}, {}
+            names.remove(unquote(match[3]))
+            return 200, [{"name": n} for n in names], {}
+        return None
 
     def _page(self, items: list[Any], query: dict[str, list[str]], url: str) -> tuple[int, Any, dict[str, str]]:
         per_page = min(int(query.get("per_page", ["30"])[0]), 100)
@@ -400,6 +450,9 @@ def _app_route(
     if match and method == "GET":
         runs = [r for r in state.check_runs.get(match[1], []) if r["head_sha"] == match[2]]
         return 200, {"total_count": len(runs), "check_runs": runs}, {}
+    match = re.fullmatch(r"/repos/([^/]+/[^/]+)/commits/([0-9a-f]{40})/pulls", path)
+    if match and method == "GET":
+        return 200, state.commit_pulls.get((match[1], match[2]), []), {}
     match = re.fullmatch(r"/repos/([^/]+/[^/]+)/actions/workflows/([^/]+)/dispatches", path)
     if match and method == "POST":
         state.dispatches.append((match[1], match[2], body))

@@ -8,6 +8,8 @@ import time
 
 import httpx
 import pytest
+from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
 
 from tests.postgres_cluster import cluster, postgres_bin
@@ -18,6 +20,12 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(postgres_bin() is None, reason="no PostgreSQL here (apt-get install postgresql)"),
 ]
+
+
+def _newest_migration() -> str:
+    config = Config()
+    config.set_main_option("script_location", "guard.service:migrations")
+    return ScriptDirectory.from_config(config).get_current_head()
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +62,8 @@ def test_the_service_on_postgresql(tmp_path, postgres_url: str) -> None:
         engine = create_engine(postgres_url.replace("postgresql://", "postgresql+psycopg://"))
         with engine.connect() as db:
             assert db.execute(text("SELECT COUNT(*) FROM deliveries")).scalar() == 100
-            assert db.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
-        assert {"jobs", "runs", "samples", "verdicts", "main_points", "change_points",
+            assert db.execute(text("SELECT version_num FROM alembic_version")).scalar() == _newest_migration()
+        assert {"jobs", "runs", "samples", "verdicts", "main_points", "change_points", "confirmations", "alerts",
                 "posted_comments"} <= set(inspect(engine).get_table_names())
 
         first = Service(tmp_path / "service", *args, db=postgres_url, env=env).start()

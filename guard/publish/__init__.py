@@ -1,7 +1,8 @@
 """Publish: the sticky pull-request comment, the commit status, and the job's outputs,
-summary and annotations."""
+summary and annotations; for the service, the words of its alerts and failed checks."""
 
 from guard._marker import Marker
+from guard.publish._alert import alert_comment_body, alert_issue_body, alert_issue_title
 from guard.publish._artifact import gather_artifact
 from guard.publish._client import DEFAULT_API_URL, GitHub
 from guard.publish._comment import (
@@ -14,6 +15,7 @@ from guard.publish._comment import (
     publish_comment,
 )
 from guard.publish._errors import MaybeApplied, PublishError
+from guard.publish._failed_check import CheckOutput, FailureKind, JobFailure, failed_check_output
 from guard.publish._publish import PublishRequest, PublishResult, job_links, publish
 from guard.publish._status import STATUS_CONTEXT, set_status, status_state
 from guard.publish._summary import (
@@ -21,22 +23,29 @@ from guard.publish._summary import (
 )
 
 __all__ = [
+    "CheckOutput",
     "DEFAULT_API_URL",
     "DEFAULT_BOT_LOGIN",
     "MAX_BODY_CHARS",
     "STATUS_CONTEXT",
     "CommentMode",
     "CommentResult",
+    "FailureKind",
     "GitHub",
+    "JobFailure",
     "Marker",
     "MaybeApplied",
     "PublishError",
     "PublishRequest",
     "PublishResult",
+    "alert_comment_body",
+    "alert_issue_body",
+    "alert_issue_title",
     "annotations",
     "compose",
     "gather_artifact",
     "cut",
+    "failed_check_output",
     "headline",
     "job_links",
     "publish",

@@ -2,7 +2,9 @@
 The payload is GitHub's, but every field is still checked for its type before it is used.
 
 The trust rules are the Action's: a public repository's pull request is measured only when a
-maintainer adds the trust label (at the commit labelled); a private one on every push to it.
+maintainer adds the trust label (at the commit labelled); a private one on every push to it. A
+push to (or a reopen of) a public repository's pull request that still carries the label asks
+for the label to come off: it vouched for the commits before, not for these.
 A `/guard run` comment queues a job whose sender's write access the worker checks through the
 API before anything runs."""
 
@@ -41,6 +43,16 @@ class Ignored(BaseModel):
     reason: str
 
 
+class StaleTrustLabel(Ignored):
+    """Nothing to queue, and the trust label to take off the pull request (guard.service._trust)."""
+
+    reason: str = "trust-label-stale"
+    repo: str
+    pr: int
+    label: str
+    installation_id: int | None = None
+
+
 Decision = JobRequest | Ignored
 
 
@@ -66,6 +78,10 @@ def _pull_request(payload: dict[str, Any], repo: dict[str, Any], *, trust_label:
             return Ignored(reason="unhandled-action")
     elif action in ("opened", "synchronize", "reopened"):
         if repo.get("private") is not True:  # public: the code is a stranger's until a maintainer labels it
+            if action != "opened" and trust_label in _label_names(pr):
+                installation = _dict(payload.get("installation")).get("id")
+                return StaleTrustLabel(repo=repo["full_name"], pr=number, label=trust_label,
+                                       installation_id=installation if _int(installation) else None)
             return Ignored(reason="needs-trust-label")
     else:
         return Ignored(reason="unhandled-action")
@@ -155,6 +171,12 @@ def _repo(payload: dict[str, Any]) -> dict[str, Any] | None:
     repo = _dict(payload.get("repository"))
     name = repo.get("full_name")
     return repo if isinstance(name, str) and _REPO.match(name) else None
+
+
+def _label_names(pr: dict[str, Any]) -> list[str]:
+    labels = pr.get("labels")
+    return [label["name"] for label in labels if isinstance(label, dict) and isinstance(label.get("name"), str)] \
+        if isinstance(labels, list) else []
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """One job, start to end, on this host: the pull request's shas (and, for a `/guard run`
 comment, its sender's write access), the clone fetched, the measuring command run with the
 lease kept alive, its report read back and checked like `guard comment` checks one, stored,
-and posted as the App.
+and posted as the App. A push's run adds to main's history and queues the confirmation of new
+change points; a confirmation's run decides them, and a confirmed slowdown is alerted.
 
 The measuring command is `guard run` (the pipeline) unless the service was given another;
 it gets the job in GUARD_JOB_* variables and none of the service's secrets."""
@@ -20,16 +21,18 @@ from pathlib import Path
 from pydantic import BaseModel
 from sqlalchemy.orm import sessionmaker
 
-from guard._errors import GuardError
+from guard._errors import GitError, GuardError
+from guard.publish import FailureKind, PublishError
 from guard.publish import GitHub as RestClient
-from guard.report import Report, read_report
+from guard.report import Report, ReportError, UnfoundedReport, read_report
+from guard.service._alerts import raise_alerts
 from guard.service._artifact import report_of_workflow_run
 from guard.service._checkout import fetch_clone, first_parent_position
+from guard.service._confirm import CONFIRM_KIND, apply_confirmation_run, confirming_job, detect_and_confirm
 from guard.service._github_app import GitHubApp
 from guard.service._post import post, remember, server_url
 from guard.service._queue import update_job
 from guard.service._records import CommitInfo, store_run
-from guard.service._series import redetect
 from guard.service._settings import ServiceSettings
 from guard.service._tables import Job
 
@@ -42,6 +45,9 @@ _PR_SET_PDEATHSIG = 1
 
 class JobOutcome(BaseModel):
     error: str | None = None
+    # what kind of failure the error is, for its Check Run; None with an error: nothing to post (no
+    # App to post with, or a `/guard run` from someone without write access, who may not set the gate)
+    failure: FailureKind | None = None
     run_id: int | None = None
     lost: bool = False  # the lease went to another worker, or the service is stopping: not finished here
     fields: dict[str, object] = {}
@@ -61,7 +67,17 @@ def run_job(job: Job, ctx: JobContext) -> JobOutcome:
     try:
         return _run(job, ctx)
     except GuardError as exc:
-        return JobOutcome(error=exc.message)
+        return JobOutcome(error=exc.message, failure=failure_kind(exc))
+
+
+def failure_kind(exc: GuardError) -> FailureKind:
+    if isinstance(exc, GitError):
+        return "fetch"
+    if isinstance(exc, (ReportError, UnfoundedReport)):
+        return "report-refused"
+    if isinstance(exc, PublishError):
+        return "github"
+    return "internal"
 
 
 def _run(job: Job, ctx: JobContext) -> JobOutcome:
@@ -76,7 +92,8 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
         pull = rest.get(f"/repos/{job.repo}/pulls/{job.pr}")
         shas = [(pull.get(side) or {}).get("sha") if isinstance(pull, dict) else None for side in ("base", "head")]
         if not all(isinstance(s, str) and _SHA.match(s) for s in shas):
-            return JobOutcome(error=f"GET /repos/{job.repo}/pulls/{job.pr} gave no base and head shas")
+            return JobOutcome(error=f"GET /repos/{job.repo}/pulls/{job.pr} gave no base and head shas",
+                              failure="github")
         job.base_sha, job.head_sha = shas
         update_job(ctx.sessions, job.id, ctx.owner, base_sha=job.base_sha, head_sha=job.head_sha)
     if ctx.settings.dispatch_workflow and job.kind != "workflow_run":
@@ -93,7 +110,7 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
         source = "workflow_run"
     else:
         if not (job.base_sha and job.head_sha and job.clone_url):
-            return JobOutcome(error="the job has no base, head or clone URL to measure")
+            return JobOutcome(error="the job has no base, head or clone URL to measure", failure="internal")
         token = ctx.app.token(ctx.app.installation(job.repo, job.installation_id)) if ctx.app else None
         clone = fetch_clone(ctx.settings.work_dir, job.repo, job.clone_url, [job.base_sha, job.head_sha], token)
         finished = _measure(job, ctx, clone, out_dir)
@@ -106,12 +123,21 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
     head = report.arm(report.head).sha
     if head != job.head_sha or (job.base_sha and report.arm(report.base).sha != job.base_sha):
         return JobOutcome(error=f"the report is for {report.arm(report.base).sha[:12]}..{head[:12]}, "
-                                f"not the job's {str(job.base_sha)[:12]}..{str(job.head_sha)[:12]}")
+                                f"not the job's {str(job.base_sha)[:12]}..{str(job.head_sha)[:12]}",
+                          failure="report-mismatch")
+    with ctx.sessions() as session:
+        confirming = confirming_job(session, job)
     run_id = store_run(ctx.sessions, report, repo=job.repo, source=source, pr=job.pr, job_id=job.id,
                        out_dir=str(out_dir), main_branch=job.kind == "push", commit=commit)
     if job.kind == "push":
-        redetect(ctx.sessions, job.repo)
-    if rest is not None and job.kind != "push":
+        detect_and_confirm(ctx.sessions, job.repo, job)
+    if confirming is not None:
+        apply_confirmation_run(ctx.sessions, confirming.id, report, run_id)
+    if job.kind == "push" or confirming is not None:
+        # main's history posts nothing but alerts: those this run confirmed, and any an earlier try left unposted
+        if rest is not None:
+            _alert(job, ctx, rest)
+    elif rest is not None:
         _post(job, ctx, rest, report)
     return JobOutcome(run_id=run_id)
 
@@ -123,9 +149,23 @@ def _dispatch(job: Job, ctx: JobContext, rest: RestClient) -> JobOutcome:
     workflow = ctx.settings.dispatch_workflow
     # the workflow's run-name carries guard-job: its workflow_run delivery finds this job again
     inputs = {"base": job.base_sha, "head": job.head_sha, "pr": str(job.pr or ""), "guard-job": str(job.id)}
-    rest.request("POST", f"/repos/{job.repo}/actions/workflows/{workflow}/dispatches",
-                 json={"ref": ctx.settings.dispatch_ref, "inputs": inputs})
+    try:
+        rest.request("POST", f"/repos/{job.repo}/actions/workflows/{workflow}/dispatches",
+                     json={"ref": ctx.settings.dispatch_ref, "inputs": inputs})
+    except PublishError as exc:
+        return JobOutcome(error=exc.message, failure="dispatch")
     return JobOutcome()
+
+
+def _alert(job: Job, ctx: JobContext, rest: RestClient) -> None:
+    """The alerts due: what cannot be posted now is posted by the repository's next such job."""
+    try:
+        login = ctx.app.login()
+    except GuardError as exc:
+        print(f"guard serve: job {job.id}: no alerts posted now: {exc.message}", flush=True)
+        return
+    raise_alerts(ctx.sessions, rest, job.repo, owner=ctx.owner, login=login,
+                 server_url=server_url(ctx.settings.api_url))
 
 
 def _post(job: Job, ctx: JobContext, rest: RestClient, report: Report) -> None:
@@ -136,14 +176,17 @@ def _post(job: Job, ctx: JobContext, rest: RestClient, report: Report) -> None:
 
 def _measure(job: Job, ctx: JobContext, clone: Path, out_dir: Path) -> JobOutcome | None:
     """Runs the measuring command; None when it left a report to read."""
+    # a confirmation measures the batch sizes of its candidates only
+    batch_sizes = ",".join(str(b) for b in job.detail.get("batch_sizes", [])) if job.kind == CONFIRM_KIND else ""
     command = ctx.settings.job_command or [
         sys.executable, "-m", "guard", "run", "--repo", str(clone), "--base", job.base_sha, "--head", job.head_sha,
-        "--out", str(out_dir), "--github-repo", job.repo,
+        "--out", str(out_dir), "--github-repo", job.repo, *(["--batch-sizes", batch_sizes] if batch_sizes else []),
     ]
     env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
     env |= {"GUARD_JOB_ID": str(job.id), "GUARD_JOB_REPO": job.repo, "GUARD_JOB_CHECKOUT": str(clone),
             "GUARD_JOB_BASE": job.base_sha or "", "GUARD_JOB_HEAD": job.head_sha or "",
-            "GUARD_JOB_OUT": str(out_dir), "GUARD_JOB_PR": str(job.pr or "")}
+            "GUARD_JOB_OUT": str(out_dir), "GUARD_JOB_PR": str(job.pr or ""), "GUARD_JOB_KIND": job.kind,
+            "GUARD_JOB_BATCH_SIZES": batch_sizes}
     if ctx.gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = ctx.gpu
     log_path = out_dir / "job.log"
@@ -163,11 +206,12 @@ def _measure(job: Job, ctx: JobContext, clone: Path, out_dir: Path) -> JobOutcom
             if waited_s > ctx.settings.job_timeout_s:
                 _kill(process)
                 return JobOutcome(error=f"the measuring command ran over {ctx.settings.job_timeout_s:g} s; "
-                                        f"its log is {log_path}")
+                                        f"its log is {log_path}", failure="timeout")
     if (out_dir / "report.json").is_file():
         return None
     tail = log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
-    return JobOutcome(error=f"the measuring command exited {code} without a report ({log_path}): {tail}")
+    return JobOutcome(error=f"the measuring command exited {code} without a report ({log_path}): {tail}",
+                      failure="no-report")
 
 
 def _kill(process: subprocess.Popen) -> None:

@@ -1,6 +1,7 @@
 """What a job leaves on GitHub, as the App: the sticky comment (guard.publish's, found again
 by its marker, so a retried job updates the one comment and never adds a second) and a Check
-Run, the merge gate, found again by its external id before one is created."""
+Run, the merge gate, found again by its external id before one is created; for a job that
+failed, that Check Run concluded `failure` with what failed and what to do."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import sessionmaker
 
 from guard.publish import (
-    CommentMode, GitHub, MaybeApplied, PublishError, headline, job_links, publish_comment, status_state,
+    CommentMode, GitHub, JobFailure, MaybeApplied, PublishError, failed_check_output, headline, job_links,
+    publish_comment, status_state,
 )
 from guard.report import Report, render_comment
 from guard.service._queue import external_id
@@ -46,11 +48,25 @@ def post(rest: GitHub, report: Report, *, repo: str, pr: int | None, job_id: int
 
 
 def _check_run(rest: GitHub, repo: str, head: str, job_id: int, report: Report, body: str) -> int:
-    payload = {
-        "name": CHECK_NAME, "head_sha": head, "external_id": external_id(job_id), "status": "completed",
+    return put_check_run(rest, repo, head, job_id, {
         "conclusion": _CONCLUSION[status_state(report.verdict)],
         "output": {"title": headline(report)[:255], "summary": body[:MAX_SUMMARY_CHARS]},
-    }
+    })
+
+
+def post_failed_check(rest: GitHub, repo: str, head: str, failure: JobFailure) -> int:
+    """The job's Check Run, concluded `failure`: a red gate that says what failed, not a missing one."""
+    output = failed_check_output(failure)
+    return put_check_run(rest, repo, head, failure.job_id, {
+        "conclusion": "failure", "output": {"title": output.title, "summary": output.summary[:MAX_SUMMARY_CHARS]},
+    })
+
+
+def put_check_run(rest: GitHub, repo: str, head: str, job_id: int, result: dict[str, Any]) -> int:
+    """The job's one Check Run, completed with `result` (conclusion and output): updated where
+    it exists (found by its external id), else created."""
+    payload = {"name": CHECK_NAME, "head_sha": head, "external_id": external_id(job_id), "status": "completed",
+               **result}
     for _ in range(3):
         existing = _find_check(rest, repo, head, job_id)
         if existing is not None:

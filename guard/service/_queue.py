@@ -89,18 +89,31 @@ def external_id(job_id: int) -> str:
     return f"{EXTERNAL_ID_PREFIX}{job_id}"
 
 
+def fail_exhausted(sessions: sessionmaker, max_attempts: int) -> list[Job]:
+    """Fails the jobs whose leases expired `max_attempts` times (each kills its worker) and
+    returns those this call failed: each is failed by one caller, who posts what it must."""
+    now = time.time()
+    exhausted = and_(Job.state == "running", Job.lease_expires_s < now, Job.attempts >= max_attempts)
+    failed = []
+    with sessions() as session:
+        for job_id in list(session.scalars(select(Job.id).where(exhausted).order_by(Job.id))):
+            taken = session.execute(
+                update(Job).where(Job.id == job_id, exhausted)
+                .values(state="failed", finished_s=now, lease_owner=None,
+                        error=f"its worker stopped {max_attempts} times while running it (lease expired)")
+            )
+            session.commit()
+            if taken.rowcount == 1:
+                failed.append(session.get(Job, job_id, populate_existing=True))
+    return failed
+
+
 def lease(sessions: sessionmaker, owner: str, lease_s: float, max_attempts: int) -> Job | None:
     """The oldest job that is queued or whose lease expired, now leased to `owner`; None if none.
-    A job whose leases expired `max_attempts` times is failed instead: it kills its worker."""
+    A job whose leases expired `max_attempts` times is not taken again (fail_exhausted fails it)."""
     now = time.time()
-    expired = and_(Job.state == "running", Job.lease_expires_s < now)
+    expired = and_(Job.state == "running", Job.lease_expires_s < now, Job.attempts < max_attempts)
     with sessions() as session:
-        session.execute(
-            update(Job).where(expired, Job.attempts >= max_attempts)
-            .values(state="failed", finished_s=now, lease_owner=None,
-                    error=f"its worker stopped {max_attempts} times while running it (lease expired)")
-        )
-        session.commit()
         for _ in range(10):  # another worker may take the candidate first: try the next
             free = or_(Job.state == "queued", expired)
             candidate = session.scalar(select(Job.id).where(free).order_by(Job.id).limit(1))

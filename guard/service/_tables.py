@@ -35,7 +35,7 @@ class Job(Base):
     __tablename__ = "jobs"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     delivery: Mapped[str | None] = mapped_column(ForeignKey("deliveries.id"), unique=True)
-    kind: Mapped[str] = mapped_column(String(32))  # pull_request, command, push, rerun, workflow_run
+    kind: Mapped[str] = mapped_column(String(32))  # pull_request, command, push, rerun, workflow_run, confirm
     repo: Mapped[str] = mapped_column(String(200), index=True)
     pr: Mapped[int | None] = mapped_column(Integer)
     base_sha: Mapped[str | None] = mapped_column(String(64))
@@ -157,3 +157,56 @@ class PostedComment(Base):
     url: Mapped[str | None] = mapped_column(Text)
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)
     created_s: Mapped[float] = mapped_column(Float)
+
+
+class Confirmation(Base):
+    """A change point's confirmation: the paired run of the commits on its two sides. The
+    unique key is the candidate, its pair of commits and the round: a retried push job, a
+    replayed delivery or a restart finds this row and queues nothing again. A second round is
+    queued only when the first decided nothing (its job failed, or its run was invalid)."""
+
+    __tablename__ = "confirmations"
+    __table_args__ = (
+        UniqueConstraint("change_point", "before_sha", "after_sha", "round", name="uq_confirmations_round"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    change_point: Mapped[str] = mapped_column(String(16))  # guard.history's ChangePoint.id: series and culprit
+    repo: Mapped[str] = mapped_column(String(200), index=True)
+    workload: Mapped[str] = mapped_column(String(300))
+    batch_size: Mapped[int] = mapped_column(Integer)
+    gpu_class: Mapped[str] = mapped_column(String(300))
+    before_sha: Mapped[str] = mapped_column(String(64))  # the run's base
+    after_sha: Mapped[str] = mapped_column(String(64))  # the run's head
+    round: Mapped[int] = mapped_column(Integer, default=1)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    # queued; confirmed, dismissed (decided); undecided (invalid at its batch size), unmatched (another
+    # workload, GPU class or batch size was measured); failed (its job failed)
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    confirmation: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # guard.history's Confirmation
+    created_s: Mapped[float] = mapped_column(Float)
+    decided_s: Mapped[float | None] = mapped_column(Float)
+
+
+class Alert(Base):
+    """One culprit's alert: a comment on its pull request and an issue. The row is claimed
+    before anything is posted and each post is recorded once it is answered, so a retried
+    job continues where the last one stopped, never posting twice."""
+
+    __tablename__ = "alerts"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dedupe_key: Mapped[str] = mapped_column(String(300), unique=True)  # guard.history's alert_key
+    repo: Mapped[str] = mapped_column(String(200), index=True)
+    culprit_sha: Mapped[str] = mapped_column(String(64))
+    pr_checked: Mapped[bool] = mapped_column(Boolean, default=False)  # the commit's pull request was looked up
+    pr: Mapped[int | None] = mapped_column(Integer)
+    # the change point ids the posted texts list: one more confirmed later updates both texts
+    listed: Mapped[list[str]] = mapped_column(JSON, default=list)
+    comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    comment_url: Mapped[str | None] = mapped_column(Text)
+    issue_number: Mapped[int | None] = mapped_column(Integer)
+    issue_url: Mapped[str | None] = mapped_column(Text)
+    owner: Mapped[str | None] = mapped_column(String(100))  # the worker posting it now, as its job's lease owner
+    state: Mapped[str] = mapped_column(String(16), default="posting")  # posting, posted
+    error: Mapped[str | None] = mapped_column(Text)  # why the last try stopped; the next job tries again
+    created_s: Mapped[float] = mapped_column(Float)
+    posted_s: Mapped[float | None] = mapped_column(Float)

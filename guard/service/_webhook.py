@@ -1,6 +1,7 @@
 """POST /github/webhook: the body read up to its cap, its X-Hub-Signature-256 verified over
 the raw bytes (githubkit) before anything parses it, then the delivery and its job stored
-in one transaction and 202 answered; the job runs later, on a worker."""
+in one transaction and 202 answered; the job runs later, on a worker. A stale trust label is
+taken off after the answer (guard.service._trust)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import re
 
 import anyio
 from githubkit.webhooks import verify
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from guard.service._events import decide
+from guard.service._events import StaleTrustLabel, decide
 from guard.service._queue import record_delivery
 from guard.service._state import ServiceState
+from guard.service._trust import remove_stale_label
 
 _DELIVERY = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 _EVENT = re.compile(r"^[a-z_]{1,64}$")
@@ -70,4 +73,7 @@ async def webhook(request: Request) -> JSONResponse:
                       settings.app.app_id if settings.app else None)
     recorded = await anyio.to_thread.run_sync(
         lambda: record_delivery(state.sessions, delivery, event, payload, decision), limiter=state.writers)
-    return JSONResponse(recorded.model_dump(), status_code=202)
+    after = None
+    if isinstance(decision, StaleTrustLabel) and not recorded.duplicate and state.app is not None:
+        after = BackgroundTask(remove_stale_label, state.sessions, state.app, delivery, decision)
+    return JSONResponse(recorded.model_dump(), status_code=202, background=after)

@@ -13,9 +13,10 @@ import uuid
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
 
+from guard.service._failed import conclude_failed
 from guard.service._github_app import GitHubApp
 from guard.service._job import JobContext, run_job
-from guard.service._queue import finish, heartbeat, lease, release
+from guard.service._queue import fail_exhausted, finish, heartbeat, lease, release
 from guard.service._settings import ServiceSettings
 from guard.service._tables import Job
 
@@ -34,6 +35,8 @@ class Worker(threading.Thread):
     def run(self) -> None:
         while not self.stopping.is_set():
             try:
+                for failed in fail_exhausted(self.sessions, self.settings.max_attempts):
+                    conclude_failed(self.sessions, self.app, failed, "worker-lost", failed.error or "")
                 job = lease(self.sessions, self.owner, self.settings.lease_s, self.settings.max_attempts)
             except SQLAlchemyError as exc:  # the database away for a moment: try again, say why
                 print(f"guard serve: worker {self.name}: cannot lease: {exc}", flush=True)
@@ -61,7 +64,9 @@ class Worker(threading.Thread):
             outcome = run_job(job, ctx)
         except Exception as exc:  # noqa: BLE001  # a bug fails this job, never the worker
             print(f"guard serve: job {job.id} failed:\n{traceback.format_exc()}", flush=True)
-            finish(self.sessions, job.id, self.owner, error=f"internal error: {type(exc).__name__}: {exc}")
+            error = f"internal error: {type(exc).__name__}: {exc}"
+            if finish(self.sessions, job.id, self.owner, error=error):
+                conclude_failed(self.sessions, self.app, job, "internal", error)
             return
         finally:
             ended.set()
@@ -75,6 +80,9 @@ class Worker(threading.Thread):
             return
         if not finish(self.sessions, job.id, self.owner, error=outcome.error, run_id=outcome.run_id):
             print(f"guard serve: job {job.id}: its lease went to another worker before it finished here", flush=True)
+            return
+        if outcome.error is not None:  # failed for good now, not before: its Check Run says so
+            conclude_failed(self.sessions, self.app, job, outcome.failure, outcome.error)
 
     def _keep_alive(self, job_id: int, lost: threading.Event, ended: threading.Event) -> None:
         while not ended.wait(self.settings.lease_s / 3):
