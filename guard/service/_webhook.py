@@ -70,4 +70,6 @@ async def webhook(request: Request) -> JSONResponse:
                       settings.app.app_id if settings.app else None)
     recorded = await anyio.to_thread.run_sync(
         lambda: record_delivery(state.sessions, delivery, event, payload, decision), limiter=state.writers)
+    if state.queue is not None:
+        await state.queue.enqueue(state.sessions, recorded)
     return JSONResponse(recorded.model_dump(), status_code=202)
