@@ -1,6 +1,6 @@
 """Command line: `guard run`, `guard demo`, `guard calibrate`, `guard bisect`, `guard comment` / `guard summary`
 for GitHub, `guard export` for other tools, `guard analyze` / `guard diff` of profiler traces,
-and `guard serve`, the service.
+and `guard serve`, the service, with `guard worker` on each GPU host of its procrastinate queue.
 Errors are one message and an exit code."""
 
 from __future__ import annotations
@@ -193,6 +193,11 @@ def _parser() -> argparse.ArgumentParser:
     add_serve_arguments(sub.add_parser(
         "serve", help="the service: the GitHub App's webhooks, durable jobs on this host's GPUs, the API",
         description="Secrets from GUARD_WEBHOOK_SECRET or files, never from the command line."))
+    from guard.service._work import add_arguments as add_worker_arguments
+
+    add_worker_arguments(sub.add_parser(
+        "worker", help="a GPU host's worker for `guard serve --queue procrastinate`: measures and posts its jobs",
+        description="Secrets from files, never from the command line."))
 
     diff = sub.add_parser("diff", help="what changed per decode step between a base and a head trace")
     diff.add_argument("base_trace", type=Path)
@@ -234,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
             from guard.service._serve import serve
 
             return serve(args)
+        if args.command == "worker":
+            from guard.service._work import work
+
+            return work(args)
         return _demo(args)
     except GuardError as exc:
         print(f"guard: error: {exc.message}", file=sys.stderr)

@@ -44,12 +44,14 @@ async def healthz(request: Request) -> JSONResponse:
     if not settings.ingest_tokens:
         cannot.append({"what": "ingest-reports", "why": "no-ingest-tokens", "fix": "give --ingest-tokens-file"})
     alive = sum(1 for w in state.workers if w.is_alive())
-    if alive == 0:
+    if alive == 0 and state.queue is None:
         cannot.append({"what": "run-jobs", "why": "no-workers", "fix": "start with --workers 1 or more"})
+    # procrastinate's count per queue: the pool, and each host that took a job
+    queues = {"queues": await state.queue.counts()} if state.queue is not None else {}
     return JSONResponse({
         "status": "ok", "database": state.engine.dialect.name, "workers": alive,
-        "mode": "dispatch" if settings.dispatch_workflow else "embedded", "cannot": cannot,
-    })
+        "mode": "dispatch" if settings.dispatch_workflow else settings.queue, "cannot": cannot,
+    } | queues)
 
 
 def job_json(job: Job) -> dict[str, object]:

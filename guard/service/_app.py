@@ -21,13 +21,23 @@ from guard.service._worker import Worker
 
 def create_app(settings: ServiceSettings) -> Starlette:
     engine = open_engine(settings.db_url)
-    migrate(engine)
+    queue = None
+    if settings.queue == "procrastinate":
+        from guard.service._procrastinate import JobQueue, prepare_database
+
+        prepare_database(engine, settings.db_url)
+        queue = JobQueue(settings.db_url)
+    else:
+        migrate(engine)
     app_client = GitHubApp(settings.app, settings.api_url) if settings.app else None
     state = ServiceState(settings=settings, engine=engine, sessions=sessions(engine), app=app_client,
-                         writers=anyio.CapacityLimiter(concurrent_writers(engine)))
+                         writers=anyio.CapacityLimiter(concurrent_writers(engine)), queue=queue)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        if queue is not None:
+            await queue.open()
+            await queue.sweep(state.sessions)
         for number in range(settings.workers):
             gpu = settings.gpus[number] if number < len(settings.gpus) else None
             worker = Worker(number, settings, state.sessions, app_client, state.stopping, gpu)
@@ -37,6 +47,8 @@ def create_app(settings: ServiceSettings) -> Starlette:
         state.stopping.set()
         for worker in state.workers:
             worker.join(timeout=30)
+        if queue is not None:
+            await queue.close()
         engine.dispose()
 
     routes = [

@@ -183,3 +183,59 @@ def release(sessions: sessionmaker, job_id: int, owner: str) -> None:
             .values(state="queued", lease_owner=None, lease_expires_s=None, attempts=Job.attempts - 1)
         )
         session.commit()
+
+
+# Jobs run through procrastinate (`guard worker`): procrastinate decides who runs them and when;
+# these keep the jobs table, which the API and the dashboard read, in step with it.
+
+def job_state(sessions: sessionmaker, job_id: int) -> str | None:
+    with sessions() as session:
+        return session.scalar(select(Job.state).where(Job.id == job_id))
+
+
+def queued_ids(sessions: sessionmaker) -> list[int]:
+    """The jobs still waiting, oldest first: what a restarted service defers again."""
+    with sessions() as session:
+        return list(session.scalars(select(Job.id).where(Job.state == "queued").order_by(Job.id)))
+
+
+def take_over(sessions: sessionmaker, job_id: int, owner: str, attempt_of: str) -> Job | None:
+    """The job, now running for `owner`, if it is queued or was running for an earlier attempt of
+    the same queue job (an owner starting `attempt_of`, whose worker stopped); None when it is
+    done, failed, or running for another queue job (a stale copy of it)."""
+    earlier = and_(Job.state == "running", Job.lease_owner.startswith(attempt_of, autoescape=True))
+    with sessions() as session:
+        taken = session.execute(
+            update(Job).where(Job.id == job_id, or_(Job.state == "queued", earlier))
+            .values(state="running", lease_owner=owner, lease_expires_s=None, attempts=Job.attempts + 1,
+                    started_s=time.time(), error=None)
+        )
+        session.commit()
+        return session.get(Job, job_id, populate_existing=True) if taken.rowcount == 1 else None
+
+
+def holds(sessions: sessionmaker, job_id: int, owner: str) -> bool:
+    """Whether the job still runs for `owner`: False once another attempt took it over."""
+    with sessions() as session:
+        return session.scalar(select(Job.lease_owner).where(Job.id == job_id, Job.state == "running")) == owner
+
+
+def requeue(sessions: sessionmaker, job_id: int, owner: str, error: str) -> None:
+    """Back to queued, saying why: the queue retries it."""
+    with sessions() as session:
+        session.execute(
+            update(Job).where(Job.id == job_id, Job.lease_owner == owner, Job.state == "running")
+            .values(state="queued", lease_owner=None, error=error)
+        )
+        session.commit()
+
+
+def abandon(sessions: sessionmaker, job_id: int, attempt_of: str, error: str) -> None:
+    """Failed: the workers of its queue job's attempts all stopped while running it."""
+    earlier = and_(Job.state == "running", Job.lease_owner.startswith(attempt_of, autoescape=True))
+    with sessions() as session:
+        session.execute(
+            update(Job).where(Job.id == job_id, or_(Job.state == "queued", earlier))
+            .values(state="failed", finished_s=time.time(), error=error, lease_owner=None)
+        )
+        session.commit()

@@ -8,6 +8,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from guard.service._settings import (
     DEFAULT_LEASE_S, DEFAULT_MAX_BODY_BYTES, DEFAULT_TRUST_LABEL, ServiceSettings, SettingsError, app_credentials,
@@ -15,19 +16,43 @@ from guard.service._settings import (
 )
 
 
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a job runs with, where it runs: `guard serve`'s own workers or a `guard worker` host."""
+    parser.add_argument("--work-dir", type=Path, default=Path("guard-service"),
+                        help="clones, job outputs and traces (default: ./guard-service)")
+    parser.add_argument("--app-id-file", type=Path, default=None, help="file holding the GitHub App's id")
+    parser.add_argument("--app-key-file", type=Path, default=None, help="the App's private key (.pem)")
+    parser.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL") or "https://api.github.com",
+                        help="GitHub's API root (default: $GITHUB_API_URL or https://api.github.com)")
+    parser.add_argument("--job-command", default=None,
+                        help="measure with this command instead of `guard run`; it gets the job in GUARD_JOB_* "
+                             "variables and writes report.json into $GUARD_JOB_OUT")
+    parser.add_argument("--comment-mode", choices=["on-regression", "always", "never"], default="on-regression")
+
+
+def job_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ServiceSettings fields of add_job_arguments' options."""
+    work_dir = args.work_dir.absolute()
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SettingsError(f"cannot make --work-dir {work_dir}: {exc.strerror}") from exc
+    try:
+        command = shlex.split(args.job_command) if args.job_command else None
+    except ValueError as exc:
+        raise SettingsError(f"--job-command: {exc}") from exc
+    return {"work_dir": work_dir, "app": app_credentials(args.app_id_file, args.app_key_file),
+            "api_url": args.api_url, "job_command": command, "comment_mode": args.comment_mode}
+
+
 def add_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--db", default=None,
                        help="sqlite:///PATH (default: guard.db in --work-dir, WAL mode) or postgresql://USER@HOST/DB")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="port to listen on (default: 8080)")
-    serve.add_argument("--work-dir", type=Path, default=Path("guard-service"),
-                       help="clones, job outputs and traces (default: ./guard-service)")
+    add_job_arguments(serve)
     serve.add_argument("--webhook-secret-file", type=Path, default=None,
                        help="file holding the App's webhook secret (or set GUARD_WEBHOOK_SECRET)")
-    serve.add_argument("--app-id-file", type=Path, default=None, help="file holding the GitHub App's id")
-    serve.add_argument("--app-key-file", type=Path, default=None, help="the App's private key (.pem)")
-    serve.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL") or "https://api.github.com",
-                       help="GitHub's API root (default: $GITHUB_API_URL or https://api.github.com)")
     serve.add_argument("--ingest-tokens-file", type=Path, default=None,
                        help="`OWNER/NAME TOKEN` per line: the tokens CI jobs send to POST /api/v1/runs")
     serve.add_argument("--workers", type=int, default=None,
@@ -36,19 +61,18 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
                        help="the GPUs the workers use, one worker each, e.g. 0,1 (default: every GPU NVML finds)")
     serve.add_argument("--lease-s", type=float, default=DEFAULT_LEASE_S,
                        help=f"a job's lease: retried this long after its worker stops (default: {DEFAULT_LEASE_S:g})")
-    serve.add_argument("--job-command", default=None,
-                       help="measure with this command instead of `guard run`; it gets the job in GUARD_JOB_* "
-                            "variables and writes report.json into $GUARD_JOB_OUT")
     serve.add_argument("--max-body-mib", type=float, default=DEFAULT_MAX_BODY_BYTES / (1 << 20),
                        help="largest delivery accepted (default: 25, GitHub's own cap)")
     serve.add_argument("--trust-label", default=DEFAULT_TRUST_LABEL,
                        help=f"label that lets a public repository's pull request run (default: {DEFAULT_TRUST_LABEL})")
-    serve.add_argument("--comment-mode", choices=["on-regression", "always", "never"], default="on-regression")
     serve.add_argument("--dispatch-workflow", default=None,
                        help="send each job to this workflow (workflow_dispatch) on self-hosted runners "
                             "instead of running it here (file name or id, e.g. regression-guard.yml)")
     serve.add_argument("--dispatch-ref", default="main",
                        help="branch whose copy of the workflow is dispatched (default: main)")
+    serve.add_argument("--queue", choices=["embedded", "procrastinate"], default="embedded",
+                       help="embedded: this process's workers run the jobs (default); procrastinate: jobs go to "
+                            "procrastinate's queue in the PostgreSQL --db, for `guard worker` on each GPU host")
 
 
 def settings_of(args: argparse.Namespace) -> ServiceSettings:
@@ -56,33 +80,40 @@ def settings_of(args: argparse.Namespace) -> ServiceSettings:
         raise SettingsError(f"--port {args.port} is not a port number")
     if args.lease_s <= 0:
         raise SettingsError(f"--lease-s {args.lease_s:g} must be above 0")
-    work_dir = args.work_dir.absolute()
-    try:
-        work_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SettingsError(f"cannot make --work-dir {work_dir}: {exc.strerror}") from exc
-    gpus = _gpus(args.gpus) if args.gpus is not None else gpu_devices()
+    jobs = job_settings(args)
+    db_url = args.db or f"sqlite:///{jobs['work_dir'] / 'guard.db'}"
+    if args.queue == "procrastinate":
+        _check_procrastinate(args, db_url)
+    gpus = parse_gpus(args.gpus) if args.gpus is not None else gpu_devices()
     workers = args.workers if args.workers is not None else max(len(gpus), 1)
+    if args.queue == "procrastinate":
+        workers, gpus = 0, []  # the jobs run on `guard worker` hosts, with their GPUs
     if workers < 0:
         raise SettingsError("--workers must be 0 or more")
     if gpus and workers > len(gpus):
         raise SettingsError(f"--workers {workers} is more than the {len(gpus)} GPU(s) here: one job per GPU at a time")
-    try:
-        command = shlex.split(args.job_command) if args.job_command else None
-    except ValueError as exc:
-        raise SettingsError(f"--job-command: {exc}") from exc
     return ServiceSettings(
-        db_url=args.db or f"sqlite:///{work_dir / 'guard.db'}", work_dir=work_dir,
-        webhook_secret=webhook_secret(args.webhook_secret_file),
-        app=app_credentials(args.app_id_file, args.app_key_file), api_url=args.api_url,
+        db_url=db_url, **jobs, webhook_secret=webhook_secret(args.webhook_secret_file),
         ingest_tokens=ingest_tokens(args.ingest_tokens_file), workers=workers, gpus=gpus, lease_s=args.lease_s,
-        job_command=command, max_body_bytes=int(args.max_body_mib * (1 << 20)), trust_label=args.trust_label,
-        comment_mode=args.comment_mode, dispatch_workflow=args.dispatch_workflow,
-        dispatch_ref=args.dispatch_ref,
+        max_body_bytes=int(args.max_body_mib * (1 << 20)), trust_label=args.trust_label,
+        dispatch_workflow=args.dispatch_workflow, dispatch_ref=args.dispatch_ref, queue=args.queue,
     )
 
 
-def _gpus(text: str) -> list[str]:
+def _check_procrastinate(args: argparse.Namespace, db_url: str) -> None:
+    from guard.service._procrastinate import is_postgresql
+
+    if not is_postgresql(db_url):
+        raise SettingsError("--queue procrastinate keeps its queue in PostgreSQL: give --db "
+                            "postgresql://USER@HOST:PORT/DB, the database every `guard worker` host reaches")
+    if args.workers:
+        raise SettingsError("--workers runs jobs in this process; with --queue procrastinate they run on "
+                            "`guard worker` hosts: leave --workers out")
+    if args.dispatch_workflow:
+        raise SettingsError("--dispatch-workflow and --queue procrastinate each send the jobs elsewhere: keep one")
+
+
+def parse_gpus(text: str) -> list[str]:
     devices = [part.strip() for part in text.split(",") if part.strip()]
     if not devices or not all(d.isdigit() for d in devices) or len(set(devices)) != len(devices):
         raise SettingsError(f"--gpus {text!r}: give GPU indexes, each once, e.g. 0,1")
@@ -97,9 +128,10 @@ def serve(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     app = create_app(settings)
     cannot = [c["what"] for c in _cannot(settings)]
-    print(f"guard serve: http://{args.host}:{args.port}, database {app.state.guard.engine.dialect.name}, "
-          f"{settings.workers} worker(s)" + (f"; cannot yet: {', '.join(cannot)} (see /healthz)" if cannot else ""),
-          file=sys.stderr, flush=True)
+    runs = (f"{settings.workers} worker(s)" if settings.queue == "embedded"
+            else "jobs queued for `guard worker` hosts (procrastinate)")
+    print(f"guard serve: http://{args.host}:{args.port}, database {app.state.guard.engine.dialect.name}, {runs}"
+          + (f"; cannot yet: {', '.join(cannot)} (see /healthz)" if cannot else ""), file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=10)
     return 0
 

@@ -48,6 +48,8 @@ class ServiceSettings(BaseModel):
     # workflow_dispatch mode: jobs are sent to this workflow on the repository's self-hosted runners
     dispatch_workflow: str | None = None
     dispatch_ref: str = "main"
+    # procrastinate: jobs go to procrastinate's queue in the PostgreSQL database, for `guard worker` hosts
+    queue: Literal["embedded", "procrastinate"] = "embedded"
 
 
 def read_secret_file(path: Path, what: str) -> str:

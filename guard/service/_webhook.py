@@ -73,6 +73,8 @@ async def webhook(request: Request) -> JSONResponse:
                       settings.app.app_id if settings.app else None)
     recorded = await anyio.to_thread.run_sync(
         lambda: record_delivery(state.sessions, delivery, event, payload, decision), limiter=state.writers)
+    if state.queue is not None:
+        await state.queue.enqueue(state.sessions, recorded)
     after = None
     if isinstance(decision, StaleTrustLabel) and not recorded.duplicate and state.app is not None:
         after = BackgroundTask(remove_stale_label, state.sessions, state.app, delivery, decision)
