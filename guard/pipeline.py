@@ -174,7 +174,7 @@ def _run_guard(
         return decide({size: 2 for size in undecided}, 2 if mix else 1)
 
     comparison, rounds, _ = confirm_undecided(decide(), confirmation_round)
-    slow = slow_processes(measurements.values(), spec.batch_sizes)
+    slow = slow_processes(measurements.values(), spec.batch_sizes, schedule)
     gpu_timed = any(a.timer == "cuda_event" for b in comparison.batch_sizes for a in b.arms)
     progress(slow_processes_sentence(slow, gpu=gpu_timed))
 

@@ -191,3 +191,31 @@ def test_a_report_is_explained_with_its_mix() -> None:
     undecided = explain(report.verdict, report.batch_sizes, {}, report.base, report.head,
                         threshold_pct=report.threshold_pct, confidence=report.confidence, mix=mix)
     assert undecided.mix is not None and not undecided.mix.slower and undecided.mix.cause is None
+
+
+def _busy(counts_ms: float, durations_ms: float, idle_ms: float) -> TraceDiff:
+    """A fixed size's trace diff whose growth is split as given."""
+    return _trace(idle_ms=idle_ms, busy_ms=counts_ms + durations_ms).model_copy(update={
+        "busy_ms_per_step_from_counts": counts_ms, "busy_ms_per_step_from_durations": durations_ms})
+
+
+def test_a_fixed_size_the_mix_shows_padded_is_blamed_on_padded_rows_when_its_busy_time_grew() -> None:
+    from guard.explain import padded_rows
+
+    mix = _mix(_arm("base", FALLBACK), _arm("head", NO_FALLBACK))
+    assert padded_rows(mix, "base", "head") == {3: (3, 4), 6: (6, 8)}  # 1 and 2 compute what they did
+    report = committed(current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"))
+    (one, two) = report.batch_sizes
+    six = two.model_copy(update={"batch_size": 6})
+    longer = explain("regression", [one, six], {6: _busy(0.0, 0.2, 0.01)}, report.base, report.head,
+                     threshold_pct=1.0, confidence=0.99, mix=mix)
+    cause = next(c for c in longer.causes if c.batch_size == 6)
+    assert (cause.kind, cause.rows, cause.dominant) == ("padded_rows", (6, 8), True)
+    # idle time between kernels grew instead: not the padded rows' work, whatever the rows
+    idle = explain("regression", [one, six], {6: _busy(0.0, 0.02, 0.3)}, report.base, report.head,
+                   threshold_pct=1.0, confidence=0.99, mix=mix)
+    assert next(c for c in idle.causes if c.batch_size == 6).kind == "idle_between_kernels"
+    # a size the mix does not show padded keeps the trace's own cause
+    plain = explain("regression", [one, six], {6: _busy(0.0, 0.2, 0.01)}, report.base, report.head,
+                    threshold_pct=1.0, confidence=0.99, mix=None)
+    assert next(c for c in plain.causes if c.batch_size == 6).kind == "slower_kernels"

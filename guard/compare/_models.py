@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from guard.compare._reasons import Reason
-from guard.measure import Change, SourceLabel, Spread, TokenMismatch
+from guard.measure import MIX_BATCH, Change, SourceLabel, Spread, TokenMismatch
 
 # at_threshold: a slowdown is shown, and its interval still holds the threshold after the last
 # round; inconclusive: the interval holds both no change and the threshold (too noisy to show any).
@@ -98,11 +98,6 @@ class Agreement(BaseModel):
 
     def arm(self, name: str) -> ArmAgreement | None:
         return next((a for a in self.arms if a.arm == name), None)
-
-
-# The batch-size mix's comparison has this batch size: it is no size, and no trace, threshold
-# file or history series of a size can be taken for it
-MIX_BATCH = 0
 
 
 class BatchComparison(BaseModel):

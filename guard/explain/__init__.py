@@ -1,6 +1,8 @@
 """Explain: after the comparison and the trace analysis, the facts the comment states."""
 
-from guard.explain._explain import DOMINANT_SHARE, NOTABLE_SHARE, cause_of, explain, graphs_gone, time_split
+from guard.explain._explain import (
+    DOMINANT_SHARE, NOTABLE_SHARE, cause_of, explain, graphs_gone, padded_rows, time_split,
+)
 from guard.explain._mix import CANDIDATE_SHARE, mix_attribution, row_cost
 from guard.explain._models import (
     AblationEffect, CapturePlace, Cause, CauseKind, Explanation, Headline, HostTime, LaunchNote, MixAttribution,
@@ -36,5 +38,6 @@ __all__ = [
     "graphs_gone",
     "mix_attribution",
     "row_cost",
+    "padded_rows",
     "time_split",
 ]

@@ -40,8 +40,9 @@ def explain(
     ablation arm that ran, and the arm whose build it reuses; `mix`: the batch-size mix's
     figures, `mix_trace` the diff of its own profiled pass where it has one, and `mix_decision`
     the compare stage's verdict on it."""
+    rows = padded_rows(mix, base, head)
     causes = [c for b in batches if b.verdict in ("regression", "at_threshold")
-              if (c := cause_of(b, diffs.get(b.batch_size))) is not None]
+              if (c := cause_of(b, diffs.get(b.batch_size), rows.get(b.batch_size))) is not None]
     return Explanation(
         headline=_headline(verdict, batches + ([mix_decision] if mix_decision is not None else []), diffs, causes,
                            threshold_pct, capture),
@@ -56,8 +57,19 @@ def explain(
     )
 
 
-def cause_of(batch: BatchComparison, change: TraceDiff | None) -> Cause | None:
-    """Where a slower batch size's extra time went, or None when nothing says."""
+def padded_rows(mix: MixReport | None, base: str, head: str) -> dict[int, tuple[int, int]]:
+    """Batch size -> rows each step computed, base -> head, for the sizes of the mix whose head
+    computes more rows than base (as both arms' step_info recorded them)."""
+    arms = {a.arm: {s.batch_size: s for s in a.sizes} for a in mix.arms} if mix is not None else {}
+    before, after = arms.get(base, {}), arms.get(head, {})
+    return {size: (b.padded_to, h.padded_to) for size, b in before.items()
+            if (h := after.get(size)) is not None and b.padded_to is not None and h.padded_to is not None
+            and h.padded_to > b.padded_to}
+
+
+def cause_of(batch: BatchComparison, change: TraceDiff | None, rows: tuple[int, int] | None = None) -> Cause | None:
+    """Where a slower batch size's extra time went, or None when nothing says. `rows`: the rows
+    each step of this size computed in the mix, base -> head, where the head computes more."""
     gpu, tok = batch.gpu_ms_change, batch.tok_per_s_change
     if gpu is None or tok is None:
         return None
@@ -66,7 +78,7 @@ def cause_of(batch: BatchComparison, change: TraceDiff | None) -> Cause | None:
     # it; host time alone explains a slowdown the GPU did not see
     if host is not None and (batch.gpu_ms_verdict != "regression" or change is None):
         return Cause(batch_size=batch.batch_size, kind="host_time", dominant=True, host=host)
-    found = _from_trace(batch.batch_size, change) if change is not None else None
+    found = _from_trace(batch.batch_size, change, rows) if change is not None else None
     if host is not None:
         if found is None or not found.dominant:
             base = found or Cause(batch_size=batch.batch_size, kind="host_time", dominant=True)
@@ -83,13 +95,16 @@ def graphs_gone(change: TraceDiff) -> bool:
     return launches is not None and (launches.before or 0) > 0 and (launches.after or 0) == 0
 
 
-def _from_trace(batch_size: int, change: TraceDiff) -> Cause | None:
+def _from_trace(batch_size: int, change: TraceDiff, rows: tuple[int, int] | None = None) -> Cause | None:
     if graphs_gone(change):
         return Cause(batch_size=batch_size, kind="no_cuda_graph", dominant=True)
     split = time_split(change)
     if split is None:
         return None
     kind: CauseKind = "mixed"
+    # more rows computed, and the growth is busy time: the kernels do the padded rows' work
+    if rows is not None and split.counts_share + split.durations_share >= DOMINANT_SHARE:
+        return Cause(batch_size=batch_size, kind="padded_rows", dominant=True, split=split, rows=rows)
     if split.idle_share >= DOMINANT_SHARE:
         kind = "idle_between_kernels"
     elif split.counts_share >= DOMINANT_SHARE:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from guard.compare import MetricKey, Verdict
 from guard.measure import Change
@@ -14,8 +14,10 @@ from guard.trace import BeforeAfter
 
 # no_cuda_graph: head replays no graph where base did; idle: most of the change is idle time
 # between kernels; kernels_added / slower_kernels: most of it is in kernels added or in longer
-# kernels; host_time: tok/s fell far more than GPU time rose; mixed: no part dominates
-CauseKind = Literal["no_cuda_graph", "idle_between_kernels", "kernels_added", "slower_kernels", "host_time", "mixed"]
+# kernels; host_time: tok/s fell far more than GPU time rose; mixed: no part dominates;
+# padded_rows: busy time grew where each step computes more rows than base's (padding)
+CauseKind = Literal["no_cuda_graph", "idle_between_kernels", "kernels_added", "slower_kernels", "host_time", "mixed",
+                    "padded_rows"]
 
 
 class TimeSplit(BaseModel):
@@ -52,6 +54,9 @@ class Cause(BaseModel):
     kernels_per_step: BeforeAfter | None = None
     slower_kernels: list[SlowerKernel] = []
     host: HostTime | None = None
+    # padded_rows: the rows each step computed, base -> head, as the mix's steps of this size
+    # recorded them (step_info); the busy time grew with them
+    rows: tuple[int, int] | None = Field(default=None, exclude_if=lambda value: value is None)  # no key for others
 
 
 class AblationEffect(BaseModel):

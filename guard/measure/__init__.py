@@ -1,7 +1,7 @@
 """Measurement: run the harness for each arm in fresh processes, interleaved, and summarise."""
 
 from guard.measure._mix import (
-    ArmMix, Imbalance, ImbalanceBucket, MixReport, MixSize, imbalance_of, mix_report, usable_mix_runs,
+    MIX_BATCH, ArmMix, Imbalance, ImbalanceBucket, MixReport, MixSize, imbalance_of, mix_report, usable_mix_runs,
 )
 from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
@@ -16,7 +16,7 @@ from guard.measure._runner import ArmTarget, HarnessSpec, check_cpus, run_interl
 from guard.measure._schedule import interleave
 from guard.measure._slow import (
     RATE_CONFIDENCE, SLOW_MIN_PCT, SLOW_SIGMAS, SlowMetric, SlowProcess, SlowProcesses, find_slow_processes,
-    slow_in, slow_processes,
+    processes_of, slow_in, slow_processes,
 )
 from guard.measure._stats import (
     MOST_REPEATS, PASS_RATE, Change, Spread, detectable_change_pct, rate_interval, relative_change,
@@ -33,6 +33,7 @@ __all__ = [
     "StepInfo",
     "imbalance_of",
     "mix_report",
+    "MIX_BATCH",
     "usable_mix_runs",
     "parse_mix_file",
     "with_mix_file",
@@ -71,6 +72,7 @@ __all__ = [
     "repeats_to_rule_out",
     "detectable_change_pct",
     "find_slow_processes",
+    "processes_of",
     "runner_noise",
     "slow_in",
     "slow_processes",

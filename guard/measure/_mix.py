@@ -18,6 +18,10 @@ from pydantic import BaseModel
 
 from guard.measure._models import ArmMeasurement, MixRun, StepInfo
 
+# The batch size the mix's figures are kept at where figures of sizes are (its comparison,
+# its slow processes): no size, so nothing of a size is taken for it
+MIX_BATCH = 0
+
 # Edges of the imbalance buckets that GPU ms per step is read against: I = 1 is a perfect
 # balance; past 3 one expert holds three times the mean load
 IMBALANCE_EDGES = (1.0, 1.25, 1.5, 2.0, 3.0)

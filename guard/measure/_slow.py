@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from guard.measure._mix import MIX_BATCH, usable_mix_runs
 from guard.measure._models import ArmMeasurement
 from guard.measure._stats import rate_interval
 
@@ -89,13 +90,29 @@ def find_slow_processes(
     return SlowProcesses(processes=processes, slow=slow, rate_low=low, rate_high=high)
 
 
-def slow_processes(measurements: Iterable[ArmMeasurement], batch_sizes: list[int]) -> SlowProcesses:
-    """The slow processes of every arm's repeats, at each batch size, in the order they ran (as
-    the comparison's spreads keep them, so a report's figures give the same again)."""
+def slow_processes(measurements: Iterable[ArmMeasurement], batch_sizes: list[int],
+                   mix_schedule: list[int] | None = None) -> SlowProcesses:
+    """The slow processes of every arm's repeats, at each batch size and over the mix (at
+    MIX_BATCH) where `mix_schedule` gives its schedule, in the order they ran, as the comparison's spreads keep them, so a report's
+    figures give the same again."""
     arms = [m for m in measurements if m.repeats]
     values: dict[tuple[int, SlowMetric], dict[str, list[float]]] = {}
     for batch_size in batch_sizes:
         runs = {m.arm: [run for r in m.repeats for run in r.runs if run.batch_size == batch_size] for m in arms}
         values[(batch_size, "gpu_ms")] = {arm: [run.gpu_ms_per_step for run in rs] for arm, rs in runs.items()}
         values[(batch_size, "tok_per_s")] = {arm: [run.tok_per_s for run in rs] for arm, rs in runs.items()}
-    return find_slow_processes(values, sum(len(m.repeats) for m in arms))
+    if mix_schedule is not None:
+        mixes = {m.arm: usable_mix_runs([r.mix for r in m.repeats if r.mix is not None], mix_schedule) for m in arms}
+        values[(MIX_BATCH, "gpu_ms")] = {arm: [statistics.fmean(r.step_ms) for r in rs] for arm, rs in mixes.items()}
+        values[(MIX_BATCH, "tok_per_s")] = {arm: [r.tok_per_s for r in rs] for arm, rs in mixes.items()}
+    return find_slow_processes(values, processes_of(values))
+
+
+def processes_of(values: dict[tuple[int, SlowMetric], dict[str, list[float]]]) -> int:
+    """The processes behind `values`: per arm, its most figures of one batch size (a
+    confirmation round measures some of them only)."""
+    most: dict[str, int] = {}
+    for by_arm in values.values():
+        for arm, figures in by_arm.items():
+            most[arm] = max(most.get(arm, 0), len(figures))
+    return sum(most.values())

@@ -31,6 +31,10 @@ def cause_sentence(cause: Cause, gpu: bool, sized: bool) -> str:
         k = cause.kernels_per_step
         main = f"most of the extra time is in kernels added: {words.count(k.before or 0)} -> " \
                f"{words.count(k.after or 0)} kernels per step"
+    elif cause.kind == "padded_rows" and cause.rows is not None:
+        before, after = cause.rows
+        main = (f"each step computes {after} rows where base computed {before} (the mix's steps of this size), "
+                "and the kernels run longer on them: padding")
     elif cause.kind == "slower_kernels":
         names = ", ".join(code(_short(k.name)) for k in cause.slower_kernels)
         main = "the kernels themselves are slower" + (f": {names}" if names else "")

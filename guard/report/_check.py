@@ -10,7 +10,7 @@ from pathlib import Path
 
 from guard._errors import GuardError
 from guard.compare import Discrepancy, StatedRule, recheck
-from guard.measure import SlowMetric, SlowProcesses, find_slow_processes
+from guard.measure import SlowMetric, SlowProcesses, find_slow_processes, processes_of
 from guard.report import _words as words
 from guard.report._explained import explain_report
 from guard.report._schema import Report
@@ -115,13 +115,10 @@ def _slow_processes(report: Report) -> list[Discrepancy]:
     if stated is None:  # older reports
         return []
     values: dict[tuple[int, SlowMetric], dict[str, list[float]]] = {}
-    repeats: dict[str, int] = {}
-    for batch in report.batch_sizes:
+    for batch in report.decided():
         values[(batch.batch_size, "gpu_ms")] = {a.arm: a.gpu_ms_per_step.values for a in batch.arms}
         values[(batch.batch_size, "tok_per_s")] = {a.arm: a.tok_per_s.values for a in batch.arms}
-        for a in batch.arms:
-            repeats[a.arm] = max(repeats.get(a.arm, 0), len(a.gpu_ms_per_step.values))
-    found = find_slow_processes(values, sum(repeats.values()))
+    found = find_slow_processes(values, processes_of(values))
 
     def named(slow: SlowProcesses) -> list[tuple[str, int, int, str, float]]:
         return [(s.arm, s.repeat, s.batch_size, s.metric, round(s.off_pct, 6)) for s in slow.slow]

@@ -30,5 +30,5 @@ def slow_processes_sentence(slow: SlowProcesses, arm_label: Callable[[str], str]
 
 
 def _one(s: SlowProcess, arm_label: Callable[[str], str], arm_word: str, gpu: bool) -> str:
-    return (f"{arm_label(s.arm)} repeat {s.repeat} at batch size {s.batch_size}, {words.metric(s.metric, gpu)} "
+    return (f"{arm_label(s.arm)} repeat {s.repeat} {words.at_size(s.batch_size)}, {words.metric(s.metric, gpu)} "
             f"{words.pct(s.off_pct)} from its {arm_word}'s median")

@@ -22,6 +22,7 @@ CAUSE: dict[CauseKind, str] = {
     "slower_kernels": "slower kernels",
     "host_time": "host time",
     "mixed": "no single cause",
+    "padded_rows": "padded rows",
 }
 
 
