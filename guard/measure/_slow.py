@@ -93,8 +93,8 @@ def find_slow_processes(
 def slow_processes(measurements: Iterable[ArmMeasurement], batch_sizes: list[int],
                    mix_schedule: list[int] | None = None) -> SlowProcesses:
     """The slow processes of every arm's repeats, at each batch size and over the mix (at
-    MIX_BATCH) where `mix_schedule` gives its schedule, in the order they ran, as the comparison's spreads keep them, so a report's
-    figures give the same again."""
+    MIX_BATCH) where `mix_schedule` gives its schedule, in the order they ran, as the
+    comparison's spreads keep them, so a report's figures give the same again."""
     arms = [m for m in measurements if m.repeats]
     values: dict[tuple[int, SlowMetric], dict[str, list[float]]] = {}
     for batch_size in batch_sizes:
