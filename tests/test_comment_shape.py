@@ -21,11 +21,15 @@ from guard.compare import Reason
 from guard.report import TITLE_LIMIT, Report, build_view, read_report, render_comment
 from guard.report._json_schema import SCHEMA_FILE, report_json_schema
 from guard.report.fold import above_the_fold, words
-from tests.report_fixtures import committed, current_file, explained, remeasured
+from tests.report_fixtures import committed, current_file, explained, remeasured, with_mix
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CPU_DEMO = REPO_ROOT / "docs" / "examples" / "cpu-demo"
 H200_DEMO = REPO_ROOT / "docs" / "examples" / "h200-demo-545b03b"  # a fresh run of this schema on the H200
+# the fallback scenarios on the H200, the mix decided beside the fixed sizes (schema 6)
+H200_FALLBACK = REPO_ROOT / "docs" / "examples" / "h200-fallback-821e099"
+H200_FALLBACK_WIN = REPO_ROOT / "docs" / "examples" / "h200-fallback-win-821e099"
+H200_FALLBACK_BF16 = REPO_ROOT / "docs" / "examples" / "h200-fallback-bf16-821e099"
 RICH = current_file(REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json")
 OUTPUT_CHANGED = current_file(REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-output-change"
                               / "report.json")
@@ -57,15 +61,18 @@ def _reports() -> dict[str, Report]:
         "regression out of CUDA graphs": committed(FELL_OUT),
         "CPU demo": read_report(CPU_DEMO / "report.json"),
         "H200 demo, fresh": read_report(H200_DEMO / "report.json"),
-        "regression, with a batch-size mix whose padding is the cause": _with_mix(rich),
+        "H200 removed fallback: regression, padding named": read_report(H200_FALLBACK / "report.json"),
+        "H200 removed fallback where traffic is captured: improvement": read_report(H200_FALLBACK_WIN / "report.json"),
+        "H200 removed fallback in bf16: improvement": read_report(H200_FALLBACK_BF16 / "report.json"),
+        "regression over a batch-size mix whose padding is the cause": _with_mix(rich),
     }
 
 
 def _with_mix(report: Report) -> Report:
+    """The captured sizes as fast as before, the mix slower: the note's case."""
     from tests.test_explain_mix import FALLBACK, NO_FALLBACK, _arm, _mix
 
-    return explained(report.model_copy(update={"mix": _mix(_arm(report.base, FALLBACK),
-                                                            _arm(report.head, NO_FALLBACK))}))
+    return with_mix(remeasured(report, 1.0), _mix(_arm(report.base, FALLBACK), _arm(report.head, NO_FALLBACK)))
 
 
 REPORTS = _reports()
@@ -151,7 +158,8 @@ def test_github_renders_the_folds_closed_and_balanced(name: str) -> None:
     assert page.tags[0] == "p" and "strong" in page.tags[:3]  # the title, in bold, first
 
 
-@pytest.mark.parametrize("example", [CPU_DEMO, H200_DEMO], ids=["cpu", "h200"])
+@pytest.mark.parametrize("example", [CPU_DEMO, H200_DEMO, H200_FALLBACK, H200_FALLBACK_WIN, H200_FALLBACK_BF16],
+                         ids=["cpu", "h200", "h200-fallback", "h200-fallback-win", "h200-fallback-bf16"])
 def test_a_current_report_renders_again_byte_for_byte(example: Path) -> None:
     report = read_report(example / "report.json")
     assert (example / "comment.md").read_text(encoding="utf-8") == render_comment(report)

@@ -17,7 +17,10 @@ def cause_sentence(cause: Cause, gpu: bool, sized: bool) -> str:
     """One sentence: where the extra time went. `sized`: name the batch size (more than one)."""
     at = f"At batch size {cause.batch_size}, " if sized else ""
     split = ""
-    if cause.split is not None:
+    if cause.kind == "padded_rows" and cause.split is not None:  # all of it busy time: say that share alone
+        s = cause.split
+        split = f" (profiled: {words.share(s.counts_share + s.durations_share)} of the growth in the kernels)"
+    elif cause.split is not None:
         s = cause.split
         split = (f" (profiled: {words.share(s.idle_share)} idle between kernels, {words.share(s.counts_share)} "
                  f"kernels added or removed, {words.share(s.durations_share)} longer kernels)")
@@ -33,8 +36,7 @@ def cause_sentence(cause: Cause, gpu: bool, sized: bool) -> str:
                f"{words.count(k.after or 0)} kernels per step"
     elif cause.kind == "padded_rows" and cause.rows is not None:
         before, after = cause.rows
-        main = (f"each step computes {after} rows where base computed {before} (the mix's steps of this size), "
-                "and the kernels run longer on them: padding")
+        main = f"padding: each step computes {after} rows where base computed {before}, so its kernels run longer"
     elif cause.kind == "slower_kernels":
         names = ", ".join(code(_short(k.name)) for k in cause.slower_kernels)
         main = "the kernels themselves are slower" + (f": {names}" if names else "")

@@ -88,7 +88,7 @@ def processes_text(report: Report) -> str:
     """'5 fresh processes per arm', and which batch sizes a confirmation round added to."""
     again = [b.batch_size for b in report.batch_sizes if b.look > 1]
     places = ([words.sizes(again)] if again else []) + (
-        ["the batch-size mix"] if report.mix_comparison is not None and report.mix_comparison.look > 1 else [])
+        ["the mix"] if report.mix_comparison is not None and report.mix_comparison.look > 1 else [])
     text = f"{report.workload.repeats} fresh processes per arm"
     if places:
         text += f", and {report.workload.repeats} more in a confirmation round for {' and '.join(places)}"
