@@ -288,7 +288,7 @@ def test_every_committed_report_holds_up(tmp_path: Path) -> None:
     says to run it again; read as data by the validation code, each holds up as this guard's."""
     import gzip
 
-    from guard.report import SCHEMA_VERSION, ReportError
+    from guard.report import READ_VERSIONS, ReportError
 
     paths = _committed_reports()
     assert len(paths) >= 40
@@ -297,7 +297,7 @@ def test_every_committed_report_holds_up(tmp_path: Path) -> None:
         raw = path.read_bytes()
         plain = tmp_path / f"{number}.json"
         plain.write_bytes(gzip.decompress(raw) if path.suffix == ".gz" else raw)
-        if json.loads(plain.read_bytes())["schema_version"] == SCHEMA_VERSION:  # written by this guard
+        if json.loads(plain.read_bytes())["schema_version"] in READ_VERSIONS:  # written by this guard
             verdicts.add(read_report(plain).verdict)
             continue
         with pytest.raises(ReportError, match=r"is a report of schema_version [1234]; .* re-run the guard"):
@@ -315,7 +315,7 @@ def test_a_report_of_an_older_schema_is_refused_before_anything_is_posted(api: G
         assert proc.returncode == 2, proc.stderr
         (line,) = proc.stderr.splitlines()
         assert line == (f"guard: error: {path} is a report of schema_version 2; this guard reads schema_version 5 "
-                        "only: re-run the guard (`guard run`) to get a report it reads")
+                        "and 6 only: re-run the guard (`guard run`) to get a report it reads")
     assert api.requests() == [] and not (tmp_path / "summary.md").exists()
 
 

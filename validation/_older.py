@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 
 from guard.compare import Reason, StatedRule, Verdict, decide_again, most_severe
 from guard.explain import Explanation, Headline
-from guard.report import SCHEMA_VERSION, Report, explain_report
+from guard.report import READ_VERSIONS, SCHEMA_VERSION, Report, explain_report
 from guard.trace import diff
 
 
@@ -38,7 +38,7 @@ def read_kept(path: Path) -> Kept:
 
 
 def current_report(data: dict[str, Any]) -> Report:
-    if data.get("schema_version") == SCHEMA_VERSION:
+    if data.get("schema_version") in READ_VERSIONS:
         return Report.model_validate(data)
     data = json.loads(json.dumps(data))  # a copy to change
     rounds = int(data.get("rounds") or 1)

@@ -13,14 +13,16 @@ from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
 from guard.trace import MixTraceSection, TraceSection
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # 1: verdicts by the significance rule; 2: the interval rule, with the looks the run could take;
 # 3: every fact the comment states is a field (`explanation`), reasons are kinds with figures;
 # 4: the report is its comparison's fields and the run's (GPU state as `gpu_fingerprint`, not
 # under `environment`; `tok_threshold_pct` always set), trace warnings are kinds with figures;
-# 5: the mix's attribution (`explanation.mix`) and the run's record (`record`).
-# Only the current version is read: a report of an older one is made again by `guard run`.
-READ_VERSIONS = (5,)
+# 5: the mix's attribution (`explanation.mix`) and the run's record (`record`);
+# 6: workloads of several ranks: `workload.world_size`, each arm's ranks (`batch_sizes[].arms[].ranks`)
+# and the reason `ranks_disagree`. A report of 5 is one of 6 without them, read as it is.
+# Older versions are not read: a report of one is made again by `guard run`.
+READ_VERSIONS = (5, 6)
 DESCRIBED_LIMIT = 200  # characters of a string the workload's describe() gave, kept in the record
 
 
@@ -105,7 +107,7 @@ class Report(Comparison):
     """The comparison (verdict, reasons, thresholds, batch sizes, the runs' warnings and GPU
     fingerprint, looks: `Comparison`'s fields, defined there once) and the run around it."""
 
-    schema_version: Literal[5] = SCHEMA_VERSION
+    schema_version: Literal[5, 6] = SCHEMA_VERSION
     tool_version: str
     base: str  # arm names
     head: str
