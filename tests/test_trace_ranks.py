@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from guard._errors import TraceError
-from guard.report._rank_text import rank_bullets, rank_table
+from guard.report._rank_trace_text import rank_bullets, rank_table
 from guard.trace import (
     CommunicationNotOverlapped,
     RankHeldBack,

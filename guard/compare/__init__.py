@@ -8,6 +8,10 @@ from guard.compare._models import (
     METRICS, MIX_BATCH, UNDECIDED, UNHELD_SHARE, VERDICT_SEVERITY, Agreement, ArmAgreement, ArmStats, BatchComparison,
     Comparison, MetricKey, TokenMismatch, Verdict, most_severe,
 )
+from guard.compare._ranks import (
+    STRAGGLER_LAG_FACTOR, STRAGGLER_MIN_LAG_PCT, STRAGGLER_MIN_STEPS, STRAGGLER_SHARE, ArmRanks, RankChange, RankPath,
+    RankStats, arm_ranks, rank_change, straggler_of,
+)
 from guard.compare._reasons import Reason, ReasonKind, SeenValue
 from guard.compare._recheck import Discrepancy, StatedRule, decide_again, recheck
 from guard.compare._rule import METRICS_PER_LOOK, alpha_per_look
@@ -17,6 +21,10 @@ __all__ = [
     "METRICS",
     "METRICS_PER_LOOK",
     "MIX_BATCH",
+    "STRAGGLER_LAG_FACTOR",
+    "STRAGGLER_MIN_LAG_PCT",
+    "STRAGGLER_MIN_STEPS",
+    "STRAGGLER_SHARE",
     "MIN_EXCESS",
     "OUTPUT_CHANGE_SHARE",
     "UNDECIDED",
@@ -25,11 +33,15 @@ __all__ = [
     "IDENTITY_FIELDS",
     "Agreement",
     "ArmAgreement",
+    "ArmRanks",
     "ArmStats",
     "BatchComparison",
     "Comparison",
     "DisagreementNoise",
     "Discrepancy",
+    "RankChange",
+    "RankPath",
+    "RankStats",
     "Reason",
     "ReasonKind",
     "SeenValue",
@@ -41,6 +53,7 @@ __all__ = [
     "Verdict",
     "agreement",
     "alpha_per_look",
+    "arm_ranks",
     "check_fingerprints",
     "check_measurements",
     "compare",
@@ -50,5 +63,7 @@ __all__ = [
     "false_alarm_bound",
     "first_mismatch",
     "most_severe",
+    "rank_change",
     "recheck",
+    "straggler_of",
 ]

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from guard.compare._ranks import ArmRanks, RankChange
 from guard.compare._reasons import Reason
 from guard.measure import MIX_BATCH, Change, SourceLabel, Spread, TokenMismatch
 
@@ -51,6 +52,8 @@ class ArmStats(BaseModel):
 
     # more than UNHELD_SHARE of its GPU-timed steps were unheld: decided when compared, kept
     outran_hold: bool = False
+    # several ranks: each one's figures, a straggler, another path (_ranks.py); no key with one
+    ranks: ArmRanks | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @model_validator(mode="before")
     @classmethod
@@ -139,6 +142,8 @@ class BatchComparison(BaseModel):
     mismatch: TokenMismatch | None = None
     agreement: Agreement | None = None  # teacher-forced runs: how often outputs disagreed, and the rule's call
     undecided: bool = False  # the rule left it open at its look: a confirmation round, where one is left
+    # several ranks: what the head's did that base's did not (_ranks.py); no key with one
+    rank_change: RankChange | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @property
     def mix(self) -> bool:

@@ -14,6 +14,7 @@ ReasonKind = Literal[
     "tokens_differ",  # base and head generated other tokens (free-running)
     "not_deterministic",  # one arm's repeats generated other tokens (free-running)
     "too_few_repeats",  # fewer than 2 repeats: no change can be estimated
+    "ranks_disagree",  # a rank (`rank`) of one arm generated other tokens than its rank 0
 ]
 
 
@@ -34,5 +35,6 @@ class Reason(BaseModel):
     sequence: int | None = None
     repeat: int | None = None  # not_deterministic: the repeat that differed from `first_repeat`
     first_repeat: int | None = None
+    rank: int | None = None  # ranks_disagree: the first rank whose outputs differ from rank 0's
     field: str | None = None  # fingerprint field, as the fingerprint names it
     seen: list[SeenValue] = []

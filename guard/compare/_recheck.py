@@ -22,10 +22,11 @@ from typing import Literal
 from pydantic import BaseModel
 
 from guard.compare._agreement import judge
-from guard.compare._models import UNHELD_SHARE, Agreement, BatchComparison, Verdict
+from guard.compare._models import UNHELD_SHARE, Agreement, ArmStats, BatchComparison, Verdict
 from guard.compare._models import most_severe
+from guard.compare._ranks import straggler_again
 from guard.compare._rule import Rule, alpha_per_look
-from guard.compare._verdict import _compare_timings
+from guard.compare._verdict import _compare_timings, ranks_disagree, with_rank_change
 from guard.measure import Change, Spread
 
 # Floats read back from JSON are the ones written; another scipy may differ in the last digits.
@@ -76,6 +77,10 @@ def recheck(
         found += shape
         if shape:
             continue
+        changed = with_rank_change(stored, base, head).rank_change
+        if stored.rank_change != changed:
+            found.append(Discrepancy(kind="count", batch_size=stored.batch_size, field="rank_change",
+                                     stated=str(stored.rank_change), recomputed=str(changed)))
         if stored.verdict == "invalid":
             again.append(stored)
             continue
@@ -105,6 +110,8 @@ def decide_again(stored: BatchComparison, base: str, head: str, stated: StatedRu
     by_name = {a.arm: a for a in arms}
     if base not in by_name or head not in by_name:
         return BatchComparison(batch_size=size, verdict="invalid", arms=arms)
+    if split := ranks_disagree(arms, size):
+        return BatchComparison(batch_size=size, verdict="invalid", reasons=split, arms=arms)
     if stored.agreement is not None:  # forced: the disagreement counts decide
         agreed = _agreement_again(stored.agreement, base)
         head_agreement = agreed.arm(head)
@@ -180,6 +187,8 @@ def _shape(stored: BatchComparison, base: str, head: str, rule: StatedRule) -> l
         held = bool(arm.unheld_steps) and sum(arm.unheld_steps) > UNHELD_SHARE * arm.steps * len(arm.unheld_steps)
         if arm.outran_hold != held:
             wrong(f"{where}.outran_hold", arm.outran_hold, held)
+        if arm.ranks is not None:
+            found += _ranks_shape(arm, size)
     if stored.agreement is not None:
         repeats = {a.arm: a.repeats for a in stored.arms}
         for agreed in stored.agreement.arms:
@@ -188,6 +197,33 @@ def _shape(stored: BatchComparison, base: str, head: str, rule: StatedRule) -> l
                 wrong(where, f"{len(agreed.disagreements)} counts", f"{repeats[agreed.arm]} (the repeats)")
             elif not agreed.disagreements or not all(0 <= d <= agreed.compared for d in agreed.disagreements):
                 wrong(where, agreed.disagreements, f"one count per process, each 0 to {agreed.compared}")
+    return found
+
+
+def _ranks_shape(arm: ArmStats, size: int) -> list[Discrepancy]:
+    """An arm's ranks: one each, a spread per rank of its repeats' values, and the straggler
+    and the disagreement flag its own counts give."""
+    ranks, where = arm.ranks, f"arms[{arm.arm}].ranks"
+    assert ranks is not None
+    found = []
+
+    def wrong(field: str, stated: object, expected: object) -> None:
+        found.append(Discrepancy(kind="shape", batch_size=size, field=f"{where}.{field}", stated=str(stated),
+                                 recomputed=str(expected)))
+
+    if [r.rank for r in ranks.ranks] != list(range(ranks.world_size)):
+        wrong("ranks", [r.rank for r in ranks.ranks], f"ranks 0 to {ranks.world_size - 1}, once each")
+        return found
+    for rank in ranks.ranks:
+        if len(rank.gpu_ms_per_step.values) != arm.repeats:
+            wrong(f"[{rank.rank}].gpu_ms_per_step.values", len(rank.gpu_ms_per_step.values), arm.repeats)
+    if sum(r.slowest_steps for r in ranks.ranks) != ranks.steps:
+        wrong("steps", ranks.steps, sum(r.slowest_steps for r in ranks.ranks))
+    straggler = straggler_again(ranks, arm.gpu_ms_per_step.median)
+    if ranks.straggler != straggler:
+        wrong("straggler", ranks.straggler, straggler)
+    if ranks.disagree != any(r.disagreements for r in ranks.ranks):
+        wrong("disagree", ranks.disagree, not ranks.disagree)
     return found
 
 

@@ -14,6 +14,7 @@ from guard.compare._mix import compare_mix
 from guard.compare._models import (
     UNHELD_SHARE, Agreement, ArmStats, BatchComparison, Comparison, Verdict, most_severe,
 )
+from guard.compare._ranks import arm_ranks, rank_change
 from guard.compare._reasons import Reason
 from guard.compare._rule import Rule, alpha_per_look
 from guard.measure import ArmMeasurement, BatchRun, Change, RepeatResult, Spread, relative_change, spread
@@ -53,7 +54,8 @@ def compare(
     rule = Rule(threshold_pct, tok_threshold_pct or threshold_pct, alpha, confidence,
                 alpha_per_look=alpha_per_look(alpha, looks, len(batch_sizes) + (mix_schedule is not None)))
     batches = [
-        _compare_batch(measurements, base, head, bs, replace(rule, look=(look or {}).get(bs, 1)), reference)
+        with_rank_change(_compare_batch(measurements, base, head, bs, replace(rule, look=(look or {}).get(bs, 1)),
+                                        reference), base, head)
         for bs in batch_sizes
     ]
     mixed = (compare_mix(measurements, base, head, mix_schedule, replace(rule, look=mix_look), reference)
@@ -120,6 +122,7 @@ def _arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmSta
         steps=runs[0].steps,
         unheld_steps=unheld,
         outran_hold=bool(unheld) and sum(unheld) > UNHELD_SHARE * runs[0].steps * len(unheld),
+        ranks=arm_ranks(runs),
     )
 
 
@@ -132,6 +135,8 @@ def _compare_batch(
     if base not in usable or head not in usable:
         return BatchComparison(batch_size=batch_size, verdict="invalid", reasons=_unforced_reasons(
             usable, batch_size), arms=arms)
+    if split := ranks_disagree(arms, batch_size):
+        return BatchComparison(batch_size=batch_size, verdict="invalid", reasons=split, arms=arms)
     runs = {name: _runs_for(repeats, batch_size) for name, repeats in usable.items()}
     if any(run.forced for arm_runs in runs.values() for run in arm_runs):
         agreed = agreement(runs, base, reference or "reference")
@@ -157,6 +162,24 @@ def _compare_batch(
             hash_match=hash_match, mismatch=mismatch,
         )
     return _compare_timings(batch_size, arms, base, head, rule, hash_match=True)
+
+
+def with_rank_change(batch: BatchComparison, base: str, head: str) -> BatchComparison:
+    arms = {a.arm: a.ranks for a in batch.arms}
+    return batch.model_copy(update={"rank_change": rank_change(arms.get(base), arms.get(head))})
+
+
+def ranks_disagree(arms: list[ArmStats], batch_size: int) -> list[Reason]:
+    """Arms of several ranks where a rank generated other tokens than rank 0: its ranks did not
+    decode one batch together, so its step times are not one decode's."""
+    reasons = []
+    for arm in arms:
+        first = arm.ranks.first_disagreeing() if arm.ranks is not None else None
+        if first is not None:
+            where = first.first_disagreement
+            reasons.append(Reason(kind="ranks_disagree", batch_size=batch_size, arm=arm.arm, rank=first.rank,
+                                  step=where.step if where else None, sequence=where.sequence if where else None))
+    return reasons
 
 
 def _unforced_reasons(usable: dict[str, list[RepeatResult]], batch_size: int) -> list[Reason]:

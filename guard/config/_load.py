@@ -63,8 +63,11 @@ def _describe(exc: ValidationError, data: dict[str, Any], source: str) -> str:
             section = ".".join(str(p) for p in err["loc"][:-1]) or "top level"
             lines.append(f"{source}: unknown key '{key}' in {section}; check its spelling (README lists the keys)")
             continue
-        found = _lookup(data, err["loc"])
         expected = err["msg"].removeprefix("Value error, ")
+        if not err["loc"]:  # a rule between sections: its message names the keys
+            lines.append(f"{source}: {expected}")
+            continue
+        found = _lookup(data, err["loc"])
         lines.append(f"{source}: bad value for '{key}': {_shown(found)}; expected: {expected}")
     return "\n".join(lines)
 

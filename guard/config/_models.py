@@ -28,6 +28,7 @@ STEADY_RUNNER = (
     "quiet the runner (no other jobs on it, a GPU of its own), pin the harness to CPUs (measure.cpus), "
     "raise measure.repeats, or lengthen the timed pass (workload.steps)"
 )
+MAX_WORLD_SIZE = 64  # ranks on one host: a GPU each on a GPU machine
 MAX_HOST_SECONDS = 600  # seconds of decode per batch size and process, for tok/s or its warmup
 _BRANCH_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -150,6 +151,11 @@ class Workload(BaseModel):
         "per step, in the order production saw them: the mix pass's schedule instead of batch_mix.",
     )
     batch_mix_seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the mix's schedule.")
+    world_size: int = Field(
+        default=1, ge=1, le=MAX_WORLD_SIZE, exclude_if=lambda value: value == 1,  # no key for one process
+        description="Ranks the workload decodes on, one harness process each on this host (torch.distributed: NCCL "
+        "and a GPU per rank on a GPU machine, gloo on a CPU); a step's time is its slowest rank's (1: one process).",
+    )
 
 
 class WorkloadConfig(_Section, Workload):
@@ -399,6 +405,17 @@ class GuardConfig(_Section):
         if not _BRANCH_RE.match(value) or ".." in value or value.rpartition("/")[2].endswith("HEAD"):
             raise ValueError("a branch name such as 'main' or 'origin/main' (letters, digits and . _ / -; not HEAD)")
         return value
+
+    @model_validator(mode="after")
+    def _ranks_fit(self) -> GuardConfig:
+        world = self.workload.world_size
+        if world > 1 and self.build.method == "docker":
+            raise ValueError(f"workload.world_size {world} runs a process per rank on the runner: use build.method "
+                             "'venv' or 'none' (the docker mode runs one process per container)")
+        if world > 1 and self.measure.cpus and len(self.measure.cpus) < world:
+            raise ValueError(f"measure.cpus lists {len(self.measure.cpus)} CPU(s) for workload.world_size {world}: "
+                             "the ranks share them out, so list at least one per rank, or none")
+        return self
 
     @field_validator("arms")
     @classmethod

@@ -12,7 +12,7 @@ from guard.config._toml import parse_toml
 from guard.demo._scenarios import DEFAULT_SCENARIO, ENGINE_FILE, SCENARIOS, Scenario
 
 ENGINE_DIR = Path(__file__).resolve().parents[1] / "engine"
-ENGINE_FILES = ("__init__.py", "model.py", "engine.py")
+ENGINE_FILES = ("__init__.py", "model.py", "parallel.py", "engine.py")
 PYPROJECT = """[build-system]
 requires = ["setuptools"]
 build-backend = "setuptools.build_meta"

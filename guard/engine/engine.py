@@ -11,6 +11,7 @@ import time
 
 import torch
 
+from .parallel import Comm, check_shard, choose_shard, shard_weights
 from .model import DecodeState, Decoder, ModelSpec, init_weights
 
 # "step": the whole decode step is one CUDA graph per batch size.
@@ -30,6 +31,11 @@ IDLE_ENV = "REFENGINE_IDLE_US"
 # shape (the fallback); "0" pads it up to the next captured size
 FALLBACK_ENV = "REFENGINE_FALLBACK"
 MOE_DISPATCHES = ("auto", "capacity", "exact")
+# Injections for validating the guard on several GPUs (parallel.py), each an option or its variable:
+# the MLP's collective starts only once the shared expert is computed (its overlap lost) ...
+SERIALIZE_COMM_ENV = "REFENGINE_SERIALIZE_COMM"  # "1"
+# ... and one rank captures no graph: it decodes eagerly while the others replay theirs
+EAGER_RANK_ENV = "REFENGINE_EAGER_RANK"  # a rank, e.g. "1"
 
 PROMPT_SEED = 1234
 MAX_PROMPT_ROWS = 64
@@ -50,6 +56,9 @@ class RefEngine:
         split: bool | None = None,
         fallback: bool | None = None,
         moe_dispatch: str = "auto",
+        parallel: str = "auto",
+        serialize_comm: bool | None = None,
+        eager_rank: int | None = None,
         **spec_fields: int,
     ) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -91,9 +100,24 @@ class RefEngine:
         if prompt_len < 1 or prompt_len >= self.spec.max_len:
             raise ValueError(f"prompt_len must be between 1 and max_len-1 ({self.spec.max_len - 1})")
 
+        # "auto": tensor parallel over the ranks of torch.distributed where it has more than one
+        self.shard = choose_shard(parallel, self.spec.moe_experts)
+        if self.shard is not None:
+            check_shard(self.spec, self.shard)
+        self.rank = self.shard.rank if self.shard is not None else 0
+        env_serial = os.environ.get(SERIALIZE_COMM_ENV)
+        self.serialize_comm = bool(serialize_comm) if serialize_comm is not None else env_serial == "1"
+        env_eager = os.environ.get(EAGER_RANK_ENV)
+        self.eager_rank = eager_rank if eager_rank is not None else (int(env_eager) if env_eager else None)
+        if self.eager_rank is not None and self.eager_rank == self.rank:
+            self.use_graphs = False  # this rank falls out of its graphs
+
         self.weights = init_weights(self.spec, self.device, self.dtype)
+        if self.shard is not None:
+            self.weights = shard_weights(self.weights, self.spec, self.shard)
         side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
-        self.decoder = Decoder(self.spec, self.weights, side)
+        comm = Comm(self.shard) if self.shard is not None else None
+        self.decoder = Decoder(self.spec, self.weights, side, comm, self.serialize_comm)
         gen = torch.Generator().manual_seed(PROMPT_SEED)
         self.prompts = torch.randint(self.spec.vocab, (MAX_PROMPT_ROWS, prompt_len), generator=gen)
 
@@ -126,7 +150,7 @@ class RefEngine:
         self.run_batch = self._padded(batch_size)
         if self.fallback and batch_size not in self.capture_batch_sizes:
             self.run_batch = batch_size  # the fallback: a size without a graph of its own runs eagerly
-        self.state = DecodeState.empty(self.spec, self.run_batch, self.device, self.dtype)
+        self.state = DecodeState.empty(self.spec, self.run_batch, self.device, self.dtype, self.decoder.heads)
         if self.use_graphs and self.fallback is not None:
             # a capture policy: every captured size up to this one, for a mix's smaller steps, on
             # views of the first rows, their padding rows masked (real rows that sit the step out)
@@ -247,7 +271,18 @@ class RefEngine:
             "moe_experts": self.spec.moe_experts,
             "moe_top_k": self.spec.moe_top_k if self.spec.moe_experts else None,
             "moe_dispatch": self.moe_dispatch if self.spec.moe_experts else None,
+            **self._parallel_described(),
         }
+
+    def _parallel_described(self) -> dict[str, object]:
+        """The ranks' split and the injections, where there are any (one process: nothing)."""
+        found: dict[str, object] = {}
+        if self.shard is not None:
+            found |= {"parallel": self.shard.mode, "rank": self.rank, "world_size": self.shard.world_size,
+                      "serialize_comm": self.serialize_comm}
+        if self.eager_rank is not None:
+            found["eager_injected"] = self.eager_rank == self.rank  # differs between the ranks
+        return found
 
     # -- internals --------------------------------------------------------------------
 

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from .parallel import Comm
 
 
 @dataclass(frozen=True)
@@ -133,9 +137,13 @@ class DecodeState:
         return self.row_ids < self.active
 
     @classmethod
-    def empty(cls, spec: ModelSpec, batch: int, device: torch.device, dtype: torch.dtype) -> DecodeState:
+    def empty(
+        cls, spec: ModelSpec, batch: int, device: torch.device, dtype: torch.dtype, heads: int | None = None
+    ) -> DecodeState:
+        """`heads`: the attention heads this process holds (a tensor-parallel rank's share)."""
         def cache(layer: int) -> torch.Tensor:
-            return torch.zeros((batch, spec.n_heads, spec.kv_len(layer), spec.head_dim), device=device, dtype=dtype)
+            return torch.zeros((batch, heads or spec.n_heads, spec.kv_len(layer), spec.head_dim), device=device,
+                               dtype=dtype)
 
         return cls(
             token=torch.zeros(batch, dtype=torch.int64, device=device),
@@ -166,9 +174,18 @@ class Decoder:
     """The decode step split into pieces (embed, one per layer, head) so that a caller
     can capture the whole step as one graph or each piece as its own."""
 
-    def __init__(self, spec: ModelSpec, weights: Weights, side_stream: torch.cuda.Stream | None) -> None:
+    def __init__(
+        self, spec: ModelSpec, weights: Weights, side_stream: torch.cuda.Stream | None, comm: Comm | None = None,
+        serialize_comm: bool = False,
+    ) -> None:
         self.spec = spec
         self.w = weights
+        # a rank of a tensor- or expert-parallel model (parallel.py): its share of the heads, and
+        # the collectives that join the ranks' shares; None: the whole model in this process
+        self.comm = comm
+        self.heads = spec.n_heads // (comm.shard.world_size if comm is not None else 1)
+        # the MLP's collective starts only once the shared expert is computed: no overlap left
+        self.serialize_comm = serialize_comm
         # The shared-expert MLP runs on a second stream, as MoE engines do, so a captured
         # graph holds kernels of more than one stream.
         self.side_stream = side_stream
@@ -183,14 +200,9 @@ class Decoder:
         experts on the same rows and combine its top-k in the same order: the same function."""
         spec = self.spec
         batch, experts, top_k = h.shape[0], spec.moe_experts, spec.moe_top_k
-        weight, chosen = (h @ lw["router"]).topk(top_k, dim=-1)  # route: [B, k]
-        weight = weight.softmax(-1)
+        weight, chosen, onehot = self._route(h, lw, keep)
         expert = chosen.reshape(-1)  # [B * k], token-major
         token = torch.arange(batch * top_k, device=h.device) // top_k  # no host sync: capturable
-        onehot = torch.nn.functional.one_hot(expert, experts)  # [B * k, E]
-        real = onehot if keep is None else onehot * keep.unsqueeze(1).expand(batch, top_k).reshape(-1, 1)
-        if self.loads is not None:
-            self.loads.add_(real.sum(0))
         if self.dispatch == "capacity":
             # every expert gets `batch` slots (no token is ever dropped: top-k picks distinct experts)
             slot = (onehot.cumsum(0) - 1).gather(1, expert.unsqueeze(1)).squeeze(1)
@@ -208,6 +220,86 @@ class Decoder:
             picked = ((torch.nn.functional.silu(x @ gate) * (x @ up)) @ down).squeeze(1)
         return (picked * weight.reshape(-1, 1)).view(batch, top_k, -1).sum(1)
 
+    def _route(
+        self, h: torch.Tensor, lw: dict[str, torch.Tensor], keep: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Each token's top-k experts and their weights ([B, k] each), and the one-hot of its
+        choices ([B * k, E]); the real rows' choices counted into `loads`."""
+        batch, experts, top_k = h.shape[0], self.spec.moe_experts, self.spec.moe_top_k
+        weight, chosen = (h @ lw["router"]).topk(top_k, dim=-1)  # route: [B, k]
+        weight = weight.softmax(-1)
+        onehot = torch.nn.functional.one_hot(chosen.reshape(-1), experts)  # [B * k, E]
+        real = onehot if keep is None else onehot * keep.unsqueeze(1).expand(batch, top_k).reshape(-1, 1)
+        if self.loads is not None:
+            self.loads.add_(real.sum(0))
+        return weight, chosen, onehot
+
+    def _expert_parallel_moe(
+        self, h: torch.Tensor, lw: dict[str, torch.Tensor], keep: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Expert parallelism: every rank routes the whole batch (the router is whole), takes its
+        share of the tokens (the batch padded to a multiple of the ranks), dispatches them to the
+        ranks of their experts in an all-to-all, computes its own experts over what it received
+        (each expert to capacity: a slot per token of every rank), combines in another all-to-all
+        and gathers every rank's tokens. (routed output, shared expert's output)."""
+        assert self.comm is not None
+        spec, world, rank = self.spec, self.comm.shard.world_size, self.comm.shard.rank
+        batch, width, experts, top_k = h.shape[0], h.shape[1], spec.moe_experts, spec.moe_top_k
+        local = experts // world
+        weight, chosen, _ = self._route(h, lw, keep)
+        rows = -(-batch // world)  # tokens per rank
+        pad = rows * world - batch
+        tokens = h
+        if pad:  # padding tokens pick distinct experts at weight 0, so no two share a slot
+            tokens = torch.cat([h, h.new_zeros(pad, width)])
+            chosen = torch.cat([chosen, torch.arange(top_k, device=h.device).expand(pad, top_k)])
+            weight = torch.cat([weight, weight.new_zeros(pad, top_k)])
+        mine = slice(rank * rows, (rank + 1) * rows)
+        expert = chosen[mine].reshape(-1)  # [rows * k]
+        token = torch.arange(rows * top_k, device=h.device) // top_k
+        grid = torch.zeros(experts, rows, width, device=h.device, dtype=h.dtype)  # token t's slot at any expert: t
+        grid.index_put_((expert, token), tokens[mine].index_select(0, token))
+        if self.serialize_comm:
+            shared = self._shared_mlp(h, lw)
+            self._join_side()
+            received = self.comm.start_all_to_all(grid).wait()
+        else:
+            dispatch = self.comm.start_all_to_all(grid)  # slice w (rank w's experts) to rank w
+            shared = self._shared_mlp(h, lw)  # while the dispatch is in flight
+            received = dispatch.wait()
+        x = received.view(world, local, rows, width).transpose(0, 1).reshape(local, world * rows, width)
+        out = (torch.nn.functional.silu(x @ lw["e_gate"]) * (x @ lw["e_up"])) @ lw["e_down"]
+        back = out.view(local, world, rows, width).transpose(0, 1).contiguous()  # slice w: rank w's tokens
+        combined = self.comm.all_to_all(back).view(experts, rows, width)  # every expert's output, rank order
+        picked = combined[expert, token]
+        routed = (picked * weight[mine].reshape(-1, 1)).view(rows, top_k, -1).sum(1)
+        return self.comm.all_gather(routed)[:batch], shared
+
+    def _parallel_mlp(
+        self, h: torch.Tensor, lw: dict[str, torch.Tensor], keep: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A rank's MLP: (routed or dense output summed over the ranks, shared expert's output).
+        Tensor parallel: this rank's partial sum, all-reduced while the shared expert is computed
+        (with serialize_comm, after it)."""
+        assert self.comm is not None
+        if self.comm.shard.mode == "ep":
+            return self._expert_parallel_moe(h, lw, keep)
+        partial = self.moe(h, lw, keep) if self.spec.moe_experts else self._dense(h, lw)
+        if self.serialize_comm:
+            shared = self._shared_mlp(h, lw)
+            self._join_side()  # the collective is queued behind the shared expert
+            return self.comm.all_reduce(partial), shared
+        pending = self.comm.start_all_reduce(partial)
+        shared = self._shared_mlp(h, lw)  # on a GPU: on the side stream, beside the all-reduce
+        return pending.wait(), shared
+
+    def _dense(self, h: torch.Tensor, lw: dict[str, torch.Tensor]) -> torch.Tensor:
+        return (torch.nn.functional.silu(h @ lw["w_gate"]) * (h @ lw["w_up"])) @ lw["w_down"]
+
+    def _join_side(self) -> None:
+        if self.side_stream is not None:
+            torch.cuda.current_stream().wait_stream(self.side_stream)
+
     def embed(self, state: DecodeState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         if self.loads is not None:
             self.loads.zero_()  # inside the step, so a graph replays it too
@@ -223,7 +315,7 @@ class Decoder:
         spec, lw = self.spec, self.w.layers[i]
         batch = x.shape[0]
         h = _rms_norm(x, lw["ln1"])
-        q, k, v = (h @ lw["wqkv"]).view(batch, 3, spec.n_heads, spec.head_dim).unbind(1)
+        q, k, v = (h @ lw["wqkv"]).view(batch, 3, self.heads, spec.head_dim).unbind(1)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         keep = state.keep()
         if keep is not None:  # padding rows write back what their cache held at this position
@@ -235,16 +327,20 @@ class Decoder:
         scores = (q.unsqueeze(2) @ state.k_cache[i].transpose(-1, -2)) * (spec.head_dim**-0.5)
         kv_len = state.k_cache[i].shape[2]
         scores = scores.masked_fill(~mask[:kv_len], float("-inf"))
-        attn = (scores.softmax(-1) @ state.v_cache[i]).reshape(batch, spec.d_model)
-        x = x + attn @ lw["wo"]
+        attn = (scores.softmax(-1) @ state.v_cache[i]).reshape(batch, self.heads * spec.head_dim)
+        out = attn @ lw["wo"]
+        x = x + (out if self.comm is None else self.comm.all_reduce(out))  # a rank's heads: a partial sum
         h = _rms_norm(x, lw["ln2"])
+        if self.comm is not None:
+            dense, shared = self._parallel_mlp(h, lw, keep)
+            self._join_side()
+            return x + dense + shared
         shared = self._shared_mlp(h, lw)
         if spec.moe_experts:
             dense = self.moe(h, lw, keep)
         else:
-            dense = (torch.nn.functional.silu(h @ lw["w_gate"]) * (h @ lw["w_up"])) @ lw["w_down"]
-        if self.side_stream is not None:
-            torch.cuda.current_stream().wait_stream(self.side_stream)
+            dense = self._dense(h, lw)
+        self._join_side()
         return x + dense + shared
 
     def _shared_mlp(self, h: torch.Tensor, lw: dict[str, torch.Tensor]) -> torch.Tensor:

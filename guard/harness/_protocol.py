@@ -4,4 +4,6 @@ loads this file by path inside the arm's environment, and the guard imports it."
 
 # 2: the mix pass settles before its timed steps and comes before every profiled pass, so its
 # figures are not taken after a profiler session; its result holds its own profiled trace
-PROTOCOL_VERSION = 2
+# 3: "world_size" in the spec, one process per rank that joins the others before the workload
+# is made; "rank" and "world_size" in its result, its traces named by rank
+PROTOCOL_VERSION = 3

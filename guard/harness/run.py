@@ -10,7 +10,8 @@ SPEC: {"entry", "root", "options", "batch_sizes", "steps", "warmup_steps", "arm"
        "reference" (optional: a reference-tokens JSON whose ids force every step's input),
        "protocol" (optional: the guard's PROTOCOL_VERSION; another one is refused),
        "batch_mix" (optional: {size: share}) or "batch_mix_steps" (optional: one size per step),
-       "batch_mix_seed" (optional, default 0): a mix pass after the fixed batch sizes (see `run_mix`)}
+       "batch_mix_seed" (optional, default 0): a mix pass after the fixed batch sizes (see `run_mix`),
+       "world_size" (optional, default 1: one process per rank, the guard sets RANK etc.; see `_ranks.py`)}
 A "reference" process decodes free-running, untimed, and writes the ids every measured process
 is then forced with (see `forcing`). Exit codes: 0 done, 3 the workload failed (RESULT.json
 then holds "error").
@@ -204,6 +205,8 @@ def _sibling(name: str) -> Any:
 
 host = _sibling("_host")
 mixes = _sibling("_mix")
+ranks = _sibling("_ranks")
+ALONE = ranks.ALONE
 PROTOCOL_VERSION = _sibling("_protocol").PROTOCOL_VERSION
 
 
@@ -218,17 +221,19 @@ def restart(workload: Any, batch_size: int, feed: Feed | None) -> float:
 
 def warm_up(
     workload: Any, batch_size: int, pass_steps: int, max_s: float, feed: Feed | None, window_s: float = host.WINDOW_S,
+    peers: Any = ALONE,
 ) -> dict[str, Any]:
     """Untimed decode after setup(), in passes of `pass_steps` steps, until the rolling median
     of its windows' tok/s settles or `max_s` seconds of decode have gone; then setup() again,
-    so that the timed passes start where every pass does. Nothing when `max_s` is 0."""
+    so that the timed passes start where every pass does. Nothing when `max_s` is 0. Several
+    ranks go on while one of them would (`peers`), so each steps as often as the others."""
     if max_s <= 0:
         return {"warmup_s": 0.0, "warmup_settled": None}
     rates: list[float] = []
     count, total, elapsed, done = 0, 0.0, 0.0, 0
     is_settled = False
     stamp = time.perf_counter()
-    while elapsed < max_s and not is_settled:
+    while peers.any(elapsed < max_s and not is_settled):
         if done == pass_steps:
             restart(workload, batch_size, feed)
             done, stamp = 0, time.perf_counter()
@@ -246,6 +251,7 @@ def warm_up(
 
 def _end_to_end_pass(
     workload: Any, torch: Any, batch_size: int, steps: int, feed: Feed | None, cuda_ok: bool, meter: Any,
+    peers: Any = ALONE,
 ) -> dict[str, Any]:
     """`steps` steps with each step's ids copied to the host, as a decode loop does. Each step's
     wall time runs from the end of the one before, so they add up to the pass. CUDA events are
@@ -259,7 +265,9 @@ def _end_to_end_pass(
     step_s: list[float] = []
     host_ms: list[float] = []
     enqueue_us: list[float] = []
+    done_ns: list[int] = []  # as each step's ids reached the host, on the clock every process of the host shares
     on_cuda = False
+    peers.barrier()  # the ranks start their timed steps together
     meter.start()
     stamp = time.perf_counter()
     for i in range(steps):
@@ -272,6 +280,7 @@ def _end_to_end_pass(
             ends[i].record()
         tokens.append(token_ids(out, batch_size))  # copies to the host: a real decode loop does too
         now = time.perf_counter()
+        done_ns.append(time.monotonic_ns())
         host_ms.append((now - s0) * 1e3)
         step_s.append(now - stamp)
         stamp = now
@@ -280,7 +289,7 @@ def _end_to_end_pass(
         torch.cuda.synchronize()
     meter.stop()
     result: dict[str, Any] = {"tokens": tokens, "step_s": step_s, "host_ms": host_ms, "enqueue_us": enqueue_us,
-                              "on_cuda": on_cuda}
+                              "on_cuda": on_cuda, "done_ns": done_ns}
     if on_cuda:
         result["end_to_end_gpu_ms"] = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     return result
@@ -289,7 +298,7 @@ def _end_to_end_pass(
 def run_batch(
     workload: Any, torch: Any, batch_size: int, steps: int, warmup_steps: int,
     reference: list[list[int]] | None = None, tok_per_s_min_s: float = 0.0, warmup_max_s: float = 0.0,
-    phase: Callable[[str], None] = lambda name: None, window_s: float = host.WINDOW_S,
+    phase: Callable[[str], None] = lambda name: None, window_s: float = host.WINDOW_S, peers: Any = ALONE,
 ) -> dict[str, Any]:
     """setup(), a warmup (see `warm_up`), `warmup_steps` steps, then the timed passes: the
     end-to-end pass, on a GPU the GPU-timed pass after it, then more end-to-end passes, each
@@ -304,7 +313,7 @@ def run_batch(
     describe = getattr(workload, "describe", None)
     described = describe() if callable(describe) else {}
     feed = Feed(torch, reference, workload_device(workload), batch_size) if reference is not None else None
-    warmup = warm_up(workload, batch_size, warmup_steps + steps, warmup_max_s, feed, window_s)
+    warmup = warm_up(workload, batch_size, warmup_steps + steps, warmup_max_s, feed, window_s, peers)
     phase("setup and warmup")
     tokens: list[list[int]] = []
     for _ in range(warmup_steps):
@@ -317,7 +326,7 @@ def run_batch(
     gc.freeze()  # what exists now is never scanned again: a later collection has less to walk
     gc.disable()
     try:
-        first = _end_to_end_pass(workload, torch, batch_size, steps, feed, cuda_ok, meter)
+        first = _end_to_end_pass(workload, torch, batch_size, steps, feed, cuda_ok, meter, peers)
         tokens.extend(first["tokens"])
         wall_s = sum(first["step_s"])
         run: dict[str, Any] = {
@@ -331,21 +340,24 @@ def run_batch(
             "step_ms": first["host_ms"],
             "forced": feed is not None,
         }
+        done_ns = first["done_ns"]  # of the pass whose step times are the figures
         if first["on_cuda"]:
             run["end_to_end_gpu_ms_per_step"] = statistics.median(first["end_to_end_gpu_ms"])
+            hold_us = peers.max(hold_us_for(first["enqueue_us"]))  # one hold for every rank: they start together
             meter.start()
-            held = _gpu_timed_pass(workload, torch, batch_size, steps, hold_us_for(first["enqueue_us"]), tokens, feed)
+            held = _gpu_timed_pass(workload, torch, batch_size, steps, hold_us, tokens, feed, peers)
             meter.stop()
+            done_ns = held.pop("done_ns")
             run |= held | {"timer": "cuda_event", "gpu_ms_per_step": statistics.median(held["step_ms"])}
             run["host_ms_per_step"] = statistics.median(held["host_ms"])
         step_s = list(first["step_s"])
         passes, differing = 1, 0
         first_pass = tokens[: warmup_steps + steps]
         budget_end = time.perf_counter() + PASS_BUDGET_FACTOR * tok_per_s_min_s
-        while sum(step_s) < tok_per_s_min_s and time.perf_counter() < budget_end:
+        while peers.any(sum(step_s) < tok_per_s_min_s and time.perf_counter() < budget_end):
             restart(workload, batch_size, feed)
             lead_in = [token_ids(call_step(workload, feed), batch_size) for _ in range(warmup_steps)]
-            again = _end_to_end_pass(workload, torch, batch_size, steps, feed, cuda_ok, meter)
+            again = _end_to_end_pass(workload, torch, batch_size, steps, feed, cuda_ok, meter, peers)
             step_s.extend(again["step_s"])
             passes += 1
             differing += (lead_in + again["tokens"]) != first_pass
@@ -374,12 +386,14 @@ def run_batch(
     # which of them disagree with the reference, the guard counts from the tokens: this
     # process runs the arm's code, so it reports what it generated and nothing it concluded
     run |= {"tokens": tokens, "sha256": tokens_sha256(tokens), "workload": described}
+    if peers.world_size > 1:  # which rank each step waited for, the guard finds from these
+        run["step_done_ns"] = done_ns
     return run
 
 
 def _gpu_timed_pass(
     workload: Any, torch: Any, batch_size: int, steps: int, hold_us: float, tokens: list[list[int]],
-    feed: Feed | None,
+    feed: Feed | None, peers: Any = ALONE,
 ) -> dict[str, Any]:
     """Every step held behind a spin of hold_us on the GPU, then timed by CUDA events. The
     host's enqueue time of each step is its host time: what CUDA graphs save."""
@@ -388,8 +402,10 @@ def _gpu_timed_pass(
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
     host_ms: list[float] = []
+    done_ns: list[int] = []
     unheld = 0
     torch.cuda.synchronize()
+    peers.barrier()
     for i in range(steps):
         if hold_cycles:
             torch.cuda._sleep(hold_cycles)
@@ -402,12 +418,14 @@ def _gpu_timed_pass(
         if enqueue_s * 1e6 > hold_us:
             unheld += 1  # the host was still launching when the hold ran out
         tokens.append(token_ids(out, batch_size))
+        done_ns.append(time.monotonic_ns())
     torch.cuda.synchronize()
     return {
         "step_ms": [s.elapsed_time(e) for s, e in zip(starts, ends)],
         "host_ms": host_ms,
         "hold_us": hold_us if hold_cycles else 0.0,
         "unheld_steps": unheld if hold_cycles else steps,
+        "done_ns": done_ns,
     }
 
 
@@ -536,6 +554,7 @@ def _mix_steps(
     enqueue_us: list[float] = []
     gpu_ms: list[float] = []
     infos: list[dict[str, Any]] = []
+    done_ns: list[int] = []
     events = []
     for k in range(first, first + count):
         size = feed.schedule[k]
@@ -553,6 +572,7 @@ def _mix_steps(
             events.append((start, end))
         row = token_ids(out, size)
         step_s.append(time.perf_counter() - t0)
+        done_ns.append(time.monotonic_ns())
         feed.saw(row)
         tokens.append(row)
         if callable(info_fn):
@@ -563,7 +583,7 @@ def _mix_steps(
     if held_cycles is not None:
         torch.cuda.synchronize()
         gpu_ms = [s.elapsed_time(e) for s, e in events]
-    return {"step_s": step_s, "enqueue_us": enqueue_us, "gpu_ms": gpu_ms,
+    return {"step_s": step_s, "enqueue_us": enqueue_us, "gpu_ms": gpu_ms, "done_ns": done_ns,
             "step_info": infos if callable(info_fn) else None}
 
 
@@ -594,7 +614,7 @@ def _mix_start(
 
 def settle_mix(
     workload: Any, torch: Any, schedule: list[int], pass_steps: int, max_s: float,
-    reference: list[list[int]] | None, window_s: float = host.WINDOW_S,
+    reference: list[list[int]] | None, window_s: float = host.WINDOW_S, peers: Any = ALONE,
 ) -> dict[str, Any]:
     """The fixed sizes' warmup (`warm_up`) over the mix, after its setup(): untimed passes of
     the schedule's first `pass_steps` steps, each from a setup() and the lead step, until the
@@ -608,7 +628,7 @@ def settle_mix(
     rows, total, elapsed = 0, 0.0, 0.0
     is_settled = False
     started = False
-    while elapsed < max_s and not is_settled:
+    while peers.any(elapsed < max_s and not is_settled):
         if started:
             workload.setup(width)
         started = True
@@ -622,7 +642,7 @@ def settle_mix(
                 rates.append(rows / total)
                 rows, total = 0, 0.0
                 is_settled = host.settled(rates)
-            if elapsed >= max_s or is_settled:
+            if not peers.any(elapsed < max_s and not is_settled):
                 break
     workload.setup(width)
     return {"warmup_s": elapsed, "warmup_settled": is_settled}
@@ -631,6 +651,7 @@ def settle_mix(
 def run_mix(
     workload: Any, torch: Any, schedule: list[int], steps: int, warmup_steps: int,
     reference: list[list[int]] | None = None, warmup_max_s: float = 0.0, window_s: float = host.WINDOW_S,
+    peers: Any = ALONE,
 ) -> dict[str, Any]:
     """The mix pass: setup() once for the largest size, the settling warmup (`settle_mix`),
     a lead step of every row, then the schedule: `warmup_steps` untimed, `steps` end-to-end
@@ -646,7 +667,7 @@ def run_mix(
     setup_s = time.perf_counter() - t0
     describe = getattr(workload, "describe", None)
     described = describe() if callable(describe) else {}
-    warmup = settle_mix(workload, torch, schedule, warmup_steps + steps, warmup_max_s, reference, window_s)
+    warmup = settle_mix(workload, torch, schedule, warmup_steps + steps, warmup_max_s, reference, window_s, peers)
     tokens: list[list[int]] = []
     feed, lead = _mix_start(workload, torch, schedule, reference, tokens)
     _mix_steps(workload, torch, feed, 0, warmup_steps, tokens)
@@ -655,15 +676,21 @@ def run_mix(
     gc.collect()
     gc.disable()
     try:
+        peers.barrier()
         first = _mix_steps(workload, torch, feed, warmup_steps, steps, tokens)
         run: dict[str, Any] = {"timer": "perf_counter", "step_ms": [s * 1e3 for s in first["step_s"]],
                                "step_info": first["step_info"]}
+        done_ns = first["done_ns"]
         if cuda_ok:
             rate = hold_cycles_per_us(torch)
-            hold_us = hold_us_for(first["enqueue_us"])
+            hold_us = peers.max(hold_us_for(first["enqueue_us"]))
+            if peers.world_size > 1:
+                torch.cuda.synchronize()
+                peers.barrier()
             held = _mix_steps(workload, torch, feed, warmup_steps + steps, steps, tokens,
                               int(hold_us * rate) if rate else 0)
             run |= {"timer": "cuda_event", "step_ms": held["gpu_ms"], "step_info": held["step_info"]}
+            done_ns = held["done_ns"]
     finally:
         if collecting:
             gc.enable()
@@ -679,6 +706,8 @@ def run_mix(
         "workload": described,
         **warmup,
     }
+    if peers.world_size > 1:
+        run["step_done_ns"] = done_ns
     return run
 
 
@@ -729,6 +758,12 @@ def load_reference(path: str, sha256: str | None = None) -> dict[Any, list[list[
     if data.get("mix"):
         found["mix"] = data["mix"]
     return found
+
+
+def trace_name(spec: dict[str, Any], peers: Any, part: str) -> str:
+    """A profiled pass's trace file: ARM-REPEAT-PART, each rank's with its rank (ARM-REPEAT-rankR-PART)."""
+    rank = f"-rank{peers.rank}" if peers.world_size > 1 else ""
+    return f"{spec.get('arm')}-{spec.get('repeat')}{rank}-{part}.trace.json.gz"
 
 
 def environment(torch: Any) -> dict[str, Any]:
@@ -834,8 +869,13 @@ def main(argv: list[str]) -> int:
     result["fingerprint"] = {"before": _fingerprint(torch)}  # GPU fingerprint
     result["environment"] = environment(torch)
     phase("fingerprint")
-    stage = "load"
+    stage = "join ranks"
     try:
+        peers = ranks.join(torch, int(spec.get("world_size", 1)))
+        if peers.world_size > 1:
+            result |= {"rank": peers.rank, "world_size": peers.world_size}
+            phase("join ranks")
+        stage = "load"
         root = Path(spec["root"])
         factory = load_entry(spec["entry"], root)
         stage = "make"
@@ -875,7 +915,7 @@ def main(argv: list[str]) -> int:
                 + (", inputs forced" if reference is not None else ""))
             runs.append(run_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"], reference,
                                   spec.get("tok_per_s_min_s", 0.0), spec.get("warmup_max_s", 0.0), phase,
-                                  spec.get("tok_per_s_window_s", host.WINDOW_S)))
+                                  spec.get("tok_per_s_window_s", host.WINDOW_S), peers))
         schedule = mix_schedule(spec)
         if schedule is not None:
             stage = "batch-size mix"
@@ -883,7 +923,7 @@ def main(argv: list[str]) -> int:
                 f"{spec['warmup_steps']} warmup + {spec['steps']} timed steps")
             result["mix"] = run_mix(workload, torch, schedule, spec["steps"], spec["warmup_steps"],
                                     references.get("mix"), spec.get("warmup_max_s", 0.0),
-                                    spec.get("tok_per_s_window_s", host.WINDOW_S))
+                                    spec.get("tok_per_s_window_s", host.WINDOW_S), peers)
             phase("batch-size mix")
         # Profiled passes come after every timed pass, the mix's included: a profiler session
         # leaves the process slower (H200: +22% GPU time per step afterwards;
@@ -897,8 +937,7 @@ def main(argv: list[str]) -> int:
             log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch-size mix, {profile_steps} profiled steps")
             phase("timed passes")
             mix |= profile_mix(workload, torch, schedule, spec["warmup_steps"], profile_steps,
-                               Path(spec["trace_dir"]) / f"{spec.get('arm')}-{spec.get('repeat')}-mix.trace.json.gz",
-                               phase, references.get("mix"))
+                               Path(spec["trace_dir"]) / trace_name(spec, peers, "mix"), phase, references.get("mix"))
         for run in reversed(runs):
             if not (profile_steps and run["timer"] == "cuda_event" and spec.get("trace_dir")):
                 continue
@@ -906,7 +945,7 @@ def main(argv: list[str]) -> int:
             stage = f"profiled pass, batch size {batch_size}"
             log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch size {batch_size}, "
                 f"{profile_steps} profiled steps")
-            name = f"{spec.get('arm')}-{spec.get('repeat')}-bs{batch_size}.trace.json.gz"
+            name = trace_name(spec, peers, f"bs{batch_size}")
             phase("timed passes")  # what came between: nothing to speak of
             run |= profile_batch(
                 workload, torch, batch_size, spec["warmup_steps"], profile_steps, Path(spec["trace_dir"]) / name,
@@ -923,6 +962,7 @@ def main(argv: list[str]) -> int:
             "message": str(exc),
             "traceback": traceback.format_exc(),
         }
+        result["failed_at"] = time.monotonic()  # one clock for the host: which rank failed first
         result["fingerprint"]["after"] = _fingerprint(torch)  # GPU fingerprint
         out_path.write_text(json.dumps(result))
         log(f"failed at {stage}: {type(exc).__name__}: {exc}")

@@ -5,9 +5,10 @@ from guard.measure._mix import (
 )
 from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
-    REFERENCE_FORMAT, ArmMeasurement, BatchRun, HostUsage, MixRun, ReferenceTokens, RepeatResult, SourceLabel,
-    StepInfo, TokenMismatch,
+    REFERENCE_FORMAT, ArmMeasurement, BatchRun, HostUsage, MixRun, RankRun, ReferenceTokens, RepeatResult,
+    SourceLabel, StepInfo, TokenMismatch,
 )
+from guard.measure._ranks import RanksDiffer, merge_ranks, rank_mix_trace_paths, rank_trace_paths, slowest_rank_times
 from guard.measure._reference import (
     ReferenceOutcome, parse_mix_file, parse_reference_file, make_reference, prepare_reference, rows_needed,
     with_mix_file, write_reference,
@@ -52,6 +53,8 @@ __all__ = [
     "Change",
     "HarnessSpec",
     "HostUsage",
+    "RankRun",
+    "RanksDiffer",
     "ReferenceOutcome",
     "RepeatResult",
     "RepeatsNeeded",
@@ -65,6 +68,7 @@ __all__ = [
     "interleave",
     "parse_reference_file",
     "make_reference",
+    "merge_ranks",
     "prepare_reference",
     "rate_interval",
     "relative_change",
@@ -76,6 +80,9 @@ __all__ = [
     "runner_noise",
     "slow_in",
     "slow_processes",
+    "slowest_rank_times",
+    "rank_mix_trace_paths",
+    "rank_trace_paths",
     "rows_needed",
     "run_interleaved",
     "spread",

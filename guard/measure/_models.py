@@ -33,6 +33,29 @@ class HostUsage(BaseModel):
     cpus: list[int] = []  # the CPUs its main thread was on at the start and end of each timed pass
 
 
+class RankRun(BaseModel):
+    """One rank's own figures of one pass (a batch size's or the mix's) of a process of several
+    ranks, as the guard took them from that rank's result: the pass's own figures are then the
+    slowest rank's, step by step (measure/_ranks.py)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rank: int
+    gpu_ms_per_step: float  # the median of its own timed steps
+    step_ms: list[float]
+    host_ms_per_step: float | None = None
+    tok_per_s: float
+    # as each timed step's ids reached its host (CLOCK_MONOTONIC ns, one clock for the host's
+    # processes), and the median of how far behind the rank that finished the step first it did
+    step_done_ns: list[int] = []
+    finish_lag_us: float | None = None
+    trace: str | None = None  # its profiled pass's trace, on a GPU
+    workload: dict[str, Any] = {}  # its describe()
+    # (step, sequence) outputs that differ from rank 0's, as the guard counted them, and the first
+    disagreements: int = 0
+    first_disagreement: TokenMismatch | None = None
+
+
 class BatchRun(BaseModel):
     """One batch size in one process: a warmup, then timed passes of `steps` decode steps each
     (harness/run.py, `run_batch`)."""
@@ -78,6 +101,11 @@ class BatchRun(BaseModel):
     disagreements: int | None = None
     compared: int = 0
     first_disagreement: TokenMismatch | None = None
+    # several ranks: each one's own figures, and per rank the timed steps it finished last (the
+    # figures above are then the slowest rank's per step; tokens and trace rank 0's)
+    step_done_ns: list[int] = []  # as each timed step's ids reached the host (RankRun's)
+    ranks: list[RankRun] = []
+    slowest_steps: list[int] = []
 
 
 class StepInfo(BaseModel):
@@ -117,6 +145,9 @@ class MixRun(BaseModel):
     disagreements: int | None = None  # counted by the guard, as for the fixed sizes
     compared: int = 0
     first_disagreement: TokenMismatch | None = None
+    step_done_ns: list[int] = []  # several ranks: as for a fixed size
+    ranks: list[RankRun] = []
+    slowest_steps: list[int] = []
 
 
 class RepeatResult(BaseModel):
@@ -132,6 +163,7 @@ class RepeatResult(BaseModel):
     fingerprint: dict[str, Any] = {}  # {"before": {...}, "after": {...}} from harness/_fingerprint.py
     timings_s: dict[str, float] = {}  # seconds per phase inside the process: import torch, engine, passes...
     process_s: float | None = None  # the whole process, as the runner timed it: start-up included
+    world_size: int = 1  # its ranks, one harness process each: their results merged (measure/_ranks.py)
 
     def run_for(self, batch_size: int) -> BatchRun:
         for run in self.runs:

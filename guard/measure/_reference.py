@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from guard._errors import ConfigError
 from guard.config import MAX_BATCH_SIZE, MAX_MIX_SIZES, MAX_REFERENCE_BYTES, Files
 from guard.measure._models import REFERENCE_FORMAT, ReferenceTokens
-from guard.measure._runner import ArmTarget, HarnessSpec, RunFailed, run_harness
+from guard.measure._runner import ArmTarget, HarnessSpec, RunFailed, run_ranks
 
 REFERENCE_STEM = "reference"
 REFERENCE_FILE = "reference-tokens.json"
@@ -71,7 +71,7 @@ def make_reference(
     started = time.perf_counter()
     payload = spec.model_dump() | {"mode": "reference", "reference": None, "reference_sha256": None}
     try:
-        data = run_harness(target, payload, REFERENCE_STEM, run_dir, timeout_s)
+        data = run_ranks(target, payload, REFERENCE_STEM, run_dir, timeout_s)[0]  # rank 0's ids force every rank
     except RunFailed as failed:
         return ReferenceOutcome(error=failed.message, seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started

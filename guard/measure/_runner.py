@@ -1,10 +1,13 @@
-"""Run the harness once per (arm, repeat), each in a fresh process of the arm's interpreter."""
+"""Run the harness once per (arm, repeat), each in a fresh process of the arm's interpreter
+(a process per rank, started together, for a workload of several ranks)."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,13 +19,18 @@ from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION, draw_schedule, pass_
 from guard.measure._disagreements import with_disagreements
 from guard.measure._in_container import container_environment, run_in_container
 from guard.measure._models import ArmMeasurement, ReferenceTokens, RepeatResult
+from guard.measure._ranks import RanksDiffer, merge_ranks
 from guard.measure._schedule import interleave
 from guard.sandbox import (
-    DEFAULT_PR_USER, Container, ContainerError, LaunchError, pr_environment, pr_user, run_process, seal,
-    seal_children, shared_folder, writable_file,
+    DEFAULT_PR_USER, Container, ContainerError, Launch, LaunchError, pr_environment, pr_user, run_process,
+    run_together, seal, seal_children, shared_folder, writable_file,
 )
 
 LOG_TAIL_LINES = 30
+HARNESS_FAILED = 3  # the harness's exit code when the workload failed (its result says how)
+# Every rank's, whatever the arm's environment says: NVLink multicast (NVLS) stays off, as
+# the machines the guard measures on are set up without it
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 # A result holds timings and one token id per row and step: a few MB at the most
 MAX_RESULT_BYTES = 256 << 20
 
@@ -109,6 +117,8 @@ def run_interleaved(
         if result.mix is not None and result.mix.step_ms:
             figures.append(f"mix: {sum(result.mix.step_ms) / len(result.mix.step_ms):.3f} ms/step (mean)")
         timings = ", ".join(figures)
+        if result.world_size > 1:
+            timings += f" (each step its slowest rank's, of {result.world_size})"
         progress(
             f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{last} "
             f"({_where_seconds_went(result)}): {timings}"
@@ -142,19 +152,137 @@ def _run_one(
         # written again before every process, from the guard's own copy: an earlier process
         # (the arm's code) may have changed the file, and the harness checks its hash
         Path(spec.reference).write_text(reference.model_dump_json())
-    data = run_harness(target, spec.model_dump(), stem, run_dir, timeout_s, repeat=repeat)
+    answers = run_ranks(target, spec.model_dump(), stem, run_dir, timeout_s, repeat=repeat)
+    results = []
+    for rank, data in enumerate(answers):
+        name = stem if len(answers) == 1 else rank_stem(stem, rank)
+        try:
+            result = RepeatResult.model_validate(data)
+        except ValidationError as exc:
+            raise RunFailed(f"harness result {run_dir / name}.json is malformed: {exc}",
+                            _tail(run_dir / f"{name}.log")) from None
+        _check_traces(result, run_dir / "traces", run_dir / name)
+        results.append(result)
     try:
-        result = RepeatResult.model_validate(data)
-    except ValidationError as exc:
-        raise RunFailed(f"harness result {run_dir / stem}.json is malformed: {exc}", _tail(run_dir / f"{stem}.log")
-                        ) from None
-    _check_traces(result, run_dir / "traces", run_dir / stem)
+        result = merge_ranks(results)
+    except RanksDiffer as exc:
+        raise RunFailed(f"the ranks of {stem} do not line up: {exc}", "") from None
     if reference is None:  # nothing was forced, whatever the process says
         unforced = {"forced": False, "disagreements": None, "compared": 0, "first_disagreement": None}
         return result.model_copy(update={"runs": [r.model_copy(update=unforced) for r in result.runs],
                                          "mix": result.mix.model_copy(update=unforced) if result.mix else None})
     # the guard counts, from the ids the process generated and its own copy of the reference
     return with_disagreements(result, reference)
+
+
+def run_ranks(
+    target: ArmTarget, spec: dict[str, Any], stem: str, run_dir: Path, timeout_s: float, repeat: int = 0
+) -> list[dict[str, Any]]:
+    """The result JSON of each rank, in rank order (one process: `run_harness`), or RunFailed."""
+    world = int(spec.get("world_size", 1))
+    if world == 1:
+        return [run_harness(target, spec, stem, run_dir, timeout_s, repeat=repeat)]
+    if target.container is not None:  # the config refuses it; said here too for a caller that did not check
+        raise RunFailed("a workload of several ranks runs without a container (build.method venv or none)", "")
+    port = free_port()
+    cpus = split_cpus(target.cpus, world)
+    user = pr_user(target.user)
+    trace_dir = run_dir / "traces"
+    shared_folder(user, trace_dir)
+    base_env = pr_environment(target.pass_env) | target.env | {"PYTHONUNBUFFERED": "1"}
+    stems = [rank_stem(stem, rank) for rank in range(world)]
+    launches = []
+    with ExitStack() as logs:
+        for rank, name in enumerate(stems):
+            spec_path = run_dir / f"{name}.spec.json"
+            spec_path.write_text(json.dumps(_payload(target, spec, repeat, trace_dir) | {"cpus": cpus[rank]},
+                                            indent=2))
+            writable_file(user, run_dir / f"{name}.json")
+            log = logs.enter_context((run_dir / f"{name}.log").open("w"))
+            cmd = [str(target.python), str(HARNESS_SCRIPT), str(spec_path), str(run_dir / f"{name}.json")]
+            launches.append(Launch(cmd, log, cwd=target.worktree, env=base_env | rank_environment(rank, world, port),
+                                   user=user, reads=[target.python, HARNESS_SCRIPT, spec_path]))
+        try:
+            ended = run_together(launches, timeout_s=timeout_s)
+        except LaunchError as exc:
+            raise RunFailed(exc.message, "") from None
+        except OSError as exc:
+            raise RunFailed(f"could not start {target.python}: {exc}", "") from None
+        finally:
+            if user is not None:  # what they wrote is the guard's now
+                for name in stems:
+                    seal(user, run_dir / f"{name}.json")
+                seal_children(user, trace_dir)
+    # the rank that failed first is the one to name: the others failed or were ended because of it
+    first = _first_failed(ended.codes, run_dir, stems)
+    order = ([first] if first is not None else []) + [r for r in range(world) if r != first]
+    answers: dict[int, dict[str, Any]] = {}
+    for rank in order:
+        name = stems[rank]
+        code = ended.codes[rank]
+        if code is None and rank == first:  # ended by the guard as it exited: answered by the failure it wrote
+            code = HARNESS_FAILED
+        try:
+            data = _harness_answer(code, run_dir / f"{name}.json", run_dir / f"{name}.log", timeout_s)
+        except RunFailed as failed:
+            raise RunFailed(f"rank {rank} of {world}: {failed.message}", failed.log_tail) from None
+        if data.get("rank", rank) != rank:
+            raise RunFailed(f"rank {rank} of {world}: its result says rank {data.get('rank')!r}", "")
+        answers[rank] = data
+    return [answers[rank] for rank in range(world)]
+
+
+def _first_failed(codes: list[int | None], run_dir: Path, stems: list[str]) -> int | None:
+    """Of the ranks that failed (exited non-zero, or wrote a failure before they were ended),
+    the one whose result says it failed first: a rank whose peer died fails too, a moment
+    later. None when none did."""
+    def when(rank: int) -> float | None:
+        data = _read_result(run_dir / f"{stems[rank]}.json", run_dir / f"{stems[rank]}.log")
+        at = data.get("failed_at") if data is not None else None
+        return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
+
+    stamped = {rank: at for rank in range(len(codes)) if (at := when(rank)) is not None}
+    if stamped:
+        return min(stamped, key=lambda rank: (stamped[rank], rank))
+    return next((rank for rank, code in enumerate(codes) if code not in (None, 0)), None)
+
+
+def rank_stem(stem: str, rank: int) -> str:
+    """The files of one rank of a process: STEM.rankR.json, .log and .spec.json."""
+    return f"{stem}.rank{rank}"
+
+
+def rank_environment(rank: int, world: int, port: int) -> dict[str, str]:
+    """What torch.distributed's env:// rendezvous reads, on this host, and NVLink multicast off."""
+    return {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)} | NO_MULTICAST
+
+
+def free_port() -> int:
+    """A TCP port on loopback that no one listens on now, for one launch's rendezvous."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def split_cpus(cpus: list[int], world: int) -> list[list[int]]:
+    """measure.cpus shared out among the ranks, in runs of neighbours (none: unpinned); the
+    last rank takes what does not divide."""
+    if not cpus:
+        return [[] for _ in range(world)]
+    each = len(cpus) // world
+    return [cpus[rank * each: (rank + 1) * each if rank < world - 1 else len(cpus)] for rank in range(world)]
+
+
+def _payload(target: ArmTarget, spec: dict[str, Any], repeat: int, trace_dir: Path) -> dict[str, Any]:
+    return spec | {
+        "root": str(target.worktree),
+        "arm": target.name,
+        "repeat": repeat,
+        "trace_dir": str(trace_dir),
+        "cpus": target.cpus,  # the harness pins itself before it imports torch
+        "protocol": PROTOCOL_VERSION,
+    }
 
 
 def run_harness(
@@ -165,14 +293,7 @@ def run_harness(
     result_path = run_dir / f"{stem}.json"
     log_path = run_dir / f"{stem}.log"
     trace_dir = run_dir / "traces"
-    payload = spec | {
-        "root": str(target.worktree),
-        "arm": target.name,
-        "repeat": repeat,
-        "trace_dir": str(trace_dir),
-        "cpus": target.cpus,  # the harness pins itself before it imports torch
-        "protocol": PROTOCOL_VERSION,
-    }
+    payload = _payload(target, spec, repeat, trace_dir)
     spec_path.write_text(json.dumps(payload, indent=2))
     if target.container is not None:
         exit_code = _run_contained(target, target.container, payload, run_dir / f"{stem}.box", result_path,

@@ -1,92 +1,83 @@
-"""The comment's words on the ranks of a multi-rank run: communication overlap and the wait for the
-slowest rank base -> head, each finding as a sentence, and a short per-rank table when ranks differ.
-
-The facts are guard.trace's RankDiff; here they only become words (and cells for the view's table)."""
+"""A workload of several ranks, in words: where a rank of the head finished most steps last
+(a straggler) or decoded another way than its rank 0, and base's ranks did not; each rank's
+own figures in a table; how a step's time comes from the ranks."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from guard._markdown import code
+from guard.compare import ArmRanks, RankPath
 from guard.report import _words as words
-from guard.trace import BeforeAfter, CommunicationNotOverlapped, RankDiff, RankHeldBack
+from guard.report._schema import Report
 
 
-def rank_bullets(change: RankDiff) -> list[str]:
-    """Overlap and exposed communication, the wait for the slowest rank, then each finding."""
-    lines = [_overlap(change), _wait(change)]
-    for finding in change.findings:
-        lines.append(_not_overlapped(finding) if isinstance(finding, CommunicationNotOverlapped)
-                     else _held_back(finding, change.base.ranks))
-    if change.base.ranks != change.head.ranks:
-        lines.append(f"The arms ran with other rank counts (base {change.base.ranks}, head {change.head.ranks}); "
-                     f"the ranks both ran are compared.")
+def rank_sentences(report: Report) -> list[str]:
+    """One sentence per batch size and finding of the head's ranks that base's did not share
+    (compare's `rank_change`)."""
+    lines = []
+    for batch in report.batch_sizes:
+        change = batch.rank_change
+        arms = {a.arm: a.ranks for a in batch.arms}
+        now, before = arms.get(report.head), arms.get(report.base)
+        if change is None or now is None:
+            continue
+        at = f"At batch size {batch.batch_size}"
+        if change.straggler is not None:
+            lines.append(f"{at}, rank {change.straggler} of {now.world_size} finished {_share(now)} of head's timed "
+                         f"steps last{_behind(now, change.straggler)}, the others waiting for it "
+                         f"({_base_straggler(before, change.straggler)}); a step takes as long as its slowest rank.")
+        for rank in sorted({p.rank for p in change.paths}):
+            said = ", ".join(_path(p) for p in change.paths if p.rank == rank)
+            lines.append(f"{at}, rank {rank} of head decoded another way than its rank 0: {said}.")
     return lines
 
 
-def rank_table(change: RankDiff) -> tuple[list[str], list[list[str]]] | None:
-    """Header and rows of the per-rank table, base -> head per cell; None when the ranks do not differ."""
-    if not change.ranks_differ:
+def _behind(ranks: ArmRanks, rank: int) -> str:
+    lag = ranks.ranks[rank].finish_lag_us
+    return f", {words.ms(lag.median / 1e3)} ms behind the first at the median" if lag is not None else ""
+
+
+def _base_straggler(before: ArmRanks | None, rank: int) -> str:
+    if before is None or before.straggler is None:
+        return "base: no rank in most"
+    if before.straggler == rank:
+        return f"base: rank {rank} too, in {_share(before)}{_behind(before, rank)}"
+    return f"base: rank {before.straggler}, in {_share(before)}"
+
+
+def rank_table(report: Report) -> tuple[list[str], list[list[str]]] | None:
+    """Header and rows: each rank of base and head, per batch size; None for one process."""
+    gpu = report.gpu_timed()
+    rows = []
+    for batch in report.batch_sizes:
+        for arm in sorted(batch.arms, key=lambda a: (a.arm != report.base, a.arm != report.head)):
+            if arm.ranks is None or arm.arm not in (report.base, report.head):
+                continue
+            role = "base" if arm.arm == report.base else "head"
+            rows += [[role, str(batch.batch_size), str(r.rank),
+                      f"{words.ms(r.gpu_ms_per_step.median)} ({words.ms(r.gpu_ms_per_step.min)}-"
+                      f"{words.ms(r.gpu_ms_per_step.max)})",
+                      words.share(r.slowest_steps / arm.ranks.steps) if arm.ranks.steps else "-",
+                      words.ms(r.finish_lag_us.median / 1e3) if r.finish_lag_us is not None else "-"]
+                     for r in arm.ranks.ranks]
+    if not rows:
         return None
-    header = ["rank", "span ms", "compute ms", "communication ms", "exposed ms", "wait ms", "last to join"]
-    rows = [
-        [str(r.rank), _arrow(r.span_ms_per_step), _arrow(r.compute_ms_per_step), _arrow(r.communication_ms_per_step),
-         _arrow(r.exposed_communication_ms_per_step), _arrow(r.wait_ms_per_step),
-         _arrow(r.straggler_share, words.share)]
-        for r in change.ranks
-    ]
-    return header, rows
+    return ["arm", "batch size", "rank", f"its own {words.metric('gpu_ms', gpu)} (range)", "last to finish in",
+            "ms behind the first to finish (median)"], rows
 
 
-def _overlap(change: RankDiff) -> str:
-    exposed = change.exposed_communication_ms_per_step
-    overlap = change.overlap_share
-    if overlap.before is None and overlap.after is None:
-        return f"No communication found in either arm's traces of the {_ranks(change)}."
-    return (f"Communication overlapped with compute: {_arrow(overlap, words.share)} of its time; exposed "
-            f"communication {_ms(exposed)} per step ({words.ms_delta(exposed.delta or 0.0)} ms), over the "
-            f"{_ranks(change)}.")
+def ranks_method(report: Report) -> str | None:
+    """How the figures of several ranks were taken, in a sentence."""
+    world = report.workload.world_size
+    if world == 1:
+        return None
+    return (f"On {world} ranks, a process each, started together for every repeat: a step's time is its slowest "
+            "rank's, a process's tok/s its slowest rank's, and every rank's outputs must be rank 0's.")
 
 
-def _wait(change: RankDiff) -> str:
-    wait = change.wait_ms_per_step
-    stragglers = ", ".join(f"{arm} rank {s}" for arm, s in (("base", change.base.straggler),
-                                                              ("head", change.head.straggler)) if s is not None)
-    last = f"; last to join in most steps: {stragglers}" if stragglers else "; no rank was last to join in most steps"
-    return f"Longest wait for the slowest rank: {_ms(wait)} per step{last}."
+def _share(ranks: ArmRanks) -> str:
+    return words.share(ranks.straggler_share)
 
 
-def _not_overlapped(finding: CommunicationNotOverlapped) -> str:
-    exposed = finding.exposed_communication_ms_per_step
-    hidden = finding.overlapped_communication_ms_per_step
-    return (f"Communication no longer overlapped: exposed communication grew by {words.ms(exposed.delta or 0.0)} ms "
-            f"per step, {words.share(finding.share_of_step)} of the base's step, as the communication hidden "
-            f"behind compute went {_ms(hidden)} per step ({_arrow(finding.overlap_share, words.share)} of it).")
+def _path(path: RankPath) -> str:
+    return f"{code(path.field)} {code(path.value)} (rank 0: {code(path.rank0_value)})"
 
-
-def _held_back(finding: RankHeldBack, ranks: int) -> str:
-    wait = finding.wait_ms_per_step
-    others = "the other rank" if ranks == 2 else "the others"
-    said = (f"One rank held back the others: rank {finding.rank} was the last to join the collectives in "
-            f"{words.share(finding.straggler_share)} of the head's steps; the longest wait for the slowest rank "
-            f"went {_ms(wait)} per step ({words.ms_delta(wait.delta or 0.0)} ms, "
-            f"{words.share(finding.share_of_step)} of the base's step). Its compute "
-            f"{_ms(finding.compute_ms_per_step)} per step against {_ms(finding.others_compute_ms_per_step)} for "
-            f"{others}; its idle time {_ms(finding.idle_ms_per_step)}.")
-    if finding.fell_out_of_graphs:
-        said += f" Rank {finding.rank} fell out of its CUDA graphs: it launches its kernels itself."
-    return said
-
-
-def _ranks(change: RankDiff) -> str:
-    n = change.head.ranks
-    return words.plural(n, "rank") + ("" if change.head.activities == "gpu_kernels" else " (host ops: a CPU-only run)")
-
-
-def _ms(change: BeforeAfter) -> str:
-    return f"{_arrow(change)} ms"
-
-
-def _arrow(change: BeforeAfter, form: Callable[[float], str] = words.ms) -> str:
-    before = "-" if change.before is None else form(change.before)
-    after = "-" if change.after is None else form(change.after)
-    return f"{before} -> {after}"

@@ -46,6 +46,9 @@ def reason_sentence(reason: Reason) -> str:
     if reason.kind == "not_deterministic":
         return (f"{at}the {arm} arm is not deterministic: repeat {reason.repeat} generated other tokens than "
                 f"repeat {reason.first_repeat}{where}")
+    if reason.kind == "ranks_disagree":
+        return (f"{at}rank {reason.rank} of the {arm} arm generated other tokens than its rank 0{where}: every rank "
+                "must return the whole batch's ids, the same on each (a tensor-parallel engine does)")
     done = words.plural(reason.repeats_done or 0, "repeat")
     return f"{at}the {arm} arm finished {done}, too few to estimate a change"
 

@@ -19,7 +19,9 @@ SCHEMA_VERSION = 6
 # 4: the report is its comparison's fields and the run's (GPU state as `gpu_fingerprint`, not
 # under `environment`; `tok_threshold_pct` always set), trace warnings are kinds with figures;
 # 5: the mix's attribution (`explanation.mix`) and the run's record (`record`);
-# 6: the mix decided like a batch size (`mix_comparison`), in the verdict and alpha's split.
+# 6: the mix decided like a batch size (`mix_comparison`), in the verdict and alpha's split;
+# workloads of several ranks: `workload.world_size`, each arm's ranks (`batch_sizes[].arms[].ranks`)
+# and the reason `ranks_disagree`.
 # Only the current version is read, and schema 5 without a mix, which states nothing schema 6
 # would state otherwise: a report of an older one is made again by `guard run`.
 READ_VERSIONS = (5, 6)

@@ -29,6 +29,7 @@ from guard.report._mix_text import (
     coverage_rows, evidence_line, mix_arms, mix_lead, mix_sentence, part_lines, record_lines, size_header, size_rows,
 )
 from guard.report._override_note import override_note
+from guard.report._rank_text import rank_sentences, rank_table, ranks_method
 from guard.report._reason_text import reason_sentence, reason_short
 from guard.report._roles import tok_role_note
 from guard.report._schema import ArmInfo, Report
@@ -130,6 +131,8 @@ def _what_happened(report: Report) -> list[Block]:
         blocks.append(_p(launch_sentence(note, _gpu(report), bounds_level(report))))
     for note in unheld_notes(report):
         blocks.append(_p(note))
+    if ranked := rank_sentences(report):
+        blocks.append(_p(" ".join(ranked)))
     if (override := override_note(report)) is not None:
         blocks.append(_p(override))
     if (config := config_note(report.config_change)) is not None:
@@ -242,6 +245,9 @@ def _folds(report: Report) -> list[Fold]:
         host = host_sentence(report)
         folds.append(Fold(summary="Every arm, with the range of its processes",
                           blocks=[every] + ([_p(host)] if host else [])))
+    if (ranks := rank_table(report)) is not None:
+        folds.append(Fold(summary=f"Every rank, on {report.workload.world_size} ranks",
+                          blocks=[Block(kind="table", header=ranks[0], rows=ranks[1])]))
     for arm in report.arms:
         if arm.status != "ok":
             folds.append(Fold(summary=f"{html(arm.name)} ({html(words.short_sha(arm.sha))}): "
@@ -321,7 +327,7 @@ def _method_blocks(report: Report) -> list[Block]:
     lines = [f"A like-for-like greedy decode workload, {code(w.entry)}{options}: {w.warmup_steps} warmup and "
              f"{w.steps} timed steps per batch size, {processes_text(report)}, run interleaved.{tok}"]
     lines += [s for s in (like_for_like.agreement_sentence(report), like_for_like.reference_note(report),
-                          tok_role_note(report)) if s]
+                          tok_role_note(report), ranks_method(report)) if s]
     lines.append(rule_note(report))
     lines.append(
         f"{words.metric('gpu_ms', True)} from CUDA events around each step, queued ahead of its start so the host's "

@@ -150,4 +150,5 @@ REASON_SHORT: dict[ReasonKind, str] = {
     "tokens_differ": "output tokens differ between base and head {at_size}",
     "not_deterministic": "the workload is not deterministic on the {arm} arm ({size})",
     "too_few_repeats": "the {arm} arm finished fewer than 2 repeats",
+    "ranks_disagree": "the {arm} arm's ranks generated other tokens (batch size {batch_size})",
 }

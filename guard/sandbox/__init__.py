@@ -4,7 +4,7 @@ guard (`_process`), started by a guard that holds no secret itself (`_reexec`)."
 
 from guard.sandbox._container import Container, ContainerError, Mount, engine, run_container
 from guard.sandbox._env import STEP_FILES, check_pass_env, guard_environment, is_allowed, pr_environment
-from guard.sandbox._process import LaunchError, check_reachable, end_all, run_process
+from guard.sandbox._process import Launch, LaunchError, Together, check_reachable, end_all, run_process, run_together
 from guard.sandbox._reexec import MARKER, restart_clean
 from guard.sandbox._user import (
     DEFAULT_PR_USER, PrUser, handed_over, pr_user, seal, seal_children, shared_folder, writable_file,
@@ -16,6 +16,8 @@ __all__ = [
     "DEFAULT_PR_USER",
     "MARKER",
     "STEP_FILES",
+    "Together",
+    "Launch",
     "LaunchError",
     "Mount",
     "PrUser",
@@ -31,6 +33,7 @@ __all__ = [
     "restart_clean",
     "run_container",
     "run_process",
+    "run_together",
     "seal",
     "seal_children",
     "shared_folder",

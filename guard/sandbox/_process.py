@@ -21,10 +21,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from guard._errors import GuardError
 from guard.sandbox._user import PrUser
@@ -76,6 +76,93 @@ def run_process(
             proc.wait()
             _live.pop(proc.pid, None)
     return proc.returncode if exited else None
+
+
+class Launch(NamedTuple):
+    """One process of a group started together (`run_together`): its command and where it runs."""
+
+    cmd: Sequence[str]
+    stdout: IO[Any] | int
+    cwd: Path | None = None
+    env: Mapping[str, str] | None = None
+    user: PrUser | None = None
+    reads: Sequence[Path] = ()
+
+
+class Together(NamedTuple):
+    """How processes started together ended: an exit code each, None for one still running at
+    the timeout or ended by the guard because `failed` (the first seen to exit non-zero) had."""
+
+    codes: list[int | None]
+    failed: int | None
+
+
+POLL_S = 0.02
+
+
+def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
+    """Start every launch at once, as `run_process` starts one, and wait for them all; the first
+    that exits non-zero ends the others at once (ranks of one workload wait for each other
+    forever), and the timeout ends every one still running."""
+    _install_handlers()
+    if timeout_s <= 0:
+        return Together([None] * len(launches), None)
+    for launch in launches:
+        if launch.user is not None:
+            check_reachable(launch.user, [p for p in (launch.cwd, *launch.reads, Path(tempfile.gettempdir()))
+                                          if p is not None])
+    procs: list[subprocess.Popen[bytes]] = []
+    codes: list[int | None] = [None] * len(launches)
+    failed: int | None = None
+    reaped: set[int] = set()
+
+    def reap(index: int) -> None:
+        proc = procs[index]
+        _kill_group(proc.pid)  # before the reap: the group's id is still this process's
+        codes[index] = proc.wait()
+        _live.pop(proc.pid, None)
+        reaped.add(index)
+
+    with ExitStack() as homes:
+        try:
+            for launch in launches:
+                home = homes.enter_context(_fresh_home(launch.user))
+                env = launch.env
+                given = None if env is None and not home else dict(os.environ if env is None else env) | home
+                proc = subprocess.Popen(
+                    list(launch.cmd), cwd=launch.cwd, env=given, stdin=subprocess.DEVNULL, stdout=launch.stdout,
+                    stderr=subprocess.STDOUT, start_new_session=True, **_identity(launch.user),
+                )
+                _live[proc.pid] = proc
+                procs.append(proc)
+            deadline = time.monotonic() + timeout_s
+            while len(reaped) < len(procs) and failed is None and time.monotonic() < deadline:
+                for index in range(len(procs)):
+                    if index not in reaped and _exited(procs[index]):
+                        reap(index)
+                        if codes[index] != 0:
+                            failed = index
+                            break
+                else:
+                    time.sleep(POLL_S)
+            for index in range(len(procs)):  # a peer may have exited too, of the same cause: its code counts
+                if index not in reaped and _exited(procs[index]):
+                    reap(index)
+        finally:
+            for index, proc in enumerate(procs):  # what still runs is ended by the guard: no exit code
+                if index not in reaped:
+                    _kill_group(proc.pid)
+                    proc.wait()
+                    _live.pop(proc.pid, None)
+    return Together(codes, failed)
+
+
+def _exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether `proc` has exited; left unreaped, so that its group's id is not reused."""
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def end_all() -> None:
