@@ -20,6 +20,7 @@ from guard.publish import GitHub, JobFailure, alert_issue_body, failed_check_out
 from guard.publish._failed_check import _TO_DO, _WHAT
 from guard.service._alerts import raise_alerts
 from guard.service._confirm import apply_confirmation_run, detect_and_confirm
+from guard.service._queue import take_over
 from guard.service._store import migrate, open_engine
 from guard.service._store import sessions as make_sessions
 from guard.service._tables import Alert, ChangePoint, Confirmation, Job
@@ -211,6 +212,31 @@ def test_an_alert_held_by_a_running_job_is_left_to_it_and_one_without_a_pull_req
         (issue,) = api.issues(REPO)
         assert "pushed to the default branch directly" in issue["body"]
         assert not any(r.path.endswith("/comments") for r in api.state.log)
+
+
+def test_an_alert_held_by_a_procrastinate_attempt_is_left_to_it_until_another_attempt_takes_its_job(
+        store) -> None:
+    dead = "procrastinate-7:host-a:worker-1"  # a `guard worker` attempt: running with no lease of the table's
+    with GitHubStandIn({TOKEN: "guard-bot"}) as api:
+        rest = GitHub(TOKEN, api.url)
+        _confirmed(store, "bench.py:make")
+        with store() as session:
+            job = Job(kind="confirm", repo=REPO, state="running", lease_owner=dead, lease_expires_s=None,
+                      attempts=1, created_s=0.0, detail={})
+            session.add(job)
+            session.add(Alert(dedupe_key=alert_key(REPO, SHAS[STEP_AT]), repo=REPO, culprit_sha=SHAS[STEP_AT],
+                              owner=dead, state="posting", listed=[], pr_checked=False, created_s=0.0))
+            session.commit()
+        # another host's job of the repository: procrastinate says nothing of the attempt's worker, so it holds
+        assert raise_alerts(store, rest, REPO, owner="procrastinate-9:host-b:worker-2", login="guard-bot",
+                            server_url="https://github.com") == []
+        assert api.state.log == []
+        # its worker stopped; procrastinate's retry of the same queue job took the job over, and the claim with it
+        retry = "procrastinate-7:host-b:worker-3"
+        assert take_over(store, job.id, retry, "procrastinate-7:") is not None
+        assert raise_alerts(store, rest, REPO, owner=retry, login="guard-bot", server_url="https://github.com") == [
+            alert_key(REPO, SHAS[STEP_AT])]
+        assert len(api.issues(REPO)) == 1
 
 
 def test_an_alert_that_github_refused_is_recorded_and_tried_again(store) -> None:

@@ -1,5 +1,6 @@
-"""The data layer: the shipped migrations make exactly the tables the models describe, a
-second start migrates nothing, and SQLite runs in WAL mode."""
+"""The data layer: the shipped migrations are one line of revisions (one head) and make
+exactly the tables the models describe, a second start migrates nothing, and SQLite runs in
+WAL mode."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
 from guard.service._store import StoreError, migrate, open_engine
@@ -23,6 +26,16 @@ def test_the_migrations_make_what_the_models_describe(tmp_path: Path) -> None:
         assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         assert connection.execute(text("SELECT COUNT(*) FROM alembic_version")).scalar() == 1
     engine.dispose()
+
+
+def test_the_migrations_have_one_head() -> None:
+    # two branches that each add a migration on the same parent give two heads: `upgrade head` refuses them
+    config = Config()
+    config.set_main_option("script_location", "guard.service:migrations")
+    script = ScriptDirectory.from_config(config)
+    heads = script.get_heads()
+    assert len(heads) == 1, f"migration heads {heads}: give one of them the other as down_revision"
+    assert [r.revision for r in script.walk_revisions()][-1] == "0001"  # one line down to the first
 
 
 @pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "oracle://x/y"])

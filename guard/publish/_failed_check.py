@@ -12,10 +12,11 @@ from guard._markdown import block
 # timeout: over the job's time limit; no-report: the measuring command exited without report.json;
 # report-refused: the report did not hold up when read back; report-mismatch: a report of other commits;
 # fetch: git could not fetch the commits; github: an API call failed; dispatch: the workflow could not be
-# dispatched; worker-lost: the job's worker stopped on every try; internal: a fault of the service
+# dispatched; worker-lost: the job's worker stopped on every try; cancelled: the operator stopped the job
+# (procrastinate's abort); internal: a fault of the service
 FailureKind = Literal[
     "timeout", "no-report", "report-refused", "report-mismatch", "fetch", "github", "dispatch", "worker-lost",
-    "internal",
+    "cancelled", "internal",
 ]
 MAX_DETAIL_CHARS = 4_000
 
@@ -28,6 +29,7 @@ _WHAT = {
     "github": "A call to GitHub failed, so the job could not go on",
     "dispatch": "The measuring workflow could not be dispatched",
     "worker-lost": "The measuring host stopped during this job on every try",
+    "cancelled": "The service's operator stopped this job",
     "internal": "The service failed on this job",
 }
 _TO_DO = {
@@ -46,6 +48,7 @@ _TO_DO = {
     "dispatch": "Check that the workflow named by `--dispatch-workflow` exists on the dispatch branch and takes "
                 "the inputs base, head, pr and guard-job; then re-run this check.",
     "worker-lost": "Look at the host (out of memory, a GPU fault, a restart) before re-running this check.",
+    "cancelled": "Re-run this check to measure it after all, or ask the service's operator why it was stopped.",
     "internal": "The service's log names the fault. Re-run this check; if it fails the same way, report it.",
 }
 

@@ -3,10 +3,10 @@ plan) one issue and one comment on the pull request the commit came from, each l
 confirmed slowdown of that commit.
 
 Never twice: an alert's row is claimed before anything is posted (by one worker, while its
-job's lease holds), and each post is recorded as soon as GitHub has answered it. A retried job
-finds what its last try recorded; a post that may have landed unrecorded is looked for on
-GitHub by its marker before it is made again. A series that confirms the same commit later
-updates both texts and posts nothing new."""
+job runs for it, embedded or through procrastinate), and each post is recorded as soon as
+GitHub has answered it. A retried job finds what its last try recorded; a post that may have
+landed unrecorded is looked for on GitHub by its marker before it is made again. A series that
+confirms the same commit later updates both texts and posts nothing new."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from guard.publish import (
     GitHub, MaybeApplied, PublishError, alert_comment_body, alert_issue_body, alert_issue_title, publish_comment,
 )
 from guard.service._series import change_points
-from guard.service._tables import Alert, Job
+from guard.service._queue import live_owners
+from guard.service._tables import Alert
 
 _WRITE_TRIES = 3
 MAX_ISSUE_PAGES = 5  # the newest issues with the alert's label: where one posted unrecorded would be
@@ -149,7 +150,7 @@ def pull_of_commit(rest: GitHub, repo: str, sha: str) -> int | None:
 
 def _claim(sessions: sessionmaker, plan: AlertPlan, owner: str) -> Alert | None:
     """The alert's row, made or taken for `owner`; None while another worker holds it (its
-    claim lasts as long as the lease of the job it runs)."""
+    claim lasts as long as its job runs for it: guard.service._queue.live_owners)."""
     now = time.time()
     with sessions() as session:
         session.add(Alert(dedupe_key=plan.dedupe_key, repo=plan.repo, culprit_sha=plan.culprit_sha, owner=owner,
@@ -160,8 +161,7 @@ def _claim(sessions: sessionmaker, plan: AlertPlan, owner: str) -> Alert | None:
             session.rollback()
         else:
             return session.scalars(select(Alert).where(Alert.dedupe_key == plan.dedupe_key)).one()
-        holders = select(Job.lease_owner).where(Job.state == "running", Job.lease_expires_s > now,
-                                                Job.lease_owner.is_not(None))
+        holders = live_owners(now)
         taken = session.execute(
             update(Alert).where(Alert.dedupe_key == plan.dedupe_key,
                                 or_(Alert.owner.is_(None), Alert.owner == owner, Alert.owner.not_in(holders)))

@@ -23,14 +23,16 @@ def create_app(settings: ServiceSettings) -> Starlette:
     engine = open_engine(settings.db_url)
     queue = None
     if settings.queue == "procrastinate":
-        from guard.service._procrastinate import JobQueue, prepare_database
+        from guard.service._procrastinate import JobQueue, prepare_database, queue_sessions
 
         prepare_database(engine, settings.db_url)
         queue = JobQueue(settings.db_url)
+        db_sessions = queue_sessions(engine, settings.db_url)
     else:
         migrate(engine)
+        db_sessions = sessions(engine)
     app_client = GitHubApp(settings.app, settings.api_url) if settings.app else None
-    state = ServiceState(settings=settings, engine=engine, sessions=sessions(engine), app=app_client,
+    state = ServiceState(settings=settings, engine=engine, sessions=db_sessions, app=app_client,
                          writers=anyio.CapacityLimiter(concurrent_writers(engine)), queue=queue)
 
     @asynccontextmanager

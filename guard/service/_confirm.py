@@ -21,6 +21,7 @@ from guard.history import (
     ChangePoint, Confirmation, PairedRun, apply_confirmation, confirmation_run, gpu_class, workload_name,
 )
 from guard.report import Report
+from guard.service._queue import add_job
 from guard.service._series import change_point_model, change_points, redetect
 from guard.service._tables import ChangePoint as ChangePointRow
 from guard.service._tables import Confirmation as ConfirmationRow
@@ -39,8 +40,8 @@ def detect_and_confirm(sessions: sessionmaker, repo: str, origin: Job) -> list[i
     redetect(sessions, repo, decided)
     with sessions() as session:
         current = [c for points in change_points(session, repo).values() for c in points]
-        queued = queue_confirmations(session, repo, current, origin)
-        try:
+        try:  # at a flush or at the commit
+            queued = queue_confirmations(session, repo, current, origin)
             session.commit()
         except IntegrityError:  # another host queued the same round at the same moment: it has its job
             session.rollback()
@@ -50,7 +51,8 @@ def detect_and_confirm(sessions: sessionmaker, repo: str, origin: Job) -> list[i
 
 def queue_confirmations(session: Session, repo: str, current: Iterable[ChangePoint], origin: Job) -> list[int]:
     """In the caller's transaction: a confirm job for the candidates that have none yet, one job
-    per pair of commits (series of one culprit and one base share it); returns the jobs' ids."""
+    per pair of commits (series of one culprit and one base share it), made as every job is
+    (guard.service._queue.add_job: it reaches whichever queue runs the jobs); returns their ids."""
     rounds: dict[tuple[str, str, str], list[str]] = {}
     for row in session.scalars(select(ConfirmationRow).where(ConfirmationRow.repo == repo)):
         rounds.setdefault((row.change_point, row.before_sha, row.after_sha), []).append(row.state)
@@ -65,12 +67,10 @@ def queue_confirmations(session: Session, repo: str, current: Iterable[ChangePoi
         return []  # nothing to fetch the commits from (an ingested point): left a candidate
     now, queued = time.time(), []
     for (before, after), points in wanted.items():
-        job = Job(kind=CONFIRM_KIND, repo=repo, base_sha=before, head_sha=after, clone_url=origin.clone_url,
-                  installation_id=origin.installation_id, state="queued", attempts=0, created_s=now,
-                  detail={"change_points": [p.id for p, _, _ in points],
-                          "batch_sizes": sorted({b for _, _, paired in points for b in paired.batch_sizes})})
-        session.add(job)
-        session.flush()
+        job = add_job(session, kind=CONFIRM_KIND, repo=repo, base_sha=before, head_sha=after,
+                      clone_url=origin.clone_url, installation_id=origin.installation_id,
+                      detail={"change_points": [p.id for p, _, _ in points],
+                              "batch_sizes": sorted({b for _, _, paired in points for b in paired.batch_sizes})})
         for point, round_number, _ in points:
             session.add(ConfirmationRow(
                 change_point=point.id, repo=repo, workload=point.series.workload, batch_size=point.series.batch_size,

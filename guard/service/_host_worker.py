@@ -4,7 +4,9 @@ with the embedded workers' job (guard.service._job.run_job), so a retry finds th
 and the Check Run again rather than posting twice. procrastinate's retry strategy retries a job
 that raised; jobs of a worker that stopped (kill -9 too: its heartbeat stops) are found by
 procrastinate's stalled-job query, at start and every minute, and retried here; a worker shut
-down mid-job hands its job back to the pool for any host."""
+down mid-job hands its job back to the pool for any host. A job failed for good (its command
+failed, its retries spent, its workers stopped three times, an operator's abort) is concluded
+as the embedded workers conclude one (guard.service._failed), by the one call that failed it."""
 
 from __future__ import annotations
 
@@ -22,13 +24,16 @@ from procrastinate.jobs import Status
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
 
+from guard.publish import FailureKind
+from guard.service._failed import conclude_failed
 from guard.service._github_app import GitHubApp
 from guard.service._job import JobContext, run_job
 from guard.service._procrastinate import (
-    MEASURE_TASK, POOL_QUEUE, STALLED_TASK, TAKE_TASK, host_queue, measure_lock, pool_take, queue_app,
+    MEASURE_TASK, POOL_QUEUE, STALLED_TASK, TAKE_TASK, host_queue, measure_lock, queue_app,
 )
 from guard.service._queue import abandon, finish, holds, job_state, requeue, take_over
 from guard.service._settings import ServiceSettings
+from guard.service._tables import Job
 
 logger = logging.getLogger("guard.worker")
 
@@ -37,6 +42,7 @@ FETCH_POLL_S = 2.0  # a lock's release wakes no worker: a host waiting on its ow
 GRACEFUL_S = 10.0  # on SIGTERM, how long a running job may go on before it is stopped and handed back
 MEASURE_PRIORITY = 10  # a host that took a job measures it before it takes another
 STALLED_CRON = "* * * * *"
+ABORTED = "aborted through procrastinate"  # the error of a job an operator cancelled with abort
 
 
 @dataclass
@@ -108,7 +114,7 @@ def _measure(host: Host, context: procrastinate.JobContext, job_id: int) -> None
     try:
         outcome = run_job(job, ctx)
     except Exception as exc:
-        _unfinished(host, context, job_id, owner, exc, f"internal error: {type(exc).__name__}: {exc}")
+        _unfinished(host, context, job, owner, exc, f"internal error: {type(exc).__name__}: {exc}")
         raise
     finally:
         ended.set()
@@ -118,30 +124,32 @@ def _measure(host: Host, context: procrastinate.JobContext, job_id: int) -> None
         return
     if outcome.lost:  # the worker is shutting down, or an operator aborted the job through procrastinate
         if context.abort_reason() == AbortReason.SHUTDOWN:
-            _hand_back(host, context, job_id, owner)
+            # queued again, its take back in the pool: the first free host measures it, not only this one
+            requeue(host.sessions, job_id, owner, f"host {host.name}'s worker stopped during the job; queued for "
+                    "any host", resubmit=True)
             raise JobAborted(f"host {host.name}'s worker stopped: the job went back to the pool")
-        finish(host.sessions, job_id, owner, error="aborted through procrastinate")
-        raise JobAborted("aborted through procrastinate")
-    finish(host.sessions, job_id, owner, error=outcome.error, run_id=outcome.run_id)
+        _fail(host, job, owner, ABORTED, "cancelled")
+        raise JobAborted(ABORTED)
+    if not finish(host.sessions, job_id, owner, error=outcome.error, run_id=outcome.run_id):
+        logger.warning("job %d was taken over by another attempt before it finished here", job_id)
+    elif outcome.error is not None:  # failed for good now: its Check Run says so
+        conclude_failed(host.sessions, host.app, job, outcome.failure, outcome.error)
 
 
-def _hand_back(host: Host, context: procrastinate.JobContext, job_id: int, owner: str) -> None:
-    """Queued again, its take back in the pool: the first free host measures it, not only this one."""
-    requeue(host.sessions, job_id, owner, f"host {host.name}'s worker stopped during the job; queued for any host")
-    try:
-        pool_take(context.app, job_id).defer(job_id=job_id)
-    except AlreadyEnqueued:
-        pass
+def _fail(host: Host, job: Job, owner: str, error: str, failure: FailureKind) -> None:
+    """Failed for good by this attempt, and concluded, unless another attempt has the job now."""
+    if finish(host.sessions, job.id, owner, error=error):
+        conclude_failed(host.sessions, host.app, job, failure, error)
 
 
-def _unfinished(host: Host, context: procrastinate.JobContext, job_id: int, owner: str, exc: BaseException,
+def _unfinished(host: Host, context: procrastinate.JobContext, job: Job, owner: str, exc: BaseException,
                 error: str) -> None:
     """The jobs table says what procrastinate's retry strategy will do: queued again, or failed."""
     strategy = context.task.retry_strategy
     if strategy is not None and strategy.get_retry_decision(exception=exc, job=context.job) is not None:
-        requeue(host.sessions, job_id, owner, f"{error} (attempt {context.job.attempts + 1}, retried)")
+        requeue(host.sessions, job.id, owner, f"{error} (attempt {context.job.attempts + 1}, retried)")
     else:
-        finish(host.sessions, job_id, owner, error=error)
+        _fail(host, job, owner, error, "internal")
 
 
 def _watch(host: Host, context: procrastinate.JobContext, job_id: int, owner: str, ctx: JobContext,
@@ -170,9 +178,13 @@ async def retrieve_stalled(app: procrastinate.App, host: Host) -> None:
             job_id = int(queue_job.task_kwargs["job_id"])
             if queue_job.attempts >= host.retries:
                 await app.job_manager.finish_job(queue_job, status=Status.FAILED, delete_job=False)
-                await asyncio.to_thread(abandon, host.sessions, job_id, f"procrastinate-{queue_job.id}:",
-                                        f"its host's worker stopped {queue_job.attempts + 1} times while measuring it")
+                error = (f"its worker stopped {queue_job.attempts + 1} times while running it (no heartbeat for "
+                         f"{host.stalled_s:g} s)")
+                failed = await asyncio.to_thread(abandon, host.sessions, job_id, f"procrastinate-{queue_job.id}:",
+                                                 error)
                 logger.warning("job %d failed: its worker stopped %d times", job_id, queue_job.attempts + 1)
+                if failed is not None:
+                    await asyncio.to_thread(conclude_failed, host.sessions, host.app, failed, "worker-lost", error)
                 continue
             await app.job_manager.retry_job(queue_job, queue=host_queue(host.name), lock=host_queue(host.name))
             logger.info("job %d: its worker stopped; retried on host %s", job_id, host.name)

@@ -1,7 +1,9 @@
 """The queue of a fleet of GPU hosts, procrastinate on PostgreSQL (`guard serve --queue
 procrastinate`, `guard worker`): its names, its schema applied by procrastinate itself at start,
-and the service's half, which defers each job under a queueing lock of its own so that a
-replayed delivery, or a restarted service deferring what is still queued, never queues it twice.
+the deferral of every new job in the transaction that makes it (whichever process makes it: the
+service for a delivery, a worker for a confirmation), and the service's half, which defers each
+job under a queueing lock of its own so that a replayed delivery, or a restarted service
+deferring what is still queued, never queues it twice.
 
 A job is two procrastinate jobs. `guard.take` waits in the pool queue for the first host with
 nothing to measure; that host defers `guard.measure` to its own queue, under its own lock.
@@ -19,10 +21,11 @@ from procrastinate.jobs import JobDeferrer
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
-from guard.service._queue import Recorded, job_state, queued_ids
+from guard.service._queue import SUBMIT, Recorded, job_state, queued_ids
 from guard.service._store import StoreError, migrate
+from guard.service._store import sessions as plain_sessions
 
 POOL_QUEUE = "guard"  # where a job waits for a free host
 TAKE_TASK = "guard.take"
@@ -44,9 +47,33 @@ def measure_lock(job_id: int) -> str:
     return f"guard-measure-{job_id}"
 
 
-def pool_take(app: procrastinate.App, job_id: int) -> JobDeferrer:
-    """A job's take, deferred to the pool; its queueing lock keeps one waiting at a time."""
-    return app.configure_task(TAKE_TASK, queue=POOL_QUEUE, queueing_lock=take_lock(job_id))
+def pool_take(app: procrastinate.App, job_id: int, connection: Any = None) -> JobDeferrer:
+    """A job's take, deferred to the pool (on `connection`, in its transaction, where given); its
+    queueing lock keeps one waiting at a time."""
+    return app.configure_task(TAKE_TASK, queue=POOL_QUEUE, queueing_lock=take_lock(job_id), connection=connection)
+
+
+class DeferTake:
+    """guard.service._queue's Submit for procrastinate: the job's take deferred on the connection
+    of the transaction that queues the job, so the job and its take are committed together, or
+    neither. A take of the job that waits in the pool already (a replay's, a restart's) is enough."""
+
+    def __init__(self, url: str) -> None:
+        # never opened: each take is written on the caller's connection, not on a pool of its own
+        self.app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector(conninfo=conninfo(url)))
+
+    def __call__(self, session: Session, job_id: int) -> None:
+        try:
+            with session.begin_nested():  # a savepoint: a refused take fails alone, not the job's transaction
+                connection = session.connection().connection.driver_connection  # psycopg's, in the transaction
+                pool_take(self.app, job_id, connection).defer(job_id=job_id)
+        except AlreadyEnqueued:
+            pass
+
+
+def queue_sessions(engine: Engine, url: str) -> sessionmaker:
+    """Sessions whose new jobs are deferred to procrastinate's pool as they are queued."""
+    return plain_sessions(engine, {SUBMIT: DeferTake(url)})
 
 
 def is_postgresql(url: str) -> bool:
@@ -109,18 +136,19 @@ class JobQueue:
             return False
         return True
 
-    async def enqueue(self, sessions: sessionmaker, recorded: Recorded) -> None:
-        """A new delivery's job deferred; a replay's job deferred again only while still queued,
-        in case the first answer was lost with the service before its job was deferred."""
-        if recorded.job is None:
+    async def enqueue_again(self, sessions: sessionmaker, recorded: Recorded) -> None:
+        """A replay's job deferred again while it is still queued (a new one's take was deferred
+        with it): a take that procrastinate failed for good (the database away on each of its
+        tries) leaves the job to a replay, as to a restart."""
+        if recorded.job is None or not recorded.duplicate:
             return
-        if recorded.duplicate and await anyio.to_thread.run_sync(job_state, sessions, recorded.job) != "queued":
+        if await anyio.to_thread.run_sync(job_state, sessions, recorded.job) != "queued":
             return
         await self.defer(recorded.job)
 
     async def sweep(self, sessions: sessionmaker) -> int:
-        """Every queued job deferred again (a queued take holds it already): none is lost when a
-        service stopped between storing a job and deferring it. How many were deferred."""
+        """Every queued job deferred again (a queued take holds it already): none waits for ever
+        on a take that procrastinate failed for good. How many were deferred."""
         deferred = 0
         for job_id in await anyio.to_thread.run_sync(queued_ids, sessions):
             deferred += await self.defer(job_id)

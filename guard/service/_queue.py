@@ -1,19 +1,48 @@
 """The job queue in the database: a delivery and its job stored in one transaction, jobs
 leased by compare-and-set (so it holds on SQLite and PostgreSQL alike), a lease kept alive by
-its worker's heartbeat and taken over by another once it expires."""
+its worker's heartbeat and taken over by another once it expires.
+
+Every job comes to be through `add_job`, whoever makes it (a delivery, a push's run queueing a
+confirmation): the embedded workers lease it from this table, and where another queue runs the
+jobs (procrastinate's), the sessions carry its `Submit` under SUBMIT, which `add_job` calls in
+the job's own transaction, so a job of any kind reaches that queue or is not made at all."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import Select, and_, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from guard.service._events import Decision, Ignored, JobRequest
 from guard.service._tables import Delivery, Job
+
+
+SUBMIT = "guard.submit"  # the key of a Submit in Session.info (guard.service._store.sessions)
+
+
+class Submit(Protocol):
+    def __call__(self, session: Session, job_id: int) -> None:
+        """Hands the job, queued in `session`'s open transaction, to the mode's queue, in that transaction."""
+
+
+def add_job(session: Session, **fields: Any) -> Job:
+    """A new job, queued, in the caller's transaction (flushed: its id is known), and handed to
+    the sessions' queue where they have one; the caller commits both, or neither."""
+    job = Job(state="queued", attempts=0, created_s=time.time(), **fields)
+    session.add(job)
+    session.flush()
+    _submit(session, job.id)
+    return job
+
+
+def _submit(session: Session, job_id: int) -> None:
+    submit: Submit | None = session.info.get(SUBMIT)
+    if submit is not None:
+        submit(session, job_id)
 
 
 class Recorded(BaseModel):
@@ -36,14 +65,12 @@ def record_delivery(sessions: sessionmaker, delivery: str, event: str, payload: 
         if isinstance(decision, JobRequest) and "dispatched_job" in decision.detail:
             decision = _report_of_dispatched(session, decision)
         ignored = decision.reason if isinstance(decision, Ignored) else None
-        session.add(Delivery(id=delivery, event=event[:64], action=action and action[:64], repo=repo,
-                             received_s=now, outcome="ignored" if ignored else "queued", reason=ignored))
         job = None
-        if isinstance(decision, JobRequest):
-            job = Job(delivery=delivery, state="queued", attempts=0, created_s=now,
-                      **decision.model_dump())
-            session.add(job)
-        try:
+        try:  # a replay fails on the delivery's key: at the job's flush, or at the commit
+            session.add(Delivery(id=delivery, event=event[:64], action=action and action[:64], repo=repo,
+                                 received_s=now, outcome="ignored" if ignored else "queued", reason=ignored))
+            if isinstance(decision, JobRequest):
+                job = add_job(session, delivery=delivery, **decision.model_dump())
             session.commit()
         except IntegrityError:
             session.rollback()
@@ -175,6 +202,14 @@ def list_jobs(sessions: sessionmaker, state: str | None = None, repo: str | None
         return list(session.scalars(query))
 
 
+def live_owners(now: float) -> Select:
+    """The owners of the jobs running now, whose claims (an alert's) hold: an embedded worker's
+    until its lease expires; a procrastinate attempt's, which has no lease (procrastinate's
+    heartbeat tells whether its worker lives), until another attempt takes the job over."""
+    return select(Job.lease_owner).where(Job.state == "running", Job.lease_owner.is_not(None),
+                                         or_(Job.lease_expires_s > now, Job.lease_expires_s.is_(None)))
+
+
 def release(sessions: sessionmaker, job_id: int, owner: str) -> None:
     """Back to the queue, this attempt not counted: the service stopped cleanly during it."""
     with sessions() as session:
@@ -220,22 +255,27 @@ def holds(sessions: sessionmaker, job_id: int, owner: str) -> bool:
         return session.scalar(select(Job.lease_owner).where(Job.id == job_id, Job.state == "running")) == owner
 
 
-def requeue(sessions: sessionmaker, job_id: int, owner: str, error: str) -> None:
-    """Back to queued, saying why: the queue retries it."""
+def requeue(sessions: sessionmaker, job_id: int, owner: str, error: str, *, resubmit: bool = False) -> None:
+    """Back to queued, saying why: the queue retries it, or, with `resubmit`, it is handed to the
+    sessions' queue again, as a new job is, in the same transaction."""
     with sessions() as session:
-        session.execute(
+        queued = session.execute(
             update(Job).where(Job.id == job_id, Job.lease_owner == owner, Job.state == "running")
             .values(state="queued", lease_owner=None, error=error)
         )
+        if resubmit and queued.rowcount == 1:
+            _submit(session, job_id)
         session.commit()
 
 
-def abandon(sessions: sessionmaker, job_id: int, attempt_of: str, error: str) -> None:
-    """Failed: the workers of its queue job's attempts all stopped while running it."""
+def abandon(sessions: sessionmaker, job_id: int, attempt_of: str, error: str) -> Job | None:
+    """Failed: the workers of its queue job's attempts all stopped while running it. The job, if
+    this call failed it (so that one caller concludes it), else None."""
     earlier = and_(Job.state == "running", Job.lease_owner.startswith(attempt_of, autoescape=True))
     with sessions() as session:
-        session.execute(
+        failed = session.execute(
             update(Job).where(Job.id == job_id, or_(Job.state == "queued", earlier))
             .values(state="failed", finished_s=time.time(), error=error, lease_owner=None)
         )
         session.commit()
+        return session.get(Job, job_id, populate_existing=True) if failed.rowcount == 1 else None

@@ -78,5 +78,6 @@ def migrate(engine: Engine) -> None:
         command.upgrade(config, "head")
 
 
-def sessions(engine: Engine) -> sessionmaker:
-    return sessionmaker(engine, expire_on_commit=False)
+def sessions(engine: Engine, info: dict[str, Any] | None = None) -> sessionmaker:
+    """`info` is in every session's .info: guard.service._queue.SUBMIT, where this process's new jobs go."""
+    return sessionmaker(engine, expire_on_commit=False, info=info or {})

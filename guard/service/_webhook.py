@@ -1,7 +1,8 @@
 """POST /github/webhook: the body read up to its cap, its X-Hub-Signature-256 verified over
 the raw bytes (githubkit) before anything parses it, then the delivery and its job stored
-in one transaction and 202 answered; the job runs later, on a worker. A stale trust label is
-taken off after the answer (guard.service._trust)."""
+in one transaction (with procrastinate, the job's take deferred in it too) and 202 answered;
+the job runs later, on a worker. A stale trust label is taken off after the answer
+(guard.service._trust)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ async def webhook(request: Request) -> JSONResponse:
     recorded = await anyio.to_thread.run_sync(
         lambda: record_delivery(state.sessions, delivery, event, payload, decision), limiter=state.writers)
     if state.queue is not None:
-        await state.queue.enqueue(state.sessions, recorded)
+        await state.queue.enqueue_again(state.sessions, recorded)
     after = None
     if isinstance(decision, StaleTrustLabel) and not recorded.duplicate and state.app is not None:
         after = BackgroundTask(remove_stale_label, state.sessions, state.app, delivery, decision)

@@ -39,8 +39,8 @@ def add_arguments(worker: argparse.ArgumentParser) -> None:
 def work(args: argparse.Namespace) -> int:
     from guard.service._github_app import GitHubApp
     from guard.service._host_worker import Host, serve_host
-    from guard.service._procrastinate import host_queue, is_postgresql, prepare_database
-    from guard.service._store import open_engine, sessions
+    from guard.service._procrastinate import host_queue, is_postgresql, prepare_database, queue_sessions
+    from guard.service._store import open_engine
 
     if not is_postgresql(args.db):
         raise SettingsError(f"--db {args.db!r}: a worker takes its jobs from procrastinate's queue in PostgreSQL; "
@@ -55,7 +55,7 @@ def work(args: argparse.Namespace) -> int:
     settings = ServiceSettings(db_url=args.db, **job_settings(args), gpus=gpus, queue="procrastinate")
     engine = open_engine(settings.db_url)
     prepare_database(engine, settings.db_url)
-    host = Host(name=name, gpus=gpus, settings=settings, sessions=sessions(engine),
+    host = Host(name=name, gpus=gpus, settings=settings, sessions=queue_sessions(engine, settings.db_url),
                 app=GitHubApp(settings.app, settings.api_url) if settings.app else None,
                 stalled_s=args.stalled_s, retry_wait_s=args.retry_wait_s)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="guard worker: %(name)s: %(message)s")
