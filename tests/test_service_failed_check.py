@@ -29,6 +29,15 @@ def _send(service: Service, body: bytes, headers: dict[str, str]) -> dict:
     return answer.json()
 
 
+def _check_runs(host, count: int, timeout_s: float = 30) -> list[dict]:  # type: ignore[no-untyped-def]
+    """The Check Runs once `count` are there: a job is failed in the database first, and its
+    Check Run posted after that, so the job's state can come before it."""
+    deadline = time.monotonic() + timeout_s
+    while len(found := host.api.check_runs(REPO)) < count and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
+
+
 def test_a_job_whose_command_fails_concludes_its_check_run_failure(tmp_path: Path) -> None:
     repo, base, head = origin(tmp_path / "origin")
     host = app_host(tmp_path / "app")
@@ -37,7 +46,7 @@ def test_a_job_whose_command_fails_concludes_its_check_run_failure(tmp_path: Pat
         job_id = _send(service, *sent)["job"]
         (job,) = service.wait_jobs(1)
         assert job["state"] == "failed" and job["error"].startswith("the measuring command exited 3"), job
-        (check,) = host.api.check_runs(REPO)
+        (check,) = _check_runs(host, 1)
         assert (check["head_sha"], check["status"], check["conclusion"], check["external_id"]) == (
             head, "completed", "failure", f"guard-job-{job_id}")
         output = check["output"]
@@ -56,7 +65,7 @@ def test_a_job_whose_command_fails_concludes_its_check_run_failure(tmp_path: Pat
             "check_run": {"id": check["id"], "head_sha": head, "external_id": check["external_id"]}}))
         jobs = service.wait_jobs(2)
     assert {j["state"] for j in jobs} == {"failed"}
-    assert sorted(c["external_id"] for c in host.api.check_runs(REPO)) == sorted(f"guard-job-{j['id']}" for j in jobs)
+    assert sorted(c["external_id"] for c in _check_runs(host, 2)) == sorted(f"guard-job-{j['id']}" for j in jobs)
     assert {c["conclusion"] for c in host.api.check_runs(REPO)} == {"failure"}
     db = sqlite3.connect(tmp_path / "service" / "guard.db")
     assert db.execute("SELECT job_id, check_run_id FROM posted_comments WHERE job_id = ?", (job_id,)).fetchall() == [
@@ -88,7 +97,7 @@ def test_a_job_is_not_concluded_while_it_will_be_retried_and_is_once_its_worker_
         with _service(tmp_path, host, env) as service:
             (job,) = service.wait_jobs(1, timeout_s=30)
     assert (job["state"], job["attempts"]) == ("failed", 3), job
-    (check,) = host.api.check_runs(REPO)
+    (check,) = _check_runs(host, 1)
     assert (check["conclusion"], check["head_sha"]) == ("failure", head)
     assert check["output"]["title"] == "Failed: the measuring host stopped during this job on every try"
     assert "its worker stopped 3 times" in check["output"]["summary"]
