@@ -1,20 +1,26 @@
 """A measuring command for the service's tests, in place of `guard run`: the committed CPU
 demo's report with this job's base and head shas, after a wait on its first start only (or on
 every start), leaving a marker of each start (its pid) where the test looks and the job's kind
-and batch sizes in its folder; or, with GUARD_TEST_EXIT, a failure that leaves no report."""
+and batch sizes in its folder; or, with GUARD_TEST_EXIT, a failure that leaves no report. With
+GUARD_TEST_SLOW_FILE, a head commit without that file gets GUARD_TEST_PASS_REPORT instead: the
+commits that hold it are the slow ones, as a bisect's steps need."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "examples" / "cpu-demo" / "report.json"
 
-report = json.loads(REPORT.read_text())
 base, head = os.environ["GUARD_JOB_BASE"], os.environ["GUARD_JOB_HEAD"]
+slow_file = os.environ.get("GUARD_TEST_SLOW_FILE")
+fast = slow_file and subprocess.run(["git", "-C", os.environ["GUARD_JOB_CHECKOUT"], "cat-file", "-e",
+                                     f"{head}:{slow_file}"], capture_output=True).returncode != 0
+report = json.loads(Path(os.environ["GUARD_TEST_PASS_REPORT"] if fast else REPORT).read_text())
 for arm in report["arms"]:
     arm["sha"] = base if arm["name"] == report["base"] else head
 markers = os.environ.get("GUARD_TEST_MARKERS")

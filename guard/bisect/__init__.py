@@ -2,7 +2,7 @@
 
 from guard.bisect._commits import commits_between
 from guard.bisect._models import BisectOutcome, BisectResult, BisectStep
-from guard.bisect._run import BISECT_FILE, BisectStepInvalid, run_bisect
+from guard.bisect._run import BISECT_FILE, BisectStepInvalid, Measure, run_bisect, search_commits
 from guard.bisect._search import first_bad
 from guard.bisect._text import chain_text
 
@@ -12,8 +12,10 @@ __all__ = [
     "BisectResult",
     "BisectStep",
     "BisectStepInvalid",
+    "Measure",
     "chain_text",
     "commits_between",
     "first_bad",
     "run_bisect",
+    "search_commits",
 ]

@@ -1,8 +1,11 @@
 """`guard bisect`: each step runs the guard's own pipeline with good as base and the step's
-commit as head, in one cache, so good is built once and every build is kept for the next run."""
+commit as head, in one cache, so good is built once and every build is kept for the next run.
+The service's bisect (guard.service._bisect) runs the same search with its own measuring
+command for a step: `search_commits` takes how a step is measured."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Callable
 
@@ -21,6 +24,8 @@ BISECT_FILE = "bisect.json"
 STEPS_DIR = "steps"
 
 Progress = Callable[[str], None]
+# a commit after good -> its paired run against good, with report.json written in the folder given
+Measure = Callable[[str, Path], Report]
 
 
 class BisectStepInvalid(GuardError):
@@ -43,7 +48,29 @@ def run_bisect(
     check_out_dir(out_dir)
     good_sha, bad_sha, commits = commits_between(repo, good, bad)
     cache_dir = cache_dir or default_cache_dir(repo)
+
+    def measure(sha: str, step_dir: Path) -> Report:
+        return run_guard(repo, good_sha, sha, config, step_dir, cache_dir, progress, config_dir=config_dir)
+
+    return search_commits(repo, good_sha, bad_sha, commits, out_dir, measure, progress)
+
+
+def search_commits(
+    repo: Path,
+    good_sha: str,
+    bad_sha: str,
+    commits: list[str],
+    out_dir: Path,
+    measure: Measure,
+    progress: Progress = lambda _: None,
+    measured: Sequence[BisectStep] = (),
+    on_step: Callable[[BisectStep], None] = lambda _: None,
+) -> BisectResult:
+    """The binary search over `commits` (commits_between's), each step measured by `measure` in
+    its own folder under `out_dir`. `measured`: the steps an earlier try of this same bisect ran,
+    taken again as they are when the search asks for their commits; `on_step` sees each new one."""
     progress(f"bisecting {len(commits)} commit(s) after {good_sha[:12]} up to {bad_sha[:12]}, first parent only")
+    earlier = {step.sha: step for step in measured}
     steps: list[BisectStep] = []
 
     def result(found: int | None, stopped: bool = False) -> BisectResult:
@@ -57,12 +84,16 @@ def run_bisect(
         return done
 
     def is_bad(sha: str) -> bool:
+        if sha in earlier and earlier[sha].verdict != "invalid":
+            steps.append(earlier[sha])
+            progress(f"step {steps[-1].number}: {sha[:12]} measured by an earlier try: {steps[-1].verdict}")
+            return steps[-1].bad
         number = len(steps) + 1
         step_dir = Path(STEPS_DIR) / f"{number:02d}-{sha[:12]}"
         progress(f"step {number}: {sha[:12]} against good {good_sha[:12]}")
-        report = run_guard(repo, good_sha, sha, config, out_dir / step_dir, cache_dir, progress,
-                           config_dir=config_dir)
+        report = measure(sha, out_dir / step_dir)
         steps.append(_step(report, number, commits.index(sha) + 1, step_dir))
+        on_step(steps[-1])
         if report.verdict == "invalid":
             result(None, stopped=True)  # what was measured before stopping stays on disk
             raise BisectStepInvalid(

@@ -5,10 +5,11 @@ its routes and storage), never taken from a report; each is checked to be one a 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
+from guard.bisect import BisectStep
 from guard.compare import Verdict
 from guard.history import ChangePoint, MainPoint, SeriesKey
 from guard.report import Report
@@ -35,10 +36,22 @@ PageLink = Annotated[str, AfterValidator(_page_link)]
 RepoName = Annotated[str, AfterValidator(_repo_name)]
 
 
+class ChangeBisect(BaseModel):
+    """The bisect of a change point's two sides, as the service stores it: one per pair of commits."""
+
+    before_sha: str  # good
+    after_sha: str  # bad
+    state: Literal["queued", "running", "found", "not_found", "failed"]
+    first_bad_sha: str | None = None
+    steps: list[BisectStep] = []  # in the order they ran
+    url: PageLink | None = None  # the bisect in the service's API: its state, job and every step
+
+
 class SeriesHistory(BaseModel):
     series: SeriesKey
     points: list[MainPoint]  # first-parent order
     change_points: list[ChangePoint] = []
+    bisects: list[ChangeBisect] = []  # of its change points' pairs of commits
 
 
 class PullSummary(BaseModel):

@@ -8,9 +8,24 @@ from markupsafe import Markup
 from pydantic import BaseModel
 
 from guard.dashboard._history_svg import history_svg
-from guard.dashboard._models import PullRun, PullRuns, RepoHistory, SeriesHistory, TraceLink
+from guard.dashboard._models import ChangeBisect, PullRun, PullRuns, RepoHistory, SeriesHistory, TraceLink
 from guard.history import ChangePoint
 from guard.report import metric, strip_chart, strip_svg, verdict
+
+
+class BisectStepRow(BaseModel):
+    number: int
+    sha: str
+    verdict: str
+    side: str  # "slower" or "not slower" than good
+    change: str  # "+8.1% (batch size 2)", or ""
+
+
+class BisectView(BaseModel):
+    state: str  # queued, running, found, not_found, failed
+    first_bad_sha: str | None
+    url: str | None
+    steps: list[BisectStepRow]
 
 
 class ChangeRow(BaseModel):
@@ -21,6 +36,7 @@ class ChangeRow(BaseModel):
     change: str  # "+8.1%"
     p_value: str
     confirmation: str  # the paired run's verdict, or ""
+    bisect: BisectView | None = None
 
 
 class SeriesView(BaseModel, arbitrary_types_allowed=True):
@@ -107,8 +123,19 @@ def repo_view(history: RepoHistory, regressions_only: bool) -> RepoView:
     )
 
 
+def _bisect(bisect: ChangeBisect) -> BisectView:
+    return BisectView(
+        state=bisect.state, first_bad_sha=bisect.first_bad_sha,
+        url=bisect.url,
+        steps=[BisectStepRow(
+            number=s.number, sha=s.sha, verdict=verdict(s.verdict), side="slower" if s.bad else "not slower",
+            change="" if s.worst_gpu_ms_change_pct is None else
+            f"{s.worst_gpu_ms_change_pct:+.1f}% (batch size {s.worst_batch_size})") for s in bisect.steps])
+
+
 def _series(history: SeriesHistory, server_url: str) -> SeriesView:
     gpu = all(p.gpu_timed for p in history.points)
+    bisects = {(b.before_sha, b.after_sha): _bisect(b) for b in history.bisects}
     latest = history.points[-1] if history.points else None
     return SeriesView(
         workload=history.series.workload, batch_size=history.series.batch_size,
@@ -119,6 +146,7 @@ def _series(history: SeriesHistory, server_url: str) -> SeriesView:
             state=c.state, direction=c.direction, before_sha=c.before_sha, after_sha=c.after_sha,
             change=f"{c.change_pct:+.1f}%", p_value=f"{c.p_value:.2g}",
             confirmation=c.confirmation.verdict if c.confirmation else "",
+            bisect=bisects.get((c.before_sha, c.after_sha)),
         ) for c in history.change_points],
     )
 

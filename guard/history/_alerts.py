@@ -13,14 +13,18 @@ def alert_key(repo: str, culprit_sha: str) -> str:
 
 
 def plan_alerts(
-    change_points: Iterable[ChangePoint], pulls_by_sha: Mapping[str, int], alerted: Set[str]
+    change_points: Iterable[ChangePoint], pulls_by_sha: Mapping[str, int], alerted: Set[str],
+    culprits: Mapping[str, str] | None = None,
 ) -> list[AlertPlan]:
     """`pulls_by_sha`: the pull request each main commit came from, where the service knows it.
-    `alerted`: the dedupe keys already posted. Candidates, dismissed steps and speed-ups give none."""
+    `alerted`: the dedupe keys already posted. Candidates, dismissed steps and speed-ups give none.
+    `culprits`: by change point id, the commit a bisect of its two sides found; a change point
+    without one blames its first commit after the step."""
     by_culprit: dict[tuple[str, str], list[ChangePoint]] = {}
     for point in change_points:
         if point.state == "confirmed" and point.direction == "slower":
-            by_culprit.setdefault((point.series.repo, point.after_sha), []).append(point)
+            culprit = (culprits or {}).get(point.id, point.after_sha)
+            by_culprit.setdefault((point.series.repo, culprit), []).append(point)
     plans = []
     for (repo, sha), points in sorted(by_culprit.items(), key=lambda item: min(p.after_order for p in item[1])):
         key = alert_key(repo, sha)

@@ -6,7 +6,10 @@ Never twice: an alert's row is claimed before anything is posted (by one worker,
 job runs for it, embedded or through procrastinate), and each post is recorded as soon as
 GitHub has answered it. A retried job finds what its last try recorded; a post that may have
 landed unrecorded is looked for on GitHub by its marker before it is made again. A series that
-confirms the same commit later updates both texts and posts nothing new."""
+confirms the same commit later updates both texts and posts nothing new.
+
+A slowdown over several commits waits for its bisect (guard.service._bisect): its alert names
+the commit the bisect found, and the issue lists the bisect's measurements."""
 
 from __future__ import annotations
 
@@ -19,12 +22,14 @@ from sqlalchemy.orm import sessionmaker
 
 from guard._errors import GuardError
 from guard._marker import Marker
+from guard.bisect import BisectResult
 from guard.history import AlertPlan, PullComment, plan_alerts
 from guard.publish import (
     GitHub, MaybeApplied, PublishError, alert_comment_body, alert_issue_body, alert_issue_title, publish_comment,
 )
-from guard.service._series import change_points
+from guard.service._bisect import alert_bisects
 from guard.service._queue import live_owners
+from guard.service._series import change_points
 from guard.service._tables import Alert
 
 _WRITE_TRIES = 3
@@ -43,16 +48,19 @@ def raise_alerts(sessions: sessionmaker, rest: GitHub, repo: str, *, owner: str,
     with sessions() as session:
         points = [c for series in change_points(session, repo).values() for c in series]
         rows = {a.dedupe_key: a for a in session.scalars(select(Alert).where(Alert.repo == repo))}
+        bisects = alert_bisects(session, repo, points)
     done = []
-    for plan in plan_alerts(points, {}, set()):
+    for plan in plan_alerts([p for p in points if p.id not in bisects.held], {}, set(), bisects.culprits):
         row = rows.get(plan.dedupe_key)
         if row is not None and row.state == "posted" and row.listed == _listed(plan):
             continue
         claimed = _claim(sessions, plan, owner)
         if claimed is None:
             continue  # another worker is posting it now
+        chains = list({r.good_sha + r.bad_sha: r for c in plan.change_points
+                       if (r := bisects.results.get(c.id)) is not None}.values())
         try:
-            _post(sessions, rest, plan, claimed, owner, login, server_url)
+            _post(sessions, rest, plan, chains, claimed, owner, login, server_url)
         except GuardError as exc:
             print(f"guard serve: alert {plan.dedupe_key}: {exc.message}", flush=True)
             _record(sessions, claimed.id, owner, error=exc.message[:2000], owner=None, strict=False)
@@ -70,18 +78,19 @@ def marker_key(culprit_sha: str) -> str:
     return f"change-point-{culprit_sha}"
 
 
-def _post(sessions: sessionmaker, rest: GitHub, plan: AlertPlan, row: Alert, owner: str, login: str,
-          server_url: str) -> None:
+def _post(sessions: sessionmaker, rest: GitHub, plan: AlertPlan, chains: list[BisectResult], row: Alert,
+          owner: str, login: str, server_url: str) -> None:
     pr = row.pr
     if not row.pr_checked:
         pr = pull_of_commit(rest, plan.repo, plan.culprit_sha)
         _record(sessions, row.id, owner, pr=pr, pr_checked=True)
     if pr is not None:
         plan = plan.model_copy(update={"comment": PullComment(repo=plan.repo, pr=pr, sha=plan.culprit_sha)})
-    number, url = _issue(rest, plan, row, login, server_url, pr)
+    number, url = _issue(rest, plan, chains, row, login, server_url, pr)
     _record(sessions, row.id, owner, issue_number=number, issue_url=url)
     if plan.comment is not None:
-        comment = publish_comment(rest, plan.repo, plan.comment.pr, alert_comment_body(plan, server_url, number),
+        body = alert_comment_body(plan, server_url, number, chains)
+        comment = publish_comment(rest, plan.repo, plan.comment.pr, body,
                                   verdict="regression", head=plan.culprit_sha, mode="always", login=login,
                                   key=marker_key(plan.culprit_sha))
         _record(sessions, row.id, owner, comment_id=comment.id, comment_url=comment.url)
@@ -89,14 +98,14 @@ def _post(sessions: sessionmaker, rest: GitHub, plan: AlertPlan, row: Alert, own
             owner=None)
 
 
-def _issue(rest: GitHub, plan: AlertPlan, row: Alert, login: str, server_url: str,
+def _issue(rest: GitHub, plan: AlertPlan, chains: list[BisectResult], row: Alert, login: str, server_url: str,
            pr: int | None) -> tuple[int, str | None]:
     """The alert's issue: the one recorded (updated when it lists fewer slowdowns), else the one
     found by its marker (posted by a try that stopped before recording it), else a new one."""
     key = marker_key(plan.culprit_sha)
     title = alert_issue_title(plan)
     body = f"{Marker(key=key, verdict='regression', head=plan.culprit_sha).render()}\n" \
-           f"{alert_issue_body(plan, server_url, pr)}"
+           f"{alert_issue_body(plan, server_url, pr, chains)}"
     path = f"/repos/{plan.repo}/issues"
     if row.issue_number is not None:
         if row.listed != _listed(plan):

@@ -1,4 +1,4 @@
-"""The JSON API: health, jobs, runs, the default branch's history, and the ingest of a
+"""The JSON API: health, jobs, runs, bisects, the default branch's history, and the ingest of a
 report.json from a CI job, authenticated by its repository's token and read back like
 `guard comment` reads one (schema, size, verdicts decided again from its numbers)."""
 
@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from guard._errors import GuardError
 from guard.report import MAX_REPORT_BYTES, read_report
 from guard.service._queue import list_jobs
-from guard.service._records import history, iso, run_detail, store_run
+from guard.service._records import bisect_detail, history, iso, run_detail, store_run
 from guard.service._state import ServiceState
 from guard.service._tables import JOB_STATES, Job
 from guard.service._webhook import TooLarge, read_capped, refuse
@@ -84,6 +84,13 @@ async def run(request: Request) -> JSONResponse:
     found = await run_in_threadpool(run_detail, _state(request).sessions, request.path_params["run_id"])
     if found is None:
         return refuse(404, "no-run", f"no run {request.path_params['run_id']}")
+    return JSONResponse(found)
+
+
+async def bisect(request: Request) -> JSONResponse:
+    found = await run_in_threadpool(bisect_detail, _state(request).sessions, request.path_params["bisect_id"])
+    if found is None:
+        return refuse(404, "no-bisect", f"no bisect {request.path_params['bisect_id']}")
     return JSONResponse(found)
 
 

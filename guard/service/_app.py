@@ -59,6 +59,7 @@ def create_app(settings: ServiceSettings) -> Starlette:
         Route("/api/v1/jobs", _api.jobs),
         Route("/api/v1/runs", _api.ingest, methods=["POST"]),
         Route("/api/v1/runs/{run_id:int}", _api.run),
+        Route("/api/v1/bisects/{bisect_id:int}", _api.bisect),
         Route("/api/v1/history", _api.history_of),
         Route("/", _dashboard.index),
         Route("/repos/{owner}/{name}", _dashboard.repository),

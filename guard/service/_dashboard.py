@@ -13,9 +13,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from guard.dashboard import PullRun, PullRuns, PullSummary, RepoHistory, SeriesHistory, pull_page, repo_page
+from guard.bisect import BisectStep
+from guard.dashboard import (
+    ChangeBisect, PullRun, PullRuns, PullSummary, RepoHistory, SeriesHistory, pull_page, repo_page,
+)
 from guard.history import group_series
 from guard.report import Report
+from guard.service._bisect import bisects_by_pair
 from guard.service._post import server_url
 from guard.service._series import change_points, main_points
 from guard.service._tables import Run
@@ -38,10 +42,17 @@ def repo_history(sessions: sessionmaker, repo: str, server_url: str) -> RepoHist
     with sessions() as session:
         points = main_points(session, repo)
         changes = change_points(session, repo)
+        bisects = {pair: ChangeBisect(before_sha=b.before_sha, after_sha=b.after_sha, state=b.state,
+                                      first_bad_sha=b.first_bad_sha,
+                                      steps=[BisectStep.model_validate(s) for s in b.steps],
+                                      url=f"/api/v1/bisects/{b.id}")
+                   for pair, b in bisects_by_pair(session, repo).items()}
         pulls: dict[int, list[Run]] = {}
         for run in session.scalars(select(Run).where(Run.repo == repo, Run.pr.is_not(None)).order_by(Run.id.desc())):
             pulls.setdefault(run.pr, []).append(run)
-    series = [SeriesHistory(series=key, points=found, change_points=changes.get(key, []))
+    series = [SeriesHistory(series=key, points=found, change_points=changes.get(key, []),
+                            bisects=[bisects[pair] for pair in dict.fromkeys(
+                                (c.before_sha, c.after_sha) for c in changes.get(key, [])) if pair in bisects])
               for key, found in sorted(group_series(points).items(), key=lambda item: item[0].id)]
     summaries = [PullSummary(pr=pr, head_sha=runs[0].head_sha, verdict=runs[0].verdict, runs=len(runs),
                              url=f"/repos/{repo}/pulls/{pr}") for pr, runs in sorted(pulls.items(), reverse=True)]

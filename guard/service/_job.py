@@ -2,7 +2,9 @@
 comment, its sender's write access), the clone fetched, the measuring command run with the
 lease kept alive, its report read back and checked like `guard comment` checks one, stored,
 and posted as the App. A push's run adds to main's history and queues the confirmation of new
-change points; a confirmation's run decides them, and a confirmed slowdown is alerted.
+change points; a confirmation's run decides them, and a confirmed slowdown is alerted, once a
+bisect (its own job, a run of the measuring command per step) found its culprit where the
+change point spans more than one commit.
 
 The measuring command is `guard run` (the pipeline) unless the service was given another;
 it gets the job in GUARD_JOB_* variables and none of the service's secrets."""
@@ -27,6 +29,7 @@ from guard.publish import GitHub as RestClient
 from guard.report import Report, ReportError, UnfoundedReport, read_report
 from guard.service._alerts import raise_alerts
 from guard.service._artifact import report_of_workflow_run
+from guard.service._bisect import BISECT_KIND, queue_due_bisects, run_bisect_job
 from guard.service._checkout import fetch_clone, first_parent_position
 from guard.service._confirm import CONFIRM_KIND, apply_confirmation_run, confirming_job, detect_and_confirm
 from guard.service._github_app import GitHubApp
@@ -113,6 +116,8 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
             return JobOutcome(error="the job has no base, head or clone URL to measure", failure="internal")
         token = ctx.app.token(ctx.app.installation(job.repo, job.installation_id)) if ctx.app else None
         clone = fetch_clone(ctx.settings.work_dir, job.repo, job.clone_url, [job.base_sha, job.head_sha], token)
+        if job.kind == BISECT_KIND:
+            return _bisect(job, ctx, rest, clone, out_dir.parent)
         finished = _measure(job, ctx, clone, out_dir)
         if finished is not None:
             return finished
@@ -133,6 +138,9 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
         detect_and_confirm(ctx.sessions, job.repo, job)
     if confirming is not None:
         apply_confirmation_run(ctx.sessions, confirming.id, report, run_id)
+    if (job.kind == "push" or confirming is not None) and not ctx.settings.dispatch_workflow:
+        # a confirmed slowdown over several commits: its bisect first (it runs here, step after step)
+        queue_due_bisects(ctx.sessions, job.repo, confirming or job)
     if job.kind == "push" or confirming is not None:
         # main's history posts nothing but alerts: those this run confirmed, and any an earlier try left unposted
         if rest is not None:
@@ -140,6 +148,38 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
     elif rest is not None:
         _post(job, ctx, rest, report)
     return JobOutcome(run_id=run_id)
+
+
+class _StepEnded(Exception):
+    """A bisect's step ended without a report to place it by: the job ends with this outcome."""
+
+    def __init__(self, outcome: JobOutcome) -> None:
+        super().__init__(outcome.error or "lost")
+        self.outcome = outcome
+
+
+def _bisect(job: Job, ctx: JobContext, rest: RestClient | None, clone: Path, job_dir: Path) -> JobOutcome:
+    """guard.bisect's search with the measuring command as each step (good as base), then the
+    alert the bisect held, now naming the commit it found."""
+    def measure(good: str, sha: str, step_dir: Path) -> Report:
+        ended = _measure(job, ctx, clone, step_dir, base=good, head=sha)
+        if ended is not None:
+            raise _StepEnded(ended)
+        report = read_report(step_dir / "report.json")
+        if (report.arm(report.base).sha, report.arm(report.head).sha) != (good, sha):
+            raise _StepEnded(JobOutcome(error=f"a bisect step's report is for {report.arm(report.base).sha[:12]}.."
+                                              f"{report.arm(report.head).sha[:12]}, not {good[:12]}..{sha[:12]}",
+                                        failure="report-mismatch"))
+        return report
+
+    try:
+        run_bisect_job(ctx.sessions, job, clone, job_dir, measure,
+                       lambda message: print(f"guard serve: job {job.id}: {message}", flush=True))
+    except _StepEnded as ended:
+        return ended.outcome
+    if rest is not None:
+        _alert(job, ctx, rest)
+    return JobOutcome()
 
 
 def _dispatch(job: Job, ctx: JobContext, rest: RestClient) -> JobOutcome:
@@ -174,17 +214,21 @@ def _post(job: Job, ctx: JobContext, rest: RestClient, report: Report) -> None:
     remember(ctx.sessions, job.id, job.repo, job.pr, posted)
 
 
-def _measure(job: Job, ctx: JobContext, clone: Path, out_dir: Path) -> JobOutcome | None:
-    """Runs the measuring command; None when it left a report to read."""
-    # a confirmation measures the batch sizes of its candidates only
-    batch_sizes = ",".join(str(b) for b in job.detail.get("batch_sizes", [])) if job.kind == CONFIRM_KIND else ""
+def _measure(job: Job, ctx: JobContext, clone: Path, out_dir: Path, *, base: str | None = None,
+             head: str | None = None) -> JobOutcome | None:
+    """Runs the measuring command (on the job's base and head, or a bisect step's); None when
+    it left a report to read."""
+    base, head = base or job.base_sha, head or job.head_sha
+    # a confirmation and a bisect measure the batch sizes of their change points only
+    batch_sizes = ",".join(str(b) for b in job.detail.get("batch_sizes", [])) \
+        if job.kind in (CONFIRM_KIND, BISECT_KIND) else ""
     command = ctx.settings.job_command or [
-        sys.executable, "-m", "guard", "run", "--repo", str(clone), "--base", job.base_sha, "--head", job.head_sha,
+        sys.executable, "-m", "guard", "run", "--repo", str(clone), "--base", base, "--head", head,
         "--out", str(out_dir), "--github-repo", job.repo, *(["--batch-sizes", batch_sizes] if batch_sizes else []),
     ]
     env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
     env |= {"GUARD_JOB_ID": str(job.id), "GUARD_JOB_REPO": job.repo, "GUARD_JOB_CHECKOUT": str(clone),
-            "GUARD_JOB_BASE": job.base_sha or "", "GUARD_JOB_HEAD": job.head_sha or "",
+            "GUARD_JOB_BASE": base or "", "GUARD_JOB_HEAD": head or "",
             "GUARD_JOB_OUT": str(out_dir), "GUARD_JOB_PR": str(job.pr or ""), "GUARD_JOB_KIND": job.kind,
             "GUARD_JOB_BATCH_SIZES": batch_sizes}
     if ctx.gpu is not None:

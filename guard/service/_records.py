@@ -1,5 +1,6 @@
 """Runs as the database keeps them: a checked report with its per-process samples and
-per-batch-size verdicts, and for the default branch a point per series of its history."""
+per-batch-size verdicts, for the default branch a point per series of its history, and the
+bisects of its change points."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from guard.history import gpu_class, points_from_report, workload_name
 from guard.report import Report
-from guard.service._tables import ChangePoint, MainPoint, Run, Sample, Verdict
+from guard.service._tables import Bisect, ChangePoint, MainPoint, Run, Sample, Verdict
 
 
 class CommitInfo(BaseModel):
@@ -112,6 +113,9 @@ def history(sessions: sessionmaker, repo: str, workload: str | None = None,
         if batch_size is not None:
             points, changes = points.where(MainPoint.batch_size == batch_size), changes.where(
                 ChangePoint.batch_size == batch_size)
+        # each change point's bisect, where its two sides are more than one commit apart
+        bisects = {(b.before_sha, b.after_sha): f"/api/v1/bisects/{b.id}"
+                   for b in session.scalars(select(Bisect).where(Bisect.repo == repo))}
         return {
             "repo": repo,
             "points": [{"sha": p.sha, "order": p.commit_order, "subject": p.subject, "workload": p.workload,
@@ -123,8 +127,23 @@ def history(sessions: sessionmaker, repo: str, workload: str | None = None,
                                "before_order": c.before_order, "after_order": c.after_order,
                                "before_ms": c.before_ms, "after_ms": c.after_ms, "change_pct": c.change_pct,
                                "direction": c.direction, "p_value": c.p_value, "state": c.state,
-                               "confirmation": c.confirmation} for c in session.scalars(changes)],
+                               "confirmation": c.confirmation,
+                               "bisect": bisects.get((c.before_sha, c.after_sha))} for c in session.scalars(changes)],
         }
+
+
+def bisect_json(row: Bisect) -> dict[str, Any]:
+    return {"id": row.id, "repo": row.repo, "good_sha": row.before_sha, "bad_sha": row.after_sha,
+            "workload": row.workload, "batch_sizes": row.batch_sizes, "change_points": row.change_points,
+            "job": row.job_id, "state": row.state, "first_bad_sha": row.first_bad_sha,
+            "commits": (row.result or {}).get("commits"), "steps": row.steps, "error": row.error,
+            "created_at": iso(row.created_s), "finished_at": iso(row.finished_s)}
+
+
+def bisect_detail(sessions: sessionmaker, bisect_id: int) -> dict[str, Any] | None:
+    with sessions() as session:
+        row = session.get(Bisect, bisect_id)
+        return bisect_json(row) if row is not None else None
 
 
 def iso(seconds: float | None) -> str | None:

@@ -35,7 +35,7 @@ class Job(Base):
     __tablename__ = "jobs"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     delivery: Mapped[str | None] = mapped_column(ForeignKey("deliveries.id"), unique=True)
-    kind: Mapped[str] = mapped_column(String(32))  # pull_request, command, push, rerun, workflow_run, confirm
+    kind: Mapped[str] = mapped_column(String(32))  # pull_request, command, push, rerun, workflow_run, confirm, bisect
     repo: Mapped[str] = mapped_column(String(200), index=True)
     pr: Mapped[int | None] = mapped_column(Integer)
     base_sha: Mapped[str | None] = mapped_column(String(64))
@@ -210,3 +210,29 @@ class Alert(Base):
     error: Mapped[str | None] = mapped_column(Text)  # why the last try stopped; the next job tries again
     created_s: Mapped[float] = mapped_column(Float)
     posted_s: Mapped[float | None] = mapped_column(Float)
+
+
+class Bisect(Base):
+    """The bisect of a confirmed slowdown whose two sides are more than one commit apart: the
+    first commit after `before_sha` on the first-parent line that is slower than it. One per pair
+    of commits (the unique key): a replayed delivery, a retried job or a restart finds this row
+    and queues nothing again. Its alert waits for it and names the commit it found."""
+
+    __tablename__ = "bisects"
+    __table_args__ = (UniqueConstraint("repo", "before_sha", "after_sha", name="uq_bisects_pair"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    repo: Mapped[str] = mapped_column(String(200), index=True)
+    before_sha: Mapped[str] = mapped_column(String(64))  # good: the last commit before the step
+    after_sha: Mapped[str] = mapped_column(String(64))  # bad: the first commit measured after it
+    change_points: Mapped[list[str]] = mapped_column(JSON, default=list)  # guard.history's ChangePoint ids
+    workload: Mapped[str] = mapped_column(String(300))
+    batch_sizes: Mapped[list[int]] = mapped_column(JSON, default=list)  # the change points' batch sizes
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    # queued, running; found, not_found (bad measured not slower), failed (its job failed for good)
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    steps: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)  # guard.bisect's BisectStep, as run
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # guard.bisect's BisectResult
+    first_bad_sha: Mapped[str | None] = mapped_column(String(64))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_s: Mapped[float] = mapped_column(Float)
+    finished_s: Mapped[float | None] = mapped_column(Float)
