@@ -28,7 +28,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Service:
+class ServiceProcess:
+    """A command of the service as a real subprocess: stopped, or killed as a host dies."""
+
+    process: subprocess.Popen | None = None  # type: ignore[type-arg]
+
+    def kill9(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+
+class Service(ServiceProcess):
     def __init__(self, work_dir: Path, *args: str, db: str | None = None, env: dict[str, str] | None = None) -> None:
         self.work_dir, self.args, self.db, self.env = work_dir, list(args), db, env or {}
         self.port = free_port()
@@ -56,25 +79,8 @@ class Service:
             time.sleep(0.1)
         raise AssertionError(f"guard serve did not answer within {START_TIMEOUT_S:g} s: {self.log.read_text()[-3000:]}")
 
-    def kill9(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
     def __enter__(self) -> Service:
         return self.start()
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()
 
     def jobs(self, **params: Any) -> list[dict[str, Any]]:
         return httpx.get(self.url + "/api/v1/jobs", params={"limit": 1000} | params, timeout=30).json()["jobs"]

@@ -11,7 +11,6 @@ the trust label comes off as in the embedded mode."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -31,7 +30,7 @@ from guard.service._store import migrate, open_engine, sessions
 from tests.postgres_cluster import cluster, postgres_bin
 from tests.service_app import INSTALLATION, JOB_COMMAND, REPO, AppHost, app_host, origin
 from tests.service_history import main_origin, seed_points
-from tests.service_server import Service, delivery, free_port, pull_request
+from tests.service_server import Service, ServiceProcess, delivery, free_port, pull_request
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +55,7 @@ def database(postgres_server: str) -> str:
     return postgres_server.rsplit("/", 1)[0] + "/" + name
 
 
-class Worker:
+class Worker(ServiceProcess):
     """`guard worker` as a real subprocess, ready once procrastinate's worker listens."""
 
     def __init__(self, folder: Path, db: str, host_name: str, *args: str, env: dict[str, str] | None = None) -> None:
@@ -79,25 +78,8 @@ class Worker:
             time.sleep(0.1)
         return self
 
-    def kill9(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
     def __enter__(self) -> Worker:
         return self.start()
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()
 
 
 def _service(tmp_path: Path, host: AppHost, db: str) -> Service:
