@@ -24,12 +24,12 @@ from guard.config import (
 )
 from guard.measure import (
     ArmMeasurement, ArmTarget, HarnessSpec, ReferenceOutcome, check_cpus, mix_report, prepare_reference,
-    run_interleaved, slow_processes,
+    rank_trace_paths, run_interleaved, slow_processes,
 )
 from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, write_report,
 )
-from guard.trace import mix_trace_section, trace_sections
+from guard.trace import mix_trace_section, rank_trace_sections, trace_sections
 
 Progress = Callable[[str], None]
 
@@ -190,6 +190,8 @@ def _run_guard(
     sections = trace_sections(traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir)
     mix_traces = mix_trace_section(_mix_trace_paths(measurements), base_ref.name, head_ref.name, spec.profile_steps,
                                    out_dir)
+    rank_traces = rank_trace_sections(rank_trace_paths(measurements), base_ref.name, head_ref.name, spec.batch_sizes,
+                                      _profiled_steps(measurements), out_dir)
     capture = _capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress)
     mix = mix_report(schedule, spec.batch_mix_file or "batch_mix", spec.batch_mix_seed, spec.steps,
                      measurements, [a.name for a in arms])
@@ -199,6 +201,7 @@ def _run_guard(
         ablation_builds={a.name: a.source for a in arms if a.source is not None and a.status == "ok"},
         capture=capture, mix=mix, mix_trace=mix_traces.diff if mix_traces is not None else None,
         mix_decision=comparison.mix_comparison,
+        rank_diffs={s.batch_size: s.diff for s in rank_traces if s.diff is not None},
     )
     report = Report(
         # the comparison's own fields (a report is a comparison), the security notes among its warnings
@@ -223,6 +226,7 @@ def _run_guard(
         capture=capture,
         mix=mix,
         mix_traces=mix_traces,
+        rank_traces=rank_traces,
         record=run_record(measurements, [base_ref.name, head_ref.name], mix),
         github_repo=github_repo,
         server_url=server_url,
@@ -338,12 +342,13 @@ def _environment(measurements: dict[str, ArmMeasurement], order: list[str]) -> E
 
 
 def _trace_paths(measurements: dict[str, ArmMeasurement]) -> dict[str, dict[int, list[tuple[int, Path]]]]:
-    """arm -> batch size -> (repeat, trace) for every profiled pass that left a trace."""
+    """arm -> batch size -> (repeat, trace) for every profiled pass on a GPU that left a trace (a
+    CPU's, of gloo ranks, holds no kernels: only the analysis across ranks reads it)."""
     found: dict[str, dict[int, list[tuple[int, Path]]]] = {}
     for arm, m in measurements.items():
         for result in m.repeats:
             for run in result.runs:
-                if run.trace:
+                if run.trace and run.timer == "cuda_event":
                     found.setdefault(arm, {}).setdefault(run.batch_size, []).append((result.repeat, Path(run.trace)))
     return found
 
@@ -352,6 +357,13 @@ def _mix_trace_paths(measurements: dict[str, ArmMeasurement]) -> dict[str, list[
     """arm -> (repeat, trace) for every profiled pass of the mix that left a trace."""
     return {arm: found for arm, m in measurements.items()
             if (found := [(r.repeat, Path(r.mix.trace)) for r in m.repeats if r.mix and r.mix.trace])}
+
+
+def _profiled_steps(measurements: dict[str, ArmMeasurement]) -> dict[int, int]:
+    """Batch size -> the steps its profiled passes ran (on a CPU the harness profiles no more
+    than the timed steps, whatever profile_steps says)."""
+    return {run.batch_size: run.profile_steps for m in measurements.values() for result in m.repeats
+            for run in result.runs if run.trace}
 
 
 def _described(measurements: dict[str, ArmMeasurement], arm: str) -> dict[str, object]:

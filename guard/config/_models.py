@@ -133,7 +133,8 @@ class Workload(BaseModel):
     )
     profile_steps: int = Field(
         default=64, ge=0, le=MAX_PROFILE_STEPS,
-        description="Steps of the separate profiled pass on a GPU (0: no profiling).",
+        description="Steps of the separate profiled pass on a GPU, and on a CPU for several ranks (there at most "
+        "`steps`); 0: no profiling.",
     )
     profile_repeats: int = Field(
         default=2, ge=0, le=MAX_REPEATS,

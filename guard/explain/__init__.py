@@ -6,9 +6,10 @@ from guard.explain._explain import (
 from guard.explain._mix import CANDIDATE_SHARE, mix_attribution, row_cost
 from guard.explain._models import (
     AblationEffect, CapturePlace, Cause, CauseKind, Explanation, Headline, HostTime, LaunchNote, MixAttribution,
-    MixCauseKind, MixPart, MixPartKind, MixPath, MixSizeChange, ProfileScale, RowCost, SlowerKernel, TimeSplit,
-    TraceSide,
+    MixCauseKind, MixPart, MixPartKind, MixPath, MixSizeChange, ProfileScale, RankCause, RankCauseKind, RowCost,
+    SlowerKernel, StragglerAgreement, TimeSplit, TraceSide,
 )
+from guard.explain._ranks import rank_causes
 
 __all__ = [
     "CANDIDATE_SHARE",
@@ -31,7 +32,10 @@ __all__ = [
     "RowCost",
     "TraceSide",
     "ProfileScale",
+    "RankCause",
+    "RankCauseKind",
     "SlowerKernel",
+    "StragglerAgreement",
     "TimeSplit",
     "cause_of",
     "explain",
@@ -39,5 +43,6 @@ __all__ = [
     "mix_attribution",
     "row_cost",
     "padded_rows",
+    "rank_causes",
     "time_split",
 ]

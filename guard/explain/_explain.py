@@ -9,11 +9,12 @@ from guard.compare import BatchComparison, MetricKey, Verdict
 from guard.compare._interval import Slowdown
 from guard.explain._models import (
     AblationEffect, CapturePlace, Cause, CauseKind, Explanation, Headline, HostTime, LaunchNote, ProfileScale,
-    SlowerKernel, TimeSplit,
+    RankCause, SlowerKernel, TimeSplit,
 )
 from guard.explain._mix import mix_attribution
+from guard.explain._ranks import rank_causes
 from guard.measure import Change, MixReport, relative_change
-from guard.trace import TraceDiff
+from guard.trace import RankDiff, TraceDiff
 
 DOMINANT_SHARE = 0.6  # a part of the change carrying this share of it is its cause
 NOTABLE_SHARE = 0.5  # a pass names a rise in step time of at least this share of the threshold
@@ -35,18 +36,22 @@ def explain(
     mix: MixReport | None = None,
     mix_trace: TraceDiff | None = None,
     mix_decision: BatchComparison | None = None,
+    rank_diffs: dict[int, RankDiff] | None = None,
 ) -> Explanation:
     """`diffs`: the profiled pass's base -> head diff per batch size; `ablation_builds`: each
     ablation arm that ran, and the arm whose build it reuses; `mix`: the batch-size mix's
     figures, `mix_trace` the diff of its own profiled pass where it has one, and `mix_decision`
-    the compare stage's verdict on it."""
+    the compare stage's verdict on it; `rank_diffs`: per batch size of several ranks, the diff
+    of base's profiled passes across the ranks with head's."""
     rows = padded_rows(mix, base, head)
     causes = [c for b in batches if b.verdict in ("regression", "at_threshold")
               if (c := cause_of(b, diffs.get(b.batch_size), rows.get(b.batch_size))) is not None]
+    ranks = rank_causes(batches, rank_diffs or {}, head)
     return Explanation(
         headline=_headline(verdict, batches + ([mix_decision] if mix_decision is not None else []), diffs, causes,
-                           threshold_pct, capture),
+                           threshold_pct, capture, ranks),
         causes=causes,
+        ranks=ranks,
         ablations=[e for arm, source in (ablation_builds or {}).items() for b in batches
                    if (e := _ablation(b, arm, "base" if source == base else "head", base, confidence))],
         launch_notes=[n for b in batches if (n := _launch_note(b, base, head, threshold_pct))],
@@ -219,7 +224,7 @@ def _slowdown_pct(batch: BatchComparison, metric: MetricKey) -> float:
 
 
 def _headline(verdict: Verdict, batches: list[BatchComparison], diffs: dict[int, TraceDiff], causes: list[Cause],
-              threshold_pct: float, capture: CaptureChanges | None) -> Headline:
+              threshold_pct: float, capture: CaptureChanges | None, ranks: list[RankCause]) -> Headline:
     fell_out = [size for size, d in sorted(diffs.items()) if d.launches is not None and d.launches.fell_out_of_graphs]
     place = _capture_place(capture)
     if verdict == "invalid":
@@ -243,10 +248,13 @@ def _headline(verdict: Verdict, batches: list[BatchComparison], diffs: dict[int,
     worst = max(deciding, key=lambda b: sign * _slowdown_pct(b, metric_of(b)))
     metric = metric_of(worst)
     cause = next((c for c in causes if c.batch_size == worst.batch_size), None) if not worst.mix else None
+    # of the ranks' findings at that size, the one that grew most against base's step
+    ranked = max((r for r in ranks if r.batch_size == worst.batch_size and not worst.mix),
+                 key=lambda r: r.share_of_step, default=None)
     return Headline(
         verdict=verdict, batch_size=worst.batch_size, metric=metric, change=_bounds(worst, metric),
         others=len(deciding) - 1, cause=cause.kind if cause and cause.dominant else None,
-        capture=place, fell_out=fell_out,
+        capture=place, fell_out=fell_out, rank_cause=ranked.kind if ranked is not None else None,
     )
 
 

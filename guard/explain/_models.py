@@ -59,6 +59,32 @@ class Cause(BaseModel):
     rows: tuple[int, int] | None = Field(default=None, exclude_if=lambda value: value is None)  # no key for others
 
 
+# Across the ranks of a slower batch size, from their profiled pass (guard/trace/_rank_diff.py):
+# communication_not_overlapped, the collectives compute hid in base are exposed in head;
+# rank_held_back, one rank joined the collectives last in most steps and the others' wait grew
+RankCauseKind = Literal["communication_not_overlapped", "rank_held_back"]
+# rank_held_back: the timed pass's straggler (each step's end on every rank) is the traced rank,
+# another rank, or none
+StragglerAgreement = Literal["same_rank", "other_rank", "none_timed"]
+
+
+class RankCause(BaseModel):
+    batch_size: int
+    kind: RankCauseKind
+    share_of_step: float  # the exposed communication's (or the wait's) growth over base's profiled step
+    # communication_not_overlapped
+    exposed_communication_ms_per_step: BeforeAfter | None = None
+    overlap_share: BeforeAfter | None = None
+    # rank_held_back: the rank the others waited for, in which share of head's profiled steps,
+    # the longest wait for it, and the timed pass's straggler beside it
+    rank: int | None = None
+    straggler_share: float | None = None
+    wait_ms_per_step: BeforeAfter | None = None
+    fell_out_of_graphs: bool = False
+    timed_straggler: int | None = None
+    agreement: StragglerAgreement | None = None
+
+
 class AblationEffect(BaseModel):
     arm: str
     batch_size: int
@@ -108,6 +134,8 @@ class Headline(BaseModel):
     cause: CauseKind | None = None  # where the named batch size's time went
     capture: CapturePlace | None = None  # the first change to CUDA graph capture
     fell_out: list[int] = []  # batch sizes whose decode fell out of its CUDA graphs
+    # what the ranks found at the named batch size, before `cause` (rank 0's own trace); no key for one process
+    rank_cause: RankCauseKind | None = Field(default=None, exclude_if=lambda value: value is None)
     # a pass whose step time rose by at least NOTABLE_SHARE of the threshold, lower bound above 0
     notable: bool = False
 
@@ -195,3 +223,5 @@ class Explanation(BaseModel):
     launch_notes: list[LaunchNote] = []
     profile_scales: list[ProfileScale] = []
     mix: MixAttribution | None = None  # None: no mix, or an arm's sizes without path and padded_to
+    # per slower batch size of several ranks, what their profiled pass found (explain/_ranks.py); no key without
+    ranks: list[RankCause] = Field(default_factory=list, exclude_if=lambda value: not value)

@@ -474,7 +474,8 @@ def _profiled(torch: Any, steps: range, step: Callable[[int], object], trace_pat
     """`step(k)` for each k of `steps` under the profiler, each a guard.step range; the trace written."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities) as prof:
         for k in steps:
             with record_function("guard.step"):  # the analysis splits the trace into steps by this range
                 step(k)
@@ -760,6 +761,16 @@ def load_reference(path: str, sha256: str | None = None) -> dict[Any, list[list[
     return found
 
 
+def profiled_steps(spec: dict[str, Any], timer: str, peers: Any) -> int:
+    """Steps of a pass's profiled run after its timed ones (0: none). On a GPU, profile_steps.
+    On a CPU, only for several ranks, whose analysis across ranks reads the host's ops (gloo),
+    and no more than the timed steps: a reference holds no more past the warmup there."""
+    steps = int(spec.get("profile_steps", 0)) if spec.get("trace_dir") else 0
+    if timer == "cuda_event":
+        return steps
+    return min(steps, int(spec["steps"])) if peers.world_size > 1 else 0
+
+
 def trace_name(spec: dict[str, Any], peers: Any, part: str) -> str:
     """A profiled pass's trace file: ARM-REPEAT-PART, each rank's with its rank (ARM-REPEAT-rankR-PART)."""
     rank = f"-rank{peers.rank}" if peers.world_size > 1 else ""
@@ -931,6 +942,7 @@ def main(argv: list[str]) -> int:
         # setup() still in place, which a workload can reuse, comes first.
         profile_steps = spec.get("profile_steps", 0)
         mix = result.get("mix")
+        # the mix's on a GPU alone: on a CPU nothing reads a mix's trace across ranks yet
         if schedule is not None and mix is not None and profile_steps and mix["timer"] == "cuda_event" \
                 and spec.get("trace_dir"):
             stage = "profiled pass, batch-size mix"
@@ -939,7 +951,8 @@ def main(argv: list[str]) -> int:
             mix |= profile_mix(workload, torch, schedule, spec["warmup_steps"], profile_steps,
                                Path(spec["trace_dir"]) / trace_name(spec, peers, "mix"), phase, references.get("mix"))
         for run in reversed(runs):
-            if not (profile_steps and run["timer"] == "cuda_event" and spec.get("trace_dir")):
+            profile_steps = profiled_steps(spec, run["timer"], peers)
+            if not profile_steps:
                 continue
             batch_size = run["batch_size"]
             stage = f"profiled pass, batch size {batch_size}"

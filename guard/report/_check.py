@@ -14,6 +14,7 @@ from guard.measure import SlowMetric, SlowProcesses, find_slow_processes, proces
 from guard.report import _words as words
 from guard.report._explained import explain_report
 from guard.report._schema import Report
+from guard.trace import RankDiff, rank_section_diff
 
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # SHA-1 or SHA-256 object names
 MAX_NAMED = 3  # discrepancies the message names; the rest are counted
@@ -34,7 +35,7 @@ def check_report(report: Report, path: Path, *, check_explanation: bool = True) 
         report.decided(), report.base, report.head, rule,
         verdict=report.verdict, hash_match=report.hash_match,
         failed_arms=[a.name for a in report.arms if a.status != "ok"],
-    ) or _slow_processes(report) or (_explanation(report) if check_explanation else [])
+    ) or _slow_processes(report) or _rank_traces(report) or (_explanation(report) if check_explanation else [])
     if not found:
         return
     named = "; ".join(_describe(d) for d in found[:MAX_NAMED])
@@ -132,6 +133,28 @@ def _slow_processes(report: Report) -> list[Discrepancy]:
             stated=f"{stated.count} of {stated.processes}", recomputed=f"{found.count} of {found.processes}",
         )]
     return []
+
+
+def _rank_traces(report: Report) -> list[Discrepancy]:
+    """Each batch size's diff across the ranks, made again from the passes its arms keep: the
+    findings the explanation is made from are the figures', not the report's word."""
+    found = []
+    for section in report.rank_traces:
+        again = rank_section_diff(section.arms, report.base, report.head)
+        if again == section.diff:
+            continue
+        stated, recomputed = _findings(section.diff), _findings(again)
+        if stated == recomputed:  # the same findings, other figures
+            stated, recomputed = "as stated", "other figures"
+        found.append(Discrepancy(kind="count", batch_size=section.batch_size, field="rank_traces.diff",
+                                 stated=stated, recomputed=recomputed))
+    return found
+
+
+def _findings(change: RankDiff | None) -> str:
+    if change is None:
+        return "no diff"
+    return f"findings [{', '.join(f.kind for f in change.findings)}]"
 
 
 def _explanation(report: Report) -> list[Discrepancy]:

@@ -15,4 +15,5 @@ def explain_report(report: Report) -> Explanation:
         capture=report.capture, mix=report.mix,
         mix_trace=report.mix_traces.diff if report.mix_traces is not None else None,
         mix_decision=report.mix_comparison,
+        rank_diffs={t.batch_size: t.diff for t in report.rank_traces if t.diff is not None},
     )

@@ -1,14 +1,44 @@
 """The comment's words on the ranks of a multi-rank run: communication overlap and the wait for the
-slowest rank base -> head, each finding as a sentence, and a short per-rank table when ranks differ.
+slowest rank base -> head, each finding as a sentence, and a short per-rank table when ranks differ;
+and the line above the fold for a finding that explains a slower batch size.
 
-The facts are guard.trace's RankDiff; here they only become words (and cells for the view's table)."""
+The facts are guard.trace's RankDiff and guard.explain's RankCause; here they only become words
+(and cells for the view's table)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from guard.explain import RankCause
 from guard.report import _words as words
 from guard.trace import BeforeAfter, CommunicationNotOverlapped, RankDiff, RankHeldBack
+
+
+def rank_cause_sentence(cause: RankCause, sized: bool) -> str:
+    """One sentence: what the ranks' profiled pass found. `sized`: name the batch size."""
+    at = f"At batch size {cause.batch_size}, " if sized else ""
+    growth = f"{words.share(cause.share_of_step)} of base's step"
+    if cause.kind == "communication_not_overlapped":
+        exposed, overlap = cause.exposed_communication_ms_per_step, cause.overlap_share
+        said = (f"communication no longer overlapped with compute: exposed communication "
+                f"{_ms(exposed) if exposed else '-'} per step, up {growth}"
+                + (f"; overlapped {_arrow(overlap, words.share)} of it" if overlap else "") + ".")
+    else:
+        wait = cause.wait_ms_per_step
+        said = (f"one rank held back the others: rank {cause.rank} joined the collectives last in "
+                f"{words.share(cause.straggler_share or 0.0)} of head's profiled steps, the others' wait "
+                f"{_ms(wait) if wait else '-'} per step, up {growth}; {_timed(cause)}.")
+        if cause.fell_out_of_graphs:
+            said += f" Rank {cause.rank} fell out of its CUDA graphs."
+    return at + said if at else said[0].upper() + said[1:]
+
+
+def _timed(cause: RankCause) -> str:
+    if cause.agreement == "same_rank":
+        return "the timed steps end last on it too"
+    if cause.agreement == "other_rank":
+        return f"the timed steps end last on rank {cause.timed_straggler} instead"
+    return "the timed steps end last on no one rank"
 
 
 def rank_bullets(change: RankDiff) -> list[str]:

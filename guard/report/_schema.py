@@ -11,7 +11,7 @@ from guard.compare import Comparison
 from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides, Workload
 from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
-from guard.trace import MixTraceSection, TraceSection
+from guard.trace import MixTraceSection, RankTraceSection, TraceSection
 
 SCHEMA_VERSION = 6
 # 1: verdicts by the significance rule; 2: the interval rule, with the looks the run could take;
@@ -21,7 +21,9 @@ SCHEMA_VERSION = 6
 # 5: the mix's attribution (`explanation.mix`) and the run's record (`record`);
 # 6: the mix decided like a batch size (`mix_comparison`), in the verdict and alpha's split;
 # workloads of several ranks: `workload.world_size`, each arm's ranks (`batch_sizes[].arms[].ranks`)
-# and the reason `ranks_disagree`.
+# and the reason `ranks_disagree`; their profiled passes across the ranks (`rank_traces`) and
+# what those found (`explanation.ranks`, `explanation.headline.rank_cause`). None of these keys
+# appears for one process.
 # Only the current version is read, and schema 5 without a mix, which states nothing schema 6
 # would state otherwise: a report of an older one is made again by `guard run`.
 READ_VERSIONS = (5, 6)
@@ -126,6 +128,8 @@ class Report(Comparison):
     capture: CaptureChanges | None = None  # hunks of the change that touch CUDA graph capture
     mix: MixReport | None = None  # the batch-size mix pass, per arm (guard/measure/_mix.py)
     mix_traces: MixTraceSection | None = None  # the mix's profiled pass, per arm, on a GPU
+    # several ranks: per batch size, each arm's profiled passes across its ranks and their diff; no key for one
+    rank_traces: list[RankTraceSection] = Field(default_factory=list, exclude_if=lambda value: not value)
     record: RunRecord | None = None  # the run's record (guard/report/_record.py); None: made before it
     github_repo: str | None = None  # OWNER/NAME, for links
     server_url: str = "https://github.com"

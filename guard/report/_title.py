@@ -58,6 +58,8 @@ def _parts(report: Report) -> tuple[str, list[str]]:
     by = " in tok/s" if h.metric == "tok_per_s" else ""  # step time is what "slower" means otherwise
     if h.verdict == "regression":
         cause = [f": {words.CAUSE[h.cause]}"] if h.cause and not (h.cause == "no_cuda_graph" and h.fell_out) else []
+        if h.rank_cause is not None:  # across the ranks: what rank 0's own trace says is its part of it
+            cause = [f": {words.RANK_CAUSE[h.rank_cause]}"]
         return f"Decode {moved} slower {at}{by} with {{change}}", cause + fell + capture
     if h.verdict == "improvement":
         return f"Decode {moved} faster {at}{by} with {{change}}", fell

@@ -30,6 +30,7 @@ from guard.report._mix_text import (
 )
 from guard.report._override_note import override_note
 from guard.report._rank_text import rank_sentences, rank_table, ranks_method
+from guard.report._rank_trace_text import rank_bullets, rank_cause_sentence, rank_table as rank_trace_table
 from guard.report._reason_text import reason_sentence, reason_short
 from guard.report._roles import tok_role_note
 from guard.report._schema import ArmInfo, Report
@@ -131,6 +132,9 @@ def _what_happened(report: Report) -> list[Block]:
         blocks.append(_p(launch_sentence(note, _gpu(report), bounds_level(report))))
     for note in unheld_notes(report):
         blocks.append(_p(note))
+    if report.explanation.ranks:  # what the ranks' profiled pass found, before what their timed steps say
+        sized = len(report.decided()) > 1
+        blocks.append(_p(" ".join(rank_cause_sentence(c, sized) for c in report.explanation.ranks)))
     if ranked := rank_sentences(report):
         blocks.append(_p(" ".join(ranked)))
     if (override := override_note(report)) is not None:
@@ -227,6 +231,8 @@ def _folds(report: Report) -> list[Fold]:
         if cause is not None and cause.slower_kernels:
             blocks.append(Block(kind="bullets", lines=slower_kernel_lines(cause)))
         folds.append(Fold(summary=f"Profiler: where the time went at batch size {section.batch_size}", blocks=blocks))
+    if (ranks_fold := _ranks_fold(report)) is not None:
+        folds.append(ranks_fold)
     if _cause_section(report) is not None and (places := _capture_lines(report)):
         folds.append(Fold(summary="The changed lines of graph capture", blocks=[Block(kind="bullets", lines=places)]))
     lines = ablation_lines(report)
@@ -260,6 +266,31 @@ def _folds(report: Report) -> list[Fold]:
     folds.append(Fold(summary="Environment", blocks=_environment_blocks(report)))
     folds.append(Fold(summary="Method", blocks=_method_blocks(report)))
     return folds
+
+
+def _ranks_fold(report: Report) -> Fold | None:
+    """Per batch size of several ranks: overlap, exposed communication and the wait for the
+    slowest rank base -> head, each finding, and each rank when the ranks differ."""
+    blocks = []
+    for section in report.rank_traces:
+        arms = {a.arm: a for a in section.arms}
+        passes = [len(arms[name].passes) if name in arms else 0 for name in (report.base, report.head)]
+        blocks.append(_p(f"At batch size {section.batch_size}, over {section.profile_steps} steps of a separate "
+                         f"profiled pass on every rank, in {passes[0]} of base's processes and {passes[1]} of "
+                         "head's; the profiler inflates times."))
+        if section.diff is not None:
+            blocks.append(Block(kind="bullets", lines=rank_bullets(section.diff)))
+            if (table := rank_trace_table(section.diff)) is not None:
+                blocks.append(Block(kind="table", header=table[0], rows=table[1]))
+        failed = [f"{text(a.arm)}: {text(a.error)}" for a in section.arms if a.error]
+        if failed:
+            blocks.append(Block(kind="bullets", lines=[f"Not analysed: {line}" for line in failed]))
+        first = [code(t) for a in section.arms if a.arm in (report.base, report.head) and a.traces
+                 for t in a.traces[0]]
+        if first:
+            blocks.append(_p("Each rank's trace of the first profiled process (open in Perfetto): "
+                             + ", ".join(first) + ", and the other processes' beside them."))
+    return Fold(summary="Communication and ranks", blocks=blocks) if blocks else None
 
 
 def _mix_fold(report: Report) -> Fold | None:

@@ -4,7 +4,7 @@ comment, the job summary, the commit status and the annotations take their words
 from __future__ import annotations
 
 from guard.compare import MIX_BATCH, MetricKey, ReasonKind, Verdict
-from guard.explain import CauseKind, MixPartKind
+from guard.explain import CauseKind, MixPartKind, RankCauseKind
 from guard.measure import Change
 
 # A step is timed with CUDA events on a GPU and by the host's clock on a CPU: a CPU run never says GPU.
@@ -23,6 +23,11 @@ CAUSE: dict[CauseKind, str] = {
     "host_time": "host time",
     "mixed": "no single cause",
     "padded_rows": "padded rows",
+}
+# what the ranks' profiled pass found, as the title names it
+RANK_CAUSE: dict[RankCauseKind, str] = {
+    "communication_not_overlapped": "communication no longer overlapped",
+    "rank_held_back": "one rank held back the others",
 }
 
 

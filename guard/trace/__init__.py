@@ -25,21 +25,23 @@ from guard.trace._figures import (
     TraceWarningKind,
 )
 from guard.trace._rank_diff import (
-    ArmRanks,
+    ArmRankPasses,
     CommunicationNotOverlapped,
-    RankChange,
     RankDiff,
     RankFinding,
     RankHeldBack,
+    RankTraceChange,
     diff_ranks,
 )
 from guard.trace._rank_figures import ActivityKind, RankFigures, RankStepSeries, RankTraces, RankWarning
+from guard.trace._rank_sections import ArmRankTraces, RankTraceSection, rank_section_diff
 from guard.trace._sections import ArmTraces, MixTraceSection, TraceSection
 from guard.trace._text import diff_text, figures_text, warning_text
 
 if TYPE_CHECKING:
     from guard.trace._analyze import analyze
     from guard.trace._model import KERNEL, MEMCPY, MEMSET, ApiTable, GpuTable, RangeTable, Trace
+    from guard.trace._rank_run import rank_trace_sections
     from guard.trace._ranks import analyze_ranks
     from guard.trace._read import read_trace
     from guard.trace._run import mix_trace_section, trace_sections
@@ -52,6 +54,7 @@ _HEAVY = {
     "ApiTable": "_model", "GpuTable": "_model", "RangeTable": "_model", "Trace": "_model",
     "read_trace": "_read",
     "analyze_ranks": "_ranks",
+    "rank_trace_sections": "_rank_run",
     "trace_sections": "_run", "mix_trace_section": "_run",
     "StepAssignment": "_steps", "assign_steps": "_steps",
 }
@@ -67,7 +70,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ActivityKind",
     "ApiTable",
-    "ArmRanks",
+    "ArmRankPasses",
+    "ArmRankTraces",
     "ArmTraces",
     "BeforeAfter",
     "CommunicationNotOverlapped",
@@ -83,12 +87,13 @@ __all__ = [
     "MixTraceSection",
     "P90OverSteps",
     "RangeTable",
-    "RankChange",
     "RankDiff",
     "RankFigures",
     "RankFinding",
     "RankHeldBack",
     "RankStepSeries",
+    "RankTraceChange",
+    "RankTraceSection",
     "RankTraces",
     "RankWarning",
     "StepAssignment",
@@ -112,6 +117,8 @@ __all__ = [
     "is_communication_host_op",
     "is_communication_kernel",
     "mix_trace_section",
+    "rank_section_diff",
+    "rank_trace_sections",
     "read_trace",
     "trace_sections",
     "warning_text",

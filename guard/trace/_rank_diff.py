@@ -31,7 +31,7 @@ WAIT_GROWTH_SHARE = 0.05  # of the base's step time
 MOST_STEPS_SHARE = 0.5  # a rank is an arm's straggler when it is the step's in more than this share of steps
 
 
-class ArmRanks(BaseModel):
+class ArmRankPasses(BaseModel):
     """One arm's ranks over its repeats."""
 
     repeats: int
@@ -43,7 +43,7 @@ class ArmRanks(BaseModel):
     straggler: int | None  # the rank the others waited for in most steps, over all repeats
 
 
-class RankChange(BaseModel):
+class RankTraceChange(BaseModel):
     rank: int
     span_ms_per_step: BeforeAfter
     compute_ms_per_step: BeforeAfter
@@ -83,15 +83,15 @@ RankFinding = Annotated[CommunicationNotOverlapped | RankHeldBack, Field(discrim
 
 
 class RankDiff(BaseModel):
-    base: ArmRanks
-    head: ArmRanks
+    base: ArmRankPasses
+    head: ArmRankPasses
     step_ms_per_step: BeforeAfter  # the slowest rank's span
     overlap_share: BeforeAfter
     communication_ms_per_step: BeforeAfter
     exposed_communication_ms_per_step: BeforeAfter
     overlapped_communication_ms_per_step: BeforeAfter
     wait_ms_per_step: BeforeAfter
-    ranks: list[RankChange]  # the ranks both arms ran
+    ranks: list[RankTraceChange]  # the ranks both arms ran
     # worth a per-rank table: a straggler in either arm, or a rank whose graphs changed apart from the others'
     ranks_differ: bool
     findings: list[RankFinding]
@@ -150,7 +150,7 @@ def diff_ranks(base: list[RankTraces], head: list[RankTraces]) -> RankDiff:
     )
 
 
-def _held_back(head: ArmRanks, ranks: list[RankChange], wait: BeforeAfter, step: BeforeAfter,
+def _held_back(head: ArmRankPasses, ranks: list[RankTraceChange], wait: BeforeAfter, step: BeforeAfter,
                base_step_ms: float) -> RankHeldBack | None:
     rank = head.straggler
     by_rank = {r.rank: r for r in ranks}
@@ -177,7 +177,7 @@ def _held_back(head: ArmRanks, ranks: list[RankChange], wait: BeforeAfter, step:
     )
 
 
-def _arm(repeats: list[RankTraces]) -> ArmRanks:
+def _arm(repeats: list[RankTraces]) -> ArmRankPasses:
     steps = sum(t.steps for t in repeats)
     last_in: dict[int, int] = {}
     for t in repeats:
@@ -185,7 +185,7 @@ def _arm(repeats: list[RankTraces]) -> ArmRanks:
             if rank is not None:
                 last_in[rank] = last_in.get(rank, 0) + 1
     most = max(last_in.items(), key=lambda kv: (kv[1], -kv[0]), default=None)
-    return ArmRanks(
+    return ArmRankPasses(
         repeats=len(repeats),
         ranks=max(len(t.ranks) for t in repeats),
         activities=repeats[0].ranks[0].activities if repeats[0].ranks else "gpu_kernels",
@@ -196,7 +196,7 @@ def _arm(repeats: list[RankTraces]) -> ArmRanks:
     )
 
 
-def _rank_change(rank: int, base: list[RankTraces], head: list[RankTraces]) -> RankChange:
+def _rank_change(rank: int, base: list[RankTraces], head: list[RankTraces]) -> RankTraceChange:
     b, h = _of_rank(base, rank), _of_rank(head, rank)
 
     def pair(figure: Callable[[RankFigures], float]) -> BeforeAfter:
@@ -204,7 +204,7 @@ def _rank_change(rank: int, base: list[RankTraces], head: list[RankTraces]) -> R
 
     graphs = pair(lambda r: r.graph_launches_per_step)
     kernels = pair(lambda r: r.kernel_launches_per_step)
-    return RankChange(
+    return RankTraceChange(
         rank=rank,
         span_ms_per_step=pair(lambda r: r.span_ms_per_step),
         compute_ms_per_step=pair(lambda r: r.compute_ms_per_step),
