@@ -2,8 +2,9 @@
 
 Usage: python benchmarks/host_pinning.py [--cpus 2,3] [--repeats 10] [--steps 128]
                                          [--warmup-steps 32] [--options 'layers = 30'] [--out FILE.json]
+                                         [--entry guard.workloads.compiled:make]
 
-Runs the reference engine in fresh harness processes, alternating an unpinned and a pinned
+Runs a workload (the reference engine unless --entry names another) in fresh harness processes, alternating an unpinned and a pinned
 one (the guard's own runner, so exactly what `measure.cpus` does), and prints for each the
 spread of tok/s and of GPU ms per step over its processes, the ratio pinned / unpinned of
 the standard deviations, and how many repeats per arm would keep a 1% threshold at each
@@ -64,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=128)
     p.add_argument("--warmup-steps", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=1)
-    p.add_argument("--options", default="", help="reference engine options, as TOML, e.g. 'layers = 30'")
+    p.add_argument("--options", default="", help="workload options, as TOML, e.g. 'layers = 30'")
+    p.add_argument("--entry", default="guard.engine:make", help="the workload, module:function")
     p.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = p.parse_args(argv)
     try:
@@ -75,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         return _bad(f"--options {args.options!r} is not TOML ({exc}), e.g. 'layers = 30'")
     except GuardError as exc:
         return _bad(str(exc))
-    spec = HarnessSpec(entry="guard.engine:make", options=options,
+    spec = HarnessSpec(entry=args.entry, options=options,
                        batch_sizes=[args.batch_size], steps=args.steps, warmup_steps=args.warmup_steps,
                        profile_steps=0)
     # the guard's own engine, not a pull request's: it runs as whoever runs this (user "")
@@ -100,8 +102,15 @@ def main(argv: list[str] | None = None) -> int:
           for name, by_metric in values.items()}
     ratio = {metric: sd["pinned"][metric] / sd["unpinned"][metric] if sd["unpinned"][metric] else None
              for metric in metrics}
-    report = {"repeats": args.repeats, "steps": args.steps, "batch_size": args.batch_size,
-              "options": spec.options, "arms": arms, "sd_ratio_pinned_over_unpinned": ratio}
+    # each process's host-side figures as it gave them, to read a slow process by its windows
+    processes = {name: [{"tok_per_s_windows": r.runs[0].tok_per_s_windows,
+                         "host_ms_per_step": r.runs[0].host_ms_per_step,
+                         "end_to_end_gpu_ms_per_step": r.runs[0].end_to_end_gpu_ms_per_step,
+                         "cpus": r.runs[0].host.cpus if r.runs[0].host else None}
+                        for r in m.repeats] for name, m in results.items()}
+    report = {"entry": args.entry, "repeats": args.repeats, "steps": args.steps, "batch_size": args.batch_size,
+              "options": spec.options, "arms": arms, "sd_ratio_pinned_over_unpinned": ratio,
+              "processes": processes}
     for name, arm in arms.items():
         for metric in ("tok_per_s", "gpu_ms_per_step"):
             f = arm[metric]
