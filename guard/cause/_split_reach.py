@@ -1,0 +1,274 @@
+"""Whether a graph split changed in one module is traced by a capturing torch.compile of another
+file of the same commit.
+
+A split (a graph break, a disabled or disallowed function, see _patterns.REGION_PATTERNS) in a
+module changes capture when code compiled elsewhere runs it. The files that import the module
+are found at the commit (see _imports); for each capturing site of such a file (see _compile),
+the calls of the defs it traces (see _region) that enter the module are followed: a function
+or class imported from it, an attribute of the module, or an object built from one of those
+(`self.model = build_model(...)` then `self.model(...)`, a parameter annotated with an imported
+class, a loop over such modules). From where a call enters, the module's own defs are walked as
+_region walks a file. A split in a def that walk reaches is "traced"; otherwise, while a file
+with a capturing site imports the module, directly or through other modules, it is "possibly"
+traced, with the reason (_models.PossibleReason); a module no such file imports is not reached.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from guard import _git
+from guard.cause._compile import CompileView, Site
+from guard.cause._imports import ModuleImport, imports_of, module_stem
+from guard.cause._models import GraphSplit, PossibleReason
+from guard.cause._region import FunctionNode, RegionDef, Regions, find_method, loop_sources
+from guard.cause._scope import ScopeIndex
+from guard.cause._values import Where
+
+MAX_HOPS = 3  # modules between the compiling file and the changed one, for a possible reach
+_SELF_NAMES = ("self", "cls")
+_COMPILED = "<compiled>"  # the method of an entry that torch.compile compiles: a function, or a class's forward
+
+
+class CommitFiles:
+    """The Python files of one commit, each read and parsed once."""
+
+    def __init__(self, repo: Path, sha: str) -> None:
+        self.repo, self.sha = repo, sha
+        self._indexes: dict[str, ScopeIndex | None] = {}
+        self._views: dict[str, CompileView | None] = {}
+        self._mentions: dict[str, list[str]] = {}
+
+    def index(self, path: str) -> ScopeIndex | None:
+        if path not in self._indexes:
+            source = _git.file_at(self.repo, self.sha, path)
+            self._indexes[path] = ScopeIndex(source, path) if source is not None else None
+        return self._indexes[path]
+
+    def view(self, path: str) -> CompileView | None:
+        """The file's compile sites, when it parses and has a capturing one."""
+        if path not in self._views:
+            index = self.index(path)
+            view = CompileView(index) if index is not None and index.tree is not None else None
+            self._views[path] = view if view is not None and view.captured else None
+        return self._views[path]
+
+    def mentioning(self, word: str) -> list[str]:
+        """The Python files whose text holds `word`."""
+        if word not in self._mentions:
+            proc = _git.run_git(self.repo, "grep", "-l", "-z", "-F", "-e", word, self.sha, "--", "*.py", "*.pyi")
+            prefix = f"{self.sha}:"
+            self._mentions[word] = [p.removeprefix(prefix) for p in proc.stdout.split("\0") if p] \
+                if proc.returncode == 0 else []
+        return self._mentions[word]
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A call of compiled code into the module: `name` itself (method None), what torch.compile
+    compiles (method _COMPILED: a function, or a class's forward), or `method` of an instance of
+    `name` (a class, or what a factory function returns)."""
+
+    name: str
+    method: str | None
+    line: int
+    chain: tuple[str, ...]  # defs of the compiling file from the target down to the call
+
+
+@dataclass(frozen=True)
+class _Importer:
+    path: str
+    imports: list[ModuleImport]
+
+
+class ImportedSplits:
+    """Answers, for the changed lines of one commit, which capturing site of another file reaches them."""
+
+    def __init__(self, files: CommitFiles) -> None:
+        self.files = files
+        self._importers: dict[str, list[_Importer]] = {}
+        self._walkers: dict[str, Regions | None] = {}
+
+    def split(self, path: str, line: int, api: str, side: str) -> GraphSplit | None:
+        index = self.files.index(path)
+        if index is None:
+            return None
+        defs = [s for s in index.chain(line) if s.kind == "def"]
+        function = defs[-1].qualname if defs else None
+        direct = [i for i in self.importers(path) if self.files.view(i.path) is not None]
+        common = {"api": api, "side": side, "line": line, "function": function}
+        entered = False
+        for importer in direct:
+            view = self.files.view(importer.path)
+            assert view is not None
+            for site, region in view.captured:
+                entries = self._entries(view, site, region, importer.imports, path)
+                entered = entered or bool(entries)
+                for entry, held in self._walk(path, entries):
+                    if held.scope.start <= line <= held.scope.end:
+                        return GraphSplit(**common, site_path=importer.path, site=site.model(),  # type: ignore[arg-type]
+                                          import_line=importer.imports[0].line, reachable="traced",
+                                          compiled_chain=list(entry.chain), call_line=entry.line,
+                                          chain=list(held.chain))
+        if direct:
+            importer = direct[0]
+            view = self.files.view(importer.path)
+            assert view is not None
+            reason: PossibleReason = ("module-level" if function is None else
+                                      "entered-elsewhere" if entered else "imported-not-called")
+            return GraphSplit(**common, site_path=importer.path, site=view.captured[0][0].model(),  # type: ignore[arg-type]
+                              import_line=importer.imports[0].line, reachable="possibly", reason=reason)
+        found = self._through(path)
+        if found is None:
+            return None
+        compiling, import_line, through = found
+        view = self.files.view(compiling)
+        assert view is not None
+        return GraphSplit(**common, site_path=compiling, site=view.captured[0][0].model(),  # type: ignore[arg-type]
+                          import_line=import_line, through=through, reachable="possibly",
+                          reason="imported-indirectly")
+
+    def importers(self, path: str) -> list[_Importer]:
+        """The other Python files of the commit that import the module at `path`."""
+        if path not in self._importers:
+            word = PurePosixPath(module_stem(path)).name
+            found = []
+            for other in self.files.mentioning(word):
+                index = self.files.index(other) if other != path else None
+                if index is None or index.tree is None:
+                    continue
+                imports = imports_of(index.tree, other, path)
+                if imports:
+                    found.append(_Importer(other, imports))
+            self._importers[path] = found
+        return self._importers[path]
+
+    def _through(self, path: str) -> tuple[str, int, list[str]] | None:
+        """A file with a capturing site that imports the module through others: (it, its import's
+        line, the files between, nearest the compiling file first)."""
+        seen = {path}
+        frontier: list[tuple[str, list[str]]] = [(path, [])]
+        for _ in range(MAX_HOPS):
+            next_frontier = []
+            for module, between in frontier:
+                for importer in self.importers(module):
+                    if importer.path in seen:
+                        continue
+                    seen.add(importer.path)
+                    if between and self.files.view(importer.path) is not None:
+                        return importer.path, importer.imports[0].line, between
+                    next_frontier.append((importer.path, [importer.path, *between]))
+            frontier = next_frontier
+        return None
+
+    # -- following the calls -------------------------------------------------------------
+
+    def _entries(self, view: CompileView, site: Site, region: list[RegionDef], imports: list[ModuleImport],
+                 path: str) -> list[_Entry]:
+        bound = _Bound(imports, self._module_names(path))
+        found: list[_Entry] = []
+        if not site.target_defs and site.target_expr is not None:  # what it compiles is the module's
+            found += [_Entry(name, method, site.line, ()) for name, method in
+                      _callee(site.target_expr, site.where, view.regions, bound, target=True)]
+        for held in region:
+            node = held.scope.node
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            where = Where(node, view.regions.owner.get(id(node)))
+            loops = loop_sources(node)
+            for call in ast.walk(node):
+                if isinstance(call, ast.Call):
+                    found += [_Entry(name, method, call.lineno, held.chain) for name, method in
+                              _callee(call.func, where, view.regions, bound, loops=loops)]
+        return found
+
+    def _walk(self, path: str, entries: list[_Entry]) -> list[tuple[_Entry, RegionDef]]:
+        """The module's defs each entry reaches, innermost last for each."""
+        regions = self._regions(path)
+        if regions is None:
+            return []
+        found = []
+        for entry in entries:
+            roots = _roots(regions, entry)
+            if not roots:
+                continue
+            held = regions.region(roots)
+            found += [(entry, d) for d in sorted(held, key=lambda d: -d.scope.start)]  # innermost first
+        return found
+
+    def _regions(self, path: str) -> Regions | None:
+        if path not in self._walkers:
+            index = self.files.index(path)
+            self._walkers[path] = Regions(index) if index is not None and index.tree is not None else None
+        return self._walkers[path]
+
+    def _module_names(self, path: str) -> frozenset[str]:
+        """Top-level defs and classes of the module: what `from module import *` binds."""
+        index = self.files.index(path)
+        if index is None or index.tree is None:
+            return frozenset()
+        return frozenset(n.name for n in index.tree.body
+                         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+
+
+class _Bound:
+    """The importing file's spellings of the module and of its names."""
+
+    def __init__(self, imports: list[ModuleImport], star_names: frozenset[str]) -> None:
+        self.modules = {m for i in imports for m in i.modules}
+        self.names = {local: own for i in imports for local, own in i.names.items()}
+        if any(i.star for i in imports):
+            self.names.update({n: n for n in star_names if n not in self.names})
+
+    def own(self, spelt: str) -> str | None:
+        """The module's name that `spelt` (`build_model`, `model_lib.Transformer`) stands for."""
+        if spelt in self.names:
+            return self.names[spelt]
+        head, _, attr = spelt.rpartition(".")
+        return attr if head in self.modules and attr else None
+
+
+def _callee(func: ast.expr, where: Where, regions: Regions, bound: _Bound, target: bool = False,
+            loops: dict[str, ast.expr] | None = None) -> list[tuple[str, str | None]]:
+    """(name, method) for each way the callable `func` (or, `target`, what torch.compile compiles)
+    is the module's: the name itself, or `method` of an instance built from the name."""
+    own = bound.own(ast.unparse(func)) if isinstance(func, (ast.Name, ast.Attribute)) else None
+    if own is not None:
+        return [(own, _COMPILED if target else None)]
+    holder: ast.expr
+    method: str = "forward"
+    if isinstance(func, ast.Name):
+        holder = (loops or {}).get(func.id, func)
+    elif isinstance(func, ast.Attribute):
+        receiver = func.value
+        if isinstance(receiver, ast.Name) and receiver.id in _SELF_NAMES:
+            if where.cls is not None and find_method(where.cls, func.attr, regions.classes) is not None:
+                return []  # a method of the compiling file's own class: _region follows it
+            holder = func
+        else:
+            holder = (loops or {}).get(receiver.id, receiver) if isinstance(receiver, ast.Name) else receiver
+            method = func.attr
+    elif isinstance(func, ast.Subscript):
+        holder = func.value
+    else:
+        return []
+    called, annotated = regions.built_from(holder, where)
+    return [(name, method) for spelt in dict.fromkeys([*called, *annotated]) if (name := bound.own(spelt))]
+
+
+def _roots(regions: Regions, entry: _Entry) -> list[FunctionNode]:
+    """The module's defs where an entry's call lands."""
+    functions, classes = regions.functions, regions.classes
+    if entry.method is None or (entry.method == _COMPILED and entry.name in functions):
+        return [functions[entry.name]] if entry.name in functions else []
+    if entry.name in classes:
+        built = [classes[entry.name]]
+    elif entry.name in functions:
+        built = regions.returned(functions[entry.name])  # a factory: what it returns
+    else:
+        return []
+    if entry.method in ("forward", _COMPILED):
+        return regions.forwards(built)
+    return [m for cls in built if (m := find_method(cls, entry.method, classes)) is not None]
