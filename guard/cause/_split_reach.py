@@ -74,13 +74,20 @@ class _Entry:
     name: str
     method: str | None
     line: int
-    chain: tuple[str, ...]  # defs of the compiling file from the target down to the call
+    chain: tuple[str, ...]  # defs from the compiled target down to the call, in the files before
 
 
 @dataclass(frozen=True)
 class _Importer:
     path: str
-    imports: list[ModuleImport]
+    imports: list[ModuleImport]  # its import statements of the module it was found for
+
+
+@dataclass(frozen=True)
+class _Traced:
+    entry: _Entry  # where the compiled code left the compiling file
+    held: RegionDef  # the def of the changed module holding the line
+    chain: tuple[str, ...]  # defs after the compiling file, down to `held`
 
 
 class ImportedSplits:
@@ -97,38 +104,51 @@ class ImportedSplits:
             return None
         defs = [s for s in index.chain(line) if s.kind == "def"]
         function = defs[-1].qualname if defs else None
-        direct = [i for i in self.importers(path) if self.files.view(i.path) is not None]
+        routes = self.routes(path)
+        if not routes:
+            return None
         common = {"api": api, "side": side, "line": line, "function": function}
         entered = False
-        for importer in direct:
-            view = self.files.view(importer.path)
+        for route in routes:
+            view = self.files.view(route[0].path)
             assert view is not None
             for site, region in view.captured:
-                entries = self._entries(view, site, region, importer.imports, path)
-                entered = entered or bool(entries)
-                for entry, held in self._walk(path, entries):
-                    if held.scope.start <= line <= held.scope.end:
-                        return GraphSplit(**common, site_path=importer.path, site=site.model(),  # type: ignore[arg-type]
-                                          import_line=importer.imports[0].line, reachable="traced",
-                                          compiled_chain=list(entry.chain), call_line=entry.line,
-                                          chain=list(held.chain))
-        if direct:
-            importer = direct[0]
-            view = self.files.view(importer.path)
-            assert view is not None
-            reason: PossibleReason = ("module-level" if function is None else
-                                      "entered-elsewhere" if entered else "imported-not-called")
-            return GraphSplit(**common, site_path=importer.path, site=view.captured[0][0].model(),  # type: ignore[arg-type]
-                              import_line=importer.imports[0].line, reachable="possibly", reason=reason)
-        found = self._through(path)
-        if found is None:
-            return None
-        compiling, import_line, through = found
-        view = self.files.view(compiling)
+                traced, calls = self._follow(route, path, site, view, region, line)
+                entered = entered or (calls and len(route) == 1)
+                if traced is not None:
+                    return GraphSplit(**common, site_path=route[0].path, site=site.model(),  # type: ignore[arg-type]
+                                      import_line=route[0].imports[0].line, through=[i.path for i in route[1:]],
+                                      reachable="traced", compiled_chain=list(traced.entry.chain),
+                                      call_line=traced.entry.line, chain=list(traced.chain))
+        route = routes[0]
+        view = self.files.view(route[0].path)
         assert view is not None
-        return GraphSplit(**common, site_path=compiling, site=view.captured[0][0].model(),  # type: ignore[arg-type]
-                          import_line=import_line, through=through, reachable="possibly",
-                          reason="imported-indirectly")
+        reason: PossibleReason = ("imported-indirectly" if len(route) > 1 else "module-level" if function is None
+                                  else "entered-elsewhere" if entered else "imported-not-called")
+        return GraphSplit(**common, site_path=route[0].path, site=view.captured[0][0].model(),  # type: ignore[arg-type]
+                          import_line=route[0].imports[0].line, through=[i.path for i in route[1:]],
+                          reachable="possibly", reason=reason)
+
+    def routes(self, path: str) -> list[list[_Importer]]:
+        """The import routes from a file with a capturing site to the module, shortest first: each
+        the files in order from the compiling one, with their import of the next (the last's: of it)."""
+        found: list[list[_Importer]] = []
+        seen = {path}
+        frontier: list[list[_Importer]] = [[]]
+        for _ in range(MAX_HOPS + 1):
+            next_frontier = []
+            for route in frontier:
+                module = route[0].path if route else path
+                for importer in self.importers(module):
+                    if importer.path in seen:
+                        continue
+                    seen.add(importer.path)
+                    longer = [importer, *route]
+                    if self.files.view(importer.path) is not None:
+                        found.append(longer)
+                    next_frontier.append(longer)
+            frontier = next_frontier
+        return found
 
     def importers(self, path: str) -> list[_Importer]:
         """The other Python files of the commit that import the module at `path`."""
@@ -145,58 +165,53 @@ class ImportedSplits:
             self._importers[path] = found
         return self._importers[path]
 
-    def _through(self, path: str) -> tuple[str, int, list[str]] | None:
-        """A file with a capturing site that imports the module through others: (it, its import's
-        line, the files between, nearest the compiling file first)."""
-        seen = {path}
-        frontier: list[tuple[str, list[str]]] = [(path, [])]
-        for _ in range(MAX_HOPS):
-            next_frontier = []
-            for module, between in frontier:
-                for importer in self.importers(module):
-                    if importer.path in seen:
-                        continue
-                    seen.add(importer.path)
-                    if between and self.files.view(importer.path) is not None:
-                        return importer.path, importer.imports[0].line, between
-                    next_frontier.append((importer.path, [importer.path, *between]))
-            frontier = next_frontier
-        return None
-
     # -- following the calls -------------------------------------------------------------
 
-    def _entries(self, view: CompileView, site: Site, region: list[RegionDef], imports: list[ModuleImport],
-                 path: str) -> list[_Entry]:
+    def _follow(self, route: list[_Importer], path: str, site: Site, view: CompileView, region: list[RegionDef],
+                line: int) -> tuple[_Traced | None, bool]:
+        """From a capturing site along one import route into the module: the def holding `line`
+        if the calls reach it, and whether any call of the compiled code entered the route's first module."""
+        modules = [i.path for i in route[1:]] + [path]
+        entries = self._entries(view.regions, region, route[0].imports, modules[0], site)
+        # each def reached in the current module: the call that left the compiling file, the def,
+        # and the defs walked from that call down to it
+        reached = [_Traced(entry, held, held.chain) for entry in entries for held in self._walk(modules[0], entry)]
+        for step, module in enumerate(modules[1:], start=1):
+            walker = self._regions(modules[step - 1])
+            assert walker is not None  # it holds reached defs, so it parses
+            reached = [_Traced(was.entry, held, was.chain + held.chain) for was in reached
+                       for entry in self._entries(walker, [was.held], route[step].imports, module)
+                       for held in self._walk(module, entry)]
+        holding = [t for t in reached if t.held.scope.start <= line <= t.held.scope.end]
+        traced = max(holding, key=lambda t: t.held.scope.start) if holding else None  # the innermost def
+        return traced, bool(entries)
+
+    def _entries(self, walker: Regions, region: list[RegionDef], imports: list[ModuleImport], path: str,
+                 site: Site | None = None) -> list[_Entry]:
+        """The calls from `region` (defs of `walker`'s file), and from what `site` compiles, into
+        the module at `path` that `imports` bring in."""
         bound = _Bound(imports, self._module_names(path))
         found: list[_Entry] = []
-        if not site.target_defs and site.target_expr is not None:  # what it compiles is the module's
+        if site is not None and not site.target_defs and site.target_expr is not None:
             found += [_Entry(name, method, site.line, ()) for name, method in
-                      _callee(site.target_expr, site.where, view.regions, bound, target=True)]
+                      _callee(site.target_expr, site.where, walker, bound, target=True)]
         for held in region:
             node = held.scope.node
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
-            where = Where(node, view.regions.owner.get(id(node)))
+            where = Where(node, walker.owner.get(id(node)))
             loops = loop_sources(node)
             for call in ast.walk(node):
                 if isinstance(call, ast.Call):
                     found += [_Entry(name, method, call.lineno, held.chain) for name, method in
-                              _callee(call.func, where, view.regions, bound, loops=loops)]
+                              _callee(call.func, where, walker, bound, loops=loops)]
         return found
 
-    def _walk(self, path: str, entries: list[_Entry]) -> list[tuple[_Entry, RegionDef]]:
-        """The module's defs each entry reaches, innermost last for each."""
+    def _walk(self, path: str, entry: _Entry) -> list[RegionDef]:
+        """The module's defs a call into it reaches."""
         regions = self._regions(path)
-        if regions is None:
-            return []
-        found = []
-        for entry in entries:
-            roots = _roots(regions, entry)
-            if not roots:
-                continue
-            held = regions.region(roots)
-            found += [(entry, d) for d in sorted(held, key=lambda d: -d.scope.start)]  # innermost first
-        return found
+        roots = _roots(regions, entry) if regions is not None else []
+        return regions.region(roots) if regions is not None and roots else []
 
     def _regions(self, path: str) -> Regions | None:
         if path not in self._walkers:
@@ -253,7 +268,7 @@ def _callee(func: ast.expr, where: Where, regions: Regions, bound: _Bound, targe
     elif isinstance(func, ast.Subscript):
         holder = func.value
     else:
-        return []
+        holder = func  # `torch.compile(Transformer(args))`, `make()(x)`: what the call returns
     called, annotated = regions.built_from(holder, where)
     return [(name, method) for spelt in dict.fromkeys([*called, *annotated]) if (name := bound.own(spelt))]
 
