@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from guard.cause import find_capture_changes
+from guard.report import render_comment
 from tests.conftest import git
 from tests.test_workloads import REPO_ROOT, TINY, run_harness
 from validation._engines import CASES, EDITS, expected, head_branch, make_repo
@@ -68,3 +69,11 @@ def test_the_graph_break_callee_head_is_named_in_model_py_and_meets_its_criterio
     assert not expected("graph-break-callee", report, None)[0]  # its capture change is in engine/compiled.py
     passed = report.model_copy(update={"capture": changes, "verdict": "pass"})
     assert not expected("graph-break-callee", passed, None)[0]
+
+    # the comment's Cause section names the file and the line of the break
+    comment = render_comment(report.model_copy(update={"capture": changes}))
+    sentence = comment[comment.index("### Cause ("):].split("\n\n")[1]
+    [hunk] = model.hunks  # the loop's header changed too: the place runs from it to the break
+    assert hunk.range.end == break_line and lines[hunk.range.start - 1].lstrip().startswith("if index ==")
+    assert sentence.startswith(f"`engine/model.py:{hunk.range.start}-{break_line}` (`Transformer.forward`) ")
+    assert "traced by the `torch.compile` of `CompiledDecode._decode_one` in `engine/workload.py`" in sentence

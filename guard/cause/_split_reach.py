@@ -11,6 +11,8 @@ class, a loop over such modules). From where a call enters, the module's own def
 _region walks a file. A split in a def that walk reaches is "traced"; otherwise, while a file
 with a capturing site imports the module, directly or through other modules, it is "possibly"
 traced, with the reason (_models.PossibleReason); a module no such file imports is not reached.
+Importers are found by a line holding both the module's name and "import", so an import that
+names the module only on a later line (`from engine import (` then `model,`) is not seen.
 """
 
 from __future__ import annotations
@@ -37,32 +39,51 @@ class CommitFiles:
 
     def __init__(self, repo: Path, sha: str) -> None:
         self.repo, self.sha = repo, sha
+        self._sources: dict[str, str | None] = {}
+        self._trees: dict[str, ast.Module | None] = {}
         self._indexes: dict[str, ScopeIndex | None] = {}
         self._views: dict[str, CompileView | None] = {}
-        self._mentions: dict[str, list[str]] = {}
+        self._importing: dict[str, list[str]] = {}
+
+    def source(self, path: str) -> str | None:
+        if path not in self._sources:
+            self._sources[path] = _git.file_at(self.repo, self.sha, path)
+        return self._sources[path]
+
+    def tree(self, path: str) -> ast.Module | None:
+        """The file parsed, without the scope index (which most importers never need)."""
+        if path not in self._trees:
+            source = self.source(path)
+            try:
+                self._trees[path] = ast.parse(source) if source is not None else None
+            except (SyntaxError, ValueError):
+                self._trees[path] = None
+        return self._trees[path]
 
     def index(self, path: str) -> ScopeIndex | None:
         if path not in self._indexes:
-            source = _git.file_at(self.repo, self.sha, path)
+            source = self.source(path)
             self._indexes[path] = ScopeIndex(source, path) if source is not None else None
         return self._indexes[path]
 
     def view(self, path: str) -> CompileView | None:
         """The file's compile sites, when it parses and has a capturing one."""
         if path not in self._views:
-            index = self.index(path)
+            source = self.source(path)
+            index = self.index(path) if source is not None and "torch.compile" in source else None
             view = CompileView(index) if index is not None and index.tree is not None else None
             self._views[path] = view if view is not None and view.captured else None
         return self._views[path]
 
-    def mentioning(self, word: str) -> list[str]:
-        """The Python files whose text holds `word`."""
-        if word not in self._mentions:
-            proc = _git.run_git(self.repo, "grep", "-l", "-z", "-F", "-e", word, self.sha, "--", "*.py", "*.pyi")
+    def importing(self, word: str) -> list[str]:
+        """The Python files with a line that holds both `word` and "import"."""
+        if word not in self._importing:
+            proc = _git.run_git(self.repo, "grep", "-l", "-z", "-F", "-e", word, "--and", "-e", "import", self.sha,
+                                "--", "*.py", "*.pyi")
             prefix = f"{self.sha}:"
-            self._mentions[word] = [p.removeprefix(prefix) for p in proc.stdout.split("\0") if p] \
+            self._importing[word] = [p.removeprefix(prefix) for p in proc.stdout.split("\0") if p] \
                 if proc.returncode == 0 else []
-        return self._mentions[word]
+        return self._importing[word]
 
 
 @dataclass(frozen=True)
@@ -155,11 +176,11 @@ class ImportedSplits:
         if path not in self._importers:
             word = PurePosixPath(module_stem(path)).name
             found = []
-            for other in self.files.mentioning(word):
-                index = self.files.index(other) if other != path else None
-                if index is None or index.tree is None:
+            for other in self.files.importing(word):
+                tree = self.files.tree(other) if other != path else None
+                if tree is None:
                     continue
-                imports = imports_of(index.tree, other, path)
+                imports = imports_of(tree, other, path)
                 if imports:
                     found.append(_Importer(other, imports))
             self._importers[path] = found
