@@ -17,10 +17,9 @@ import ast
 from dataclasses import dataclass
 
 from guard.cause._scope import Scope, ScopeIndex
-from guard.cause._values import Where
+from guard.cause._values import SELF_NAMES, Where
 
 MAX_DEPTH = 6
-_SELF_NAMES = ("self", "cls")
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -60,7 +59,7 @@ class Regions:
                 return [self.functions[expr.id]]
             return self.forwards(self._classes_of(expr, where))
         if isinstance(expr, ast.Attribute):
-            if isinstance(expr.value, ast.Name) and expr.value.id in _SELF_NAMES and where.cls is not None:
+            if isinstance(expr.value, ast.Name) and expr.value.id in SELF_NAMES and where.cls is not None:
                 method = find_method(where.cls, expr.attr, self.classes)
                 if method is not None:
                     return [method]
@@ -113,7 +112,7 @@ class Regions:
                     callees += self.forwards(self._classes_of(func, where))
             elif isinstance(func, ast.Attribute):
                 receiver = func.value
-                if isinstance(receiver, ast.Name) and receiver.id in _SELF_NAMES and cls is not None:
+                if isinstance(receiver, ast.Name) and receiver.id in SELF_NAMES and cls is not None:
                     method = find_method(cls, func.attr, self.classes)
                     callees += [method] if method is not None else self.forwards(self._classes_of(func, where))
                 else:
@@ -131,7 +130,7 @@ class Regions:
         (`Transformer`, `model_lib.build`), and the names in its parameter annotation."""
         assigned: list[ast.expr] = []
         annotations: list[ast.expr] = []
-        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id in _SELF_NAMES:
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id in SELF_NAMES:
             if where.cls is not None:
                 assigned = [v for m in where.cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
                             for v in _self_values(m, expr.attr)]
@@ -211,7 +210,7 @@ def _self_values(function: FunctionNode, attr: str) -> list[ast.expr]:
         value = getattr(node, "value", None)
         for target in targets:
             if (isinstance(target, ast.Attribute) and target.attr == attr and isinstance(target.value, ast.Name)
-                    and target.value.id in _SELF_NAMES and value is not None):
+                    and target.value.id in SELF_NAMES and value is not None):
                 values.append(value)
     return values
 

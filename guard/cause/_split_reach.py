@@ -27,10 +27,9 @@ from guard.cause._imports import ModuleImport, imports_of, module_stem
 from guard.cause._models import GraphSplit, PossibleReason
 from guard.cause._region import FunctionNode, RegionDef, Regions, find_method, loop_sources
 from guard.cause._scope import ScopeIndex
-from guard.cause._values import Where
+from guard.cause._values import SELF_NAMES, Where
 
 MAX_HOPS = 3  # modules between the compiling file and the changed one, for a possible reach
-_SELF_NAMES = ("self", "cls")
 _COMPILED = "<compiled>"  # the method of an entry that torch.compile compiles: a function, or a class's forward
 
 
@@ -279,7 +278,7 @@ def _callee(func: ast.expr, where: Where, regions: Regions, bound: _Bound, targe
         holder = (loops or {}).get(func.id, func)
     elif isinstance(func, ast.Attribute):
         receiver = func.value
-        if isinstance(receiver, ast.Name) and receiver.id in _SELF_NAMES:
+        if isinstance(receiver, ast.Name) and receiver.id in SELF_NAMES:
             if where.cls is not None and find_method(where.cls, func.attr, regions.classes) is not None:
                 return []  # a method of the compiling file's own class: _region follows it
             holder = func
