@@ -19,6 +19,7 @@ from guard.explain import Cause, compiled_cause
 from guard.measure import ArmMeasurement, DynamoRecord, GraphBreak, RepeatResult
 from guard.report import Report, render_comment
 from guard.report._compiled_text import compiled_line
+from tests.conftest import commit_all, git
 from tests.report_fixtures import committed, explained
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -49,6 +50,8 @@ WORKLOAD = textwrap.dedent("""\
 
     from model import Tiny
 
+    WORK = {work}
+
 
     class Workload:
         def __init__(self, compiled: bool = True) -> None:
@@ -60,6 +63,9 @@ WORKLOAD = textwrap.dedent("""\
 
         @torch.no_grad()
         def step(self) -> torch.Tensor:
+            acc = 0
+            for i in range(WORK):  # the host's work around the compiled call
+                acc += i * i
             self.ids = self.decode(self.ids).argmax(-1)
             return self.ids
 
@@ -69,10 +75,15 @@ WORKLOAD = textwrap.dedent("""\
     """)
 
 
+def _sources(root: Path, breaks: int, then: str = "x = x + 1", work: int = 0) -> None:
+    """model.py with `breaks` graph breaks in forward, each followed by `then`; wl.py compiles it."""
+    (root / "model.py").write_text(MODEL.format(extra=f"        {BREAK_CALL}\n        {then}\n" * breaks))
+    (root / "wl.py").write_text(WORKLOAD.format(work=work))
+
+
 def _tree(root: Path, breaks: int) -> Path:
     root.mkdir()
-    (root / "model.py").write_text(MODEL.format(extra=f"        {BREAK_CALL}\n        x = x + 1\n" * breaks))
-    (root / "wl.py").write_text(WORKLOAD)
+    _sources(root, breaks)
     return root
 
 
@@ -188,3 +199,50 @@ def test_the_report_keeps_the_comparison_and_reads_back_the_same(tmp_path: Path)
     back = Report.model_validate_json(text)
     assert back == again and back.model_dump_json(indent=2) == text
     assert "More graphs per step account for the time batch size 2 lost" in render_comment(back)
+
+
+CONFIG = """
+[workload]
+entry = "wl.py:make"
+batch_sizes = [1]
+steps = 12
+warmup_steps = 2
+[build]
+method = "none"
+[measure]
+repeats = 3
+"""
+
+
+@pytest.mark.slow
+def test_guard_run_names_the_break_head_added_in_the_callee(tmp_path: Path) -> None:
+    """Head breaks the compiled forward in model.py, which the workload file calls, and does
+    more host work per step: the comment's Cause section says where dynamo broke the graph."""
+    repo = tmp_path / "engine"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    (repo / "guard.toml").write_text(CONFIG)
+    _sources(repo, 0, work=2000)
+    commit_all(repo, "base workload")
+    git(repo, "checkout", "--quiet", "-b", "feature")
+    _sources(repo, 1, then="pass", work=40000)
+    commit_all(repo, "break the graph in forward")
+    (line,) = _break_lines((repo / "model.py").read_text())
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature",
+                           "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stderr
+    report = Report.model_validate_json((out / "report.json").read_text())
+    assert report.verdict == "regression" and report.hash_match is True
+    change = report.compiled
+    assert change is not None and change.base is not None and change.head is not None
+    # every process of each arm, a confirmation round's too
+    assert (change.base.processes, change.head.processes) == (report.arm("base").repeats, report.arm("head").repeats)
+    assert change.base.breaks == [] and [(b.path, b.line, b.function) for b in change.breaks_added] == [
+        ("model.py", line, "forward")]
+    assert change.head.graphs[0] == change.base.graphs[1] + 1  # the forward split in two
+    for repeat in range(3):  # every process recorded it, after its warmup
+        result = json.loads((out / "runs" / f"head-{repeat}.json").read_text())
+        assert [(b["path"], b["line"]) for b in result["dynamo"]["breaks"]] == [("model.py", line)]
+    comment = (out / "comment.md").read_text()
+    assert f"new at `model.py:{line}` in `forward`" in comment.split("### Cause")[1]
