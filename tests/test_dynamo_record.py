@@ -54,12 +54,14 @@ WORKLOAD = textwrap.dedent("""\
 
 
     class Workload:
-        def __init__(self, compiled: bool = True) -> None:
-            self.model = Tiny()
-            self.decode = torch.compile(self.model, backend="eager") if compiled else self.model
+        def __init__(self, compiled: bool, device: str, mode: str | None) -> None:
+            self.device = torch.device(device)
+            self.model = Tiny().to(self.device)
+            how = {{"mode": mode}} if mode else {{"backend": "eager"}}  # eager: no C compiler on a CPU
+            self.decode = torch.compile(self.model, **how) if compiled else self.model
 
         def setup(self, batch_size: int) -> None:
-            self.ids = torch.arange(batch_size) % 32
+            self.ids = torch.arange(batch_size, device=self.device) % 32
 
         @torch.no_grad()
         def step(self) -> torch.Tensor:
@@ -70,8 +72,8 @@ WORKLOAD = textwrap.dedent("""\
             return self.ids
 
 
-    def make(compiled: bool = True) -> Workload:
-        return Workload(compiled)
+    def make(compiled: bool = True, device: str = "cpu", mode: str | None = None) -> Workload:
+        return Workload(compiled, device, mode)
     """)
 
 
@@ -87,9 +89,9 @@ def _tree(root: Path, breaks: int) -> Path:
     return root
 
 
-def _run(tmp_path: Path, root: Path, arm: str, compiled: bool = True) -> dict[str, Any]:
-    spec = {"entry": "wl.py:make", "root": str(root), "options": {"compiled": compiled}, "batch_sizes": BATCH_SIZES,
-            "steps": 4, "warmup_steps": 2, "arm": arm, "repeat": 0}
+def _run(tmp_path: Path, root: Path, arm: str, **options: Any) -> dict[str, Any]:
+    spec = {"entry": "wl.py:make", "root": str(root), "options": options, "batch_sizes": BATCH_SIZES,
+            "steps": 4, "warmup_steps": 3, "arm": arm, "repeat": 0}
     spec_path, out_path = tmp_path / f"{arm}.spec.json", tmp_path / f"{arm}.json"
     spec_path.write_text(json.dumps(spec))
     proc = subprocess.run([sys.executable, str(HARNESS), str(spec_path), str(out_path)], cwd=tmp_path,
@@ -124,6 +126,24 @@ def test_the_harness_records_each_break_where_it_is_in_the_callee(arms: dict[str
     assert head["graphs"] == len(BATCH_SIZES) * (len(lines) + 1)
     assert head["break_count"] == sum(b["count"] for b in head["breaks"]) == len(BATCH_SIZES) * len(lines)
     assert base["recompiles"] >= len(BATCH_SIZES) - 1  # the second shape is a recompilation
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_cudagraph_trees_record_graphs_and_the_breaks_are_named(tmp_path: Path) -> None:
+    """mode reduce-overhead: inductor's CUDA graph trees record each compiled graph after its
+    warmup; head's breaks are where its source has them, as on a CPU."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    base, head = _tree(tmp_path / "base", 0), _tree(tmp_path / "head", 2)
+    found = {name: _run(tmp_path, root, name, device="cuda", mode="reduce-overhead")["dynamo"]
+             for name, root in (("base", base), ("head", head))}
+    lines = _break_lines((head / "model.py").read_text())
+    assert {(b["path"], b["line"]) for b in found["head"]["breaks"]} == {("model.py", n) for n in lines}
+    assert found["base"]["breaks"] == []
+    assert found["base"]["cudagraphs_recorded"] >= 1
+    assert found["head"]["cudagraphs_recorded"] >= found["base"]["cudagraphs_recorded"]
+    assert found["head"]["graphs"] > found["base"]["graphs"]
 
 
 def test_a_process_that_never_compiled_records_nothing(arms: dict[str, Any]) -> None:
