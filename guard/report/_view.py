@@ -185,13 +185,13 @@ def _cause_section(report: Report) -> Section | None:
     if report.verdict not in ("regression", "at_threshold", "inconclusive"):
         return None
     compiled = compiled_line(report.compiled, report.explanation.compiled)
-    captured = report.capture is not None and bool(report.capture.files)
-    if not captured and compiled is None:
+    capture = report.capture if report.capture is not None and report.capture.files else None
+    if capture is None and compiled is None:
         return None
     head = report.arm(report.head)
-    blocks = []
-    if report.capture is not None and captured:
-        sentence = capture_summary(report.capture, github_repo=report.github_repo, sha=head.sha,
+    blocks: list[Block] = []
+    if capture is not None:
+        sentence = capture_summary(capture, github_repo=report.github_repo, sha=head.sha,
                                    server_url=report.server_url)
         ablated = any(a.source for a in report.arms)
         caveat = ("Inferred from the timing, not proven; "
