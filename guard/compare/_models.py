@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from guard.compare._compiled import CompiledChange
 from guard.compare._ranks import ArmRanks, RankChange
 from guard.compare._reasons import Reason
 from guard.measure import MIX_BATCH, Change, SourceLabel, Spread, TokenMismatch
@@ -170,6 +171,9 @@ class Comparison(BaseModel):
     # split; None: the run had no mix (or its report predates the mix's verdict)
     # (no key without one: a report without a mix is what schema 5 wrote, byte for byte)
     mix_comparison: BatchComparison | None = Field(default=None, exclude_if=lambda value: value is None)
+    # what dynamo compiled in base's processes and head's (compare/_compiled.py); no key where
+    # neither used torch.compile
+    compiled: CompiledChange | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @model_validator(mode="after")
     def _mix_is_the_mix(self) -> "Comparison":

@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Callable
 
 from guard.compare._agreement import agreement
+from guard.compare._compiled import compiled_change
 from guard.compare._fingerprint import check_measurements
 from guard.compare._hashes import first_mismatch
 from guard.compare._interval import decide_by_interval
@@ -76,6 +77,7 @@ def compare(
         gpu_fingerprint=fingerprints.summary,
         looks=looks,
         mix_comparison=mixed,
+        compiled=compiled_change(measurements, base, head),
     )
 
 

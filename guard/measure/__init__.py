@@ -3,6 +3,7 @@
 from guard.measure._mix import (
     MIX_BATCH, ArmMix, Imbalance, ImbalanceBucket, MixReport, MixSize, imbalance_of, mix_report, usable_mix_runs,
 )
+from guard.measure._compiled import DynamoRecord, GraphBreak
 from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
     REFERENCE_FORMAT, ArmMeasurement, BatchRun, HostUsage, MixRun, RankRun, ReferenceTokens, RepeatResult,
@@ -25,6 +26,8 @@ from guard.measure._stats import (
 )
 
 __all__ = [
+    "DynamoRecord",
+    "GraphBreak",
     "ArmMix",
     "Imbalance",
     "ImbalanceBucket",

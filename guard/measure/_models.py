@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from guard.measure._compiled import DynamoRecord
+
 
 class TokenMismatch(BaseModel):
     """Where a token record first differs from another. `step` counts generated tokens from
@@ -164,6 +166,8 @@ class RepeatResult(BaseModel):
     timings_s: dict[str, float] = {}  # seconds per phase inside the process: import torch, engine, passes...
     process_s: float | None = None  # the whole process, as the runner timed it: start-up included
     world_size: int = 1  # its ranks, one harness process each: their results merged (measure/_ranks.py)
+    # what dynamo compiled by the end of its warmup (rank 0's); None: it never used torch.compile
+    dynamo: DynamoRecord | None = Field(default=None, exclude_if=lambda value: value is None)
 
     def run_for(self, batch_size: int) -> BatchRun:
         for run in self.runs:

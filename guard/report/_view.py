@@ -19,6 +19,7 @@ from guard.report._cause_text import (
     unheld_notes,
 )
 from guard.report._chart import strip_chart
+from guard.report._compiled_text import compiled_line
 from guard.report._config_change import config_note
 from guard.report._lead import (
     batch_sentence, bounds_level, pass_sentence, processes_text, ruled_out_sentence, rule_note, shown,
@@ -180,17 +181,26 @@ def _table_note(report: Report) -> str:
 
 
 def _cause_section(report: Report) -> Section | None:
-    if report.capture is None or not report.capture.files or report.verdict not in (
-            "regression", "at_threshold", "inconclusive"):
+    """What the diff changes in capture, and what dynamo compiled in each arm where it differs."""
+    if report.verdict not in ("regression", "at_threshold", "inconclusive"):
+        return None
+    compiled = compiled_line(report.compiled, report.explanation.compiled)
+    capture = report.capture if report.capture is not None and report.capture.files else None
+    if capture is None and compiled is None:
         return None
     head = report.arm(report.head)
-    sentence = capture_summary(report.capture, github_repo=report.github_repo, sha=head.sha,
-                               server_url=report.server_url)
-    ablated = any(a.source for a in report.arms)
-    caveat = ("Inferred from the timing, not proven; "
-              + ("the ablation arms below test it." if ablated else
-                 "an ablation arm (`[[arms]]` in guard.toml) undoing it would settle it."))
-    return Section(heading=f"Cause ({text(_ref_text(head))})", blocks=[_p(f"{sentence or ''} {caveat}")])
+    blocks: list[Block] = []
+    if capture is not None:
+        sentence = capture_summary(capture, github_repo=report.github_repo, sha=head.sha,
+                                   server_url=report.server_url)
+        ablated = any(a.source for a in report.arms)
+        caveat = ("Inferred from the timing, not proven; "
+                  + ("the ablation arms below test it." if ablated else
+                     "an ablation arm (`[[arms]]` in guard.toml) undoing it would settle it."))
+        blocks.append(_p(f"{sentence or ''} {caveat}"))
+    if compiled is not None:
+        blocks.append(_p(compiled))
+    return Section(heading=f"Cause ({text(_ref_text(head))})", blocks=blocks)
 
 
 def _capture_lines(report: Report) -> list[str]:
