@@ -269,6 +269,7 @@ def _end_to_end_pass(
     on_cuda = False
     peers.barrier()  # the ranks start their timed steps together
     meter.start()
+    meter.count_start()
     stamp = time.perf_counter()
     for i in range(steps):
         if cuda_ok:
@@ -285,8 +286,11 @@ def _end_to_end_pass(
         step_s.append(now - stamp)
         stamp = now
         on_cuda = on_cuda or uses_cuda(out)
+        if meter.window(step_s[-1]):
+            stamp = time.perf_counter()  # reading the window's host state is not the next step's time
     if cuda_ok:
         torch.cuda.synchronize()
+    meter.count_stop(steps)
     meter.stop()
     result: dict[str, Any] = {"tokens": tokens, "step_s": step_s, "host_ms": host_ms, "enqueue_us": enqueue_us,
                               "on_cuda": on_cuda, "done_ns": done_ns}
@@ -320,7 +324,7 @@ def run_batch(
         tokens.append(token_ids(call_step(workload, feed), batch_size))
 
     cuda_ok = torch is not None and torch.cuda.is_available()
-    meter = host.HostMeter()
+    meter = host.HostMeter(window_s)
     collecting = gc.isenabled()
     gc.collect()
     gc.freeze()  # what exists now is never scanned again: a later collection has less to walk
