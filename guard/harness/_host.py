@@ -8,23 +8,10 @@ the standard library.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
-
-
-def _perf_module() -> Any:
-    """_perf.py beside this file, loaded by path as run.py loads this one."""
-    key = "_guard_harness__perf"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name("_perf.py"))
-        assert spec is not None and spec.loader is not None
-        sys.modules[key] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[key])
-    return sys.modules[key]
 
 # tok/s is the median over windows of at least WINDOW_S of decode: one pass of a fast engine
 # lasts ~77 ms, under what one value needs, and a single pause then moves it by 10%.
@@ -160,14 +147,15 @@ class HostMeter:
     """What the host did during the timed passes alone: the process's context switches and CPU
     seconds (all its threads), summed over the passes, and the CPUs its main thread was on at
     their starts and ends; over the end-to-end passes, the main thread's user-mode instructions
-    per step (`count_start`/`count_stop`) and each tok/s window's host state (`window`)."""
+    per step (`count_start`/`count_stop`, through `counter`, an InstructionCounter of _perf.py)
+    and each tok/s window's host state (`window`)."""
 
-    def __init__(self, window_s: float = WINDOW_S) -> None:
+    def __init__(self, counter: Any, window_s: float = WINDOW_S) -> None:
         self.totals = [0, 0, 0.0, 0.0]
         self.cpus: set[int] = set()
         self.available = True
         self._start: tuple[int, int, float, float] | None = None
-        self.counter = _perf_module().InstructionCounter()
+        self.counter = counter
         self.sampler = WindowSampler(window_s)
         self.pass_instructions: list[float] = []  # per end-to-end pass, its instructions per step
         self._counted = 0

@@ -204,6 +204,7 @@ def _sibling(name: str) -> Any:
 
 
 host = _sibling("_host")
+perf = _sibling("_perf")
 mixes = _sibling("_mix")
 ranks = _sibling("_ranks")
 ALONE = ranks.ALONE
@@ -324,7 +325,7 @@ def run_batch(
         tokens.append(token_ids(call_step(workload, feed), batch_size))
 
     cuda_ok = torch is not None and torch.cuda.is_available()
-    meter = host.HostMeter(window_s)
+    meter = host.HostMeter(perf.InstructionCounter(), window_s)
     collecting = gc.isenabled()
     gc.collect()
     gc.freeze()  # what exists now is never scanned again: a later collection has less to walk
