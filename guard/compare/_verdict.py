@@ -107,7 +107,7 @@ def _arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmSta
     runs = _runs_for(repeats, batch_size)
     end_to_end = [r.end_to_end_gpu_ms_per_step for r in runs]
     host = [r.host_ms_per_step for r in runs]
-    instructions = [r.host.instructions_per_step if r.host else None for r in runs]
+    instructions = [r.host.instructions_per_step if r.host and r.host.instructions_per_step else None for r in runs]
     forced = all(r.forced for r in runs)
     unheld = [r.unheld_steps for r in runs] if runs[0].timer == "cuda_event" else []
     return ArmStats(

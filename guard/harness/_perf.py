@@ -4,7 +4,7 @@ unlike the time it takes.
 
 Runs inside the arm's environment, loaded by path beside harness/run.py, so it imports only
 the standard library. Where the counter cannot be opened (another OS, perf_event_paranoid, a
-container's seccomp filter, a VM without hardware counters) `InstructionCounter.open()` says
+container's seccomp filter, a VM without hardware counters) `InstructionCounter.unavailable` says
 why, and nothing else changes.
 """
 

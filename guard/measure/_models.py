@@ -46,7 +46,7 @@ class HostUsage(BaseModel):
     windows: list[WindowHost] = []
     # the main thread's user-mode instructions per step (perf_event_open), the median over the
     # end-to-end passes (each pass's total / its steps); or why there was no counter
-    instructions_per_step: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    instructions_per_step: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     instructions_per_step_passes: list[float] = []
     instructions_multiplexed: bool = False  # the kernel shared the counter: counts scaled from part of the time
     instructions_unavailable: Annotated[str, StringConstraints(max_length=300)] | None = None
