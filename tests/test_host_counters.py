@@ -322,3 +322,21 @@ def test_a_counted_pass_gives_its_count_over_its_steps(monkeypatch: pytest.Monke
     assert all(0 < p < 1.5 * s * 1e9 for p, s in zip(passes, (0.002, 0.004, 0.003)))
     assert len(result["windows"]) == len(windows([0.002] * 10 + [0.004] * 10 + [0.003] * 10, 0.02))
     assert "instructions_unavailable" not in result
+
+
+def test_a_report_may_not_hide_a_tok_per_s_it_could_show() -> None:
+    """The reference engine's tok/s is measurable: a report stating otherwise is caught when
+    checked again; the compiled engine's, stated measurable (as reports before the field
+    read), is not a discrepancy, since it hides nothing."""
+    from guard.compare import StatedRule
+    from guard.compare._recheck import recheck
+
+    for pair, stated in (("ref-bf16-aa", False), ("hf-aa", True)):
+        _, report = _decided_again(pair)
+        (batch,) = report.batch_sizes
+        rule = StatedRule(threshold_pct=report.threshold_pct, tok_threshold_pct=report.tok_threshold_pct,
+                          alpha=report.alpha, confidence=report.confidence, looks=report.looks, batch_sizes=1)
+        forged = batch.model_copy(update={"tok_per_s_measurable": stated})
+        found = recheck([forged], report.base, report.head, rule, verdict=report.verdict,
+                        hash_match=report.hash_match, failed_arms=[])
+        assert [d.field for d in found] == (["tok_per_s_measurable"] if pair == "ref-bf16-aa" else [])

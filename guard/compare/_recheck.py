@@ -253,6 +253,9 @@ def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> lis
             differs("verdict", field, getattr(stored, field), getattr(again, field))
     if stored.tok_per_s_gates != again.tok_per_s_gates:
         differs("verdict", "tok_per_s_gates", stored.tok_per_s_gates, again.tok_per_s_gates)
+    # a report may not hide a tok/s row it could show; one written before the field shows it anyway
+    if not stored.tok_per_s_measurable and again.tok_per_s_measurable:
+        differs("verdict", "tok_per_s_measurable", stored.tok_per_s_measurable, again.tok_per_s_measurable)
     if not _close(stored.tok_per_s_detectable_pct, again.tok_per_s_detectable_pct):
         differs("change", "tok_per_s_detectable_pct", stored.tok_per_s_detectable_pct, again.tok_per_s_detectable_pct)
     interval = again.alpha_per_look is not None  # decided again on its timings, not found invalid
