@@ -204,6 +204,7 @@ def _sibling(name: str) -> Any:
 
 
 host = _sibling("_host")
+perf = _sibling("_perf")
 mixes = _sibling("_mix")
 ranks = _sibling("_ranks")
 dynamo = _sibling("_dynamo")
@@ -270,6 +271,7 @@ def _end_to_end_pass(
     on_cuda = False
     peers.barrier()  # the ranks start their timed steps together
     meter.start()
+    meter.count_start()
     stamp = time.perf_counter()
     for i in range(steps):
         if cuda_ok:
@@ -286,8 +288,11 @@ def _end_to_end_pass(
         step_s.append(now - stamp)
         stamp = now
         on_cuda = on_cuda or uses_cuda(out)
+        if meter.window(step_s[-1]):
+            stamp = time.perf_counter()  # reading the window's host state is not the next step's time
     if cuda_ok:
         torch.cuda.synchronize()
+    meter.count_stop(steps)
     meter.stop()
     result: dict[str, Any] = {"tokens": tokens, "step_s": step_s, "host_ms": host_ms, "enqueue_us": enqueue_us,
                               "on_cuda": on_cuda, "done_ns": done_ns}
@@ -324,7 +329,7 @@ def run_batch(
     after_warmup()
 
     cuda_ok = torch is not None and torch.cuda.is_available()
-    meter = host.HostMeter()
+    meter = host.HostMeter(perf.InstructionCounter(), window_s)
     collecting = gc.isenabled()
     gc.collect()
     gc.freeze()  # what exists now is never scanned again: a later collection has less to walk

@@ -7,7 +7,7 @@ from guard.measure._compiled import DynamoRecord, GraphBreak
 from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
     REFERENCE_FORMAT, ArmMeasurement, BatchRun, HostUsage, MixRun, RankRun, ReferenceTokens, RepeatResult,
-    SourceLabel, StepInfo, TokenMismatch,
+    SourceLabel, StepInfo, TokenMismatch, WindowHost,
 )
 from guard.measure._ranks import RanksDiffer, merge_ranks, rank_mix_trace_paths, rank_trace_paths, slowest_rank_times
 from guard.measure._reference import (
@@ -52,6 +52,7 @@ __all__ = [
     "REFERENCE_FORMAT",
     "ReferenceTokens",
     "TokenMismatch",
+    "WindowHost",
     "BatchRun",
     "Change",
     "HarnessSpec",

@@ -21,6 +21,17 @@ class TokenMismatch(BaseModel):
     found: int
 
 
+class WindowHost(BaseModel):
+    """The host as one tok/s window closed: the CPU the process's main thread was on, that CPU's
+    clock (cpufreq, where present) and its steal time since the window before (/proc/stat)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cpu: int | None = Field(default=None, ge=0)
+    freq_khz: int | None = Field(default=None, ge=0)
+    steal_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
 class HostUsage(BaseModel):
     """What the host did while one batch size's timed passes ran, as the process counted it
     (getrusage over all its threads, the timed passes alone): a process that was preempted
@@ -33,6 +44,14 @@ class HostUsage(BaseModel):
     user_s: float
     sys_s: float
     cpus: list[int] = []  # the CPUs its main thread was on at the start and end of each timed pass
+    # one per tok/s window, in order: the host's state as the window closed
+    windows: list[WindowHost] = []
+    # the main thread's user-mode instructions per step (perf_event_open), the median over the
+    # end-to-end passes (each pass's total / its steps); or why there was no counter
+    instructions_per_step: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    instructions_per_step_passes: list[float] = []
+    instructions_multiplexed: bool = False  # the kernel shared the counter: counts scaled from part of the time
+    instructions_unavailable: Annotated[str, StringConstraints(max_length=300)] | None = None
 
 
 class RankRun(BaseModel):
