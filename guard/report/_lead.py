@@ -15,7 +15,7 @@ def bounds_level(report: Report) -> str:
 
 
 def _alpha_per_look(report: Report) -> float:
-    return alpha_per_look(report.alpha, report.looks, max(1, len(report.decided())))
+    return alpha_per_look(report.alpha, report.looks, max(1, len(report.decided())), report.metrics_per_look)
 
 
 def limit(report: Report, metric: MetricKey) -> float:
