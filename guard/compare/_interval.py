@@ -42,6 +42,10 @@ class Slowdown:
         """A rate (tok/s) falls when decode slows."""
         return cls(-change.pct, -change.ci_high_pct, -change.ci_low_pct)
 
+    @classmethod
+    def of(cls, change: Change, metric: MetricKey) -> Slowdown:
+        return cls.of_rate(change) if metric == "tok_per_s" else cls.of_time(change)
+
     def verdict(self, threshold_pct: float, gates: bool) -> Verdict:
         if self.low > threshold_pct:
             return "regression"
@@ -65,12 +69,18 @@ class _Decided:
     verdict: Verdict
 
 
+def time_ratio(slowdown_pct: float, metric: MetricKey) -> float:
+    """A slowdown as a ratio of step times, head over base: a rate that fell by 73% (a slowdown
+    of 73) is a step 3.7 times as long; a time that rose 25% is 1.25."""
+    return 1 / (1 - slowdown_pct / 100) if metric == "tok_per_s" else 1 + slowdown_pct / 100
+
+
 def _decide(values: list[list[float]], threshold_pct: float, level: float, rate: bool, always: bool) -> _Decided:
     """A metric that gates `always` (GPU ms), or where an unchanged commit would pass it
     PASS_RATE of the time: its upper bound then falls under the threshold, as the decision's own
     level asks (tok/s, end-to-end ms)."""
     bounds = relative_change(*values, level)
-    slowdown = Slowdown.of_rate(bounds) if rate else Slowdown.of_time(bounds)
+    slowdown = Slowdown.of_rate(bounds) if rate else Slowdown.of_time(bounds)  # tok/s alone is a rate
     detectable = None if always else detectable_change_pct(values, min(len(v) for v in values), level)
     gates = always or detectable <= threshold_pct  # type: ignore[operator]
     return _Decided(values, bounds, slowdown, threshold_pct, gates, detectable,

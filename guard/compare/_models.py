@@ -155,6 +155,11 @@ class BatchComparison(BaseModel):
     # several ranks: what the head's did that base's did not (_ranks.py); no key with one
     rank_change: RankChange | None = Field(default=None, exclude_if=lambda value: value is None)
 
+    def bounds(self, metric: MetricKey) -> Change | None:
+        """The metric's change between the bounds it was decided on."""
+        return {"gpu_ms": self.gpu_ms_bounds, "end_to_end_ms": self.end_to_end_bounds,
+                "tok_per_s": self.tok_per_s_bounds}[metric]
+
     @property
     def mix(self) -> bool:
         """This is the batch-size mix's comparison."""
@@ -190,6 +195,11 @@ class Comparison(BaseModel):
         if self.mix_comparison is not None and not self.mix_comparison.mix:
             raise ValueError(f"mix_comparison is not the mix's: its batch size is {MIX_BATCH}")
         return self
+
+    def threshold_of(self, metric: MetricKey) -> float:
+        """The metric's threshold in percent (older reports: tok/s's and end-to-end's are GPU ms's)."""
+        stated = {"tok_per_s": self.tok_threshold_pct, "end_to_end_ms": self.end_to_end_threshold_pct}.get(metric)
+        return stated or self.threshold_pct
 
     @property
     def metrics_per_look(self) -> int:

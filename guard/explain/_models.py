@@ -138,6 +138,11 @@ class Headline(BaseModel):
     rank_cause: RankCauseKind | None = Field(default=None, exclude_if=lambda value: value is None)
     # a pass whose step time rose by at least NOTABLE_SHARE of the threshold, lower bound above 0
     notable: bool = False
+    # what the user feels, where it is a larger slowdown than `metric`'s: end-to-end ms per step or
+    # tok/s at the named batch size, its whole interval past its threshold and its lower bound
+    # past `metric`'s upper one (as time ratios); the title and the first sentence lead with it
+    felt: MetricKey | None = Field(default=None, exclude_if=lambda value: value is None)
+    felt_change: Change | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 # The parts of the head's change over the batch-size mix (explain/_mix.py): graph_replay, a
