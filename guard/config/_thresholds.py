@@ -61,7 +61,8 @@ def write_thresholds(path: Path, thresholds: Thresholds, comment: str) -> None:
         "[thresholds]",
         f"gpu_ms_pct = {thresholds.gpu_ms_pct:.3f}",
         f"tok_per_s_pct = {thresholds.tok_per_s_pct:.3f}",
-    ] + ([] if thresholds.end_to_end_ms_pct is None else [f"end_to_end_ms_pct = {thresholds.end_to_end_ms_pct:.3f}"]) + [
-        "",
     ]
+    if thresholds.end_to_end_ms_pct is not None:
+        lines.append(f"end_to_end_ms_pct = {thresholds.end_to_end_ms_pct:.3f}")
+    lines.append("")
     write_atomic(path, "\n".join(lines))

@@ -37,8 +37,8 @@ def felt_sentence(report: Report) -> str | None:
     change, metric = h.felt_change, h.felt
     how = "end to end" if metric == "end_to_end_ms" else "in tok/s"
     return (f"{words.at_size(h.batch_size).capitalize()}, decode is {words.slower(change, metric)} slower {how}: "
-            f"{words.metric(metric, report.gpu_timed())} {_moved(change, metric)} ({words.interval(change)}), its whole interval "
-            f"past the {words.threshold(limit(report, metric))} threshold.")
+            f"{words.metric(metric, report.gpu_timed())} {_moved(change, metric)} ({words.interval(change)}), its "
+            f"whole interval past the {words.threshold(limit(report, metric))} threshold.")
 
 
 def _moved(change: Change, metric: MetricKey) -> str:
@@ -124,8 +124,8 @@ def rule_note(report: Report) -> str:
         f"({words.threshold(report.threshold_pct)} in {gpu}, {words.threshold(limit(report, 'tok_per_s'))} in "
         "tok/s), a pass when the upper bound is under it, an improvement when the upper bound is under minus the "
         f"threshold. Each bound is wrong at most {each} of the time (alpha {report.alpha:g} split over "
-        f"{words.plural(looks, 'round')} x {report.metrics_per_look} metrics x {words.plural(n, 'batch size')}{mixed}), "
-        "so all hold together "
+        f"{words.plural(looks, 'round')} x {report.metrics_per_look} metrics x {words.plural(n, 'batch size')}"
+        f"{mixed}), so all hold together "
         f"at least {words.level(1 - report.alpha)} of the time. tok/s decides only where this run's processes could "
         "detect its threshold"
         + (f"; so does {words.END_TO_END} (unheld, the host's launch time included; "
