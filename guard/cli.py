@@ -368,7 +368,7 @@ def _summary(args: argparse.Namespace) -> int:
     from guard.publish import (
         annotations, job_links, worst_gpu_ms_change_pct, worst_tok_per_s_change_pct, write_outputs,
     )
-    from guard.report import read_report, render_comment, run_links
+    from guard.report import gate, read_report, render_comment, run_links
 
     links = run_links(args.run_url, args.artifact_id)
     report = job_links(read_report(args.report), os.environ.get("GITHUB_REPOSITORY"),
@@ -379,6 +379,7 @@ def _summary(args: argparse.Namespace) -> int:
         tok, gpu = worst_tok_per_s_change_pct(report), worst_gpu_ms_change_pct(report)
         write_outputs(Path(os.environ["GITHUB_OUTPUT"]), {
             "verdict": report.verdict,
+            "gate": gate(report),
             "tok-per-s-change": "" if tok is None else f"{tok:.2f}",
             "gpu-ms-change": "" if gpu is None else f"{gpu:.2f}",
             "report-path": str(args.report),
