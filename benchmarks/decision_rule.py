@@ -34,7 +34,9 @@ import numpy as np
 from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from guard.compare import UNDECIDED, Comparison, Verdict, compare, confirm_undecided  # noqa: E402
+from guard.compare import (  # noqa: E402
+    METRICS_PER_LOOK, UNDECIDED, Comparison, Verdict, alpha_per_look, compare, confirm_undecided,
+)
 from guard.measure import ArmMeasurement, BatchRun, RepeatResult  # noqa: E402
 
 BATCH_SIZES = [1, 2]
@@ -157,9 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         results = list(pool.map(run_cell, cells, [settings] * len(cells)))
     elapsed = time.perf_counter() - started
     n = settings.trials
-    alpha_look = settings.alpha / (2 * 2 * len(BATCH_SIZES))
+    alpha_look = alpha_per_look(settings.alpha, 2, len(BATCH_SIZES))
     print(f"Interval rule, T = {settings.threshold_pct:g}% for GPU ms and tok/s, alpha {settings.alpha:g} "
-          f"(each bound {alpha_look:.4g}: 2 looks x 2 metrics x {len(BATCH_SIZES)} batch sizes), "
+          f"(each bound {alpha_look:.4g}: 2 looks x {METRICS_PER_LOOK} metrics x {len(BATCH_SIZES)} batch sizes), "
           f"{settings.repeats} processes per arm per round, batch sizes {BATCH_SIZES}, {n} trials per row, "
           f"seed {settings.seed}. Rates with their 95% Clopper-Pearson interval.\n")
     print("| GPU ms sd | tok/s sd | true change | regression is a | regression | at threshold | inconclusive | pass "

@@ -60,6 +60,7 @@ class NoiseFloor(BaseModel):
     tok_per_s_aa_ci_pct: tuple[float, float]
     gpu_ms: RunnerNoise  # the spread without the slow processes, and what it supports
     tok_per_s: RunnerNoise
+    end_to_end_ms: RunnerNoise | None = None  # None: no end-to-end figure (a CPU's step time is already one)
     gaps: GapNoise | None = None  # None: no profiled pass (no GPU, or workload.profile_steps = 0)
     disagreement: DisagreementNoise | None = None  # None: the workload ran free (its step() takes no ids)
 
@@ -74,6 +75,7 @@ class Calibration(BaseModel):
     # the smallest threshold each metric supports at `repeats`, the widest over the batch sizes
     gpu_ms_supported_pct: float
     tok_per_s_supported_pct: float
+    end_to_end_supported_pct: float | None = None  # None: no end-to-end figure was measured
     suggested: Thresholds
 
 
@@ -138,12 +140,20 @@ def calibrate(
                                 config.measure.confidence, asked),
             tok_per_s=runner_noise(_kept(measurements, slow, "tok_per_s", batch.batch_size), config.measure.repeats,
                                    config.measure.confidence, asked),
+            end_to_end_ms=_end_to_end_noise(measurements, batch.batch_size, config.measure.repeats,
+                                            config.measure.confidence, asked),
             gaps=gap_noise([Path(run.trace) for m in measurements.values() for r in m.repeats
                             for run in r.runs if run.batch_size == batch.batch_size and run.trace]),
             disagreement=disagreement_noise(batch.agreement),
         ))
     gpu_pct = max(n.gpu_ms.supported_pct for n in noise)
     tok_pct = max(n.tok_per_s.supported_pct for n in noise)
+    ends = [n.end_to_end_ms.supported_pct for n in noise if n.end_to_end_ms is not None]
+    end_pct = max(ends) if ends and len(ends) == len(noise) else None
+    # where the end-to-end figure is too noisy for any threshold the config takes, none is written: it
+    # then informs at GPU ms's threshold, deciding only a slowdown whose whole interval is past it
+    end_suggested = None if end_pct is None or threshold_refusal("end_to_end_ms", _suggest(end_pct)) else _suggest(
+        end_pct)
     lines = [f"Written by `guard calibrate` for {arm_ref.sha[:12]}: A/A, {config.measure.repeats} repeats per side."]
     for n in noise:
         lines += noise_lines(n)
@@ -155,16 +165,19 @@ def calibrate(
         for line in lines[1:]:
             progress(line)
         raise RunnerTooNoisy(refusal)
-    suggested = Thresholds(gpu_ms_pct=_suggest(gpu_pct), tok_per_s_pct=_suggest(tok_pct))
+    suggested = Thresholds(gpu_ms_pct=_suggest(gpu_pct), tok_per_s_pct=_suggest(tok_pct),
+                           end_to_end_ms_pct=end_suggested)
     result = Calibration(
         sha=arm_ref.sha, repeats=config.measure.repeats, noise=noise, slow=slow,
         slow_in_a_run=in_a_run,
-        gpu_ms_supported_pct=gpu_pct, tok_per_s_supported_pct=tok_pct, suggested=suggested,
+        gpu_ms_supported_pct=gpu_pct, tok_per_s_supported_pct=tok_pct, end_to_end_supported_pct=end_pct,
+        suggested=suggested,
     )
     lines.append(
         f"Thresholds: the smallest each metric supports at {result.repeats} repeats per arm (the upper "
         f"{SPREAD_LIMIT_CONFIDENCE:.0%} limit of its spread, the widest batch size), rounded up to "
-        f"{SUGGESTION_STEP_PCT:g}% and at least {FLOOR_PCT}%: GPU ms per step {gpu_pct:.3f}%, tok/s {tok_pct:.3f}%. "
+        f"{SUGGESTION_STEP_PCT:g}% and at least {FLOOR_PCT}%: GPU ms per step {gpu_pct:.3f}%, tok/s {tok_pct:.3f}%"
+        + (f", end-to-end ms per step {end_pct:.3f}%" if end_pct is not None else "") + ". "
         f"At that limit an unchanged commit passes them {PASS_RATE:.0%} of the time (more at the spread measured), "
         "when no slow process lands in its run."
     )
@@ -190,6 +203,16 @@ def _kept(
         sides.append([run.gpu_ms_per_step if metric == "gpu_ms" else run.tok_per_s
                       for position, run in enumerate(runs, start=1) if (side, position) not in set_aside])
     return sides
+
+
+def _end_to_end_noise(measurements: dict[str, ArmMeasurement], batch_size: int, repeats: int, confidence: float,
+                      asked: list[float]) -> RunnerNoise | None:
+    """The spread of each side's end-to-end ms per step (GPU only), every process kept: a slow
+    process is one of the host's states this figure is meant to see."""
+    sides = [[r.run_for(batch_size).end_to_end_gpu_ms_per_step for r in measurements[side].repeats] for side in "ab"]
+    if any(v is None for side in sides for v in side):
+        return None
+    return runner_noise(sides, repeats, confidence, asked)  # type: ignore[arg-type]
 
 
 def too_noisy_message(gpu_ms_pct: float, tok_per_s_pct: float, noise: list[NoiseFloor], repeats: int) -> str | None:
@@ -265,8 +288,10 @@ def noise_lines(noise: NoiseFloor) -> list[str]:
         f"tok/s spread {noise.tok_per_s_spread_pct:.2f}% "
         f"(A/A {noise.tok_per_s_aa_ci_pct[0]:+.2f}% to {noise.tok_per_s_aa_ci_pct[1]:+.2f}%)"
     ]
-    for label, metric in (("GPU ms per step", noise.gpu_ms), ("tok/s", noise.tok_per_s)):
-        lines.append(metric_line(noise.batch_size, label, metric))
+    for label, metric in (("GPU ms per step", noise.gpu_ms), ("tok/s", noise.tok_per_s),
+                          ("end-to-end ms per step", noise.end_to_end_ms)):
+        if metric is not None:
+            lines.append(metric_line(noise.batch_size, label, metric))
     lines.append(gap_noise_line(noise))
     lines.append(disagreement_line(noise))
     return lines

@@ -22,13 +22,13 @@ from guard.sandbox import restart_clean
 if TYPE_CHECKING:  # the report stage pulls in scipy; `guard analyze` needs none of it
     from guard.report import Report
 
-VERDICT_EXIT = {
-    "pass": EXIT_OK,
-    "improvement": EXIT_OK,
-    "at_threshold": EXIT_OK,  # undecided, said as such; not a regression, so not exit 1
-    "inconclusive": EXIT_OK,
-    "regression": EXIT_REGRESSION,
-    "invalid": EXIT_ERROR,
+# per gate (guard/report/_gate.py): a neutral one (a slowdown at the threshold) is no failure,
+# so not exit 1, unless measure.at_threshold makes it a failing one
+GATE_EXIT = {
+    "success": EXIT_OK,
+    "neutral": EXIT_OK,
+    "failure": EXIT_REGRESSION,
+    "error": EXIT_ERROR,
 }
 
 
@@ -368,7 +368,7 @@ def _summary(args: argparse.Namespace) -> int:
     from guard.publish import (
         annotations, job_links, worst_gpu_ms_change_pct, worst_tok_per_s_change_pct, write_outputs,
     )
-    from guard.report import read_report, render_comment, run_links
+    from guard.report import gate, read_report, render_comment, run_links
 
     links = run_links(args.run_url, args.artifact_id)
     report = job_links(read_report(args.report), os.environ.get("GITHUB_REPOSITORY"),
@@ -379,6 +379,7 @@ def _summary(args: argparse.Namespace) -> int:
         tok, gpu = worst_tok_per_s_change_pct(report), worst_gpu_ms_change_pct(report)
         write_outputs(Path(os.environ["GITHUB_OUTPUT"]), {
             "verdict": report.verdict,
+            "gate": gate(report),
             "tok-per-s-change": "" if tok is None else f"{tok:.2f}",
             "gpu-ms-change": "" if gpu is None else f"{gpu:.2f}",
             "report-path": str(args.report),
@@ -474,7 +475,9 @@ def _finish(report: Report, out_dir: Path, print_comment: bool) -> int:
     if print_comment:
         sys.stdout.write((out_dir / "comment.md").read_text())
     _progress(f"verdict: {report.verdict}; wrote {out_dir / 'report.json'} and {out_dir / 'comment.md'}")
-    return VERDICT_EXIT[report.verdict]
+    from guard.report import gate
+
+    return GATE_EXIT[gate(report)]
 
 
 def _analyze(args: argparse.Namespace) -> int:

@@ -95,7 +95,7 @@ def _run_guard(
         config = apply_overrides(config, overrides)
         given = ", ".join(f"{name} {value}" for name, value in overrides.given().items())
         progress(f"config: overridden on the command line: {given}")
-    gpu_pct, tok_pct = _thresholds(config, files)
+    gpu_pct, tok_pct, end_to_end_pct = _thresholds(config, files)
     require_distinct(base_ref, head_ref)  # after the config: its errors are the ones to fix first
     check_cpus(config.measure.cpus)
     cache_dir = cache_dir or default_cache_dir(repo)
@@ -150,7 +150,7 @@ def _run_guard(
             base_ref.name, head_ref.name, spec.batch_sizes,
             gpu_pct, config.measure.confidence, config.measure.alpha, tok_pct,
             reference=reference.tokens.source if reference.tokens else None, looks=looks, look=look,
-            mix_schedule=schedule, mix_look=mix_look,
+            mix_schedule=schedule, mix_look=mix_look, end_to_end_threshold_pct=end_to_end_pct,
         )
 
     def confirmation_round(undecided: list[int], mix: bool) -> Comparison:
@@ -203,6 +203,7 @@ def _run_guard(
         mix_decision=comparison.mix_comparison,
         rank_diffs={s.batch_size: s.diff for s in rank_traces if s.diff is not None},
         compiled=comparison.compiled,
+        tok_threshold_pct=comparison.tok_threshold_pct, end_to_end_threshold_pct=comparison.end_to_end_threshold_pct,
     )
     report = Report(
         # the comparison's own fields (a report is a comparison), the security notes among its warnings
@@ -235,6 +236,7 @@ def _run_guard(
         started_at=datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
         duration_s=round(time.time() - started, 1),
         explanation=explanation,
+        at_threshold_status=config.measure.at_threshold,
     )
     write_report(report, out_dir)
     return report
@@ -288,12 +290,14 @@ def _arms_and_config(
     return _Resolved(base_ref, head_ref, config, CommitFiles(repo=repo, sha=base_ref.sha), change)
 
 
-def _thresholds(config: GuardConfig, files: Files) -> tuple[float, float]:
-    """GPU ms and tok/s thresholds in percent: calibrated ones when a file is named."""
-    if config.measure.thresholds_file is None:
-        return config.measure.threshold_pct, config.measure.threshold_pct
-    calibrated = read_thresholds(files, config.measure.thresholds_file)
-    return calibrated.gpu_ms_pct, calibrated.tok_per_s_pct
+def _thresholds(config: GuardConfig, files: Files) -> tuple[float, float, float]:
+    """GPU ms, tok/s and end-to-end ms thresholds in percent: calibrated ones when a file is named."""
+    measure = config.measure
+    end_to_end = measure.end_to_end_threshold_pct or measure.threshold_pct
+    if measure.thresholds_file is None:
+        return measure.threshold_pct, measure.threshold_pct, end_to_end
+    calibrated = read_thresholds(files, measure.thresholds_file)
+    return calibrated.gpu_ms_pct, calibrated.tok_per_s_pct, calibrated.end_to_end_ms_pct or calibrated.gpu_ms_pct
 
 
 def _add_ablation_arms(

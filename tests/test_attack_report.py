@@ -471,8 +471,8 @@ def test_hostile_strings_are_posted_as_text(api: GitHubStandIn, tmp_path: Path) 
     assert "%0A::set-output name=verdict::pass" in annotations[1]  # a warning's line breaks, escaped
     outputs = (tmp_path / "outputs.txt").read_text().splitlines()
     assert [line.split("=", 1)[0] for line in outputs] == [
-        "comment-url", "comment-action", "verdict", "tok-per-s-change", "gpu-ms-change", "report-path"]
-    assert "verdict=regression" in outputs
+        "comment-url", "comment-action", "verdict", "gate", "tok-per-s-change", "gpu-ms-change", "report-path"]
+    assert "verdict=regression" in outputs and "gate=failure" in outputs
 
 
 def test_a_hostile_log_tail_stays_in_its_code_block(api: GitHubStandIn, tmp_path: Path) -> None:

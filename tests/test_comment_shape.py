@@ -112,8 +112,14 @@ def test_the_title_says_what_got_slower_by_how_much_and_the_cause() -> None:
     assert h.verdict == "regression" and h.change is not None and h.capture is not None
     title = build_view(rich).title
     assert title.startswith(f"Decode {abs(h.change.pct):.1f}% slower at batch size {h.batch_size} with ")
-    fell = build_view(REPORTS["regression out of CUDA graphs"]).title
+    out = REPORTS["regression out of CUDA graphs"]
+    fell = build_view(out).title
     assert fell.endswith("; decode fell out of CUDA graphs at batch size 1")
+    # GPU ms decided it (+18.8%), but tok/s fell far more, its whole interval past 1%: the title leads with it
+    (batch,) = out.batch_sizes
+    tok = batch.tok_per_s_bounds
+    assert batch.decided_by == "gpu_ms" and tok is not None and tok.ci_high_pct < -out.threshold_of("tok_per_s")
+    assert fell.startswith(f"Decode {1 / (1 + tok.pct / 100):.1f}x slower at batch size 1 with ")
 
 
 class _Page(HTMLParser):

@@ -5,6 +5,7 @@ from guard.compare._agreement_noise import DisagreementNoise, SideDisagreement, 
 from guard.compare._compiled import ArmCompiled, CompiledChange, arm_compiled, compiled_change
 from guard.compare._fingerprint import IDENTITY_FIELDS, FingerprintCheck, check_fingerprints, check_measurements
 from guard.compare._hashes import first_mismatch
+from guard.compare._interval import Slowdown, time_ratio
 from guard.compare._models import (
     METRICS, MIX_BATCH, UNDECIDED, UNHELD_SHARE, VERDICT_SEVERITY, Agreement, ArmAgreement, ArmStats, BatchComparison,
     Comparison, MetricKey, TokenMismatch, Verdict, most_severe,
@@ -53,6 +54,7 @@ __all__ = [
     "FingerprintCheck",
     "MetricKey",
     "SideDisagreement",
+    "Slowdown",
     "StatedRule",
     "TokenMismatch",
     "Verdict",
@@ -71,4 +73,5 @@ __all__ = [
     "rank_change",
     "recheck",
     "straggler_of",
+    "time_ratio",
 ]

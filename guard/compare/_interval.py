@@ -1,14 +1,17 @@
 """The interval rule: each metric's slowdown between one-sided bounds, held against its threshold T.
 
 Each bound is wrong at most `alpha_per_look` of the time: the run's alpha split (Bonferroni)
-over the looks it may take (2 with a confirmation round), the 2 metrics and the batch sizes.
+over the looks it may take (2 with a confirmation round), the 3 metrics and the batch sizes.
 Per metric:
 - regression: the lower bound of the slowdown is above T; improvement: the upper bound is below -T;
 - pass: the upper bound is below T;
 - otherwise undecided: at_threshold where the lower bound is above 0 (a slowdown is shown, its
   size is not told from T), inconclusive where it is not (no change and T both fit).
-A metric that does not gate (tok/s, too noisy to detect T at this run's repeats) decides a
-regression or an improvement only; undecided, it passes, so its noise never holds a verdict open.
+GPU ms per step always gates. tok/s and end-to-end ms per step (unheld: what the user feels,
+the host's launch time included) gate where this run's processes could detect their T; where
+they could not (too noisy at this run's repeats) they decide a regression or an improvement
+only; undecided, they pass, so their noise never holds a verdict open, while a slowdown whose
+whole interval is past T (a host-bound step twice as slow) is still a regression.
 A tok/s that detects only changes over UNMEASURABLE_FACTOR x its threshold and decided nothing
 is not measurable here (`tok_per_s_measurable`): its interval is wider than any effect the run is
 asked about, and the report leaves its row out.
@@ -49,6 +52,10 @@ class Slowdown:
         """A rate (tok/s) falls when decode slows."""
         return cls(-change.pct, -change.ci_high_pct, -change.ci_low_pct)
 
+    @classmethod
+    def of(cls, change: Change, metric: MetricKey) -> Slowdown:
+        return cls.of_rate(change) if metric == "tok_per_s" else cls.of_time(change)
+
     def verdict(self, threshold_pct: float, gates: bool) -> Verdict:
         if self.low > threshold_pct:
             return "regression"
@@ -59,46 +66,80 @@ class Slowdown:
         return "at_threshold" if self.low > 0 else "inconclusive"
 
 
+@dataclass(frozen=True)
+class _Decided:
+    """One metric held against its threshold: its bounds, whether it gates, its verdict."""
+
+    values: list[list[float]]
+    bounds: Change
+    slowdown: Slowdown
+    threshold_pct: float
+    gates: bool
+    detectable_pct: float | None
+    verdict: Verdict
+
+
+def time_ratio(slowdown_pct: float, metric: MetricKey) -> float:
+    """A slowdown as a ratio of step times, head over base: a rate that fell by 73% (a slowdown
+    of 73) is a step 3.7 times as long; a time that rose 25% is 1.25."""
+    return 1 / (1 - slowdown_pct / 100) if metric == "tok_per_s" else 1 + slowdown_pct / 100
+
+
+def _decide(values: list[list[float]], threshold_pct: float, level: float, rate: bool, always: bool) -> _Decided:
+    """A metric that gates `always` (GPU ms), or where an unchanged commit would pass it
+    PASS_RATE of the time: its upper bound then falls under the threshold, as the decision's own
+    level asks (tok/s, end-to-end ms)."""
+    bounds = relative_change(*values, level)
+    slowdown = Slowdown.of_rate(bounds) if rate else Slowdown.of_time(bounds)  # tok/s alone is a rate
+    detectable = None if always else detectable_change_pct(values, min(len(v) for v in values), level)
+    gates = always or detectable <= threshold_pct  # type: ignore[operator]
+    return _Decided(values, bounds, slowdown, threshold_pct, gates, detectable,
+                    slowdown.verdict(threshold_pct, gates=gates))
+
+
 def decide_by_interval(measured: BatchComparison, base: str, head: str, rule: Rule) -> BatchComparison:
     """`measured` (its arms and shown changes) decided by the interval rule at `rule.look`."""
     by_name = {a.arm: a for a in measured.arms}
     level = rule.bounds_confidence
-    gpu_values = [by_name[name].gpu_ms_per_step.values for name in (base, head)]
-    tok_values = [by_name[name].tok_per_s.values for name in (base, head)]
-    gpu_bounds = relative_change(*gpu_values, level)
-    tok_bounds = relative_change(*tok_values, level)
-    # tok/s gates where an unchanged commit would pass it PASS_RATE of the time: its upper bound then
-    # falls under the threshold, as the decision's own level asks
-    tok_detectable = detectable_change_pct(tok_values, min(len(v) for v in tok_values), level)
-    tok_gates = tok_detectable <= rule.tok_pct
-    slowdowns = {"gpu_ms": Slowdown.of_time(gpu_bounds), "tok_per_s": Slowdown.of_rate(tok_bounds)}
-    thresholds = {"gpu_ms": rule.gpu_pct, "tok_per_s": rule.tok_pct}
-    values = {"gpu_ms": gpu_values, "tok_per_s": tok_values}
-    verdicts: dict[MetricKey, Verdict] = {
-        "gpu_ms": slowdowns["gpu_ms"].verdict(rule.gpu_pct, gates=True),
-        "tok_per_s": slowdowns["tok_per_s"].verdict(rule.tok_pct, gates=tok_gates),
+    arms = [by_name[name] for name in (base, head)]
+    decided: dict[MetricKey, _Decided] = {
+        "gpu_ms": _decide([a.gpu_ms_per_step.values for a in arms], rule.gpu_pct, level, rate=False, always=True),
+        "tok_per_s": _decide([a.tok_per_s.values for a in arms], rule.tok_pct, level, rate=True, always=False),
     }
-    tok_measurable = (tok_detectable <= UNMEASURABLE_FACTOR * rule.tok_pct
+    ends = [a.end_to_end_gpu_ms_per_step for a in arms]
+    if rule.end_to_end_pct is not None and None not in ends:
+        decided["end_to_end_ms"] = _decide([e.values for e in ends], rule.end_to_end_pct,  # type: ignore[union-attr]
+                                           level, rate=False, always=False)
+    verdicts = {m: decided[m].verdict for m in METRICS if m in decided}
+    tok_measurable = (decided["tok_per_s"].detectable_pct <= UNMEASURABLE_FACTOR * rule.tok_pct  # type: ignore[operator]
                       or verdicts["tok_per_s"] in ("regression", "improvement"))
     verdict = most_severe(list(verdicts.values()))
-    decided_by = next((m for m in METRICS if verdicts[m] == verdict), None) if verdict != "pass" else None
+    decided_by = next((m for m in verdicts if verdicts[m] == verdict), None) if verdict != "pass" else None
     needed = None
     if decided_by is not None and verdict in UNDECIDED:
-        needed = repeats_to_decide(values[decided_by], slowdowns[decided_by].pct, thresholds[decided_by], level)
+        by = decided[decided_by]
+        needed = repeats_to_decide(by.values, by.slowdown.pct, by.threshold_pct, level)
+    tok, end = decided["tok_per_s"], decided.get("end_to_end_ms")
     return measured.model_copy(update={
         "verdict": verdict,
         "gpu_ms_verdict": verdicts["gpu_ms"],
         "tok_per_s_verdict": verdicts["tok_per_s"],
         "decided_by": decided_by,
-        "tok_per_s_gates": tok_gates,
-        "tok_per_s_detectable_pct": tok_detectable,
+        "tok_per_s_gates": tok.gates,
+        "tok_per_s_detectable_pct": tok.detectable_pct,
         "tok_per_s_measurable": tok_measurable,
-        "tok_per_s_repeats_to_gate": None if tok_gates else repeats_to_rule_out(tok_values, rule.tok_pct, level),
+        "tok_per_s_repeats_to_gate": None if tok.gates else repeats_to_rule_out(tok.values, rule.tok_pct, level),
+        "end_to_end_verdict": end.verdict if end else None,
+        "end_to_end_gates": end.gates if end else None,
+        "end_to_end_detectable_pct": end.detectable_pct if end else None,
+        "end_to_end_repeats_to_gate": (repeats_to_rule_out(end.values, end.threshold_pct, level)
+                                       if end and not end.gates else None),
+        "end_to_end_bounds": end.bounds if end else None,
         "alpha_per_look": rule.alpha_per_look,
         "look": rule.look,
-        "gpu_ms_bounds": gpu_bounds,
-        "tok_per_s_bounds": tok_bounds,
+        "gpu_ms_bounds": decided["gpu_ms"].bounds,
+        "tok_per_s_bounds": tok.bounds,
         "repeats_to_decide": needed,
-        "at_threshold": [m for m in METRICS if verdicts[m] == "at_threshold"],
+        "at_threshold": [m for m in verdicts if verdicts[m] == "at_threshold"],
         "undecided": verdict in UNDECIDED,
     })

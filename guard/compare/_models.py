@@ -20,8 +20,10 @@ VERDICT_SEVERITY: tuple[Verdict, ...] = ("invalid", "regression", "at_threshold"
 UNDECIDED: tuple[Verdict, ...] = ("at_threshold", "inconclusive")  # what another round could still decide
 
 
-MetricKey = Literal["gpu_ms", "tok_per_s"]  # the two metrics a verdict is decided on
-METRICS: tuple[MetricKey, ...] = ("gpu_ms", "tok_per_s")  # in the order a tie between them is named
+# the metrics a verdict is decided on: GPU ms per step (held), end-to-end ms per step (unheld:
+# the host's launch time included, as the user feels it; GPU only) and tok/s
+MetricKey = Literal["gpu_ms", "end_to_end_ms", "tok_per_s"]
+METRICS: tuple[MetricKey, ...] = ("gpu_ms", "end_to_end_ms", "tok_per_s")  # in the order a tie between them is named
 
 
 def most_severe(verdicts: list[Verdict]) -> Verdict:
@@ -114,12 +116,12 @@ class BatchComparison(BaseModel):
     arms: list[ArmStats]
     gpu_ms_change: Change | None = None  # head vs base; positive is slower
     tok_per_s_change: Change | None = None  # head vs base; negative is slower
-    end_to_end_gpu_ms_change: Change | None = None  # head vs base, launch time included; informative
+    end_to_end_gpu_ms_change: Change | None = None  # head vs base, launch time included
     host_ms_change: Change | None = None  # head vs base, host enqueue time per step; informative
     # head vs base, user-mode instructions per step: a host cost the machine's state does not
     # move; informative, at the level of the verdict's bounds (no key where an arm had no counter)
     instructions_change: Change | None = Field(default=None, exclude_if=lambda value: value is None)
-    # each metric's own verdict; `verdict` is the more severe of the two (None for invalid)
+    # each metric's own verdict; `verdict` is the most severe of them (None for invalid)
     gpu_ms_verdict: Verdict | None = None
     tok_per_s_verdict: Verdict | None = None
     # the metric whose verdict `verdict` is (GPU ms on a tie); None for a pass, where every
@@ -134,6 +136,14 @@ class BatchComparison(BaseModel):
     # False: tok/s detects only changes over UNMEASURABLE_FACTOR x its threshold (_interval.py) and
     # decided nothing: its interval is wider than the effect it could show (no key when True)
     tok_per_s_measurable: bool = Field(default=True, exclude_if=lambda value: value)
+    # end-to-end ms per step (GPU only), decided as tok/s is: it gates where this run could detect
+    # a change of its threshold, else it informs. No keys where it was not decided (a CPU's step
+    # time is already end to end; the mix; reports written before it was decided)
+    end_to_end_verdict: Verdict | None = Field(default=None, exclude_if=lambda value: value is None)
+    end_to_end_gates: bool | None = Field(default=None, exclude_if=lambda value: value is None)
+    end_to_end_detectable_pct: float | None = Field(default=None, exclude_if=lambda value: value is None)
+    end_to_end_repeats_to_gate: int | None = Field(default=None, exclude_if=lambda value: value is None)
+    end_to_end_bounds: Change | None = Field(default=None, exclude_if=lambda value: value is None)
     # The interval rule's own figures (None for invalid):
     # the error each one-sided bound may make, alpha split over looks x metrics x batch sizes;
     alpha_per_look: float | None = None
@@ -155,6 +165,11 @@ class BatchComparison(BaseModel):
     # several ranks: what the head's did that base's did not (_ranks.py); no key with one
     rank_change: RankChange | None = Field(default=None, exclude_if=lambda value: value is None)
 
+    def bounds(self, metric: MetricKey) -> Change | None:
+        """The metric's change between the bounds it was decided on."""
+        return {"gpu_ms": self.gpu_ms_bounds, "end_to_end_ms": self.end_to_end_bounds,
+                "tok_per_s": self.tok_per_s_bounds}[metric]
+
     @property
     def mix(self) -> bool:
         """This is the batch-size mix's comparison."""
@@ -169,6 +184,8 @@ class Comparison(BaseModel):
     hash_match: bool | None
     threshold_pct: float  # GPU ms per step
     tok_threshold_pct: float
+    # end-to-end ms per step; None: a report from before it was decided (alpha split over 2 metrics)
+    end_to_end_threshold_pct: float | None = Field(default=None, exclude_if=lambda value: value is None)
     alpha: float
     confidence: float
     batch_sizes: list[BatchComparison]
@@ -191,6 +208,16 @@ class Comparison(BaseModel):
         if self.mix_comparison is not None and not self.mix_comparison.mix:
             raise ValueError(f"mix_comparison is not the mix's: its batch size is {MIX_BATCH}")
         return self
+
+    def threshold_of(self, metric: MetricKey) -> float:
+        """The metric's threshold in percent (older reports: tok/s's and end-to-end's are GPU ms's)."""
+        stated = {"tok_per_s": self.tok_threshold_pct, "end_to_end_ms": self.end_to_end_threshold_pct}.get(metric)
+        return stated or self.threshold_pct
+
+    @property
+    def metrics_per_look(self) -> int:
+        """The metrics alpha was split over: end-to-end ms counts from the reports that decide it."""
+        return len(METRICS) if self.end_to_end_threshold_pct is not None else len(METRICS) - 1
 
     def decided(self) -> list[BatchComparison]:
         """Everything the verdict was decided over: the batch sizes, then the mix."""

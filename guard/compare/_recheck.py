@@ -25,7 +25,7 @@ from guard.compare._agreement import judge
 from guard.compare._models import UNHELD_SHARE, Agreement, ArmStats, BatchComparison, Verdict
 from guard.compare._models import most_severe
 from guard.compare._ranks import straggler_again
-from guard.compare._rule import Rule, alpha_per_look
+from guard.compare._rule import METRICS_PER_LOOK, Rule, alpha_per_look
 from guard.compare._verdict import _compare_timings, ranks_disagree, with_rank_change
 from guard.measure import Change, Spread
 
@@ -59,6 +59,12 @@ class StatedRule(BaseModel):
     confidence: float
     looks: int
     batch_sizes: int = 1
+    # None: a report from before end-to-end ms was decided, its alpha split over 2 metrics
+    end_to_end_threshold_pct: float | None = None
+
+    @property
+    def metrics(self) -> int:
+        return METRICS_PER_LOOK if self.end_to_end_threshold_pct is not None else METRICS_PER_LOOK - 1
 
 
 def recheck(
@@ -105,7 +111,8 @@ def decide_again(stored: BatchComparison, base: str, head: str, stated: StatedRu
     """The batch size's comparison made again from its stored arms and counts, as
     `compare` makes it from the measurements: the like-for-like check, then the timings."""
     rule = Rule(stated.threshold_pct, stated.tok_threshold_pct, stated.alpha, stated.confidence,
-                alpha_per_look=alpha_per_look(stated.alpha, stated.looks, stated.batch_sizes), look=stored.look)
+                alpha_per_look=alpha_per_look(stated.alpha, stated.looks, stated.batch_sizes, stated.metrics),
+                look=stored.look, end_to_end_pct=stated.end_to_end_threshold_pct)
     size, arms = stored.batch_size, stored.arms
     by_name = {a.arm: a for a in arms}
     if base not in by_name or head not in by_name:
@@ -146,6 +153,8 @@ def _rule_discrepancies(rule: StatedRule, batch_sizes: int) -> list[Discrepancy]
         "alpha": (rule.alpha, 0.0, 0.5),
         "confidence": (rule.confidence, 0.5, 1.0),
     }
+    if rule.end_to_end_threshold_pct is not None:
+        bounds["end_to_end_threshold_pct"] = (rule.end_to_end_threshold_pct, 0.0, math.inf)
     return found + [
         Discrepancy(kind="shape", batch_size=None, field=name, stated=f"{value!r}",
                     recomputed=f"a finite number over {low:g} and under {high:g}")
@@ -248,7 +257,7 @@ def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> lis
 
     if stored.verdict != again.verdict:
         differs("verdict", "verdict", stored.verdict, again.verdict)
-    for field in ("gpu_ms_verdict", "tok_per_s_verdict"):
+    for field in ("gpu_ms_verdict", "tok_per_s_verdict", "end_to_end_verdict", "end_to_end_gates"):
         if getattr(stored, field) != getattr(again, field):
             differs("verdict", field, getattr(stored, field), getattr(again, field))
     if stored.tok_per_s_gates != again.tok_per_s_gates:
@@ -258,17 +267,21 @@ def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> lis
         differs("verdict", "tok_per_s_measurable", stored.tok_per_s_measurable, again.tok_per_s_measurable)
     if not _close(stored.tok_per_s_detectable_pct, again.tok_per_s_detectable_pct):
         differs("change", "tok_per_s_detectable_pct", stored.tok_per_s_detectable_pct, again.tok_per_s_detectable_pct)
+    if not _close(stored.end_to_end_detectable_pct, again.end_to_end_detectable_pct):
+        differs("change", "end_to_end_detectable_pct", stored.end_to_end_detectable_pct,
+                again.end_to_end_detectable_pct)
     interval = again.alpha_per_look is not None  # decided again on its timings, not found invalid
     if interval and sorted(stored.at_threshold) != sorted(again.at_threshold):
         differs("verdict", "at_threshold", stored.at_threshold, again.at_threshold)
     if interval:
-        for field in ("decided_by", "repeats_to_decide", "tok_per_s_repeats_to_gate", "undecided"):
+        for field in ("decided_by", "repeats_to_decide", "tok_per_s_repeats_to_gate", "end_to_end_repeats_to_gate",
+                      "undecided"):
             if getattr(stored, field) != getattr(again, field):
                 differs("verdict", field, getattr(stored, field), getattr(again, field))
         if not _close(stored.alpha_per_look, again.alpha_per_look):
             differs("verdict", "alpha_per_look", stored.alpha_per_look, again.alpha_per_look)
     fields = ("gpu_ms_change", "tok_per_s_change", "end_to_end_gpu_ms_change", "host_ms_change", "instructions_change")
-    for field in fields + (("gpu_ms_bounds", "tok_per_s_bounds") if interval else ()):
+    for field in fields + (("gpu_ms_bounds", "tok_per_s_bounds", "end_to_end_bounds") if interval else ()):
         stated, recomputed = getattr(stored, field), getattr(again, field)
         if stated is None and recomputed is None:
             continue

@@ -7,16 +7,19 @@ from dataclasses import dataclass
 from guard.compare._models import METRICS
 
 # Every look tests each metric of every batch size: the error level is split this many ways per
-# look and batch size. tok/s counts even where it only informs, as it can still decide a regression.
+# look and batch size. tok/s and end-to-end ms count even where they only inform, as they can
+# still decide a regression, and end-to-end ms where it was not measured (a CPU, the mix): the
+# split is the rule's, the same whatever the run measured.
 METRICS_PER_LOOK = len(METRICS)
 
 
-def alpha_per_look(alpha: float, looks: int, batch_sizes: int) -> float:
+def alpha_per_look(alpha: float, looks: int, batch_sizes: int, metrics: int = METRICS_PER_LOOK) -> float:
     """Bonferroni: `alpha` split evenly over every bound a run may hold against a threshold, so
-    the chance that any of them is wrong, and a verdict with it, stays at most `alpha`."""
+    the chance that any of them is wrong, and a verdict with it, stays at most `alpha`.
+    `metrics`: 2 for a report from before end-to-end ms was decided."""
     if looks < 1 or batch_sizes < 1:
         raise ValueError("needs at least one look and one batch size")
-    return alpha / (looks * METRICS_PER_LOOK * batch_sizes)
+    return alpha / (looks * metrics * batch_sizes)
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class Rule:
     confidence: float  # of the intervals shown beside the verdict (`Change`), not the decision's
     alpha_per_look: float  # the error each one-sided bound may make (`alpha_per_look()`)
     look: int = 1  # the round being decided, from 1
+    end_to_end_pct: float | None = None  # None: end-to-end ms is not decided (a report from before it was)
 
     @property
     def bounds_confidence(self) -> float:

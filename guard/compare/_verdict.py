@@ -36,10 +36,12 @@ def compare(
     look: dict[int, int] | None = None,
     mix_schedule: list[int] | None = None,
     mix_look: int = 1,
+    end_to_end_threshold_pct: float | None = None,
 ) -> Comparison:
-    """`threshold_pct` applies to GPU ms per step, `tok_threshold_pct` (default the same) to tok/s;
-    `alpha` is the error level of the whole verdict, split over `looks` (the rounds the run may
-    take) x 2 metrics x the batch sizes. `look`: per batch size, the round it is decided at
+    """`threshold_pct` applies to GPU ms per step, `tok_threshold_pct` and
+    `end_to_end_threshold_pct` (default the same) to tok/s and end-to-end ms per step; `alpha` is
+    the error level of the whole verdict, split over `looks` (the rounds the run may take) x 3
+    metrics x the batch sizes. `look`: per batch size, the round it is decided at
     (default 1), on the processes of that round and the earlier ones that measured it.
     `confidence` is the level of the intervals shown beside the decision's; `reference` names
     where forced runs' input ids came from. `mix_schedule`: the mix pass's sizes per step, as the
@@ -53,7 +55,8 @@ def compare(
     fingerprints = check_measurements(measurements)
     reasons += fingerprints.invalid_reasons
     rule = Rule(threshold_pct, tok_threshold_pct or threshold_pct, alpha, confidence,
-                alpha_per_look=alpha_per_look(alpha, looks, len(batch_sizes) + (mix_schedule is not None)))
+                alpha_per_look=alpha_per_look(alpha, looks, len(batch_sizes) + (mix_schedule is not None)),
+                end_to_end_pct=end_to_end_threshold_pct or threshold_pct)
     batches = [
         with_rank_change(_compare_batch(measurements, base, head, bs, replace(rule, look=(look or {}).get(bs, 1)),
                                         reference), base, head)
@@ -70,6 +73,7 @@ def compare(
         hash_match=all(hash_matches) if hash_matches else None,
         threshold_pct=threshold_pct,
         tok_threshold_pct=rule.tok_pct,
+        end_to_end_threshold_pct=rule.end_to_end_pct,
         alpha=alpha,
         confidence=confidence,
         batch_sizes=batches,

@@ -23,6 +23,7 @@ MAX_TIMEOUT_S = 86_400  # a day
 # quarter slower pass; tok/s at 50% or more lets one twice as slow pass, its tokens per second halved.
 REFUSED_GPU_MS_PCT = 25.0
 REFUSED_TOK_PER_S_PCT = 50.0
+REFUSED_END_TO_END_PCT = 50.0  # the step time as felt, host included: noisier than GPU ms, as tok/s is
 # what steadies a runner, so that a calibration can suggest a threshold that guards
 STEADY_RUNNER = (
     "quiet the runner (no other jobs on it, a GPU of its own), pin the harness to CPUs (measure.cpus), "
@@ -77,11 +78,14 @@ def _in_repository(value: str | None, suffix: str, example: str) -> str | None:
     return value
 
 
-def threshold_refusal(metric: Literal["gpu_ms", "tok_per_s"], value: float) -> str | None:
+def threshold_refusal(metric: Literal["gpu_ms", "end_to_end_ms", "tok_per_s"], value: float) -> str | None:
     """Why a threshold of `value` percent is refused for `metric`; None when it is not."""
     if metric == "gpu_ms" and value >= REFUSED_GPU_MS_PCT:
         return (f"a threshold under {REFUSED_GPU_MS_PCT:g}% in GPU ms per step ({value:g}% would let a decode a "
                 f"quarter slower pass); {STEADY_RUNNER}, then use the threshold `guard calibrate` suggests")
+    if metric == "end_to_end_ms" and value >= REFUSED_END_TO_END_PCT:
+        return (f"a threshold under {REFUSED_END_TO_END_PCT:g}% in end-to-end ms per step ({value:g}% would let a "
+                f"decode half as slow again pass); {STEADY_RUNNER}, then use the threshold `guard calibrate` suggests")
     if metric == "tok_per_s" and value >= REFUSED_TOK_PER_S_PCT:
         return (f"a threshold under {REFUSED_TOK_PER_S_PCT:g}% in tok/s ({value:g}% would let a decode twice as slow "
                 f"pass); {STEADY_RUNNER}, then use the threshold `guard calibrate` suggests")
@@ -316,9 +320,20 @@ class MeasureConfig(_Section):
         default=1.0, gt=0, description="Smallest slowdown, in percent, reported as a regression "
         f"(under {REFUSED_GPU_MS_PCT:g}%: it is GPU ms per step's, too).",
     )
+    end_to_end_threshold_pct: float | None = Field(
+        default=None, gt=0,
+        description="Smallest slowdown, in percent, of end-to-end ms per step (unheld, the host's launch time "
+        "included; GPU only) reported as a regression; default threshold_pct. It decides where the run's "
+        "processes can detect it, and otherwise a slowdown whose whole interval is past it.",
+    )
+    at_threshold: Literal["neutral", "fail"] = Field(
+        default="neutral",
+        description="What a slowdown shown but not told from the threshold sets: a neutral Check Run (a pending "
+        "commit status, exit 0), or a failing one (exit 1), as a regression does.",
+    )
     alpha: float = Field(
         default=0.01, gt=0, lt=0.5,
-        description="Error level of the verdict, split over rounds x 2 metrics x batch sizes: each one-sided "
+        description="Error level of the verdict, split over rounds x 3 metrics x batch sizes: each one-sided "
         "bound of a change is wrong at most alpha / (that product) of the time.",
     )
     confirm: bool = Field(
@@ -341,6 +356,14 @@ class MeasureConfig(_Section):
     @classmethod
     def _guards(cls, value: float) -> float:
         problem = threshold_refusal("gpu_ms", value)  # it sets both metrics' thresholds; GPU ms's limit is lower
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("end_to_end_threshold_pct")
+    @classmethod
+    def _guards_end_to_end(cls, value: float | None) -> float | None:
+        problem = value is not None and threshold_refusal("end_to_end_ms", value)
         if problem:
             raise ValueError(problem)
         return value

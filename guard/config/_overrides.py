@@ -28,7 +28,7 @@ class ConfigOverrides(BaseModel):
     repeats: int | None = None
     batch_sizes: list[int] | None = None
     steps: int | None = None
-    # replaces measure.threshold_pct and any calibrated thresholds file, for both metrics
+    # replaces measure.threshold_pct, measure.end_to_end_threshold_pct and any calibrated thresholds file
     threshold_pct: float | None = None
 
     def given(self) -> dict[str, Any]:
@@ -44,7 +44,8 @@ def apply_overrides(config: GuardConfig, overrides: ConfigOverrides) -> GuardCon
         section, key, _ = _KEYS[name]
         data[section][key] = value
     if overrides.threshold_pct is not None:
-        data["measure"]["thresholds_file"] = None  # one threshold for both metrics, as given
+        data["measure"]["thresholds_file"] = None  # one threshold for every metric, as given
+        data["measure"]["end_to_end_threshold_pct"] = None
     try:
         return GuardConfig.model_validate(data)
     except ValidationError as exc:

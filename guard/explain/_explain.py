@@ -5,8 +5,7 @@ numbers and must give the same facts (report/_check.py)."""
 from __future__ import annotations
 
 from guard.cause import CaptureChanges
-from guard.compare import BatchComparison, CompiledChange, MetricKey, Verdict
-from guard.compare._interval import Slowdown
+from guard.compare import BatchComparison, CompiledChange, MetricKey, Slowdown, Verdict, time_ratio
 from guard.explain._models import (
     GRAPH_BREAK_CAUSES, AblationEffect, CapturePlace, Cause, CauseKind, CompiledCause, Explanation, Headline,
     HostTime, LaunchNote, ProfileScale, RankCause, SlowerKernel, TimeSplit,
@@ -38,20 +37,23 @@ def explain(
     mix_decision: BatchComparison | None = None,
     rank_diffs: dict[int, RankDiff] | None = None,
     compiled: CompiledChange | None = None,
+    tok_threshold_pct: float | None = None,
+    end_to_end_threshold_pct: float | None = None,
 ) -> Explanation:
     """`diffs`: the profiled pass's base -> head diff per batch size; `ablation_builds`: each
     ablation arm that ran, and the arm whose build it reuses; `mix`: the batch-size mix's
     figures, `mix_trace` the diff of its own profiled pass where it has one, and `mix_decision`
     the compare stage's verdict on it; `rank_diffs`: per batch size of several ranks, the diff
     of base's profiled passes across the ranks with head's; `compiled`: what dynamo compiled in
-    each arm."""
+    each arm. tok/s's and end-to-end ms's thresholds default to `threshold_pct`."""
     rows = padded_rows(mix, base, head)
     causes = [c for b in batches if b.verdict in ("regression", "at_threshold")
               if (c := cause_of(b, diffs.get(b.batch_size), rows.get(b.batch_size))) is not None]
     ranks = rank_causes(batches, rank_diffs or {}, head)
     broke = compiled_cause(compiled, causes)
     headline = _headline(verdict, batches + ([mix_decision] if mix_decision is not None else []), diffs, causes,
-                         threshold_pct, capture, ranks)
+                         {"gpu_ms": threshold_pct, "tok_per_s": tok_threshold_pct or threshold_pct,
+                          "end_to_end_ms": end_to_end_threshold_pct or threshold_pct}, capture, ranks)
     if broke is not None and headline.batch_size in broke.batch_sizes:
         headline = headline.model_copy(update={"graph_breaks": True})
     return Explanation(
@@ -232,19 +234,35 @@ def _profile_scale(batch: BatchComparison, change: TraceDiff | None, base: str, 
     return ProfileScale(batch_size=batch.batch_size, profiled_ms=profiled, timed_ms=timed)
 
 
-def _bounds(batch: BatchComparison, metric: MetricKey) -> Change | None:
-    return batch.gpu_ms_bounds if metric == "gpu_ms" else batch.tok_per_s_bounds
-
-
 def _slowdown_pct(batch: BatchComparison, metric: MetricKey) -> float:
-    change = _bounds(batch, metric)
-    if change is None:
-        return 0.0
-    return change.pct if metric == "gpu_ms" else -change.pct
+    change = batch.bounds(metric)
+    return 0.0 if change is None else Slowdown.of(change, metric).pct
+
+
+FELT: tuple[MetricKey, ...] = ("end_to_end_ms", "tok_per_s")  # what a user of the engine feels
+
+
+def _felt(batch: BatchComparison, metric: MetricKey, thresholds: dict[MetricKey, float]) -> MetricKey | None:
+    """Of FELT, the larger slowdown whose whole interval is past its threshold and whose lower
+    bound is past `metric`'s upper bound, as time ratios; None where neither is."""
+    decided = batch.bounds(metric)
+    if decided is None:
+        return None
+    ceiling = time_ratio(Slowdown.of(decided, metric).high, metric)
+    found: list[tuple[float, MetricKey]] = []
+    for other in FELT:
+        change = batch.bounds(other)
+        if other == metric or change is None:
+            continue
+        slowdown = Slowdown.of(change, other)
+        if slowdown.low > thresholds[other] and time_ratio(slowdown.low, other) > ceiling:
+            found.append((time_ratio(slowdown.pct, other), other))
+    return max(found)[1] if found else None
 
 
 def _headline(verdict: Verdict, batches: list[BatchComparison], diffs: dict[int, TraceDiff], causes: list[Cause],
-              threshold_pct: float, capture: CaptureChanges | None, ranks: list[RankCause]) -> Headline:
+              thresholds: dict[MetricKey, float], capture: CaptureChanges | None, ranks: list[RankCause]) -> Headline:
+    threshold_pct = thresholds["gpu_ms"]
     fell_out = [size for size, d in sorted(diffs.items()) if d.launches is not None and d.launches.fell_out_of_graphs]
     place = _capture_place(capture)
     if verdict == "invalid":
@@ -271,8 +289,10 @@ def _headline(verdict: Verdict, batches: list[BatchComparison], diffs: dict[int,
     # of the ranks' findings at that size, the one that grew most against base's step
     ranked = max((r for r in ranks if r.batch_size == worst.batch_size and not worst.mix),
                  key=lambda r: r.share_of_step, default=None)
+    felt = _felt(worst, metric, thresholds) if verdict == "regression" else None
     return Headline(
-        verdict=verdict, batch_size=worst.batch_size, metric=metric, change=_bounds(worst, metric),
+        verdict=verdict, batch_size=worst.batch_size, metric=metric, change=worst.bounds(metric),
+        felt=felt, felt_change=worst.bounds(felt) if felt is not None else None,
         others=len(deciding) - 1, cause=cause.kind if cause and cause.dominant else None,
         capture=place, fell_out=fell_out, rank_cause=ranked.kind if ranked is not None else None,
     )

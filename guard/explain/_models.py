@@ -156,6 +156,11 @@ class Headline(BaseModel):
     notable: bool = False
     # the named batch size's time is accounted for by the head's graph breaks (CompiledCause); no key otherwise
     graph_breaks: bool = Field(default=False, exclude_if=lambda value: not value)
+    # what the user feels, where it is a larger slowdown than `metric`'s: end-to-end ms per step or
+    # tok/s at the named batch size, its whole interval past its threshold and its lower bound
+    # past `metric`'s upper one (as time ratios); the title and the first sentence lead with it
+    felt: MetricKey | None = Field(default=None, exclude_if=lambda value: value is None)
+    felt_change: Change | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 # The parts of the head's change over the batch-size mix (explain/_mix.py): graph_replay, a

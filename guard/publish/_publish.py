@@ -13,7 +13,7 @@ from guard.publish._comment import DEFAULT_BOT_LOGIN, CommentMode, CommentResult
 from guard.publish._errors import PublishError
 from guard.publish._status import set_status
 from guard.publish._summary import headline
-from guard.report import Report, read_report, render_comment, run_links
+from guard.report import Report, gate, read_report, render_comment, run_links
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -71,7 +71,7 @@ def publish(
         state = None
         if request.status:
             status = set_status(
-                gh, request.repo, request.sha or head_sha, report.verdict, headline(report),
+                gh, request.repo, request.sha or head_sha, gate(report), headline(report),
                 comment.url or request.run_url, request.key,
             )
             state = status.get("state")

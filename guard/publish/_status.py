@@ -5,31 +5,31 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from guard.publish._client import GitHub, body_json
+from guard.report import Gate
 
 STATUS_CONTEXT = "regression-guard"
-_STATE: dict[str, Literal["success", "failure", "error"]] = {
-    "pass": "success",
-    "improvement": "success",
-    # undecided is not a failure: the description and the comment say "at threshold" or
-    # "inconclusive", never pass, with what it would take to decide
-    "at_threshold": "success",
-    "inconclusive": "success",
-    "regression": "failure",
-    "invalid": "error",
+# A commit status has no neutral state: a neutral gate (a slowdown at the threshold) is left
+# pending, neither green nor red, with the description saying why; a branch protection that
+# requires the status holds the merge until a run decides it.
+_STATE: dict[Gate, Literal["success", "pending", "failure", "error"]] = {
+    "success": "success",
+    "neutral": "pending",
+    "failure": "failure",
+    "error": "error",
 }
 MAX_DESCRIPTION_CHARS = 140  # GitHub's limit
 
 
-def status_state(verdict: str) -> Literal["success", "failure", "error"]:
-    return _STATE[verdict]
+def status_state(gated: Gate) -> Literal["success", "pending", "failure", "error"]:
+    return _STATE[gated]
 
 
 def set_status(
-    gh: GitHub, repo: str, sha: str, verdict: str, description: str, target_url: str | None, key: str = "default"
+    gh: GitHub, repo: str, sha: str, gated: Gate, description: str, target_url: str | None, key: str = "default"
 ) -> dict[str, Any]:
     context = STATUS_CONTEXT if key == "default" else f"{STATUS_CONTEXT} ({key})"
     payload: dict[str, Any] = {
-        "state": status_state(verdict),
+        "state": status_state(gated),
         "context": context,
         "description": _fit(description),
     }

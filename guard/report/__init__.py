@@ -5,6 +5,7 @@ from guard.report._check import UnfoundedReport, check_report
 from guard.report._links import RunLinks, run_links
 from guard.report._render import COMMENT_MARKER, render_comment, render_view
 from guard.report._explained import explain_report
+from guard.report._gate import Gate, gate
 from guard.report._schema import (
     READ_VERSIONS,
     SCHEMA_VERSION,
@@ -48,6 +49,8 @@ __all__ = [
     "CapturePolicy",
     "UnfoundedReport",
     "Environment",
+    "Gate",
+    "gate",
     "Report",
     "ReportError",
     "RunLinks",

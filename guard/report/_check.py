@@ -30,7 +30,8 @@ def check_report(report: Report, path: Path, *, check_explanation: bool = True) 
     `check_explanation=False` leaves the stated explanation aside, for a reader that replaces it."""
     rule = StatedRule(threshold_pct=report.threshold_pct, alpha=report.alpha, confidence=report.confidence,
                       tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct,
-                      looks=report.looks, batch_sizes=len(report.decided()))
+                      looks=report.looks, batch_sizes=len(report.decided()),
+                      end_to_end_threshold_pct=report.end_to_end_threshold_pct)
     found = _shape(report) or recheck(
         report.decided(), report.base, report.head, rule,
         verdict=report.verdict, hash_match=report.hash_match,

@@ -17,4 +17,5 @@ def explain_report(report: Report) -> Explanation:
         mix_decision=report.mix_comparison,
         rank_diffs={t.batch_size: t.diff for t in report.rank_traces if t.diff is not None},
         compiled=report.compiled,
+        tok_threshold_pct=report.tok_threshold_pct, end_to_end_threshold_pct=report.end_to_end_threshold_pct,
     )

@@ -15,16 +15,35 @@ def bounds_level(report: Report) -> str:
 
 
 def _alpha_per_look(report: Report) -> float:
-    return alpha_per_look(report.alpha, report.looks, max(1, len(report.decided())))
+    return alpha_per_look(report.alpha, report.looks, max(1, len(report.decided())), report.metrics_per_look)
 
 
 def limit(report: Report, metric: MetricKey) -> float:
-    return report.threshold_pct if metric == "gpu_ms" else report.tok_threshold_pct or report.threshold_pct
+    return report.threshold_of(metric)
 
 
 def shown(batch: BatchComparison, metric: MetricKey) -> Change | None:
     """The change between the bounds it was decided on."""
-    return batch.gpu_ms_bounds if metric == "gpu_ms" else batch.tok_per_s_bounds
+    return batch.bounds(metric)
+
+
+def felt_sentence(report: Report) -> str | None:
+    """What the user feels, first, where it is a larger slowdown than the deciding metric's:
+    'At batch size 1, decode is 3.7x slower end to end: end-to-end ms per step rose 270.00%
+    (+180.00% to +390.00%), its whole interval past the 1% threshold.'"""
+    h = report.explanation.headline
+    if h.felt is None or h.felt_change is None or h.batch_size is None:
+        return None
+    change, metric = h.felt_change, h.felt
+    how = "end to end" if metric == "end_to_end_ms" else "in tok/s"
+    return (f"{words.at_size(h.batch_size).capitalize()}, decode is {words.slower(change, metric)} slower {how}: "
+            f"{words.metric(metric, report.gpu_timed())} {_moved(change, metric)} ({words.interval(change)}), its "
+            f"whole interval past the {words.threshold(limit(report, metric))} threshold.")
+
+
+def _moved(change: Change, metric: MetricKey) -> str:
+    """'rose 3.21%' (a time), 'fell 3.11%' (tok/s)."""
+    return f"{'fell' if metric == 'tok_per_s' else 'rose'} {words.pct(abs(change.pct)).lstrip('+')}"
 
 
 def batch_sentence(report: Report, batch: BatchComparison, then: str = "") -> str | None:
@@ -36,9 +55,8 @@ def batch_sentence(report: Report, batch: BatchComparison, then: str = "") -> st
     if change is None:
         return None
     name = words.metric(metric, report.gpu_timed())
-    slowdown = change.pct if metric == "gpu_ms" else -change.pct
-    moved = f"{'rose' if metric == 'gpu_ms' else 'fell'} {words.pct(abs(change.pct)).lstrip('+')}" \
-        if slowdown > 0 else f"changed {words.pct(change.pct)}"
+    slowdown = -change.pct if metric == "tok_per_s" else change.pct
+    moved = _moved(change, metric) if slowdown > 0 else f"changed {words.pct(change.pct)}"
     cap = words.threshold(limit(report, metric))
     needed = f"more than {MOST_REPEATS}" if batch.repeats_to_decide is None else f"about {batch.repeats_to_decide}"
     after = " after its confirmation round" if batch.look > 1 else ""
@@ -106,9 +124,14 @@ def rule_note(report: Report) -> str:
         f"({words.threshold(report.threshold_pct)} in {gpu}, {words.threshold(limit(report, 'tok_per_s'))} in "
         "tok/s), a pass when the upper bound is under it, an improvement when the upper bound is under minus the "
         f"threshold. Each bound is wrong at most {each} of the time (alpha {report.alpha:g} split over "
-        f"{words.plural(looks, 'round')} x 2 metrics x {words.plural(n, 'batch size')}{mixed}), so all hold together "
+        f"{words.plural(looks, 'round')} x {report.metrics_per_look} metrics x {words.plural(n, 'batch size')}"
+        f"{mixed}), so all hold together "
         f"at least {words.level(1 - report.alpha)} of the time. tok/s decides only where this run's processes could "
-        "detect its threshold. "
+        "detect its threshold"
+        + (f"; so does {words.END_TO_END} (unheld, the host's launch time included; "
+           f"{words.threshold(limit(report, 'end_to_end_ms'))}), which otherwise decides a slowdown whose whole "
+           "interval is past it" if report.end_to_end_threshold_pct is not None and report.gpu_timed() else "")
+        + ". "
         + ("A batch size left open gets one confirmation round; one still open after it " if looks > 1
            else "A batch size left open ")
         + "is at threshold (a slowdown is shown, its size against the threshold is not) or inconclusive (no change "

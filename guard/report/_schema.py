@@ -137,6 +137,9 @@ class Report(Comparison):
     started_at: str
     duration_s: float
     explanation: Explanation  # what the comment states, from the figures above (guard/explain)
+    # what an at_threshold verdict sets (`measure.at_threshold`): neutral, or failing (guard/report/_gate.py)
+    at_threshold_status: Literal["neutral", "fail"] = Field(default="neutral",
+                                                            exclude_if=lambda value: value == "neutral")
 
     def arm(self, name: str) -> ArmInfo:
         return next(a for a in self.arms if a.name == name)

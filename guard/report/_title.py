@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from guard.compare import MetricKey
 from guard.report import _words as words
 from guard.report._reason_text import reason_short
 from guard.report._schema import Report
@@ -32,9 +33,19 @@ def title(report: Report) -> str:
         fixed = len(lead.format(change=f" ({sha})") + "".join(kept))  # all but the subject
         room = TITLE_LIMIT - 1 - fixed - 3  # and "..."
         if room >= SUBJECT_LEAST:
-            return line(subject[:room].rstrip() + "...", kept)
-    short = line(subject[:SUBJECT_LEAST].rstrip() + "...", [])
+            return line(_cut(subject, room), kept)
+    short = line(_cut(subject, SUBJECT_LEAST), [])
     return short if len(short) < TITLE_LIMIT else short[: TITLE_LIMIT - 4] + "..."
+
+
+def _cut(subject: str, room: int) -> str:
+    """The subject's words that fit in `room` characters, then '...'; never part of a word
+    (none where its first word is longer than `room`)."""
+    if len(subject) <= room:
+        return subject
+    kept = subject[:room] if subject[room].isspace() else subject[:room].rpartition(" ")[0]
+    kept = kept.rstrip(" ,;:-")
+    return kept + "..." if kept else ""
 
 
 def _parts(report: Report) -> tuple[str, list[str]]:
@@ -54,25 +65,36 @@ def _parts(report: Report) -> tuple[str, list[str]]:
         return f"Decode speed with {{change}}: {words.verdict(h.verdict)}", fell
     name = words.metric(h.metric, gpu)
     at = words.at_size(h.batch_size)
-    moved = words.pct(abs(h.change.pct), 1).lstrip("+")
-    by = " in tok/s" if h.metric == "tok_per_s" else ""  # step time is what "slower" means otherwise
     if h.verdict == "regression":
+        # what the user feels leads where it is the larger slowdown (explain's `felt`)
+        metric, change = (h.felt, h.felt_change) if h.felt is not None and h.felt_change is not None else (
+            h.metric, h.change)
+        moved = words.slower(change, metric)
         cause = [f": {words.CAUSE[h.cause]}"] if h.cause and not (h.cause == "no_cuda_graph" and h.fell_out) else []
         if h.rank_cause is not None:  # across the ranks: what rank 0's own trace says is its part of it
             cause = [f": {words.RANK_CAUSE[h.rank_cause]}"]
-        return f"Decode {moved} slower {at}{by} with {{change}}", cause + fell + capture
+        if words.large(change, metric):  # twice as slow or more: felt whatever the figure, named below
+            return f"Decode {moved} slower {at} with {{change}}", cause + fell + capture
+        if metric == "end_to_end_ms":
+            return f"Decode {moved} slower end to end {at} with {{change}}", cause + fell + capture
+        return f"Decode {moved} slower {at}{_by(metric)} with {{change}}", cause + fell + capture
+    moved = words.pct(abs(h.change.pct), 1).lstrip("+")
+    by = _by(h.metric)
     if h.verdict == "improvement":
         return f"Decode {moved} faster {at}{by} with {{change}}", fell
-    if h.verdict == "at_threshold":
-        limit = report.threshold_pct if h.metric == "gpu_ms" else report.tok_threshold_pct or report.threshold_pct
-        return (f"Decode slowdown at the {words.threshold(limit)} threshold with {{change}}: "
-                f"{words.pct(h.change.pct)} {name} {at}"), capture + fell
+    if h.verdict == "at_threshold":  # shown, and not told from the threshold: not ruled out
+        return (f"Decode slowdown at the {words.threshold(report.threshold_of(h.metric))} threshold, not ruled "
+                f"out: {words.pct(h.change.pct)} {name} {at} with {{change}}"), capture + fell
     if h.verdict == "inconclusive":
         return f"Decode speed inconclusive with {{change}}: {name} too noisy {at}", fell
     if h.notable:
         return (f"No decode slowdown past {words.threshold(report.threshold_pct)} with {{change}}",
                 fell + [f"; {words.pct(h.change.pct)} {name} {at}, under it"])
     return f"No decode slowdown past {words.threshold(report.threshold_pct)} with {{change}}", fell
+
+
+def _by(metric: MetricKey) -> str:
+    return " in tok/s" if metric == "tok_per_s" else ""  # step time is what "slower" means otherwise
 
 
 def _invalid_batch(report: Report) -> str:

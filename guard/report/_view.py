@@ -11,6 +11,8 @@ from pydantic import BaseModel
 from guard._markdown import block, code, html, text
 from guard._marker import COMMENT_MARKER
 from guard.cause import location
+from guard.compare import METRICS, ArmStats, MetricKey
+from guard.measure import Spread
 from guard.report import _words as words
 from guard.report import _like_for_like as like_for_like
 from guard.report._capture_text import capture_summary
@@ -22,7 +24,7 @@ from guard.report._chart import strip_chart
 from guard.report._compiled_text import compiled_line
 from guard.report._config_change import config_note
 from guard.report._lead import (
-    batch_sentence, bounds_level, pass_sentence, processes_text, ruled_out_sentence, rule_note, shown,
+    batch_sentence, bounds_level, felt_sentence, pass_sentence, processes_text, ruled_out_sentence, rule_note, shown,
 )
 from guard.report._links import RunLinks
 from guard.report._mermaid import mermaid_charts
@@ -114,7 +116,8 @@ def _what_happened(report: Report) -> list[Block]:
     else:
         found = report.explanation.mix
         then = mix_lead(found) if found is not None and found.cause is not None else ""  # what carries it
-        lines = [s for b in report.decided() if (s := batch_sentence(report, b, then if b.mix else ""))]
+        lines = [s for s in [felt_sentence(report)] if s]  # what the user feels, first
+        lines += [s for b in report.decided() if (s := batch_sentence(report, b, then if b.mix else ""))]
         if report.verdict in ("at_threshold", "inconclusive") and (ruled := ruled_out_sentence(report)):
             lines.append(ruled)
         blocks.append(_p(" ".join(lines)))
@@ -154,14 +157,17 @@ def _table(report: Report) -> Block | None:
         if report.base not in arms or report.head not in arms:
             continue
         at = f", {'the mix' if b.mix else words.size(b.batch_size)}" if many else ""
-        for metric in ("gpu_ms", "tok_per_s") if b.tok_per_s_measurable else ("gpu_ms",):
-            change = shown(b, metric)  # type: ignore[arg-type]
-            before = arms[report.base].gpu_ms_per_step if metric == "gpu_ms" else arms[report.base].tok_per_s
-            after = arms[report.head].gpu_ms_per_step if metric == "gpu_ms" else arms[report.head].tok_per_s
-            form = words.ms if metric == "gpu_ms" else words.rate
-            informs = metric == "tok_per_s" and not b.tok_per_s_gates
-            name = words.metric(metric, _gpu(report)) + (" (informs)" if informs else "")  # type: ignore[arg-type]
-            rows.append([name + at, form(before.median), form(after.median),
+        for metric in METRICS:
+            change = shown(b, metric)
+            if metric == "end_to_end_ms" and change is None:
+                continue  # not decided here: a CPU's step time is already end to end
+            if metric == "tok_per_s" and not b.tok_per_s_measurable:
+                continue  # its interval is wider than any effect asked about: a sentence says so
+            before, after = (_figure(arms[name], metric) for name in (report.base, report.head))
+            form = words.rate if metric == "tok_per_s" else words.ms
+            informs = {"tok_per_s": not b.tok_per_s_gates, "end_to_end_ms": b.end_to_end_gates is False}.get(metric)
+            name = words.metric(metric, _gpu(report)) + (" (informs)" if informs else "")
+            rows.append([name + at, form(before.median) if before else "-", form(after.median) if after else "-",
                          words.with_interval(change) if change else "-"])
         counted = arms[report.base].instructions_per_step, arms[report.head].instructions_per_step
         if b.instructions_change is not None and counted[0] and counted[1]:
@@ -172,6 +178,11 @@ def _table(report: Report) -> Block | None:
     header = ["", f"base {words.short_sha(base.sha)}", f"head {words.short_sha(head.sha)}",
               f"change ({bounds_level(report)} interval)"]
     return Block(kind="table", header=header, rows=rows)
+
+
+def _figure(arm: ArmStats, metric: MetricKey) -> Spread | None:
+    return {"gpu_ms": arm.gpu_ms_per_step, "end_to_end_ms": arm.end_to_end_gpu_ms_per_step,
+            "tok_per_s": arm.tok_per_s}[metric]
 
 
 def _table_note(report: Report) -> str:

@@ -3,7 +3,7 @@ comment, the job summary, the commit status and the annotations take their words
 
 from __future__ import annotations
 
-from guard.compare import MIX_BATCH, MetricKey, ReasonKind, Verdict
+from guard.compare import MIX_BATCH, MetricKey, ReasonKind, Slowdown, Verdict, time_ratio
 from guard.explain import CauseKind, MixPartKind, RankCauseKind
 from guard.measure import Change
 
@@ -12,6 +12,9 @@ _STEP = {True: "GPU ms per step", False: "CPU ms per step"}
 _STEP_SHORT = {True: "GPU ms", False: "CPU ms"}
 TOK = "tok/s"
 HOST = "host ms per step"
+END_TO_END = "end-to-end ms per step"  # the unheld pass's CUDA events: the step as the user feels it (GPU only)
+LARGE_RATIO = 2.0  # a slowdown of this ratio of step times or more is written as one: '3.7x'
+
 
 VERDICT = {"at_threshold": "at threshold"}  # how a verdict is written; the rest as they are
 
@@ -54,12 +57,25 @@ def per_real_token(gpu: bool) -> str:
 
 
 def metric(key: MetricKey, gpu: bool) -> str:
-    """'GPU ms per step' (CPU: 'ms per step (CPU)'), or 'tok/s'."""
-    return _STEP[gpu] if key == "gpu_ms" else TOK
+    """'GPU ms per step' (CPU: 'CPU ms per step'), 'end-to-end ms per step' or 'tok/s'."""
+    return {"gpu_ms": _STEP[gpu], "end_to_end_ms": END_TO_END}.get(key, TOK)
 
 
 def metric_short(key: MetricKey, gpu: bool) -> str:
-    return _STEP_SHORT[gpu] if key == "gpu_ms" else TOK
+    return {"gpu_ms": _STEP_SHORT[gpu], "end_to_end_ms": "end-to-end ms"}.get(key, TOK)
+
+
+def large(change: Change, key: MetricKey) -> bool:
+    """A slowdown of LARGE_RATIO or more, as a ratio of step times."""
+    return time_ratio(Slowdown.of(change, key).pct, key) >= LARGE_RATIO
+
+
+def slower(change: Change, key: MetricKey) -> str:
+    """How much slower, as the title says it: '3.7x' (step times) when `large`, else '25.2%'
+    (tok/s: its own fall)."""
+    if large(change, key):
+        return f"{time_ratio(Slowdown.of(change, key).pct, key):.1f}x"
+    return pct(abs(change.pct), 1).lstrip("+")
 
 
 def verdict(value: Verdict | str) -> str:

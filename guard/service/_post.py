@@ -15,15 +15,16 @@ from sqlalchemy.orm import sessionmaker
 
 from guard.publish import (
     CommentMode, GitHub, JobFailure, MaybeApplied, PublishError, failed_check_output, headline, job_links,
-    publish_comment, status_state,
+    publish_comment,
 )
-from guard.report import Report, render_comment
+from guard.report import Report, gate, render_comment
 from guard.service._queue import external_id
 from guard.service._tables import PostedComment
 
 CHECK_NAME = "regression-guard"
 MAX_SUMMARY_CHARS = 65_535  # GitHub's limit on a check run's output summary
-_CONCLUSION = {"success": "success", "failure": "failure", "error": "failure"}
+# the Check Run's conclusion per gate: neutral is neither green nor red
+_CONCLUSION = {"success": "success", "neutral": "neutral", "failure": "failure", "error": "failure"}
 
 
 class Posted(BaseModel):
@@ -49,7 +50,7 @@ def post(rest: GitHub, report: Report, *, repo: str, pr: int | None, job_id: int
 
 def _check_run(rest: GitHub, repo: str, head: str, job_id: int, report: Report, body: str) -> int:
     return put_check_run(rest, repo, head, job_id, {
-        "conclusion": _CONCLUSION[status_state(report.verdict)],
+        "conclusion": _CONCLUSION[gate(report)],
         "output": {"title": headline(report)[:255], "summary": body[:MAX_SUMMARY_CHARS]},
     })
 

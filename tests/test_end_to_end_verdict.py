@@ -1,0 +1,120 @@
+"""End-to-end ms per step (unheld, the host's launch time included) decided beside GPU ms:
+a host-only slowdown the held GPU figure cannot see, on synthetic GPU-timed measurements."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from guard.compare import StatedRule, compare, decide_again
+from guard.measure import ArmMeasurement, RepeatResult
+from tests.test_verdict import CONFIDENCE, THRESHOLD, TINY, batch_run, detectable_pct, welch_bounds
+
+GPU_MS = 10.0
+HOST_JITTER = [1.0, 1.08, 0.93, 1.05, 0.95]  # a host's state from process to process: about 6%
+TOK_JITTER = [1.0, 1.9, 0.55, 1.4, 0.7]  # tok/s on a compiled engine: far too noisy to decide
+
+
+def gpu_arm(name: str, end_to_end_ms: list[float], tok_factor: float = 1.0, gpu_ms: float = GPU_MS) -> ArmMeasurement:
+    """One batch size (1), GPU-timed: GPU ms held steady, the end-to-end figure as given."""
+    repeats = []
+    for r, (end, jitter) in enumerate(zip(end_to_end_ms, TINY)):
+        plain = batch_run(1, gpu_ms * jitter)
+        run = plain.model_copy(update={
+            "timer": "cuda_event", "end_to_end_gpu_ms_per_step": end,
+            "tok_per_s": 1000 / end * tok_factor * TOK_JITTER[r],
+        })
+        repeats.append(RepeatResult(arm=name, repeat=r, environment={}, runs=[run]))
+    return ArmMeasurement(arm=name, repeats=repeats)
+
+
+def decided(base: ArmMeasurement, head: ArmMeasurement, looks: int = 2, **kw: float):
+    return compare({"base": base, "head": head}, "base", "head", [1], THRESHOLD, CONFIDENCE, 0.01,
+                   looks=looks, **kw)  # type: ignore[arg-type]
+
+
+def test_a_host_only_2x_slowdown_is_a_regression_decided_by_end_to_end_time() -> None:
+    base_end = [GPU_MS * 1.1 * j for j in HOST_JITTER]
+    head_end = [2 * v for v in base_end[::-1]]
+    comparison = decided(gpu_arm("base", base_end), gpu_arm("head", head_end, tok_factor=1.0))
+    (batch,) = comparison.batch_sizes
+    assert comparison.verdict == "regression" and batch.decided_by == "end_to_end_ms"
+    assert batch.gpu_ms_verdict == "pass" and batch.end_to_end_verdict == "regression"
+    # too noisy to gate at 5 processes: it decides on a whole interval past the threshold
+    each = 0.01 / (2 * 3 * 1)  # 2 looks x 3 metrics x 1 batch size
+    assert batch.alpha_per_look == pytest.approx(each)
+    low, high = welch_bounds(base_end, head_end, each)
+    assert batch.end_to_end_bounds is not None
+    assert batch.end_to_end_bounds.ci_low_pct == pytest.approx(low) and low > THRESHOLD
+    assert batch.end_to_end_bounds.ci_high_pct == pytest.approx(high)
+    assert batch.end_to_end_gates is False
+    assert batch.end_to_end_detectable_pct == pytest.approx(detectable_pct(base_end, head_end, 5, 1 - 2 * each))
+    assert batch.end_to_end_detectable_pct > THRESHOLD
+    assert comparison.end_to_end_threshold_pct == THRESHOLD and comparison.metrics_per_look == 3
+
+
+def test_end_to_end_noise_never_leaves_an_unchanged_commit_undecided() -> None:
+    """A/A pairs: the same host noise on both sides, in 200 draws; the end-to-end figure does
+    not gate at that noise, so no draw is held open by it, and none is a regression."""
+    rng = np.random.default_rng(7)
+    verdicts = []
+    for _ in range(200):
+        base_end, head_end = (list(GPU_MS * 1.2 * np.exp(rng.normal(0, 0.06, 5))) for _ in range(2))
+        (batch,) = decided(gpu_arm("base", base_end), gpu_arm("head", head_end)).batch_sizes
+        assert batch.end_to_end_gates is False
+        verdicts.append((batch.verdict, batch.end_to_end_verdict))
+    assert {v for v, _ in verdicts} <= {"pass", "improvement", "regression"}
+    assert sum(e in ("regression", "improvement") for _, e in verdicts) <= 2  # each bound wrong 0.17% of the time
+    assert all(e not in ("at_threshold", "inconclusive") for _, e in verdicts)
+
+
+def test_a_quiet_end_to_end_figure_gates_and_holds_a_slowdown_at_its_threshold_open() -> None:
+    """At a spread of 0.1% it detects 1%: +1% host time is a slowdown shown, not told from 1%."""
+    base_end = [GPU_MS * 1.05 * j for j in (1.0, 1.001, 0.999, 1.0005, 0.9995)]
+    head_end = [1.01 * v for v in base_end[::-1]]
+    (batch,) = decided(gpu_arm("base", base_end), gpu_arm("head", head_end)).batch_sizes
+    assert batch.end_to_end_gates is True and batch.gpu_ms_verdict == "pass"
+    low, high = welch_bounds(base_end, head_end, batch.alpha_per_look)
+    assert 0 < low < THRESHOLD < high  # the interval holds the threshold: not told from it
+    expected = "at_threshold"
+    assert batch.end_to_end_verdict == expected and batch.verdict == expected
+    assert batch.decided_by == "end_to_end_ms" and batch.at_threshold == ["end_to_end_ms"]
+
+
+def test_its_own_threshold_decides_it() -> None:
+    base_end = [GPU_MS * 1.05 * j for j in TINY]
+    head_end = [1.03 * v for v in base_end]
+    (over,) = decided(gpu_arm("base", base_end), gpu_arm("head", head_end)).batch_sizes
+    (under,) = decided(gpu_arm("base", base_end), gpu_arm("head", head_end),
+                       end_to_end_threshold_pct=5.0).batch_sizes
+    assert over.verdict == "regression" and over.decided_by == "end_to_end_ms"
+    assert under.verdict == "pass" and under.end_to_end_verdict == "pass"
+
+
+def test_a_cpu_run_decides_no_end_to_end_figure_and_writes_no_key_for_it() -> None:
+    """On a CPU the step time is already the wall clock of the unheld pass: one figure, GPU ms's."""
+    base, head = (ArmMeasurement(arm=name, repeats=[
+        RepeatResult(arm=name, repeat=r, environment={}, runs=[batch_run(1, GPU_MS * j)]) for r, j in enumerate(TINY)])
+        for name in ("base", "head"))
+    (batch,) = decided(base, head).batch_sizes
+    assert batch.verdict == "pass" and batch.end_to_end_verdict is None and batch.end_to_end_bounds is None
+    keys = {k for k in json.loads(batch.model_dump_json()) if k.startswith("end_to_end_")}
+    assert keys == {"end_to_end_gpu_ms_change"}
+
+
+def test_a_stored_comparison_is_decided_again_by_the_rule_it_states() -> None:
+    """Decided again with its end-to-end threshold, the verdict and bounds are the same; a rule
+    stated without one (a report from before) splits alpha over 2 metrics and leaves it undecided."""
+    base_end = [GPU_MS * 1.1 * j for j in HOST_JITTER]
+    head_end = [2 * v for v in base_end]
+    (batch,) = decided(gpu_arm("base", base_end), gpu_arm("head", head_end)).batch_sizes
+    rule = StatedRule(threshold_pct=THRESHOLD, tok_threshold_pct=THRESHOLD, alpha=0.01, confidence=CONFIDENCE,
+                      looks=2, end_to_end_threshold_pct=THRESHOLD)
+    again = decide_again(batch, "base", "head", rule)
+    assert again.verdict == batch.verdict == "regression" and again.end_to_end_bounds == batch.end_to_end_bounds
+    older = decide_again(batch, "base", "head", rule.model_copy(update={"end_to_end_threshold_pct": None}))
+    assert older.end_to_end_verdict is None and older.alpha_per_look == pytest.approx(0.01 / (2 * 2 * 1))
+
+

@@ -1,0 +1,74 @@
+"""The title and the first sentence lead with what the user feels (end-to-end time or tok/s)
+where it is the larger slowdown past its threshold; the commit subject is cut between words."""
+
+from __future__ import annotations
+
+from guard.compare import StatedRule, decide_again, most_severe
+from guard.measure import spread
+from guard.report import Report, build_view
+from tests.report_fixtures import committed, explained
+from tests.test_comment_shape import H200_DEMO
+
+
+def _with_end_to_end(report: Report, factor: float, threshold_pct: float = 1.0) -> Report:
+    """`report` with each arm's end-to-end ms per step its GPU ms x 1.1 (base) or x 1.1 x `factor`
+    (head), decided again with an end-to-end threshold, and explained again."""
+    rule = StatedRule(threshold_pct=report.threshold_pct, tok_threshold_pct=report.threshold_of("tok_per_s"),
+                      alpha=report.alpha, confidence=report.confidence, looks=report.looks,
+                      batch_sizes=len(report.decided()), end_to_end_threshold_pct=threshold_pct)
+    batches = []
+    for batch in report.batch_sizes:
+        arms = [a.model_copy(update={"end_to_end_gpu_ms_per_step": spread(
+            [v * 1.1 * (factor if a.arm == report.head else 1.0) for v in a.gpu_ms_per_step.values])})
+            for a in batch.arms]
+        batches.append(decide_again(batch.model_copy(update={"arms": arms}), report.base, report.head, rule))
+    again = report.model_copy(update={"batch_sizes": batches, "end_to_end_threshold_pct": threshold_pct,
+                                      "verdict": most_severe([b.verdict for b in batches])})
+    return explained(again)
+
+
+def test_the_title_and_first_sentence_lead_with_end_to_end_time_when_it_is_the_larger_slowdown() -> None:
+    demo = committed(H200_DEMO / "report.json")
+    h = demo.explanation.headline
+    assert h.verdict == "regression" and h.metric == "gpu_ms" and h.felt is None and h.change is not None
+    felt = _with_end_to_end(demo, factor=3.0)
+    h2 = felt.explanation.headline
+    assert h2.batch_size == h.batch_size and h2.felt == "end_to_end_ms" and h2.felt_change is not None
+    batch = next(b for b in felt.batch_sizes if b.batch_size == h.batch_size)
+    assert h2.felt_change == batch.end_to_end_bounds and batch.end_to_end_bounds.ci_low_pct > 1.0
+    # head's step 1.383 (GPU) x 3 against base's 1: its whole interval past GPU ms's
+    assert batch.end_to_end_bounds.ci_low_pct > batch.gpu_ms_bounds.ci_high_pct
+    ratio = 1 + h2.felt_change.pct / 100
+    view = build_view(felt)
+    assert view.title.startswith(f"Decode {ratio:.1f}x slower at batch size {h.batch_size} with ")
+    first = view.sections[0].blocks[0].lines[0]
+    assert first.startswith(f"At batch size {h.batch_size}, decode is {ratio:.1f}x slower end to end: "
+                            f"end-to-end ms per step rose {h2.felt_change.pct:.2f}%")
+    # under 2x: a percentage, and said to be end to end
+    small = _with_end_to_end(demo, factor=1.15)  # 1.38 x 1.15: under 2x
+    pct = small.explanation.headline.felt_change.pct  # type: ignore[union-attr]
+    assert build_view(small).title.startswith(f"Decode {pct:.1f}% slower end to end at batch size {h.batch_size} ")
+
+
+def test_end_to_end_time_that_moves_with_the_gpu_does_not_lead() -> None:
+    """The same slowdown end to end as in GPU ms: the intervals overlap, GPU ms stays the headline."""
+    demo = committed(H200_DEMO / "report.json")
+    same = _with_end_to_end(demo, factor=1.0)
+    assert same.explanation.headline.felt is None
+    assert build_view(same).title == build_view(demo).title
+
+
+def test_the_commit_subject_is_cut_between_words() -> None:
+    demo = committed(H200_DEMO / "report.json")
+    subject = "engine: capture decode piecewise, one graph per layer, at one padded size " * 2
+    head = next(a for a in demo.arms if a.name == demo.head)
+    long = demo.model_copy(update={"arms": [a.model_copy(update={"subject": subject}) if a is head else a
+                                            for a in demo.arms]})
+    title = build_view(long).title
+    shown = title.split(" with ", 1)[1].split(" (")[0]
+    assert shown.endswith("...") and len(title) < 120
+    kept = shown.removesuffix("...")
+    assert subject.startswith(kept) and subject[len(kept)] in " ,"  # the next character ends a word
+    one_word = demo.model_copy(update={"arms": [a.model_copy(update={"subject": "x" * 200}) if a is head else a
+                                                for a in demo.arms]})
+    assert "x" not in build_view(one_word).title.split(" with ", 1)[1]  # a word too long is left out, not cut
