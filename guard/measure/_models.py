@@ -150,6 +150,23 @@ class MixRun(BaseModel):
     slowest_steps: list[int] = []
 
 
+class CacheOutcomes(BaseModel):
+    """How often one of torch.compile's caches on disk had a graph (hit), had not (miss), or was not asked."""
+
+    hit: int = 0
+    miss: int = 0
+    bypass: int = 0
+
+
+class CompileStats(BaseModel):
+    """What torch.compile cost one process (harness/_compile_stats.py): its seconds compiling
+    frames, and its caches' outcomes; hits are graphs an earlier process of the arm compiled."""
+
+    compile_s: float
+    fx_graph: CacheOutcomes = CacheOutcomes()
+    aot_autograd: CacheOutcomes = CacheOutcomes()
+
+
 class RepeatResult(BaseModel):
     """One fresh process of one arm."""
 
@@ -164,6 +181,7 @@ class RepeatResult(BaseModel):
     timings_s: dict[str, float] = {}  # seconds per phase inside the process: import torch, engine, passes...
     process_s: float | None = None  # the whole process, as the runner timed it: start-up included
     world_size: int = 1  # its ranks, one harness process each: their results merged (measure/_ranks.py)
+    compile: CompileStats | None = None  # None: nothing compiled (the first rank's, with several)
 
     def run_for(self, batch_size: int) -> BatchRun:
         for run in self.runs:
