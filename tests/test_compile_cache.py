@@ -19,6 +19,7 @@ import pytest
 from guard.config import Workload
 from guard.harness import HARNESS_SCRIPT
 from guard.measure import ArmTarget, HarnessSpec, compile_caches, run_interleaved
+from guard.measure._compile_cache import CACHE_DEFAULTS
 from guard.sandbox import COMPILE_CACHES, LaunchError, check_interpreter, pr_user
 from tests.conftest import commit_all, git
 
@@ -78,7 +79,7 @@ def _worktree(tmp_path: Path) -> Path:
     worktree = tmp_path / "arm"
     worktree.mkdir()
     worktree.chmod(0o755)
-    (worktree / "wl.py").write_text(MARKING_WORKLOAD.format(names=sorted(COMPILE_CACHES)))
+    (worktree / "wl.py").write_text(MARKING_WORKLOAD.format(names=sorted([*COMPILE_CACHES, *CACHE_DEFAULTS])))
     (worktree / "wl.py").chmod(0o644)
     return worktree
 
@@ -113,7 +114,7 @@ def test_the_processes_of_an_arm_share_its_folder_across_rounds_and_no_other_arm
 
     for arm in ("base", "head"):
         seen = _seen(first, arm) + _seen(second, arm)
-        expected = {name: str(caches[arm] / part) for name, part in COMPILE_CACHES.items()}
+        expected = CACHE_DEFAULTS | {name: str(caches[arm] / part) for name, part in COMPILE_CACHES.items()}
         assert [s["env"] for s in seen] == [expected] * 3  # one folder for the arm's every process, its own
         assert all(s["wrote"] for s in seen)
         # each process finds the marks of the arm's earlier processes, in either round, and no other arm's
@@ -136,7 +137,7 @@ def test_without_the_cache_a_process_is_given_no_cache_folder(tmp_path: Path, mo
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "runner-cache"))
     target = ArmTarget(name="base", python=Path(sys.executable), worktree=_worktree(tmp_path))
     seen = _seen(run_interleaved([target], _spec(), 2, tmp_path / "runs", timeout_s=120), "base")
-    assert [s["env"] for s in seen] == [dict.fromkeys(COMPILE_CACHES)] * 2
+    assert [s["env"] for s in seen] == [dict.fromkeys([*COMPILE_CACHES, *CACHE_DEFAULTS])] * 2
     assert [s["earlier"] for s in seen] == [[], []]
 
 
@@ -154,7 +155,8 @@ def test_the_second_process_of_a_compiled_arm_loads_its_graphs_from_the_cache(tm
     with compile_caches(["head"]) as caches:
         target = ArmTarget(name="head", python=Path(sys.executable), worktree=worktree, compile_cache=caches["head"],
                            env={"PYTHONPATH": str(REPO_ROOT)})
-        found = run_interleaved([target], spec, 2, tmp_path / "runs", timeout_s=600)["head"]
+        lines: list[str] = []
+        found = run_interleaved([target], spec, 2, tmp_path / "runs", timeout_s=600, progress=lines.append)["head"]
         compiled_files = [p for p in (caches["head"] / "inductor").rglob("*") if p.is_file()]
     assert found.error is None, found.log_tail
     first, second = (r.compile for r in found.repeats)
@@ -167,6 +169,17 @@ def test_the_second_process_of_a_compiled_arm_loads_its_graphs_from_the_cache(tm
     # the result file as the harness wrote it holds the same counts, from torch's own counters
     written = json.loads((tmp_path / "runs" / "head-1.json").read_text())["compile"]
     assert written["fx_graph"] == second.fx_graph.model_dump()
+    # the progress lines say it, and benchmarks/process_phases.py reads the first process beside the later one
+    (tmp_path / "pair").mkdir()
+    (tmp_path / "pair" / "progress.log").write_text("compile caches: a folder per arm under /x, shared\n"
+                                                    + "\n".join(lines) + "\n")
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "process_phases.py"), str(tmp_path / "pair")],
+                          capture_output=True, text=True, check=True)
+    first_s, second_s = (r.process_s for r in found.repeats)
+    assert (f"  head: first {first_s:.1f} s (torch.compile {first.compile_s:.1f} s, FX graph cache 0 hit "
+            f"{first.fx_graph.miss} miss); later 1, median {second_s:.1f} s (torch.compile {second.compile_s:.1f} s, "
+            f"FX graph cache {second.fx_graph.hit} hit 0 miss)") in proc.stdout, proc.stdout
+    assert proc.stdout.splitlines()[0].endswith("; compile cache on")
 
 
 # --- the interpreter the arms run on ----------------------------------------------------------

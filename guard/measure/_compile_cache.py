@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,11 +28,20 @@ if TYPE_CHECKING:
     from guard.measure._runner import ArmTarget
 
 
-def compile_cache_environment(folder: Path | None) -> dict[str, str]:
-    """The variables that point a process's compilers at the arm's cache `folder`; none without one."""
+# Inductor builds its C++ precompiled headers in torch's default cache folder, under the
+# process's own temp folder whatever TORCHINDUCTOR_CACHE_DIR says, and before it looks for
+# the compiled kernels on disk: every process would build them again (40-70 s each on a
+# 2-core CPU). Off in an arm that shares a cache, unless its environment sets it; it changes
+# how the kernels are compiled, not what they compute. The Triton kernels of a GPU need none.
+CACHE_DEFAULTS = {"TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS": "0"}
+
+
+def compile_cache_environment(folder: Path | None, given: Mapping[str, str]) -> dict[str, str]:
+    """`given` (a process's environment) with its compilers pointed at the arm's cache `folder`;
+    as it is without one."""
     if folder is None:
-        return {}
-    return {name: str(folder / part) for name, part in COMPILE_CACHES.items()}
+        return dict(given)
+    return CACHE_DEFAULTS | dict(given) | {name: str(folder / part) for name, part in COMPILE_CACHES.items()}
 
 
 @contextmanager

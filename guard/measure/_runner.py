@@ -336,8 +336,8 @@ def run_harness(
 
 def _process_environment(target: ArmTarget) -> dict[str, str]:
     """A harness process's environment: the allowlist, the arm's own variables, its compile cache."""
-    return (pr_environment(target.pass_env) | target.env | compile_cache_environment(target.compile_cache)
-            | {"PYTHONUNBUFFERED": "1"})
+    given = pr_environment(target.pass_env) | target.env
+    return compile_cache_environment(target.compile_cache, given) | {"PYTHONUNBUFFERED": "1"}
 
 
 def _cache(target: ArmTarget) -> list[Path]:
