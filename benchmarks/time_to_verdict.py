@@ -147,9 +147,9 @@ def _processes(results: list[RepeatResult]) -> list[dict[str, Any]]:
 def _side_by_side(by_setting: dict[str, dict[str, Any]]) -> None:
     """The cache on and off in columns: time to verdict, and per arm its first process and the later ones."""
     names = list(by_setting)
-    print("\n" + " " * 44 + "".join(f"{'compile cache ' + n:>22s}" for n in names))
-    print(f"  {'time to verdict (s)':42s}" + "".join(f"{by_setting[n]['time_to_verdict_s']:22.1f}" for n in names))
-    print(f"  {'reference process (s)':42s}"
+    print("\n" + " " * 52 + "".join(f"{'compile cache ' + n:>22s}" for n in names))
+    print(f"  {'time to verdict (s)':50s}" + "".join(f"{by_setting[n]['time_to_verdict_s']:22.1f}" for n in names))
+    print(f"  {'reference process (s)':50s}"
           + "".join(f"{by_setting[n]['stages_s']['reference process']:22.1f}" for n in names))
     arms = sorted({row["arm"] for n in names for row in by_setting[n]["processes"]})
     picks: dict[str, Callable[[list[dict[str, Any]]], list[dict[str, Any]]]] = {
@@ -163,7 +163,7 @@ def _side_by_side(by_setting: dict[str, dict[str, Any]]) -> None:
                     rows = pick([r for r in by_setting[n]["processes"] if r["arm"] == arm])
                     values = [r[key] for r in rows if r[key] is not None]
                     cells.append(f"{statistics.median(values):22.1f}" if values else f"{'-':>22s}")
-                print(f"  {f'{arm}, {label}, {what}':42s}" + "".join(cells))
+                print(f"  {f'{arm}, {label}, {what}':50s}" + "".join(cells))
 
 
 def _bad(message: str) -> int:
