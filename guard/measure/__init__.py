@@ -4,10 +4,11 @@ from guard.measure._compile_cache import compile_cache_environment, compile_cach
 from guard.measure._mix import (
     MIX_BATCH, ArmMix, Imbalance, ImbalanceBucket, MixReport, MixSize, imbalance_of, mix_report, usable_mix_runs,
 )
+from guard.measure._compiled import DynamoRecord, GraphBreak
 from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
     REFERENCE_FORMAT, ArmMeasurement, BatchRun, CacheOutcomes, CompileStats, HostUsage, MixRun, RankRun,
-    ReferenceTokens, RepeatResult, SourceLabel, StepInfo, TokenMismatch,
+    ReferenceTokens, RepeatResult, SourceLabel, StepInfo, TokenMismatch, WindowHost,
 )
 from guard.measure._ranks import RanksDiffer, merge_ranks, rank_mix_trace_paths, rank_trace_paths, slowest_rank_times
 from guard.measure._reference import (
@@ -26,6 +27,8 @@ from guard.measure._stats import (
 )
 
 __all__ = [
+    "DynamoRecord",
+    "GraphBreak",
     "ArmMix",
     "Imbalance",
     "ImbalanceBucket",
@@ -50,6 +53,7 @@ __all__ = [
     "REFERENCE_FORMAT",
     "ReferenceTokens",
     "TokenMismatch",
+    "WindowHost",
     "BatchRun",
     "CacheOutcomes",
     "CompileStats",
