@@ -11,16 +11,17 @@ from pydantic import BaseModel
 
 from guard._errors import GuardError, HarnessError, TraceError
 from guard._output import write_atomic
-from guard.checkout import ArmRef, build_arm, default_cache_dir, require_repo, resolve_commit
+from guard.checkout import ArmRef, build_arm, check_interpreter_reach, default_cache_dir, require_repo, resolve_commit
 from guard.compare import DisagreementNoise, compare, disagreement_noise
 from guard.config import (
     REFUSED_GPU_MS_PCT, REFUSED_TOK_PER_S_PCT, STEADY_RUNNER, CommitFiles, GuardConfig, Thresholds, check_entry,
     load_commit_config, threshold_refusal, write_thresholds,
 )
+from guard.harness import HARNESS_SCRIPT
 from guard.measure import (
     MOST_REPEATS, PASS_RATE, RATE_CONFIDENCE, SPREAD_LIMIT_CONFIDENCE, ArmMeasurement, ArmTarget, HarnessSpec,
     RunnerNoise, SlowMetric, SlowProcesses, check_cpus, prepare_reference, run_interleaved, runner_noise,
-    slow_processes,
+    share_compile_caches, slow_processes,
 )
 from guard.pipeline import Progress
 from guard.report import share, slow_processes_sentence
@@ -92,6 +93,7 @@ def calibrate(
     if config is None:
         config = load_commit_config(repo, arm_ref.sha)
     check_cpus(config.measure.cpus)
+    check_interpreter_reach(config.build, [HARNESS_SCRIPT])
     # the build stays locked until the A/A runs are done: no other run rebuilds it meanwhile
     with ExitStack() as build_in_use:
         built = build_arm(repo, ArmRef(name="aa", ref=ref, sha=arm_ref.sha), config.build,
@@ -103,6 +105,8 @@ def calibrate(
                       container=built.container)
             for name in "ab"
         ]
+        if config.measure.compile_cache:
+            targets = share_compile_caches(targets, build_in_use)
         spec = HarnessSpec.of(config.workload).model_copy(
             update={"profile_repeats": config.workload.profile_repeats or PROFILED_PER_SIDE})
         runs = out.parent / f"{out.stem}-runs"

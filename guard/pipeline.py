@@ -13,9 +13,10 @@ from guard._errors import BuildError, ConfigError, GuardError
 from guard._output import check_out_dir
 from guard.cause import CaptureChanges, find_capture_changes
 from guard.explain import explain
+from guard.harness import HARNESS_SCRIPT
 from guard.checkout import (
-    ArmRef, BuiltArm, build_arm, commit_subject, default_cache_dir, persisted_credentials, resolve_arms,
-    require_distinct, uncommitted_changes,
+    ArmRef, BuiltArm, build_arm, check_interpreter_reach, commit_subject, default_cache_dir, persisted_credentials,
+    resolve_arms, require_distinct, uncommitted_changes,
 )
 from guard.compare import Comparison, compare, confirm_undecided
 from guard.config import (
@@ -24,7 +25,7 @@ from guard.config import (
 )
 from guard.measure import (
     ArmMeasurement, ArmTarget, HarnessSpec, ReferenceOutcome, check_cpus, mix_report, prepare_reference,
-    rank_trace_paths, run_interleaved, slow_processes,
+    rank_trace_paths, run_interleaved, share_compile_caches, slow_processes,
 )
 from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, write_report,
@@ -98,6 +99,7 @@ def _run_guard(
     gpu_pct, tok_pct, end_to_end_pct = _thresholds(config, files)
     require_distinct(base_ref, head_ref)  # after the config: its errors are the ones to fix first
     check_cpus(config.measure.cpus)
+    check_interpreter_reach(config.build, [HARNESS_SCRIPT])
     cache_dir = cache_dir or default_cache_dir(repo)
     exposed = persisted_credentials(repo)
     security = []
@@ -122,6 +124,10 @@ def _run_guard(
         else:
             measurements[ref.name] = ArmMeasurement(arm=ref.name, error=info.error, log_tail=info.log_tail)
     _add_ablation_arms(config, arms, targets, measurements)
+    if config.measure.compile_cache:  # every round of this run, the reference process's too (base's)
+        targets = share_compile_caches(targets, builds_in_use)
+        if shared := [t.compile_cache for t in targets if t.compile_cache is not None]:
+            progress(f"compile caches: a folder per arm under {shared[0].parent}, shared by that arm's processes")
 
     spec = HarnessSpec.of(config.workload)
     repeats = config.measure.repeats

@@ -480,7 +480,8 @@ def test_what_a_build_leaves_running_ends_when_the_build_step_does(tmp_path: Pat
     ("name", "value", "passed"),
     [
         ("PATH", "/usr/bin", True), ("HOME", "/home/runner", True), ("LC_ALL", "C.UTF-8", True),
-        ("CUDA_VISIBLE_DEVICES", "0", True), ("TORCHINDUCTOR_CACHE_DIR", "/tmp/i", True),
+        ("CUDA_VISIBLE_DEVICES", "0", True), ("TORCHINDUCTOR_COMPILE_THREADS", "1", True),
+        ("TORCHINDUCTOR_CACHE_DIR", "/tmp/i", False), ("TRITON_CACHE_DIR", "/tmp/t", False),
         ("NCCL_DEBUG", "WARN", True), ("OMP_NUM_THREADS", "4", True), ("PIP_FIND_LINKS", "/opt/wheels", True),
         ("https_proxy", "http://proxy.invalid:3128", True), ("PYTHONPATH", "/src", True),
         ("PIP_INDEX_URL", "https://user:pw@pypi.invalid/simple", False),

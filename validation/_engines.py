@@ -3,7 +3,7 @@ mode that drops CUDA graphs, and an output that really changes.
 
 Usage (from the repository root, or with it on PYTHONPATH):
     python -m validation engines --out DIR --workdir DIR [--pairs CASE:KIND,...]
-        [--repeats 3] [--steps 64] [--warmup-steps 16] [--budget-s 540] [--resume]
+        [--repeats 3] [--steps 64] [--warmup-steps 16] [--budget-s 540] [--resume] [--compile-cache on|off]
     python -m validation engines --out DIR --summarise-only
 
 Each case is a throwaway git repository whose base commit holds one workload:
@@ -105,6 +105,7 @@ def config(case: Case, args: argparse.Namespace) -> str:
         f"options = {{ {case.options} }}\n\n"
         '[build]\nmethod = "none"\n\n'
         f"[measure]\nrepeats = {args.repeats}\nconfirm = false\ntimeout_s = 600\n"
+        f"compile_cache = {'false' if getattr(args, 'compile_cache', 'on') == 'off' else 'true'}\n"
     )
 
 
@@ -291,6 +292,8 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--steps", type=int, default=64)
     p.add_argument("--warmup-steps", type=int, default=16)
     p.add_argument("--profile-steps", type=int, default=8)
+    p.add_argument("--compile-cache", choices=("on", "off"), default="on",
+                   help="measure.compile_cache of the pairs' config (a --workdir of its own for each setting)")
     p.add_argument("--budget-s", type=float, default=540.0)
     p.add_argument("--resume", action="store_true")
     p.add_argument("--summarise-only", action="store_true")

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import NoReturn, TextIO
@@ -27,7 +27,7 @@ from guard._git import add_worktree, prune_worktrees
 from guard.checkout._lock import FolderLock, LockTimeout
 from guard.checkout._models import ArmRef, BuiltArm
 from guard.config._models import BuildConfig
-from guard.sandbox import LaunchError, PrUser, handed_over, pr_environment, pr_user, run_process
+from guard.sandbox import LaunchError, PrUser, check_interpreter, handed_over, pr_environment, pr_user, run_process
 
 _PTH_NAME = "_guard_parent_site.pth"
 _LOG_TAIL_LINES = 40
@@ -337,6 +337,16 @@ def _fail(arm: ArmRef, message: str, log: TextIO, log_path: Path) -> NoReturn:
 def _tail(log_path: Path) -> str:
     text = log_path.read_bytes().decode("utf-8", errors="replace")
     return "\n".join(text.splitlines()[-_LOG_TAIL_LINES:])
+
+
+def check_interpreter_reach(build: BuildConfig, reads: Sequence[Path] = ()) -> None:
+    """Before anything is built: when the guard is root, the build user can run the interpreter
+    the arms run on (methods "venv" and "none") and read its libraries and `reads`, or a
+    LaunchError. One that is not found is left to the build, which says so."""
+    user = pr_user(build.user) if build.method != "docker" else None
+    found = shutil.which(build.python or sys.executable)
+    if user is not None and found is not None:
+        check_interpreter(user, Path(os.path.abspath(found)), reads)
 
 
 def _creating_python(arm: ArmRef, build: BuildConfig) -> Path:

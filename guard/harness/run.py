@@ -208,6 +208,7 @@ perf = _sibling("_perf")
 mixes = _sibling("_mix")
 ranks = _sibling("_ranks")
 dynamo = _sibling("_dynamo")
+compile_stats = _sibling("_compile_stats").compile_stats
 ALONE = ranks.ALONE
 PROTOCOL_VERSION = _sibling("_protocol").PROTOCOL_VERSION
 
@@ -920,7 +921,7 @@ def main(argv: list[str]) -> int:
                 result["mix"] = reference_mix(workload, torch, schedule, spec["steps"], spec["warmup_steps"],
                                               spec.get("profile_steps", 0))
             phase("reference passes")
-            result |= {"runs": runs, "finished_at": time.time()}
+            result |= {"runs": runs, "finished_at": time.time(), "compile": compile_stats()}
             out_path.write_text(json.dumps(result))
             return 0
         references = load_reference(spec["reference"], spec.get("reference_sha256")) if (
@@ -997,6 +998,7 @@ def main(argv: list[str]) -> int:
         log(f"failed at {stage}: {type(exc).__name__}: {exc}")
         return 3
     result["finished_at"] = time.time()
+    result["compile"] = compile_stats()  # what torch.compile cost it, and what the arm's cache gave
     result["fingerprint"]["after"] = _fingerprint(torch)  # GPU fingerprint
     phase("fingerprint")
     out_path.write_text(json.dumps(result))

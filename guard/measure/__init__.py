@@ -1,13 +1,14 @@
 """Measurement: run the harness for each arm in fresh processes, interleaved, and summarise."""
 
+from guard.measure._compile_cache import compile_cache_environment, compile_caches, share_compile_caches
 from guard.measure._mix import (
     MIX_BATCH, ArmMix, Imbalance, ImbalanceBucket, MixReport, MixSize, imbalance_of, mix_report, usable_mix_runs,
 )
 from guard.measure._compiled import DynamoRecord, GraphBreak
 from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
-    REFERENCE_FORMAT, ArmMeasurement, BatchRun, HostUsage, MixRun, RankRun, ReferenceTokens, RepeatResult,
-    SourceLabel, StepInfo, TokenMismatch, WindowHost,
+    REFERENCE_FORMAT, ArmMeasurement, BatchRun, CacheOutcomes, CompileStats, HostUsage, MixRun, RankRun,
+    ReferenceTokens, RepeatResult, SourceLabel, StepInfo, TokenMismatch, WindowHost,
 )
 from guard.measure._ranks import RanksDiffer, merge_ranks, rank_mix_trace_paths, rank_trace_paths, slowest_rank_times
 from guard.measure._reference import (
@@ -54,6 +55,8 @@ __all__ = [
     "TokenMismatch",
     "WindowHost",
     "BatchRun",
+    "CacheOutcomes",
+    "CompileStats",
     "Change",
     "HarnessSpec",
     "HostUsage",
@@ -69,6 +72,9 @@ __all__ = [
     "SourceLabel",
     "Spread",
     "check_cpus",
+    "compile_cache_environment",
+    "compile_caches",
+    "share_compile_caches",
     "interleave",
     "parse_reference_file",
     "make_reference",

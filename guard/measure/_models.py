@@ -171,6 +171,23 @@ class MixRun(BaseModel):
     slowest_steps: list[int] = []
 
 
+class CacheOutcomes(BaseModel):
+    """How often one of torch.compile's caches on disk had a graph (hit), had not (miss), or was not asked."""
+
+    hit: int = 0
+    miss: int = 0
+    bypass: int = 0
+
+
+class CompileStats(BaseModel):
+    """What torch.compile cost one process (harness/_compile_stats.py): its seconds compiling
+    frames, and its caches' outcomes; hits are graphs an earlier process of the arm compiled."""
+
+    compile_s: float
+    fx_graph: CacheOutcomes = CacheOutcomes()
+    aot_autograd: CacheOutcomes = CacheOutcomes()
+
+
 class RepeatResult(BaseModel):
     """One fresh process of one arm."""
 
@@ -187,6 +204,8 @@ class RepeatResult(BaseModel):
     world_size: int = 1  # its ranks, one harness process each: their results merged (measure/_ranks.py)
     # what dynamo compiled by the end of its warmup (rank 0's); None: it never used torch.compile
     dynamo: DynamoRecord | None = Field(default=None, exclude_if=lambda value: value is None)
+    # what torch.compile cost it and what the arm's compile cache gave (rank 0's); None: nothing compiled
+    compile: CompileStats | None = Field(default=None, exclude_if=lambda value: value is None)
 
     def run_for(self, batch_size: int) -> BatchRun:
         for run in self.runs:

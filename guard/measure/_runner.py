@@ -16,14 +16,15 @@ from pydantic import BaseModel, ValidationError
 from guard._errors import ConfigError
 from guard.config import Workload
 from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION, draw_schedule, pass_lengths
+from guard.measure._compile_cache import compile_cache_environment
 from guard.measure._disagreements import with_disagreements
 from guard.measure._in_container import container_environment, run_in_container
 from guard.measure._models import ArmMeasurement, ReferenceTokens, RepeatResult
 from guard.measure._ranks import RanksDiffer, merge_ranks
 from guard.measure._schedule import interleave
 from guard.sandbox import (
-    DEFAULT_PR_USER, Container, ContainerError, Launch, LaunchError, pr_environment, pr_user, run_process,
-    run_together, seal, seal_children, shared_folder, writable_file,
+    DEFAULT_PR_USER, Container, ContainerError, Launch, LaunchError, handed_over, pr_environment, pr_user,
+    run_process, run_together, seal, seal_children, shared_folder, writable_file,
 )
 
 LOG_TAIL_LINES = 30
@@ -46,6 +47,8 @@ class ArmTarget(BaseModel):
     user: str = DEFAULT_PR_USER  # who its processes run as when the guard is root (build.user)
     cpus: list[int] = []  # the CPUs its processes may run on (measure.cpus); empty: wherever the OS puts them
     container: Container | None = None  # build.method "docker": its processes run in this image, not `python`
+    # the folder its processes share torch.compile's caches in (measure.compile_cache; not in a container)
+    compile_cache: Path | None = None
 
 
 # tok/s is the median over windows of at least this much decode: a value shorter than that
@@ -121,7 +124,7 @@ def run_interleaved(
             timings += f" (each step its slowest rank's, of {result.world_size})"
         progress(
             f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{last} "
-            f"({_where_seconds_went(result)}): {timings}"
+            f"({_where_seconds_went(result)}){_compile_cost(result)}: {timings}"
         )
     return results
 
@@ -134,6 +137,15 @@ def _where_seconds_went(result: RepeatResult) -> str:
         phases["start and exit"] = max(0.0, total - sum(phases.values()))
     shown = sorted(((s, name) for name, s in phases.items() if s >= 0.1), reverse=True)
     return f"{total:.1f} s" + (": " + ", ".join(f"{name} {s:.1f}" for s, name in shown) if shown else "")
+
+
+def _compile_cost(result: RepeatResult) -> str:
+    """' [torch.compile S s, FX graph cache H hit M miss]', where the process compiled; else ''."""
+    stats = result.compile
+    if stats is None:
+        return ""
+    fx = stats.fx_graph
+    return f" [torch.compile {stats.compile_s:.1f} s, FX graph cache {fx.hit} hit {fx.miss} miss]"
 
 
 class RunFailed(Exception):
@@ -189,7 +201,7 @@ def run_ranks(
     user = pr_user(target.user)
     trace_dir = run_dir / "traces"
     shared_folder(user, trace_dir)
-    base_env = pr_environment(target.pass_env) | target.env | {"PYTHONUNBUFFERED": "1"}
+    base_env = _process_environment(target)
     stems = [rank_stem(stem, rank) for rank in range(world)]
     launches = []
     with ExitStack() as logs:
@@ -201,9 +213,10 @@ def run_ranks(
             log = logs.enter_context((run_dir / f"{name}.log").open("w"))
             cmd = [str(target.python), str(HARNESS_SCRIPT), str(spec_path), str(run_dir / f"{name}.json")]
             launches.append(Launch(cmd, log, cwd=target.worktree, env=base_env | rank_environment(rank, world, port),
-                                   user=user, reads=[target.python, HARNESS_SCRIPT, spec_path]))
+                                   user=user, reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)]))
         try:
-            ended = run_together(launches, timeout_s=timeout_s)
+            with handed_over(user, _cache(target)):
+                ended = run_together(launches, timeout_s=timeout_s)
         except LaunchError as exc:
             raise RunFailed(exc.message, "") from None
         except OSError as exc:
@@ -303,12 +316,13 @@ def run_harness(
     user = pr_user(target.user)
     writable_file(user, result_path)
     shared_folder(user, trace_dir)
-    env = pr_environment(target.pass_env) | target.env | {"PYTHONUNBUFFERED": "1"}
+    env = _process_environment(target)
     cmd = [str(target.python), str(HARNESS_SCRIPT), str(spec_path), str(result_path)]
     with log_path.open("w") as log:
         try:
-            exit_code = run_process(cmd, stdout=log, timeout_s=timeout_s, cwd=target.worktree, env=env, user=user,
-                                    reads=[target.python, HARNESS_SCRIPT, spec_path])
+            with handed_over(user, _cache(target)):  # the arm's to write while its process runs, sealed after
+                exit_code = run_process(cmd, stdout=log, timeout_s=timeout_s, cwd=target.worktree, env=env,
+                                        user=user, reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)])
         except LaunchError as exc:
             raise RunFailed(exc.message, "") from None
         except OSError as exc:
@@ -318,6 +332,16 @@ def run_harness(
                 seal(user, result_path)
                 seal_children(user, trace_dir)
     return _harness_answer(exit_code, result_path, log_path, timeout_s)
+
+
+def _process_environment(target: ArmTarget) -> dict[str, str]:
+    """A harness process's environment: the allowlist, the arm's own variables, its compile cache."""
+    given = pr_environment(target.pass_env) | target.env
+    return compile_cache_environment(target.compile_cache, given) | {"PYTHONUNBUFFERED": "1"}
+
+
+def _cache(target: ArmTarget) -> list[Path]:
+    return [target.compile_cache] if target.compile_cache is not None else []
 
 
 def _run_contained(

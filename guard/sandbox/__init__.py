@@ -3,14 +3,17 @@ unprivileged user when the guard is root (`_user`), in process groups that end w
 guard (`_process`), started by a guard that holds no secret itself (`_reexec`)."""
 
 from guard.sandbox._container import Container, ContainerError, Mount, engine, run_container
-from guard.sandbox._env import STEP_FILES, check_pass_env, guard_environment, is_allowed, pr_environment
-from guard.sandbox._process import Launch, LaunchError, Together, check_reachable, end_all, run_process, run_together
+from guard.sandbox._env import COMPILE_CACHES, STEP_FILES, check_pass_env, guard_environment, is_allowed, pr_environment
+from guard.sandbox._process import (
+    Launch, LaunchError, Together, check_interpreter, check_reachable, end_all, run_process, run_together,
+)
 from guard.sandbox._reexec import MARKER, restart_clean
 from guard.sandbox._user import (
     DEFAULT_PR_USER, PrUser, handed_over, pr_user, seal, seal_children, shared_folder, writable_file,
 )
 
 __all__ = [
+    "COMPILE_CACHES",
     "Container",
     "ContainerError",
     "DEFAULT_PR_USER",
@@ -21,6 +24,7 @@ __all__ = [
     "LaunchError",
     "Mount",
     "PrUser",
+    "check_interpreter",
     "check_pass_env",
     "check_reachable",
     "end_all",

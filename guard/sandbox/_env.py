@@ -35,6 +35,12 @@ _PREFIXES = (
     "LC_", "CUDA_", "CUDNN_", "CUBLAS_", "NVIDIA_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "NCCL_", "TRITON_",
     "OMP_", "MKL_", "KMP_", "PYTHON", "PIP_",
 )
+# Where torch.compile, Triton, torch's JIT extensions and the CUDA driver keep what they
+# compiled, and the folder of each in an arm's compile cache (guard.measure's compile_cache).
+# Never passed from the runner's environment (only when build.pass_env names one): a folder
+# there is shared by base, head and every later pull request, whose code writes it.
+COMPILE_CACHES = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton",
+                  "TORCH_EXTENSIONS_DIR": "torch_extensions", "CUDA_CACHE_PATH": "cuda"}
 # Within those families, a name of a credential all the same (NVIDIA_API_KEY, PIP_CLIENT_CERT).
 _SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSW|PASS$|PASSPHRASE|CREDENTIAL|API_?KEY|_KEY$|^KEY|ACCESS_KEY|PRIVATE|AUTH|COOKIE|SESSION"
@@ -60,7 +66,7 @@ _GUARD_NAMES = frozenset({"GITHUB_REPOSITORY", "GITHUB_SERVER_URL", "DOCKER_HOST
 
 def is_allowed(name: str, value: str) -> bool:
     """Whether `name=value` may reach pull-request code without being named in pass_env."""
-    listed = name in _NAMES or name.startswith(_PREFIXES)
+    listed = (name in _NAMES or name.startswith(_PREFIXES)) and name not in COMPILE_CACHES
     return listed and not _SECRET_NAME.search(name) and not _URL_CREDENTIALS.search(value)
 
 

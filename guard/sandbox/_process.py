@@ -11,6 +11,7 @@ a PID namespace (Docker mode) is what would close that."""
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import select
 import shutil
@@ -189,6 +190,49 @@ def check_reachable(user: PrUser, paths: Sequence[Path]) -> None:
             "the guard's venv) under a folder that they can"
         )
     _reachable.update((user.uid, p) for p in wanted)
+
+
+# Run by the interpreter as the user: every folder it imports from, and the paths it is given,
+# each with whether the user may read (and search) it
+_INTERPRETER_PATHS = (
+    "import json, os, site, sys, sysconfig\n"
+    "paths = [sysconfig.get_path(n) for n in ('stdlib', 'platstdlib', 'purelib', 'platlib')]\n"
+    "paths += [*site.getsitepackages(), *sys.argv[1:]]\n"
+    "print(json.dumps([[p, os.access(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0))]\n"
+    "                  for p in dict.fromkeys(paths) if p]))\n"
+)
+
+
+def check_interpreter(user: PrUser, python: Path, reads: Sequence[Path] = ()) -> None:
+    """`python` starts as `user` and can read its standard library, its site-packages and
+    `reads`; or a LaunchError that says what to do. One under /root (pyenv's, a runner's tool
+    cache) is out of the user's reach: better said before anything is built than by a failed build."""
+    where = f"the interpreter the arms run on, {python} (build.python, or the guard's own)"
+    advice = ("install it where every user may read it (a system python3, or one under a folder that others "
+              "may search and read: chmod o+rx every folder above it), or set build.python to one that is")
+    try:
+        proc = subprocess.run(
+            [str(python), "-I", "-c", _INTERPRETER_PATHS, *map(str, reads)], capture_output=True, text=True,
+            check=False, env={"PATH": "/usr/bin:/bin"}, cwd="/", timeout=120, **_identity(user),
+        )
+    except OSError as exc:
+        raise LaunchError(f"the user '{user.name}' that runs the pull request's code (build.user) cannot run "
+                          f"{where}: {exc.strerror}; {advice}") from None
+    except subprocess.TimeoutExpired:
+        raise LaunchError(f"{where} did not start as the user '{user.name}' (build.user) within 120 s") from None
+    try:
+        found = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except ValueError:
+        found = None
+    if not isinstance(found, list):
+        said = next((line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()), "no output")
+        raise LaunchError(f"the user '{user.name}' that runs the pull request's code (build.user) cannot run "
+                          f"{where}: it exited with code {proc.returncode} ({said.strip()}); {advice}")
+    # a path that does not exist for the guard either is no one's to read (a lib64 that was never made)
+    unread = [path for path, readable in found if not readable and Path(path).exists()]
+    if unread:
+        raise LaunchError(f"the user '{user.name}' that runs the pull request's code (build.user) cannot read "
+                          f"{unread[0]}, which {where} needs; {advice}")
 
 
 def _identity(user: PrUser | None) -> dict[str, Any]:

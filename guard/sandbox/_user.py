@@ -85,9 +85,14 @@ def _entries(root: Path) -> Iterator[Path]:
 
 
 def hand_over(user: PrUser, paths: Iterable[Path]) -> None:
-    """Give the folders (or files) in `paths`, and all they hold, to `user` to write."""
+    """Give the folders (or files) in `paths`, and all they hold, to `user` to write. A file
+    with another name elsewhere (a hard link the user made to a file it could not write) is
+    not the folder's to give, and stays as it is."""
     for path in paths:
         for entry in _entries(path):
+            info = entry.lstat()
+            if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+                continue
             os.chown(entry, user.uid, user.gid, follow_symlinks=False)
 
 

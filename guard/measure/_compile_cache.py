@@ -1,0 +1,62 @@
+"""torch.compile's caches shared by the processes of one arm (measure.compile_cache).
+
+Each process of an arm compiles the same graphs: with a cache folder per arm on disk, the
+first one compiles (inductor's FX graph and AOTAutograd caches, Triton's kernels, JIT
+extensions, the driver's PTX) and the later ones, the confirmation round's too, load what
+it compiled. Without one, every process compiles from scratch in its own temp folder.
+
+One folder per arm and per run, never shared between arms and never kept: every process
+that writes it runs the arm's own code, and a folder kept for a later run would be one that
+an earlier pull request's code had written. When the guard is root, an arm's folder is the
+build user's to write only while one of that arm's processes runs; between them it is the
+guard's and read-only, so the other arm's processes (the same user) cannot change what the
+next process of this one loads. The run's folder lets that user pass, not list what is in
+it, and is removed when the run ends."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from guard.sandbox import COMPILE_CACHES
+
+if TYPE_CHECKING:
+    from guard.measure._runner import ArmTarget
+
+
+# Inductor builds its C++ precompiled headers in torch's default cache folder, under the
+# process's own temp folder whatever TORCHINDUCTOR_CACHE_DIR says, and before it looks for
+# the compiled kernels on disk: every process would build them again (40-70 s each on a
+# 2-core CPU). Off in an arm that shares a cache, unless its environment sets it; it changes
+# how the kernels are compiled, not what they compute. The Triton kernels of a GPU need none.
+CACHE_DEFAULTS = {"TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS": "0"}
+
+
+def compile_cache_environment(folder: Path | None, given: Mapping[str, str]) -> dict[str, str]:
+    """`given` (a process's environment) with its compilers pointed at the arm's cache `folder`;
+    as it is without one."""
+    if folder is None:
+        return dict(given)
+    return CACHE_DEFAULTS | dict(given) | {name: str(folder / part) for name, part in COMPILE_CACHES.items()}
+
+
+@contextmanager
+def compile_caches(arms: Iterable[str]) -> Iterator[dict[str, Path]]:
+    """An empty cache folder per arm name, for the block; removed after it, however it ends."""
+    root = Path(tempfile.mkdtemp(prefix="guard-compile-cache-"))
+    try:
+        root.chmod(0o711)  # the build user passes through to its arm's folder, whose name it is given
+        yield {arm: Path(tempfile.mkdtemp(prefix=f"{arm}-", dir=root)) for arm in dict.fromkeys(arms)}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def share_compile_caches(targets: list[ArmTarget], stack: ExitStack) -> list[ArmTarget]:
+    """`targets`, each with a cache folder of its own that lasts as long as `stack`; one in a
+    container (build.method "docker") compiles in its own scratch, as before."""
+    caches = stack.enter_context(compile_caches(t.name for t in targets if t.container is None))
+    return [t.model_copy(update={"compile_cache": caches.get(t.name)}) for t in targets]

@@ -1,0 +1,248 @@
+"""torch.compile's caches per arm (measure.compile_cache): real harness processes. The
+processes of one arm get one folder, the arm's code may write it while its process runs, and
+neither the other arm's folder nor a runner's cache folder reaches them; with torch.compile on
+this CPU, the second process of an arm loads what the first compiled. And the check, before
+anything is built, that the build user can run the interpreter the arms run on."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from guard.config import Workload
+from guard.harness import HARNESS_SCRIPT
+from guard.measure import ArmTarget, HarnessSpec, compile_caches, run_interleaved
+from guard.measure._compile_cache import CACHE_DEFAULTS
+from guard.sandbox import COMPILE_CACHES, LaunchError, check_interpreter, pr_user
+from tests.conftest import commit_all, git
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the build user exists only when the guard is root")
+
+# Says what compile caches its process was given, leaves a mark in its inductor folder, lists
+# the marks earlier processes left there, and tries to write the folder named in OTHER_CACHE.
+MARKING_WORKLOAD = '''
+import os
+from pathlib import Path
+
+import torch
+
+NAMES = {names!r}
+
+
+class Marking:
+    def __init__(self):
+        self.env = {{name: os.environ.get(name) for name in NAMES}}
+        folder = self.env["TORCHINDUCTOR_CACHE_DIR"]
+        self.earlier, self.wrote = [], None
+        if folder:
+            os.makedirs(folder, exist_ok=True)  # as inductor makes it
+            self.earlier = sorted(p.name for p in Path(folder).glob("mark-*"))
+            Path(folder, f"mark-{{os.getpid()}}").write_text("")
+            self.wrote = True
+        self.other = None
+        if os.environ.get("OTHER_CACHE"):
+            try:
+                Path(os.environ["OTHER_CACHE"], "planted").write_text("")
+                self.other = "wrote"
+            except OSError as exc:
+                self.other = type(exc).__name__
+
+    def setup(self, batch_size):
+        self.out = torch.zeros(batch_size, dtype=torch.int64)
+
+    def step(self, tokens=None):
+        return self.out
+
+    def describe(self):
+        return {{"env": self.env, "earlier": self.earlier, "wrote": self.wrote, "other": self.other,
+                 "pid": os.getpid(), "uid": os.getuid()}}
+
+
+def make():
+    return Marking()
+'''
+
+# The built-in compiled workload, tiny, under torch.compile's default mode on this CPU
+COMPILED_OPTIONS = {"layers": 1, "d_model": 32, "n_heads": 2, "ffn": 64, "vocab": 128, "max_len": 32,
+                    "prompt_len": 4, "dtype": "float32", "mode": "default", "compile_on_cpu": True}
+
+
+def _worktree(tmp_path: Path) -> Path:
+    worktree = tmp_path / "arm"
+    worktree.mkdir()
+    worktree.chmod(0o755)
+    (worktree / "wl.py").write_text(MARKING_WORKLOAD.format(names=sorted([*COMPILE_CACHES, *CACHE_DEFAULTS])))
+    (worktree / "wl.py").chmod(0o644)
+    return worktree
+
+
+def _spec(entry: str = "wl.py:make", options: dict[str, object] | None = None) -> HarnessSpec:
+    return HarnessSpec.of(Workload(entry=entry, options=options or {}, batch_sizes=[1], steps=2, warmup_steps=0,
+                                   tok_per_s_min_s=0.0, warmup_max_s=0.0, profile_steps=0))
+
+
+def _seen(measured: dict[str, object], arm: str) -> list[dict[str, object]]:
+    m = measured[arm]
+    assert m.error is None, m.log_tail  # type: ignore[attr-defined]
+    return [r.runs[0].workload for r in m.repeats]  # type: ignore[attr-defined]
+
+
+def test_the_processes_of_an_arm_share_its_folder_across_rounds_and_no_other_arm_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a runner's own cache folder, which every arm and later pull request would share: never passed
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "runner-cache"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "runner-triton"))
+    worktree = _worktree(tmp_path)
+    with compile_caches(["base", "head"]) as caches:
+        targets = [ArmTarget(name=arm, python=Path(sys.executable), worktree=worktree, compile_cache=caches[arm])
+                   for arm in ("base", "head")]
+        first = run_interleaved(targets, _spec(), 2, tmp_path / "runs", timeout_s=120)
+        # a confirmation round: the same folders; head's process tries to write base's
+        targets[1] = targets[1].model_copy(update={"env": {"OTHER_CACHE": str(caches["base"] / "inductor")}})
+        second = run_interleaved(targets, _spec(), 1, tmp_path / "runs", timeout_s=120, first_repeat=2)
+        sealed = {arm: caches[arm].stat().st_uid for arm in caches}
+    assert not any(folder.exists() for folder in caches.values())  # the run's folders go with it
+
+    for arm in ("base", "head"):
+        seen = _seen(first, arm) + _seen(second, arm)
+        expected = CACHE_DEFAULTS | {name: str(caches[arm] / part) for name, part in COMPILE_CACHES.items()}
+        assert [s["env"] for s in seen] == [expected] * 3  # one folder for the arm's every process, its own
+        assert all(s["wrote"] for s in seen)
+        # each process finds the marks of the arm's earlier processes, in either round, and no other arm's
+        pids = [s["pid"] for s in seen]
+        assert [s["earlier"] for s in seen] == [sorted(f"mark-{p}" for p in pids[:k]) for k in range(3)]
+    assert caches["base"] != caches["head"]
+    assert not (tmp_path / "runner-cache").exists() and not (tmp_path / "runner-triton").exists()
+    planted = _seen(second, "head")[0]["other"]
+    if os.geteuid() == 0:
+        user = pr_user("guard-pr")
+        assert user is not None
+        assert {s["uid"] for arm in ("base", "head") for s in _seen(first, arm)} == {user.uid}
+        assert planted == "PermissionError"  # base's folder is the guard's between base's processes
+        assert sealed == {"base": 0, "head": 0}
+    else:
+        assert planted == "wrote"  # one user for guard and arms: nothing to hold it back
+
+
+def test_without_the_cache_a_process_is_given_no_cache_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "runner-cache"))
+    target = ArmTarget(name="base", python=Path(sys.executable), worktree=_worktree(tmp_path))
+    seen = _seen(run_interleaved([target], _spec(), 2, tmp_path / "runs", timeout_s=120), "base")
+    assert [s["env"] for s in seen] == [dict.fromkeys([*COMPILE_CACHES, *CACHE_DEFAULTS])] * 2
+    assert [s["earlier"] for s in seen] == [[], []]
+
+
+def _inductor_works() -> bool:
+    return shutil.which(os.environ.get("CXX", "g++")) is not None or shutil.which("c++") is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _inductor_works(), reason="inductor's CPU backend needs a C++ compiler")
+def test_the_second_process_of_a_compiled_arm_loads_its_graphs_from_the_cache(tmp_path: Path) -> None:
+    worktree = tmp_path / "arm"
+    worktree.mkdir()
+    worktree.chmod(0o755)
+    spec = _spec("guard.workloads.compiled:make", COMPILED_OPTIONS)
+    with compile_caches(["head"]) as caches:
+        target = ArmTarget(name="head", python=Path(sys.executable), worktree=worktree, compile_cache=caches["head"],
+                           env={"PYTHONPATH": str(REPO_ROOT)})
+        lines: list[str] = []
+        found = run_interleaved([target], spec, 2, tmp_path / "runs", timeout_s=600, progress=lines.append)["head"]
+        compiled_files = [p for p in (caches["head"] / "inductor").rglob("*") if p.is_file()]
+    assert found.error is None, found.log_tail
+    first, second = (r.compile for r in found.repeats)
+    assert first is not None and second is not None
+    assert first.fx_graph.miss >= 1 and first.fx_graph.hit == 0  # the first compiled every graph
+    assert second.fx_graph.hit == first.fx_graph.miss and second.fx_graph.miss == 0
+    assert second.aot_autograd.hit >= 1 and second.aot_autograd.miss == 0
+    assert second.compile_s < first.compile_s
+    assert compiled_files  # in the arm's folder, not in the process's own temp folder
+    # the result file as the harness wrote it holds the same counts, from torch's own counters
+    written = json.loads((tmp_path / "runs" / "head-1.json").read_text())["compile"]
+    assert written["fx_graph"] == second.fx_graph.model_dump()
+    # the progress lines say it, and benchmarks/process_phases.py reads the first process beside the later one
+    (tmp_path / "pair").mkdir()
+    (tmp_path / "pair" / "progress.log").write_text("compile caches: a folder per arm under /x, shared\n"
+                                                    + "\n".join(lines) + "\n")
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "process_phases.py"), str(tmp_path / "pair")],
+                          capture_output=True, text=True, check=True)
+    first_s, second_s = (r.process_s for r in found.repeats)
+    assert (f"  head: first {first_s:.1f} s (torch.compile {first.compile_s:.1f} s, FX graph cache 0 hit "
+            f"{first.fx_graph.miss} miss); later 1, median {second_s:.1f} s (torch.compile {second.compile_s:.1f} s, "
+            f"FX graph cache {second.fx_graph.hit} hit 0 miss)") in proc.stdout, proc.stdout
+    assert proc.stdout.splitlines()[0].endswith("; compile cache on")
+
+
+# --- the interpreter the arms run on ----------------------------------------------------------
+
+
+def _hidden_python(tmp_path: Path) -> Path:
+    """This interpreter, named through a link in a folder only root may enter (like /root/.pyenv)."""
+    outer = tmp_path / "runner-home"
+    outer.mkdir()
+    outer.chmod(0o755)
+    private = outer / "private"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    (private / "python").symlink_to(sys.executable)
+    return private / "python"
+
+
+@needs_root
+def test_an_interpreter_the_build_user_cannot_reach_is_named(tmp_path: Path) -> None:
+    user = pr_user("guard-pr")
+    assert user is not None
+    check_interpreter(user, Path(sys.executable), [HARNESS_SCRIPT])  # this one it can run
+    with pytest.raises(LaunchError) as caught:
+        check_interpreter(user, _hidden_python(tmp_path))
+    assert caught.value.message.startswith(
+        f"the user 'guard-pr' that runs the pull request's code (build.user) cannot run the interpreter the arms "
+        f"run on, {tmp_path / 'runner-home' / 'private' / 'python'} (build.python, or the guard's own): "
+        "Permission denied; install it where every user may read it")
+    # one it can run, whose packages it cannot read
+    venv = tmp_path / "runner-home" / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    site.chmod(0o700)
+    with pytest.raises(LaunchError) as caught:
+        check_interpreter(user, venv / "bin" / "python")
+    assert f"cannot read {site}, which the interpreter the arms run on, {venv / 'bin' / 'python'}" in (
+        caught.value.message)
+
+
+@needs_root
+def test_guard_run_refuses_an_interpreter_out_of_the_build_user_s_reach_before_building(tmp_path: Path) -> None:
+    hidden = _hidden_python(tmp_path)
+    git_repo = tmp_path / "engine"
+    git_repo.mkdir()
+    git(git_repo, "init", "--quiet", "--initial-branch=main")
+    (git_repo / "guard.toml").write_text(f'[build]\nmethod = "venv"\npython = "{hidden}"\n')
+    commit_all(git_repo, "config")
+    git(git_repo, "checkout", "--quiet", "-b", "head")
+    (git_repo / "NOTES.md").write_text("a change\n")
+    commit_all(git_repo, "head")
+    cache = tmp_path / "cache"
+    proc = subprocess.run(
+        [sys.executable, "-m", "guard", "run", "--repo", str(git_repo), "--base", "main", "--head", "head",
+         "--out", str(tmp_path / "out"), "--cache-dir", str(cache)],
+        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines[-1] == (
+        f"guard: error: the user 'guard-pr' that runs the pull request's code (build.user) cannot run the "
+        f"interpreter the arms run on, {hidden} (build.python, or the guard's own): Permission denied; install it "
+        "where every user may read it (a system python3, or one under a folder that others may search and read: "
+        "chmod o+rx every folder above it), or set build.python to one that is"), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not cache.exists() or not any(cache.iterdir())  # nothing was built
+    assert pwd.getpwnam("guard-pr").pw_uid != 0
