@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from guard.compare import agreement
+from guard.engine import make as make_engine
 from guard.measure import MARGIN_FLOOR_ULPS, ArmTarget, BatchRun, HarnessSpec, ReferenceTokens, RepeatResult, ulp
 from guard.measure._disagreements import with_disagreements
 from guard.measure._reference import _ReferenceRun, _top_logits, forced_spec, make_reference
@@ -91,7 +92,7 @@ def test_the_reference_engine_records_its_top_logits_and_an_a_a_is_not_changed(t
     top = reference.top_for(BATCH)
     assert top is not None and len(top) == len(reference.batch_sizes[BATCH])
     # the recorded pairs are the engine's own logits: the same engine in this process gives them
-    engine = __import__("guard.engine", fromlist=["make"]).make(layers=2, max_len=128, dtype=dtype, device="cpu")
+    engine = make_engine(layers=2, max_len=128, dtype=dtype)
     engine.setup(BATCH)
     for step in range(5):
         ids = engine.step().tolist()
@@ -161,3 +162,17 @@ def test_a_workloads_margins_are_data_checked_and_bad_ones_lose_only_the_margins
     with pytest.raises(ValueError, match="one pair per id"):
         ReferenceTokens(source="t", batch_sizes={1: [[3], [4]]},
                         top_logits={"dtype": "float32", "batch_sizes": {1: [[(2.0, 1.0)]]}})
+
+
+def test_the_comment_says_the_margin_rules_figures() -> None:
+    from types import SimpleNamespace
+
+    from guard.report._like_for_like import changed_text
+
+    _, runs = synthetic(margins=True)
+    found = agreement(runs, "base", "ref")
+    head = found.arm("head")
+    assert head is not None
+    changed = head.model_copy(update={"confident": [3, 2, 4], "output_changed": True})
+    words = changed_text(SimpleNamespace(base="base"), found, changed)  # type: ignore[arg-type]
+    assert "more than 16 bfloat16 ulps" in words and "(3, 2, 4 of those 20 outputs, against 0, 0, 0 in base's" in words
