@@ -176,3 +176,17 @@ def test_the_comment_says_the_margin_rules_figures() -> None:
     changed = head.model_copy(update={"confident": [3, 2, 4], "output_changed": True})
     words = changed_text(SimpleNamespace(base="base"), found, changed)  # type: ignore[arg-type]
     assert "more than 16 bfloat16 ulps" in words and "(3, 2, 4 of those 20 outputs, against 0, 0, 0 in base's" in words
+
+
+@pytest.mark.parametrize("name", ["compiled", "hf"])
+def test_the_built_in_workloads_give_the_logits_their_ids_were_chosen_from(name: str) -> None:
+    from tests.test_workloads import make
+
+    workload = make(name, dtype="bfloat16")
+    workload.setup(2)
+    forced = torch.tensor([5, 9])
+    for tokens in (None, forced, None):
+        ids = workload.step(tokens).tolist()
+        logits = workload.step_logits()
+        assert logits.dtype == torch.bfloat16 and tuple(logits.shape) == (2, 256)
+        assert logits.argmax(-1).tolist() == ids
