@@ -190,3 +190,17 @@ def test_the_built_in_workloads_give_the_logits_their_ids_were_chosen_from(name:
         logits = workload.step_logits()
         assert logits.dtype == torch.bfloat16 and tuple(logits.shape) == (2, 256)
         assert logits.argmax(-1).tolist() == ids
+
+
+def test_a_stored_margin_agreement_is_judged_again_alike_and_an_edited_one_is_refused() -> None:
+    from guard.compare._recheck import _agreement_again, _confident_shape
+
+    _, runs = synthetic(margins=True)
+    stored = agreement(runs, "base", "ref")
+    assert _agreement_again(stored, "base") == stored
+    head = stored.arm("head")
+    assert head is not None and _confident_shape(stored, head, 1) == []
+    for edit in ({"confident": None}, {"confident": [0, 0, 21]}, {"confident": [0, 15, 0]}, {"confident": [0]}):
+        assert _confident_shape(stored, head.model_copy(update=edit), 1), edit
+    counted = agreement(synthetic(margins=False)[1], "base", "ref")
+    assert _confident_shape(counted, counted.arms[1].model_copy(update={"confident": [0, 0, 0]}), 1)
