@@ -13,6 +13,7 @@ RUN apt-get update \
 WORKDIR /opt/regression-guard
 COPY pyproject.toml README.md ./
 COPY guard ./guard
+COPY templates ./templates
 # nvidia-ml-py: the driver version and GPU state for the report's Environment section.
 RUN python -m pip install --no-cache-dir . nvidia-ml-py \
     && python -c "import guard, torch; print('guard', guard.__version__, 'torch', torch.__version__)"

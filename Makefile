@@ -17,13 +17,14 @@ setup: $(STAMP)
 # --system-site-packages: a runner's preinstalled CUDA torch stays visible to the guard
 # and to the arm environments made from this interpreter. setuptools>=70.1 builds wheels
 # without the separate `wheel` package, which arm builds with --no-build-isolation need.
+# The service extra: the service's tests; the Action installs the guard without it.
 $(PY):
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77"
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet $(TORCH_CPU)
-	$(PY) -m pip install --quiet -e ".[test,bench]"
+	$(PY) -m pip install --quiet -e ".[test,bench,service]"
 	touch $(STAMP)
 
 # Exit code 1 is the demo doing its job (it finds the regression); 2 is a real failure.

@@ -236,13 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bisect":
             return _bisect(args)
         if args.command == "serve":
-            from guard.service._serve import serve
-
-            return serve(args)
+            return _serve(args)
         if args.command == "worker":
-            from guard.service._work import work
-
-            return work(args)
+            return _worker(args)
         return _demo(args)
     except GuardError as exc:
         print(f"guard: error: {exc.message}", file=sys.stderr)
@@ -265,6 +261,24 @@ def _bug_dir(args: argparse.Namespace) -> Path | None:
     if args.command == "calibrate":
         return args.out.parent
     return None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from guard.service._extra import require_service_packages
+
+    require_service_packages("serve")
+    from guard.service._serve import serve
+
+    return serve(args)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from guard.service._extra import require_service_packages
+
+    require_service_packages("worker")
+    from guard.service._work import work
+
+    return work(args)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -202,6 +202,7 @@ def _run_guard(
         capture=capture, mix=mix, mix_trace=mix_traces.diff if mix_traces is not None else None,
         mix_decision=comparison.mix_comparison,
         rank_diffs={s.batch_size: s.diff for s in rank_traces if s.diff is not None},
+        compiled=comparison.compiled,
     )
     report = Report(
         # the comparison's own fields (a report is a comparison), the security notes among its warnings

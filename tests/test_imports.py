@@ -78,3 +78,22 @@ def test_the_command_line_loads_no_stage_before_a_command_runs() -> None:
     assert "guard.cli" in loaded
     assert not {name for name in loaded if name == "guard.config" or name.startswith("guard.config.")}
     assert not loaded & {"jinja2", *HEAVY}
+
+
+def test_the_guard_and_its_action_commands_run_with_the_service_stack_blocked() -> None:
+    """The Action installs the core alone: `guard summary` renders and `guard run` loads its
+    pipeline with every package of the service extra made unimportable."""
+    from guard.service._extra import SERVICE_MODULES
+
+    code = ("import contextlib, io, os, tempfile\nimport guard\nfrom guard.cli import main\n"
+            "summary = os.path.join(tempfile.mkdtemp(), 'summary.md')\nos.environ['GITHUB_STEP_SUMMARY'] = summary\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert main(['summary', '--report', {str(EXAMPLE_REPORT)!r}]) == 0\n"
+            "assert open(summary).read().startswith('<!-- regression-guard:comment')\n"
+            "from guard import cli\nfor argv in (['run'], ['comment', '--report', 'r.json'], ['serve'], ['worker', "
+            "'--db', 'postgresql://u@h:1/d']):\n    cli._parser().parse_args(argv)\n"
+            "import guard.pipeline, guard.publish, guard.report, guard.bisect, guard.history\n")
+    loaded = _loaded_after(code, blocked=list(SERVICE_MODULES))
+    assert {"guard.pipeline", "guard.report._render", "jinja2"} <= loaded
+    # the blocked names themselves stay in sys.modules as None; an import of any of them would have failed the code
+    assert not {name for name in loaded if name.split(".")[0] in SERVICE_MODULES} - set(SERVICE_MODULES)

@@ -9,6 +9,9 @@ Usage (from the repository root, or with it on PYTHONPATH):
 Each case is a throwaway git repository whose base commit holds one workload:
   compiled   guard/workloads/compiled.py copied as engine/compiled.py (torch.compile,
              mode reduce-overhead, bf16)
+  two-file   the same workload as two files (validation/_two_file.py): the model in
+             engine/model.py, the decode step compiled with fullgraph=True in engine/workload.py,
+             which imports it
   hf         guard.workloads.hf (transformers, static cache, reduce-overhead, bf16); the
              repository holds only guard.toml
   ref-bf16   the reference engine in bf16 with head_splits (a split-K LM head summed with
@@ -20,6 +23,9 @@ Each kind is a head branch with one commit:
   mode-default   the default of GUARD_COMPILE_MODE from            regression whose title says decode
                  reduce-overhead to default                        fell out of its CUDA graphs
   output-change  a sign flipped in the rotary embedding            invalid: the output changed
+  graph-break-callee (two-file) the graph break in the model's     regression, the capture change
+                 forward in model.py, fullgraph=False in           naming model.py and the line of
+                 workload.py                                       the break
 Every pair is one `guard run` whose report is kept in DIR/pairs/CASE-KIND/, its line (case,
 kind, seconds) appended to DIR/pairs.jsonl as soon as it finishes; DIR/summary.md, made from
 the kept reports, is rewritten after each. --budget-s stops before a pair that would not fit.
@@ -49,6 +55,7 @@ from guard.report import Report, title
 
 from ._older import read_any
 from ._pairs import cause_of
+from ._two_file import FULLGRAPH_DEFAULT, WHOLE_GRAPH, two_files
 
 COMPILED_SOURCE = Path(guard.__file__).parent / "workloads" / "compiled.py"
 ENGINE_DIR = Path(guard.__file__).parent / "engine"
@@ -74,11 +81,12 @@ class Case:
 
 CASES = {
     "compiled": Case("compiled", "engine/compiled.py:make", "layers = 4, d_model = 1024", "engine/compiled.py"),
+    "two-file": Case("two-file", "engine/workload.py:make", "layers = 4, d_model = 1024", "engine/workload.py"),
     "hf": Case("hf", "guard.workloads.hf:make", "layers = 4, d_model = 1024", None),
     "ref-bf16": Case("ref-bf16", "refengine:make", 'layers = 20, dtype = "bfloat16", head_splits = 8',
                      "refengine/engine.py"),
 }
-KINDS = ("aa", "graph-break", "mode-default", "output-change")
+KINDS = ("aa", "graph-break", "mode-default", "output-change", "graph-break-callee")
 DEFAULT_PAIRS = ("compiled:aa,hf:aa,ref-bf16:aa,compiled:output-change,compiled:graph-break,compiled:mode-default")
 
 
@@ -109,6 +117,10 @@ def make_repo(case: Case, workdir: Path, args: argparse.Namespace) -> Path:
     if case.name == "compiled":
         (repo / "engine").mkdir()
         shutil.copyfile(COMPILED_SOURCE, repo / "engine" / "compiled.py")
+    elif case.name == "two-file":
+        (repo / "engine").mkdir()
+        for name, source in two_files(COMPILED_SOURCE.read_text()).items():
+            (repo / "engine" / name).write_text(source)
     elif case.name == "ref-bf16":
         shutil.copytree(ENGINE_DIR, repo / "refengine", ignore=shutil.ignore_patterns("__pycache__"))
     (repo / "guard.toml").write_text(config(case, args))
@@ -125,13 +137,20 @@ def _replace(old: str, new: str) -> Callable[[str], str]:
     return change
 
 
-EDITS: dict[str, tuple[str, Callable[[str], str]]] = {
-    "graph-break": ("compiled: split the compiled decode step in two with a graph break",
-                    _replace(LAYER_LOOP, GRAPH_BREAK_LOOP)),
-    "mode-default": ("compiled: compile decode with mode 'default' unless GUARD_COMPILE_MODE says otherwise",
-                     _replace(MODE_DEFAULT, MODE_DEFAULT.replace('"reduce-overhead"', '"default"'))),
-    "output-change": ("compiled: rotary embedding with the sine's sign flipped",
-                      _replace(ROTARY, "x2 * cos - x1 * sin")),
+# kind -> the case it is for, its commit message, and the change to each file it edits
+EDITS: dict[str, tuple[str, str, dict[str, Callable[[str], str]]]] = {
+    "graph-break": ("compiled", "compiled: split the compiled decode step in two with a graph break",
+                    {"engine/compiled.py": _replace(LAYER_LOOP, GRAPH_BREAK_LOOP)}),
+    "mode-default": ("compiled",
+                     "compiled: compile decode with mode 'default' unless GUARD_COMPILE_MODE says otherwise",
+                     {"engine/compiled.py": _replace(MODE_DEFAULT, MODE_DEFAULT.replace('"reduce-overhead"',
+                                                                                       '"default"'))}),
+    "output-change": ("compiled", "compiled: rotary embedding with the sine's sign flipped",
+                      {"engine/compiled.py": _replace(ROTARY, "x2 * cos - x1 * sin")}),
+    "graph-break-callee": ("two-file", "model: the second half of the layers in a graph of its own; decode "
+                           "compiled with fullgraph=False to allow the break",
+                           {"engine/model.py": _replace(LAYER_LOOP, GRAPH_BREAK_LOOP),
+                            "engine/workload.py": _replace(WHOLE_GRAPH, FULLGRAPH_DEFAULT)}),
 }
 
 
@@ -148,11 +167,12 @@ def head_branch(repo: Path, case: Case, kind: str) -> str:
             target.write_text(text + "\n# The decode step is unchanged; this comment is the whole change.\n")
             message = "a comment, nothing else"
         else:
-            if case.engine_file is None or case.name != "compiled":
-                raise ConfigError(f"kind {kind} is defined for the compiled case only")
-            message, change = EDITS[kind]
-            target = repo / case.engine_file
-            target.write_text(change(target.read_text()))
+            for_case, message, changes = EDITS[kind]
+            if case.name != for_case:
+                raise ConfigError(f"kind {kind} is defined for the {for_case} case only")
+            for path, change in changes.items():
+                target = repo / path
+                target.write_text(change(target.read_text()))
         git(repo, "add", "-A")
         git(repo, "commit", "--quiet", "-m", message)
     finally:
@@ -171,9 +191,22 @@ def expected(kind: str, report: Report, cause: str | None) -> tuple[bool, str]:
     if kind == "graph-break":
         return (report.verdict == "regression" and cause == "idle_between_kernels" and capture,
                 "regression, idle time between kernels, titled as a capture change, the line named")
+    if kind == "graph-break-callee":
+        return (report.verdict == "regression" and _names_callee_break(report),
+                "regression, the capture change naming engine/model.py and the line of the graph break")
     if kind == "mode-default":
         return report.verdict == "regression" and fell_out, "regression, decode fell out of its CUDA graphs"
     return report.verdict == "invalid" and any(a.output_changed for a in head), "invalid, the head's output changed"
+
+
+def _names_callee_break(report: Report) -> bool:
+    """The capture change holds the graph break added in engine/model.py, traced from the compiled
+    decode step of engine/workload.py, on a line of its hunk."""
+    files = report.capture.files if report.capture else []
+    return any(split.api == "torch._dynamo.graph_break" and split.side == "added" and split.reachable == "traced"
+               and split.site_path == "engine/workload.py" and hunk.range.start <= split.line <= hunk.range.end
+               for change in files if change.path == "engine/model.py"
+               for hunk in change.hunks for split in hunk.splits)
 
 
 class EngineRecord(BaseModel):

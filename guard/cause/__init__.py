@@ -9,6 +9,7 @@ from guard.cause._models import (
     CaptureSetting,
     CompileReach,
     CompileSite,
+    GraphSplit,
     LineRange,
 )
 from guard.cause._patterns import API_PATTERNS, reads_as_call
@@ -22,6 +23,7 @@ __all__ = [
     "CaptureSetting",
     "CompileReach",
     "CompileSite",
+    "GraphSplit",
     "LineRange",
     "find_capture_changes",
     "format_place",

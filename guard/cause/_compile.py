@@ -127,7 +127,7 @@ class CompileView:
     def region_at(self, line: int) -> list[tuple[Site, RegionDef]]:
         """The capturing sites whose region holds `line`, with the innermost region def holding it."""
         found = []
-        for site, defs in self._regions:
+        for site, defs in self.captured:
             holding = [d for d in defs if d.scope.start <= line <= d.scope.end]
             if holding:
                 found.append((site, max(holding, key=lambda d: d.scope.start)))
@@ -152,7 +152,8 @@ class CompileView:
     # -- building ------------------------------------------------------------------------
 
     @cached_property
-    def _regions(self) -> list[tuple[Site, list[RegionDef]]]:
+    def captured(self) -> list[tuple[Site, list[RegionDef]]]:
+        """Each capturing site with the defs it traces in this file."""
         return [(site, self.regions.region(site.target_defs)) for site in self.sites if site.captures]
 
     @cached_property

@@ -8,12 +8,15 @@ A block of changed lines counts when
  - it assigns a module-level setting that capture code reads (see _settings), or
  - it reaches a torch.compile site that captures: the call itself, a value its arguments
    read, code the compiled function traces, a call of the compiled function (see _compile_check), or
+ - it adds or removes a graph split in a module that a capturing torch.compile of another file
+   of the same commit traces or possibly traces (see _split_reach), or
  - its file matches one of the `[capture] globs`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 
@@ -23,10 +26,13 @@ from guard.cause._compile_check import BlockReach, CompileCheck
 from guard.cause._diff import Block, FileDiff, parse_diff
 from guard.cause._engines import canonical, is_setting, unchanged_settings
 from guard.cause._globs import matching_glob
-from guard.cause._models import CaptureChange, CaptureChanges, CaptureHunk, CaptureSetting, LineRange, MatchedBy
-from guard.cause._patterns import code_text, find_apis, is_comment_line, is_doc_path, is_python_path
+from guard.cause._models import (
+    CaptureChange, CaptureChanges, CaptureHunk, CaptureSetting, GraphSplit, LineRange, MatchedBy,
+)
+from guard.cause._patterns import code_text, find_apis, find_region_apis, is_comment_line, is_doc_path, is_python_path
 from guard.cause._scope import Scope, ScopeIndex
 from guard.cause._settings import CaptureSettings
+from guard.cause._split_reach import CommitFiles, ImportedSplits
 
 EXCERPT_LINES = 3
 EXCERPT_WIDTH = 120
@@ -40,7 +46,9 @@ def find_capture_changes(repo: Path, base_sha: str, head_sha: str, globs: list[s
     head = _git.resolve_commit(repo, head_sha, "head commit")
     fork = _git.merge_base(repo, base, head)
     diffs = parse_diff(_git.diff_text(repo, base, head))
-    files = [change for diff in diffs if (change := _FileCheck(repo, fork, head, diff, globs).change()) is not None]
+    splits = {"added": ImportedSplits(CommitFiles(repo, head)), "removed": ImportedSplits(CommitFiles(repo, fork))}
+    files = [change for diff in diffs
+             if (change := _FileCheck(repo, fork, head, diff, globs, splits).change()) is not None]
     return CaptureChanges(
         base_sha=base, head_sha=head, merge_base=fork, files=files, changed_files=[d.path for d in diffs]
     )
@@ -49,8 +57,10 @@ def find_capture_changes(repo: Path, base_sha: str, head_sha: str, globs: list[s
 class _FileCheck:
     """Checks one changed file; reads its two versions from git only when a block needs them."""
 
-    def __init__(self, repo: Path, fork: str, head: str, diff: FileDiff, globs: list[str]) -> None:
+    def __init__(self, repo: Path, fork: str, head: str, diff: FileDiff, globs: list[str],
+                 splits: dict[str, ImportedSplits]) -> None:
         self.repo, self.fork, self.head, self.diff = repo, fork, head, diff
+        self.splits = splits  # by side: "added" lines are read in head, "removed" in the merge base
         paths = [p for p in (diff.new_path, diff.old_path) if p is not None]
         self.glob = next((g for p in paths if (g := matching_glob(p, globs)) is not None), None)
         self.prose = is_doc_path(diff.path)
@@ -88,6 +98,9 @@ class _FileCheck:
         added_apis += [a for a in compiled.added_apis if a not in added_apis]
         removed_apis += [a for a in compiled.removed_apis if a not in removed_apis]
         settings += [s for s in compiled.settings if s not in settings]
+        splits = self._splits(block) if has_code and not self.prose and self._indexable() else []
+        added_apis += [a for a in _unique(s.api for s in splits if s.side == "added") if a not in added_apis]
+        removed_apis += [a for a in _unique(s.api for s in splits if s.side == "removed") if a not in removed_apis]
 
         matched: list[MatchedBy] = []
         if added_apis or removed_apis or scope_apis:
@@ -100,6 +113,8 @@ class _FileCheck:
             matched.append("compile")
         if any(r.how == "compiled-code" for r in compiled.reaches):
             matched.append("compiled-code")
+        if splits:
+            matched.append("imported-code")
         if not matched:
             return None
         return CaptureHunk(
@@ -112,6 +127,7 @@ class _FileCheck:
             scope_apis=[a for a in scope_apis if a not in added_apis and a not in removed_apis],
             settings=settings,
             compile=compiled.reaches,
+            splits=splits,
             function=self._function(block),
             excerpt=_excerpt(block),
         )
@@ -134,6 +150,25 @@ class _FileCheck:
         if all(view is None or not view.sites for view in views):
             return None
         return CompileCheck(*views)
+
+    def _splits(self, block: Block) -> list[GraphSplit]:
+        """Graph splits on the block's lines outside the file's own compiled code that a capturing
+        torch.compile of another file reaches."""
+        found: list[GraphSplit] = []
+        check = self._compile_check
+        for side, lines, start, view in (("added", block.added, block.new_start, check.head if check else None),
+                                         ("removed", block.removed, block.old_start, check.base if check else None)):
+            path = self.diff.new_path if side == "added" else self.diff.old_path
+            if path is None:
+                continue
+            for number, line in enumerate(lines, start=start):
+                if is_comment_line(line, path) or (view is not None and view.region_at(number)):
+                    continue  # a split in the file's own compiled code is _compile_check's
+                for api in find_region_apis(line):
+                    split = self.splits[side].split(path, number, api.name, side)
+                    if split is not None:
+                        found.append(split)
+        return found
 
     # -- scopes -------------------------------------------------------------------------
 
@@ -185,6 +220,10 @@ class _FileCheck:
                 chain = index.chain(line)
                 return chain[-1].qualname if chain else None
         return _header_name(block.header) if block.header else None
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
 
 
 def _union(index: ScopeIndex | None, start: int, count: int) -> list[Scope]:

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-MatchedBy = Literal["api", "glob", "capture-setting", "compile", "compiled-code"]
-MATCH_ORDER: tuple[MatchedBy, ...] = ("api", "glob", "capture-setting", "compile", "compiled-code")
+MatchedBy = Literal["api", "glob", "capture-setting", "compile", "compiled-code", "imported-code"]
+MATCH_ORDER: tuple[MatchedBy, ...] = ("api", "glob", "capture-setting", "compile", "compiled-code", "imported-code")
 FileStatus = Literal["added", "modified", "deleted", "renamed", "copied"]
 CompileForm = Literal["call", "decorator"]
 # Where a compile argument's value comes from; "default": the argument is not given.
@@ -17,6 +17,14 @@ ModeSource = Literal[
 # How a changed block reaches a compile site: it edits the call or decorator, a value one of
 # its arguments reads, code the compiled target traces, or a call of what the site returned.
 CompileHow = Literal["call-site", "argument", "compiled-code", "captured-call"]
+# How sure it is that a capturing torch.compile of another file traces a changed graph split:
+# "traced": the calls from its compiled target were followed to the def holding it.
+Reachability = Literal["traced", "possibly"]
+# Why a split is only possibly traced: the compiled code calls into its module but the calls
+# followed do not lead to its def; the compiling file imports the module but no call from its
+# compiled code into it could be followed; only a module the compiling file imports imports it;
+# it sits at module level (it runs on import and applies wherever what it names is called).
+PossibleReason = Literal["entered-elsewhere", "imported-not-called", "imported-indirectly", "module-level"]
 
 
 class _Frozen(BaseModel):
@@ -103,6 +111,29 @@ class CompileReach(_Frozen):
         return self.head.mode if self.head is not None else None
 
 
+class GraphSplit(_Frozen):
+    """A graph-splitting call (see _patterns.REGION_PATTERNS) the change adds or removes in a module
+    that a capturing torch.compile in another file of the same commit reaches, traced or possibly."""
+
+    api: str = Field(description="The call, e.g. 'torch._dynamo.graph_break'.")
+    side: Literal["added", "removed"]
+    line: int = Field(ge=1, description="Its line: in head when added, in the merge base when removed.")
+    function: str | None = Field(default=None, description="The def holding it; None: module level.")
+    site_path: str = Field(description="The file holding the capturing torch.compile.")
+    site: CompileSite = Field(description="That site, in the version the line is in.")
+    import_line: int = Field(ge=1, description="The line of site_path whose import leads to the changed module.")
+    through: list[str] = Field(default_factory=list, description="Files the import passes through, in order.")
+    reachable: Reachability
+    reason: PossibleReason | None = Field(default=None, description="Why only possibly; None when traced.")
+    compiled_chain: list[str] = Field(
+        default_factory=list, description="Defs of site_path from the compiled target to the one calling into "
+        "the module (empty when the target itself is the module's).")
+    call_line: int | None = Field(default=None, description="The line of site_path whose call enters the module.")
+    chain: list[str] = Field(
+        default_factory=list, description="Defs of the changed module from where that call enters down to "
+        "`function`.")
+
+
 class CaptureHunk(_Frozen):
     """One block of consecutive changed lines that touches capture."""
 
@@ -117,6 +148,9 @@ class CaptureHunk(_Frozen):
     )
     settings: list[CaptureSetting] = Field(default_factory=list)
     compile: list[CompileReach] = Field(default_factory=list, description="The torch.compile sites it reaches.")
+    splits: list[GraphSplit] = Field(
+        default_factory=list, exclude_if=lambda value: not value,
+        description="Graph splits it adds or removes that a torch.compile of another file reaches.")
     function: str | None = Field(default=None, description="Qualified name of the enclosing def or class.")
     excerpt: list[str] = Field(default_factory=list, description="The first changed lines, '+'/'-' prefixed.")
 

@@ -90,13 +90,23 @@ API_PATTERNS: tuple[ApiPattern, ...] = (
          "names such as CUDAGraphRunner, cuda_graph_max_bs, enable_cudagraph", re.IGNORECASE, name_only=True),
 )
 
-# Names that change capture only inside code a capturing torch.compile traces: a graph break
-# splits the captured region in two; a disabled function runs eagerly between two graphs.
+# Calls that split what dynamo traces into a graph, or leave a function out of it, and so
+# change capture only inside code a capturing torch.compile traces (in its file or, imported,
+# in another): a graph break ends the captured graph and starts another; a disabled or
+# disallowed function runs eagerly between two graphs; allow_in_graph puts a function in the
+# graph unopened (removing it can break the graph there); a stance can run compiled code eagerly.
 REGION_PATTERNS: tuple[ApiPattern, ...] = (
     _row(r"\b(?:torch\._dynamo\.|torch\.compiler\.|dynamo\.)?graph_break\b", "torch._dynamo.graph_break", True,
          "ends the captured graph here and starts another after it"),
-    _row(r"\btorch\.(?:_dynamo|compiler)\.disable\b", "torch.compiler.disable", True,
+    _row(r"\btorch\.(?:_dynamo|compiler)\.disable\b", None, True,
          "runs a function eagerly inside compiled code: the graph breaks around it"),
+    _row(r"\btorch\._dynamo\.(?:disallow|forbid)_in_graph\b", None, True,
+         "keeps a function out of the graph: the graph breaks at each call of it"),
+    _row(r"\btorch\.(?:_dynamo|compiler)\.allow_in_graph\b", None, True,
+         "puts a function in the graph without tracing it; taking it out can break the graph there"),
+    _row(r"\btorch\._dynamo\.skip_frame\b", None, True, "leaves the calling frame uncompiled"),
+    _row(r"\btorch\.compiler\.set_stance\b", None, True,
+         "can run compiled code eagerly (force_eager) or fail on a recompile"),
 )
 
 # Files whose changes are prose, not code: an API named in a README does not change capture.

@@ -17,10 +17,9 @@ import ast
 from dataclasses import dataclass
 
 from guard.cause._scope import Scope, ScopeIndex
-from guard.cause._values import Where
+from guard.cause._values import SELF_NAMES, Where
 
 MAX_DEPTH = 6
-_SELF_NAMES = ("self", "cls")
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -58,17 +57,17 @@ class Regions:
                 return [nested]
             if expr.id in self.functions:
                 return [self.functions[expr.id]]
-            return self._forwards(self._classes_of(expr, where))
+            return self.forwards(self._classes_of(expr, where))
         if isinstance(expr, ast.Attribute):
-            if isinstance(expr.value, ast.Name) and expr.value.id in _SELF_NAMES and where.cls is not None:
-                method = _method(where.cls, expr.attr, self.classes)
+            if isinstance(expr.value, ast.Name) and expr.value.id in SELF_NAMES and where.cls is not None:
+                method = find_method(where.cls, expr.attr, self.classes)
                 if method is not None:
                     return [method]
-                return self._forwards(self._classes_of(expr, where))
+                return self.forwards(self._classes_of(expr, where))
             # model.forward, self.model.forward: the method of the receiver's class
             return [m for cls in self._classes_of(expr.value, where)
-                    if (m := _method(cls, expr.attr, self.classes)) is not None]
-        return self._forwards(self._classes_of(expr, where))
+                    if (m := find_method(cls, expr.attr, self.classes)) is not None]
+        return self.forwards(self._classes_of(expr, where))
 
     # -- walking -----------------------------------------------------------------------
 
@@ -95,7 +94,7 @@ class Regions:
     def _callees(self, function: FunctionNode) -> list[FunctionNode]:
         cls = self.owner.get(id(function))
         where = Where(function, cls)
-        loops = _loop_sources(function)
+        loops = loop_sources(function)
         callees: list[FunctionNode] = []
         for node in ast.walk(function):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is not function:
@@ -108,29 +107,30 @@ class Regions:
                 if func.id in self.functions:
                     callees.append(self.functions[func.id])
                 elif func.id in loops:
-                    callees += self._forwards(self._classes_of(loops[func.id], where))
+                    callees += self.forwards(self._classes_of(loops[func.id], where))
                 elif func.id not in self.classes:
-                    callees += self._forwards(self._classes_of(func, where))
+                    callees += self.forwards(self._classes_of(func, where))
             elif isinstance(func, ast.Attribute):
                 receiver = func.value
-                if isinstance(receiver, ast.Name) and receiver.id in _SELF_NAMES and cls is not None:
-                    method = _method(cls, func.attr, self.classes)
-                    callees += [method] if method is not None else self._forwards(self._classes_of(func, where))
+                if isinstance(receiver, ast.Name) and receiver.id in SELF_NAMES and cls is not None:
+                    method = find_method(cls, func.attr, self.classes)
+                    callees += [method] if method is not None else self.forwards(self._classes_of(func, where))
                 else:
                     holder = loops.get(receiver.id) if isinstance(receiver, ast.Name) else None
                     classes = self._classes_of(holder if holder is not None else receiver, where)
-                    callees += [m for c in classes if (m := _method(c, func.attr, self.classes)) is not None]
+                    callees += [m for c in classes if (m := find_method(c, func.attr, self.classes)) is not None]
             elif isinstance(func, ast.Subscript):
-                callees += self._forwards(self._classes_of(func.value, where))
+                callees += self.forwards(self._classes_of(func.value, where))
         return callees
 
     # -- which classes of the file an expression holds -----------------------------------
 
-    def _classes_of(self, expr: ast.expr, where: Where, depth: int = 0) -> list[ast.ClassDef]:
-        """Classes of this file whose instances `expr` holds (or, for a list of modules, contains)."""
+    def built_from(self, expr: ast.expr, where: Where) -> tuple[list[str], list[str]]:
+        """What `expr` holds, as names: the callables called in the values assigned to it
+        (`Transformer`, `model_lib.build`), and the names in its parameter annotation."""
         assigned: list[ast.expr] = []
         annotations: list[ast.expr] = []
-        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id in _SELF_NAMES:
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id in SELF_NAMES:
             if where.cls is not None:
                 assigned = [v for m in where.cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
                             for v in _self_values(m, expr.attr)]
@@ -142,22 +142,28 @@ class Regions:
             assigned += _name_values(self.tree, expr.id, top_level=True)
         else:
             assigned = [expr]
-        names = [n.func.id for v in assigned for n in ast.walk(v)
-                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
-        found = [self.classes[n] for n in names if n in self.classes]
-        for name in names:  # a module-level factory of the file: what it returns
-            if name in self.functions and depth < MAX_DEPTH:
-                found += self._returned(self.functions[name], depth + 1)
+        called = [ast.unparse(n.func) for v in assigned for n in ast.walk(v)
+                  if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))]
+        annotated: list[str] = []
         for annotation in annotations:
             for node in ast.walk(annotation):
                 if isinstance(node, ast.Name):
-                    names.append(node.id)
+                    annotated.append(node.id)
                 elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                    names.append(node.value)  # a string annotation: `model: "Transformer"`
-        found += [self.classes[n] for n in names if n in self.classes]
+                    annotated.append(node.value)  # a string annotation: `model: "Transformer"`
+        return called, annotated
+
+    def _classes_of(self, expr: ast.expr, where: Where, depth: int = 0) -> list[ast.ClassDef]:
+        """Classes of this file whose instances `expr` holds (or, for a list of modules, contains)."""
+        called, annotated = self.built_from(expr, where)
+        found = [self.classes[n] for n in called if n in self.classes]
+        for name in called:  # a module-level factory of the file: what it returns
+            if name in self.functions and depth < MAX_DEPTH:
+                found += self.returned(self.functions[name], depth + 1)
+        found += [self.classes[n] for n in annotated if n in self.classes]
         return list({id(c): c for c in found}.values())
 
-    def _returned(self, function: FunctionNode, depth: int) -> list[ast.ClassDef]:
+    def returned(self, function: FunctionNode, depth: int = 0) -> list[ast.ClassDef]:
         """Classes of the file whose instances `function` returns: `return Transformer(args)`, or
         a name bound to one, through method chains that return the module (`model.eval()`)."""
         if function.returns is not None:  # `def build_model(...) -> Transformer`
@@ -170,8 +176,8 @@ class Regions:
                 found += self._classes_of(_chain_root(node.value), Where(function, None), depth)
         return found
 
-    def _forwards(self, classes: list[ast.ClassDef]) -> list[FunctionNode]:
-        return [m for c in classes if (m := _method(c, "forward", self.classes) or _method(c, "__call__",
+    def forwards(self, classes: list[ast.ClassDef]) -> list[FunctionNode]:
+        return [m for c in classes if (m := find_method(c, "forward", self.classes) or find_method(c, "__call__",
                                                                                            self.classes))]
 
     def _nested(self, function: FunctionNode | None, name: str) -> FunctionNode | None:
@@ -181,7 +187,7 @@ class Regions:
                      and n is not function and n.name == name), None)
 
 
-def _method(cls: ast.ClassDef, name: str, classes: dict[str, ast.ClassDef], depth: int = 0) -> FunctionNode | None:
+def find_method(cls: ast.ClassDef, name: str, classes: dict[str, ast.ClassDef], depth: int = 0) -> FunctionNode | None:
     for item in cls.body:
         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == name:
             return item
@@ -190,7 +196,7 @@ def _method(cls: ast.ClassDef, name: str, classes: dict[str, ast.ClassDef], dept
     for base in cls.bases:
         base_name = base.id if isinstance(base, ast.Name) else None
         if base_name in classes and classes[base_name] is not cls:
-            found = _method(classes[base_name], name, classes, depth + 1)
+            found = find_method(classes[base_name], name, classes, depth + 1)
             if found is not None:
                 return found
     return None
@@ -204,7 +210,7 @@ def _self_values(function: FunctionNode, attr: str) -> list[ast.expr]:
         value = getattr(node, "value", None)
         for target in targets:
             if (isinstance(target, ast.Attribute) and target.attr == attr and isinstance(target.value, ast.Name)
-                    and target.value.id in _SELF_NAMES and value is not None):
+                    and target.value.id in SELF_NAMES and value is not None):
                 values.append(value)
     return values
 
@@ -230,7 +236,7 @@ def _annotation(function: FunctionNode, name: str) -> ast.expr | None:
     return None
 
 
-def _loop_sources(function: FunctionNode) -> dict[str, ast.expr]:
+def loop_sources(function: FunctionNode) -> dict[str, ast.expr]:
     """Loop variable -> what it iterates: `for layer in self.layers`, `for i, layer in enumerate(...)`."""
     found: dict[str, ast.expr] = {}
     for node in ast.walk(function):

@@ -24,7 +24,7 @@ from guard.cause._scope import ScopeIndex
 
 ValueOrigin = Literal["literal", "constant", "environment", "parameter", "attribute", "config", "argument", "unknown"]
 
-_SELF_NAMES = ("self", "cls")
+SELF_NAMES = ("self", "cls")
 _MAX_DEPTH = 8
 
 
@@ -110,7 +110,7 @@ class ValueResolver:
         if isinstance(expr, ast.Name):
             return self._name(expr.id, expr.lineno, where, via, seen)
         if isinstance(expr, ast.Attribute):
-            if isinstance(expr.value, ast.Name) and expr.value.id in _SELF_NAMES:
+            if isinstance(expr.value, ast.Name) and expr.value.id in SELF_NAMES:
                 return self._self_attribute(expr.attr, where, via, seen)
             return self._field(expr, where, via, seen)
         if isinstance(expr, ast.Call):
@@ -354,7 +354,7 @@ def _self_assignments(function: ast.AST) -> dict[str, list[tuple[ast.stmt, ast.e
             continue
         for target in targets:
             if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
-                    and target.value.id in _SELF_NAMES):
+                    and target.value.id in SELF_NAMES):
                 found.setdefault(target.attr, []).append((node, value))
     return found
 

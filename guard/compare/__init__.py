@@ -2,6 +2,7 @@
 
 from guard.compare._agreement import MIN_EXCESS, OUTPUT_CHANGE_SHARE, agreement, false_alarm_bound
 from guard.compare._agreement_noise import DisagreementNoise, SideDisagreement, disagreement_noise
+from guard.compare._compiled import ArmCompiled, CompiledChange, arm_compiled, compiled_change
 from guard.compare._fingerprint import IDENTITY_FIELDS, FingerprintCheck, check_fingerprints, check_measurements
 from guard.compare._hashes import first_mismatch
 from guard.compare._models import (
@@ -32,6 +33,10 @@ __all__ = [
     "VERDICT_SEVERITY",
     "IDENTITY_FIELDS",
     "Agreement",
+    "ArmCompiled",
+    "CompiledChange",
+    "arm_compiled",
+    "compiled_change",
     "ArmAgreement",
     "ArmRanks",
     "ArmStats",

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from guard.compare._compiled import CompiledChange
 from guard.compare._ranks import ArmRanks, RankChange
 from guard.compare._reasons import Reason
 from guard.measure import MIX_BATCH, Change, MarginFloor, MarginMismatch, SourceLabel, Spread, TokenMismatch
@@ -43,6 +44,9 @@ class ArmStats(BaseModel):
     end_to_end_gpu_ms_per_step: Spread | None = None
     # the host's enqueue time per step in the GPU-timed pass, median per process (GPU only)
     host_ms_per_step: Spread | None = None
+    # the main thread's user-mode instructions per step of the end-to-end passes, per process
+    # (where every process had the hardware counter); no key without
+    instructions_per_step: Spread | None = Field(default=None, exclude_if=lambda value: value is None)
     timer: str
     sha256: str  # the token hash of the first repeat; `deterministic` says if all agree
     deterministic: bool | None  # None when the inputs were forced: then `Agreement` judges the tokens
@@ -126,6 +130,9 @@ class BatchComparison(BaseModel):
     tok_per_s_change: Change | None = None  # head vs base; negative is slower
     end_to_end_gpu_ms_change: Change | None = None  # head vs base, launch time included; informative
     host_ms_change: Change | None = None  # head vs base, host enqueue time per step; informative
+    # head vs base, user-mode instructions per step: a host cost the machine's state does not
+    # move; informative, at the level of the verdict's bounds (no key where an arm had no counter)
+    instructions_change: Change | None = Field(default=None, exclude_if=lambda value: value is None)
     # each metric's own verdict; `verdict` is the more severe of the two (None for invalid)
     gpu_ms_verdict: Verdict | None = None
     tok_per_s_verdict: Verdict | None = None
@@ -138,6 +145,9 @@ class BatchComparison(BaseModel):
     tok_per_s_gates: bool = True
     tok_per_s_detectable_pct: float | None = None  # smallest tok/s change this run detects (PASS_RATE power)
     tok_per_s_repeats_to_gate: int | None = None  # repeats per arm at which it would gate; None: over MOST_REPEATS
+    # False: tok/s detects only changes over UNMEASURABLE_FACTOR x its threshold (_interval.py) and
+    # decided nothing: its interval is wider than the effect it could show (no key when True)
+    tok_per_s_measurable: bool = Field(default=True, exclude_if=lambda value: value)
     # The interval rule's own figures (None for invalid):
     # the error each one-sided bound may make, alpha split over looks x metrics x batch sizes;
     alpha_per_look: float | None = None
@@ -184,6 +194,9 @@ class Comparison(BaseModel):
     # split; None: the run had no mix (or its report predates the mix's verdict)
     # (no key without one: a report without a mix is what schema 5 wrote, byte for byte)
     mix_comparison: BatchComparison | None = Field(default=None, exclude_if=lambda value: value is None)
+    # what dynamo compiled in base's processes and head's (compare/_compiled.py); no key where
+    # neither used torch.compile
+    compiled: CompiledChange | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @model_validator(mode="after")
     def _mix_is_the_mix(self) -> "Comparison":

@@ -177,7 +177,8 @@ def _shape(stored: BatchComparison, base: str, head: str, rule: StatedRule) -> l
         where = f"arms[{arm.arm}]"
         spreads = {"gpu_ms_per_step": arm.gpu_ms_per_step, "tok_per_s": arm.tok_per_s}
         spreads |= {name: s for name, s in (("end_to_end_gpu_ms_per_step", arm.end_to_end_gpu_ms_per_step),
-                                            ("host_ms_per_step", arm.host_ms_per_step)) if s is not None}
+                                            ("host_ms_per_step", arm.host_ms_per_step),
+                                            ("instructions_per_step", arm.instructions_per_step)) if s is not None}
         for name, spread in spreads.items():
             floor = 0.0 if name == "host_ms_per_step" else math.nextafter(0.0, 1.0)  # host time may be 0
             if len(spread.values) != arm.repeats:
@@ -277,6 +278,9 @@ def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> lis
             differs("verdict", field, getattr(stored, field), getattr(again, field))
     if stored.tok_per_s_gates != again.tok_per_s_gates:
         differs("verdict", "tok_per_s_gates", stored.tok_per_s_gates, again.tok_per_s_gates)
+    # a report may not hide a tok/s row it could show; one written before the field shows it anyway
+    if not stored.tok_per_s_measurable and again.tok_per_s_measurable:
+        differs("verdict", "tok_per_s_measurable", stored.tok_per_s_measurable, again.tok_per_s_measurable)
     if not _close(stored.tok_per_s_detectable_pct, again.tok_per_s_detectable_pct):
         differs("change", "tok_per_s_detectable_pct", stored.tok_per_s_detectable_pct, again.tok_per_s_detectable_pct)
     interval = again.alpha_per_look is not None  # decided again on its timings, not found invalid
@@ -288,7 +292,7 @@ def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> lis
                 differs("verdict", field, getattr(stored, field), getattr(again, field))
         if not _close(stored.alpha_per_look, again.alpha_per_look):
             differs("verdict", "alpha_per_look", stored.alpha_per_look, again.alpha_per_look)
-    fields = ("gpu_ms_change", "tok_per_s_change", "end_to_end_gpu_ms_change", "host_ms_change")
+    fields = ("gpu_ms_change", "tok_per_s_change", "end_to_end_gpu_ms_change", "host_ms_change", "instructions_change")
     for field in fields + (("gpu_ms_bounds", "tok_per_s_bounds") if interval else ()):
         stated, recomputed = getattr(stored, field), getattr(again, field)
         if stated is None and recomputed is None:

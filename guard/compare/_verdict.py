@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Callable
 
 from guard.compare._agreement import agreement
+from guard.compare._compiled import compiled_change
 from guard.compare._fingerprint import check_measurements
 from guard.compare._hashes import first_mismatch
 from guard.compare._interval import decide_by_interval
@@ -76,6 +77,7 @@ def compare(
         gpu_fingerprint=fingerprints.summary,
         looks=looks,
         mix_comparison=mixed,
+        compiled=compiled_change(measurements, base, head),
     )
 
 
@@ -107,6 +109,7 @@ def _arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmSta
     runs = _runs_for(repeats, batch_size)
     end_to_end = [r.end_to_end_gpu_ms_per_step for r in runs]
     host = [r.host_ms_per_step for r in runs]
+    instructions = [r.host.instructions_per_step if r.host and r.host.instructions_per_step else None for r in runs]
     forced = all(r.forced for r in runs)
     unheld = [r.unheld_steps for r in runs] if runs[0].timer == "cuda_event" else []
     return ArmStats(
@@ -116,6 +119,7 @@ def _arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmSta
         tok_per_s=spread([r.tok_per_s for r in runs]),
         end_to_end_gpu_ms_per_step=spread(end_to_end) if None not in end_to_end else None,  # type: ignore[arg-type]
         host_ms_per_step=spread(host) if None not in host else None,  # type: ignore[arg-type]
+        instructions_per_step=spread(instructions) if None not in instructions else None,  # type: ignore[arg-type]
         timer=runs[0].timer,
         sha256=runs[0].sha256,
         deterministic=None if forced else len({r.sha256 for r in runs}) == 1,
@@ -227,6 +231,9 @@ def _compare_timings(
         tok_per_s_change=change(b.tok_per_s, h.tok_per_s),
         end_to_end_gpu_ms_change=change(b.end_to_end_gpu_ms_per_step, h.end_to_end_gpu_ms_per_step),
         host_ms_change=change(b.host_ms_per_step, h.host_ms_per_step) if host_timed else None,
+        instructions_change=(  # at the level the verdicts' bounds are, as the table shows them
+            relative_change(b.instructions_per_step.values, h.instructions_per_step.values, rule.bounds_confidence)
+            if b.instructions_per_step and h.instructions_per_step else None),
         hash_match=hash_match, agreement=agreement,
     )
     return decide_by_interval(measured, base, head, rule)

@@ -4,10 +4,10 @@ git or GitHub reaches a page unescaped. No script: the pages are whole as served
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 import jinja2
 
+from guard._template_dir import template_dir
 from guard.dashboard._models import PullRuns, RepoHistory
 from guard.dashboard._view import pull_view, repo_view
 
@@ -15,7 +15,7 @@ from guard.dashboard._view import pull_view, repo_view
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(__file__).resolve().parent / "templates"),
+        loader=jinja2.FileSystemLoader(template_dir() / "dashboard"),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
     )
 

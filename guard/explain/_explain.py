@@ -5,11 +5,11 @@ numbers and must give the same facts (report/_check.py)."""
 from __future__ import annotations
 
 from guard.cause import CaptureChanges
-from guard.compare import BatchComparison, MetricKey, Verdict
+from guard.compare import BatchComparison, CompiledChange, MetricKey, Verdict
 from guard.compare._interval import Slowdown
 from guard.explain._models import (
-    AblationEffect, CapturePlace, Cause, CauseKind, Explanation, Headline, HostTime, LaunchNote, ProfileScale,
-    RankCause, SlowerKernel, TimeSplit,
+    GRAPH_BREAK_CAUSES, AblationEffect, CapturePlace, Cause, CauseKind, CompiledCause, Explanation, Headline,
+    HostTime, LaunchNote, ProfileScale, RankCause, SlowerKernel, TimeSplit,
 )
 from guard.explain._mix import mix_attribution
 from guard.explain._ranks import rank_causes
@@ -37,21 +37,28 @@ def explain(
     mix_trace: TraceDiff | None = None,
     mix_decision: BatchComparison | None = None,
     rank_diffs: dict[int, RankDiff] | None = None,
+    compiled: CompiledChange | None = None,
 ) -> Explanation:
     """`diffs`: the profiled pass's base -> head diff per batch size; `ablation_builds`: each
     ablation arm that ran, and the arm whose build it reuses; `mix`: the batch-size mix's
     figures, `mix_trace` the diff of its own profiled pass where it has one, and `mix_decision`
     the compare stage's verdict on it; `rank_diffs`: per batch size of several ranks, the diff
-    of base's profiled passes across the ranks with head's."""
+    of base's profiled passes across the ranks with head's; `compiled`: what dynamo compiled in
+    each arm."""
     rows = padded_rows(mix, base, head)
     causes = [c for b in batches if b.verdict in ("regression", "at_threshold")
               if (c := cause_of(b, diffs.get(b.batch_size), rows.get(b.batch_size))) is not None]
     ranks = rank_causes(batches, rank_diffs or {}, head)
+    broke = compiled_cause(compiled, causes)
+    headline = _headline(verdict, batches + ([mix_decision] if mix_decision is not None else []), diffs, causes,
+                         threshold_pct, capture, ranks)
+    if broke is not None and headline.batch_size in broke.batch_sizes:
+        headline = headline.model_copy(update={"graph_breaks": True})
     return Explanation(
-        headline=_headline(verdict, batches + ([mix_decision] if mix_decision is not None else []), diffs, causes,
-                           threshold_pct, capture, ranks),
+        headline=headline,
         causes=causes,
         ranks=ranks,
+        compiled=broke,
         ablations=[e for arm, source in (ablation_builds or {}).items() for b in batches
                    if (e := _ablation(b, arm, "base" if source == base else "head", base, confidence))],
         launch_notes=[n for b in batches if (n := _launch_note(b, base, head, threshold_pct))],
@@ -60,6 +67,19 @@ def explain(
         mix=mix_attribution(mix, base, head, decision=mix_decision, dominant_share=DOMINANT_SHARE, diffs=diffs,
                             mix_trace=mix_trace),
     )
+
+
+def compiled_cause(compiled: CompiledChange | None, causes: list[Cause]) -> CompiledCause | None:
+    """The head's added graphs or breaks, where they account for a slower batch size's time
+    (GRAPH_BREAK_CAUSES); None where its decode broke no more than base's, or nothing went there."""
+    if compiled is None or compiled.head is None or not compiled.rose:
+        return None
+    sizes = [c.batch_size for c in causes if c.kind in GRAPH_BREAK_CAUSES]
+    if not sizes:
+        return None
+    base = compiled.base.graphs_most if compiled.base is not None else 0
+    return CompiledCause(graphs=(base, compiled.head.graphs_most), breaks_added=len(compiled.breaks_added),
+                         first=compiled.breaks_added[0] if compiled.breaks_added else None, batch_sizes=sizes)
 
 
 def padded_rows(mix: MixReport | None, base: str, head: str) -> dict[int, tuple[int, int]]:

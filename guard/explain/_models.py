@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from guard.compare import MetricKey, Verdict
-from guard.measure import Change
+from guard.measure import Change, GraphBreak
 from guard.trace import BeforeAfter
 
 # no_cuda_graph: head replays no graph where base did; idle: most of the change is idle time
@@ -123,6 +123,22 @@ class CapturePlace(BaseModel):
     function: str | None = None
 
 
+# causes of a slower batch size whose time between kernels (or launches, or the host's work)
+# more graphs per step account for: the GPU waits while the host runs the code between graphs
+GRAPH_BREAK_CAUSES: tuple[CauseKind, ...] = ("idle_between_kernels", "no_cuda_graph", "host_time")
+
+
+class CompiledCause(BaseModel):
+    """Head's compiled decode breaks into more graphs than base's, or at new places, where a
+    slower batch size's time went to idle between kernels, out of its CUDA graphs or onto the
+    host (GRAPH_BREAK_CAUSES): the breaks account for it, as dynamo counted them in each arm."""
+
+    graphs: tuple[int, int]  # base's most, head's most
+    breaks_added: int  # distinct places
+    first: GraphBreak | None = None  # the first break the head added, with its place and reason
+    batch_sizes: list[int]  # the slower ones whose cause it accounts for
+
+
 class Headline(BaseModel):
     """The facts of the title: which batch size, which metric, how much, and why."""
 
@@ -138,6 +154,8 @@ class Headline(BaseModel):
     rank_cause: RankCauseKind | None = Field(default=None, exclude_if=lambda value: value is None)
     # a pass whose step time rose by at least NOTABLE_SHARE of the threshold, lower bound above 0
     notable: bool = False
+    # the named batch size's time is accounted for by the head's graph breaks (CompiledCause); no key otherwise
+    graph_breaks: bool = Field(default=False, exclude_if=lambda value: not value)
 
 
 # The parts of the head's change over the batch-size mix (explain/_mix.py): graph_replay, a
@@ -225,3 +243,5 @@ class Explanation(BaseModel):
     mix: MixAttribution | None = None  # None: no mix, or an arm's sizes without path and padded_to
     # per slower batch size of several ranks, what their profiled pass found (explain/_ranks.py); no key without
     ranks: list[RankCause] = Field(default_factory=list, exclude_if=lambda value: not value)
+    # the head's decode compiled into more graphs where the time went between kernels; no key otherwise
+    compiled: CompiledCause | None = Field(default=None, exclude_if=lambda value: value is None)

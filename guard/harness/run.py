@@ -204,9 +204,11 @@ def _sibling(name: str) -> Any:
 
 
 host = _sibling("_host")
+perf = _sibling("_perf")
 mixes = _sibling("_mix")
 logits_of = _sibling("_logits")
 ranks = _sibling("_ranks")
+dynamo = _sibling("_dynamo")
 ALONE = ranks.ALONE
 PROTOCOL_VERSION = _sibling("_protocol").PROTOCOL_VERSION
 
@@ -270,6 +272,7 @@ def _end_to_end_pass(
     on_cuda = False
     peers.barrier()  # the ranks start their timed steps together
     meter.start()
+    meter.count_start()
     stamp = time.perf_counter()
     for i in range(steps):
         if cuda_ok:
@@ -286,8 +289,11 @@ def _end_to_end_pass(
         step_s.append(now - stamp)
         stamp = now
         on_cuda = on_cuda or uses_cuda(out)
+        if meter.window(step_s[-1]):
+            stamp = time.perf_counter()  # reading the window's host state is not the next step's time
     if cuda_ok:
         torch.cuda.synchronize()
+    meter.count_stop(steps)
     meter.stop()
     result: dict[str, Any] = {"tokens": tokens, "step_s": step_s, "host_ms": host_ms, "enqueue_us": enqueue_us,
                               "on_cuda": on_cuda, "done_ns": done_ns}
@@ -300,6 +306,7 @@ def run_batch(
     workload: Any, torch: Any, batch_size: int, steps: int, warmup_steps: int,
     reference: list[list[int]] | None = None, tok_per_s_min_s: float = 0.0, warmup_max_s: float = 0.0,
     phase: Callable[[str], None] = lambda name: None, window_s: float = host.WINDOW_S, peers: Any = ALONE,
+    after_warmup: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """setup(), a warmup (see `warm_up`), `warmup_steps` steps, then the timed passes: the
     end-to-end pass, on a GPU the GPU-timed pass after it, then more end-to-end passes, each
@@ -307,7 +314,8 @@ def run_batch(
     decode. `tokens` holds the first of them alone (and the GPU-timed pass), so that what is
     compared with the reference does not depend on how many passes a process made. The
     garbage collector is off during the timed passes: a collection is a pause of the host.
-    `phase(name)` is called as the setup and warmup end and as the timed passes do."""
+    `phase(name)` is called as the setup and warmup end and as the timed passes do;
+    `after_warmup()` before the timed passes."""
     t0 = time.perf_counter()
     workload.setup(batch_size)
     setup_s = time.perf_counter() - t0
@@ -319,9 +327,10 @@ def run_batch(
     tokens: list[list[int]] = []
     for _ in range(warmup_steps):
         tokens.append(token_ids(call_step(workload, feed), batch_size))
+    after_warmup()
 
     cuda_ok = torch is not None and torch.cuda.is_available()
-    meter = host.HostMeter()
+    meter = host.HostMeter(perf.InstructionCounter(), window_s)
     collecting = gc.isenabled()
     gc.collect()
     gc.freeze()  # what exists now is never scanned again: a later collection has less to walk
@@ -667,13 +676,13 @@ def settle_mix(
 def run_mix(
     workload: Any, torch: Any, schedule: list[int], steps: int, warmup_steps: int,
     reference: list[list[int]] | None = None, warmup_max_s: float = 0.0, window_s: float = host.WINDOW_S,
-    peers: Any = ALONE,
+    peers: Any = ALONE, after_warmup: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """The mix pass: setup() once for the largest size, the settling warmup (`settle_mix`),
     a lead step of every row, then the schedule: `warmup_steps` untimed, `steps` end-to-end
     (host clock; on a CPU, the step times), on a GPU `steps` more held and CUDA-event timed,
     as the fixed sizes are. Each step(tokens) gets its active rows' input ids, so tokens'
-    length is the step's batch size."""
+    length is the step's batch size. `after_warmup()` before the timed steps."""
     if not accepts_tokens(workload):
         raise WorkloadError("a batch_mix needs a workload whose step(tokens) takes its input ids (the active "
                             "rows' ids set the step's batch size); see docs/workload-protocol.md")
@@ -687,6 +696,7 @@ def run_mix(
     tokens: list[list[int]] = []
     feed, lead = _mix_start(workload, torch, schedule, reference, tokens)
     _mix_steps(workload, torch, feed, 0, warmup_steps, tokens)
+    after_warmup()
     cuda_ok = torch is not None and torch.cuda.is_available() and uses_cuda(lead)
     collecting = gc.isenabled()
     gc.collect()
@@ -930,6 +940,12 @@ def main(argv: list[str]) -> int:
             return 0
         references = load_reference(spec["reference"], spec.get("reference_sha256")) if (
             spec.get("reference") and forcing) else {}
+
+        def compiled() -> None:
+            """What dynamo compiled so far, after each pass's warmup (cumulative: the last one stands)."""
+            found = dynamo.record(root)
+            if found is not None:
+                result["dynamo"] = found
         runs = []
         for batch_size in spec["batch_sizes"]:
             stage = f"batch size {batch_size}"
@@ -941,7 +957,7 @@ def main(argv: list[str]) -> int:
                 + (", inputs forced" if reference is not None else ""))
             runs.append(run_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"], reference,
                                   spec.get("tok_per_s_min_s", 0.0), spec.get("warmup_max_s", 0.0), phase,
-                                  spec.get("tok_per_s_window_s", host.WINDOW_S), peers))
+                                  spec.get("tok_per_s_window_s", host.WINDOW_S), peers, compiled))
         schedule = mix_schedule(spec)
         if schedule is not None:
             stage = "batch-size mix"
@@ -949,7 +965,7 @@ def main(argv: list[str]) -> int:
                 f"{spec['warmup_steps']} warmup + {spec['steps']} timed steps")
             result["mix"] = run_mix(workload, torch, schedule, spec["steps"], spec["warmup_steps"],
                                     references.get("mix"), spec.get("warmup_max_s", 0.0),
-                                    spec.get("tok_per_s_window_s", host.WINDOW_S), peers)
+                                    spec.get("tok_per_s_window_s", host.WINDOW_S), peers, compiled)
             phase("batch-size mix")
         # Profiled passes come after every timed pass, the mix's included: a profiler session
         # leaves the process slower (H200: +22% GPU time per step afterwards;

@@ -3,10 +3,11 @@
 from guard.measure._mix import (
     MIX_BATCH, ArmMix, Imbalance, ImbalanceBucket, MixReport, MixSize, imbalance_of, mix_report, usable_mix_runs,
 )
+from guard.measure._compiled import DynamoRecord, GraphBreak
 from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
     REFERENCE_FORMAT, ArmMeasurement, BatchRun, HostUsage, MarginFloor, MarginMismatch, MixRun, RankRun,
-    ReferenceTokens, RepeatResult, SourceLabel, StepInfo, TokenMismatch, TopLogits,
+    ReferenceTokens, RepeatResult, SourceLabel, StepInfo, TokenMismatch, TopLogits, WindowHost,
 )
 from guard.measure._margins import MARGIN_FLOOR_ULPS, margin_ulps, ulp
 from guard.measure._ranks import RanksDiffer, merge_ranks, rank_mix_trace_paths, rank_trace_paths, slowest_rank_times
@@ -26,6 +27,8 @@ from guard.measure._stats import (
 )
 
 __all__ = [
+    "DynamoRecord",
+    "GraphBreak",
     "ArmMix",
     "Imbalance",
     "ImbalanceBucket",
@@ -56,6 +59,7 @@ __all__ = [
     "MARGIN_FLOOR_ULPS",
     "margin_ulps",
     "ulp",
+    "WindowHost",
     "BatchRun",
     "Change",
     "HarnessSpec",

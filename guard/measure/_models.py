@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from guard.measure._compiled import DynamoRecord
+
 
 class TokenMismatch(BaseModel):
     """Where a token record first differs from another. `step` counts generated tokens from
@@ -37,6 +39,17 @@ class MarginFloor(BaseModel):
     ulps: float
 
 
+class WindowHost(BaseModel):
+    """The host as one tok/s window closed: the CPU the process's main thread was on, that CPU's
+    clock (cpufreq, where present) and its steal time since the window before (/proc/stat)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cpu: int | None = Field(default=None, ge=0)
+    freq_khz: int | None = Field(default=None, ge=0)
+    steal_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
 class HostUsage(BaseModel):
     """What the host did while one batch size's timed passes ran, as the process counted it
     (getrusage over all its threads, the timed passes alone): a process that was preempted
@@ -49,6 +62,14 @@ class HostUsage(BaseModel):
     user_s: float
     sys_s: float
     cpus: list[int] = []  # the CPUs its main thread was on at the start and end of each timed pass
+    # one per tok/s window, in order: the host's state as the window closed
+    windows: list[WindowHost] = []
+    # the main thread's user-mode instructions per step (perf_event_open), the median over the
+    # end-to-end passes (each pass's total / its steps); or why there was no counter
+    instructions_per_step: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    instructions_per_step_passes: list[float] = []
+    instructions_multiplexed: bool = False  # the kernel shared the counter: counts scaled from part of the time
+    instructions_unavailable: Annotated[str, StringConstraints(max_length=300)] | None = None
 
 
 class RankRun(BaseModel):
@@ -188,6 +209,8 @@ class RepeatResult(BaseModel):
     timings_s: dict[str, float] = {}  # seconds per phase inside the process: import torch, engine, passes...
     process_s: float | None = None  # the whole process, as the runner timed it: start-up included
     world_size: int = 1  # its ranks, one harness process each: their results merged (measure/_ranks.py)
+    # what dynamo compiled by the end of its warmup (rank 0's); None: it never used torch.compile
+    dynamo: DynamoRecord | None = Field(default=None, exclude_if=lambda value: value is None)
 
     def run_for(self, batch_size: int) -> BatchRun:
         for run in self.runs:

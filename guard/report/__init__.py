@@ -1,4 +1,4 @@
-"""Report: `report.json` (versioned schema) and `comment.md` (rendered from guard/_templates/)."""
+"""Report: `report.json` (versioned schema) and `comment.md` (rendered from templates/comment.md.j2)."""
 
 from guard.report._chart import StripChart, strip_chart
 from guard.report._check import UnfoundedReport, check_report

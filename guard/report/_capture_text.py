@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from guard._markdown import code, text
 from guard.cause import (
-    DEFAULT_SERVER, CaptureChange, CaptureChanges, CaptureHunk, CaptureSetting, CompileReach, CompileSite, format_place,
-    reads_as_call,
+    DEFAULT_SERVER, CaptureChange, CaptureChanges, CaptureHunk, CaptureSetting, CompileReach, CompileSite, GraphSplit,
+    format_place, reads_as_call,
 )
 
 MAX_FILES = 3
@@ -73,6 +73,7 @@ def _what(change: CaptureChange, plural: bool) -> str:
             clauses.append(_scope_phrase(scoped, plural))
     named_compile = any("torch.compile" in a for a in (*added, *removed))
     clauses += _compile_phrases([r for h in hunks for r in h.compile], plural, named_compile)
+    clauses += _split_phrases([s for h in hunks for s in h.splits], plural)
     if _settings(change):
         clauses.append(f"{_verb('changes', plural)} {_settings_phrase(_settings(change), _reaches(change))}")
     if not clauses:
@@ -173,10 +174,49 @@ def _compile_phrases(reaches: list[CompileReach], plural: bool, named: bool) -> 
     return clauses
 
 
-def _site_phrase(reach: CompileReach, site: CompileSite | None = None) -> str:
-    """ "the `torch.compile` of `decode_one_token` (line 352, mode "reduce-overhead")"."""
-    site = site or _site(reach)
+def _split_phrases(splits: list[GraphSplit], plural: bool) -> list[str]:
+    """Clauses for graph splits that a torch.compile of another file traces, or possibly traces."""
+    clauses = []
+    for split in _unique_splits(splits)[:MAX_PLACES]:
+        edited = code(split.function) if split.function else "module-level code"
+        site = _site_phrase(None, split.site, split.site_path)
+        if split.reachable == "traced":
+            caller = (code(split.chain[-2]) if len(split.chain) > 1 else
+                      f"{code(split.compiled_chain[-1])}, {code(f'{split.site_path}:{split.call_line}')}"
+                      if split.compiled_chain else None)
+            via = f" (called from {caller})" if caller else ""
+            clauses.append(f"{_verb('edits', plural)} {edited}{via}, traced by {site}")
+        else:
+            clauses.append(f"{_verb('edits', plural)} {edited}, possibly traced by {site}: {_possible(split)}")
+    return clauses
+
+
+def _possible(split: GraphSplit) -> str:
+    """Why a split is only possibly traced, from its typed reason."""
+    imports = f"that file imports this module (line {split.import_line})"
+    if split.reason == "imported-indirectly":
+        return (f"that file imports this module through {_join([code(p) for p in split.through])} "
+                f"(line {split.import_line})")
+    if split.reason == "module-level":
+        return f"{imports}, and the call runs when it is imported"
+    if split.reason == "entered-elsewhere":
+        return f"{imports} and its compiled code calls into it, but no call followed from there reaches this def"
+    return f"{imports}, but no call from its compiled code into it could be followed"
+
+
+def _unique_splits(splits: list[GraphSplit]) -> list[GraphSplit]:
+    seen: dict[tuple[str | None, str, int], GraphSplit] = {}
+    for split in splits:
+        seen.setdefault((split.function, split.site_path, split.site.line), split)
+    return list(seen.values())
+
+
+def _site_phrase(reach: CompileReach | None, site: CompileSite | None = None, path: str | None = None) -> str:
+    """ "the `torch.compile` of `decode_one_token` (line 352, mode "reduce-overhead")"; `path`: the
+    file holding it, when not the changed one."""
+    site = site or _site(reach)  # type: ignore[arg-type]
     target = f" of {code(site.target)}" if site.target else ""
+    target += f" in {code(path)}" if path else ""
     if site.env_var:
         mode = f"mode from {code(site.env_var)}" + (f', default "{text(site.mode)}"' if site.mode else "")
     else:

@@ -16,4 +16,5 @@ def explain_report(report: Report) -> Explanation:
         mix_trace=report.mix_traces.diff if report.mix_traces is not None else None,
         mix_decision=report.mix_comparison,
         rank_diffs={t.batch_size: t.diff for t in report.rank_traces if t.diff is not None},
+        compiled=report.compiled,
     )

@@ -1,12 +1,11 @@
-"""Render comment.md: the view of the report (`_view.py`), laid out by guard/_templates/comment.md.j2."""
+"""Render comment.md: the view of the report (`_view.py`), laid out by templates/comment.md.j2."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import jinja2
 
 from guard._marker import COMMENT_MARKER
+from guard._template_dir import template_dir
 from guard.report._links import RunLinks
 from guard.report._schema import Report
 from guard.report._view import CommentView, build_view
@@ -16,13 +15,9 @@ COMMENT_TEMPLATE = "comment.md.j2"
 __all__ = ["COMMENT_MARKER", "COMMENT_TEMPLATE", "render_comment", "render_view"]
 
 
-def _template_dir() -> Path:
-    return Path(__file__).resolve().parents[1] / "_templates"
-
-
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(_template_dir()),
+        loader=jinja2.FileSystemLoader(template_dir()),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

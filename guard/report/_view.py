@@ -19,6 +19,7 @@ from guard.report._cause_text import (
     unheld_notes,
 )
 from guard.report._chart import strip_chart
+from guard.report._compiled_text import compiled_line
 from guard.report._config_change import config_note
 from guard.report._lead import (
     batch_sentence, bounds_level, pass_sentence, processes_text, ruled_out_sentence, rule_note, shown,
@@ -32,7 +33,7 @@ from guard.report._override_note import override_note
 from guard.report._rank_text import rank_sentences, rank_table, ranks_method
 from guard.report._rank_trace_text import rank_bullets, rank_cause_sentence, rank_table as rank_trace_table
 from guard.report._reason_text import reason_sentence, reason_short
-from guard.report._roles import tok_role_note
+from guard.report._roles import tok_role_note, tok_unmeasured_note
 from guard.report._schema import ArmInfo, Report
 from guard.report._slow import slow_processes_sentence
 from guard.report._title import title
@@ -153,7 +154,7 @@ def _table(report: Report) -> Block | None:
         if report.base not in arms or report.head not in arms:
             continue
         at = f", {'the mix' if b.mix else words.size(b.batch_size)}" if many else ""
-        for metric in ("gpu_ms", "tok_per_s"):
+        for metric in ("gpu_ms", "tok_per_s") if b.tok_per_s_measurable else ("gpu_ms",):
             change = shown(b, metric)  # type: ignore[arg-type]
             before = arms[report.base].gpu_ms_per_step if metric == "gpu_ms" else arms[report.base].tok_per_s
             after = arms[report.head].gpu_ms_per_step if metric == "gpu_ms" else arms[report.head].tok_per_s
@@ -162,6 +163,10 @@ def _table(report: Report) -> Block | None:
             name = words.metric(metric, _gpu(report)) + (" (informs)" if informs else "")  # type: ignore[arg-type]
             rows.append([name + at, form(before.median), form(after.median),
                          words.with_interval(change) if change else "-"])
+        counted = arms[report.base].instructions_per_step, arms[report.head].instructions_per_step
+        if b.instructions_change is not None and counted[0] and counted[1]:
+            rows.append([f"{words.INSTRUCTIONS} (informs){at}", words.instructions(counted[0].median),
+                         words.instructions(counted[1].median), words.with_interval(b.instructions_change)])
     if not rows:
         return None
     header = ["", f"base {words.short_sha(base.sha)}", f"head {words.short_sha(head.sha)}",
@@ -176,21 +181,31 @@ def _table_note(report: Report) -> str:
         same = "; the output tokens are identical in every process"
     elif any(b.agreement for b in report.decided()) and report.workload.reference is not None:
         same = f", every step's input forced from {text(report.workload.reference)}: like for like"
-    return f"Medians of {processes_text(report)}, run interleaved{same}."
+    unmeasured = tok_unmeasured_note(report)
+    return f"Medians of {processes_text(report)}, run interleaved{same}." + (f" {unmeasured}" if unmeasured else "")
 
 
 def _cause_section(report: Report) -> Section | None:
-    if report.capture is None or not report.capture.files or report.verdict not in (
-            "regression", "at_threshold", "inconclusive"):
+    """What the diff changes in capture, and what dynamo compiled in each arm where it differs."""
+    if report.verdict not in ("regression", "at_threshold", "inconclusive"):
+        return None
+    compiled = compiled_line(report.compiled, report.explanation.compiled)
+    capture = report.capture if report.capture is not None and report.capture.files else None
+    if capture is None and compiled is None:
         return None
     head = report.arm(report.head)
-    sentence = capture_summary(report.capture, github_repo=report.github_repo, sha=head.sha,
-                               server_url=report.server_url)
-    ablated = any(a.source for a in report.arms)
-    caveat = ("Inferred from the timing, not proven; "
-              + ("the ablation arms below test it." if ablated else
-                 "an ablation arm (`[[arms]]` in guard.toml) undoing it would settle it."))
-    return Section(heading=f"Cause ({text(_ref_text(head))})", blocks=[_p(f"{sentence or ''} {caveat}")])
+    blocks: list[Block] = []
+    if capture is not None:
+        sentence = capture_summary(capture, github_repo=report.github_repo, sha=head.sha,
+                                   server_url=report.server_url)
+        ablated = any(a.source for a in report.arms)
+        caveat = ("Inferred from the timing, not proven; "
+                  + ("the ablation arms below test it." if ablated else
+                     "an ablation arm (`[[arms]]` in guard.toml) undoing it would settle it."))
+        blocks.append(_p(f"{sentence or ''} {caveat}"))
+    if compiled is not None:
+        blocks.append(_p(compiled))
+    return Section(heading=f"Cause ({text(_ref_text(head))})", blocks=blocks)
 
 
 def _capture_lines(report: Report) -> list[str]:

@@ -122,6 +122,14 @@ def count(value: float) -> str:
     return f"{value:.0f}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
 
 
+def instructions(value: float) -> str:
+    """Instructions per step, in thousands or millions: 1234567 -> '1.23 M'."""
+    return f"{value / 1e6:.2f} M" if value >= 1e6 else f"{value / 1e3:.1f} k"
+
+
+INSTRUCTIONS = "host instructions per step"  # user-mode, the main thread's
+
+
 def sizes(batch_sizes: list[int]) -> str:
     """'batch size 1', 'batch sizes 1, 2'."""
     listed = ", ".join(str(b) for b in batch_sizes)
