@@ -8,7 +8,7 @@ close. Measured on a CPU with the reference engine in bf16 (batch size 4, 300 fo
 `benchmarks/margin_floor.py`): a split LM head moved outputs whose margin was at most 1 ulp;
 RMSNorm in float32 instead of bf16, a rounding change in every layer, moved outputs of at most 3
 ulps over 4 layers and 8 over 20; a sign flipped in the rotary embedding, another function,
-moved outputs of up to 44 ulps, a hundred of them above 16. The floor is twice the most
+moved outputs of up to 44 ulps over 4 layers, 101 of 1,200 above 16. The floor is twice the most
 rounding moved: 16 ulps at the larger of the two logits' magnitudes, in the logits' dtype.
 """
 
