@@ -19,6 +19,15 @@ reference. Per batch size, each arm is judged against base:
   The work is still the same, step by step, so the timings are compared and the comment
   says what changed.
 
+Where the reference recorded its top two logits (the workload's step_logits()), the margin rule
+decides `output_changed` instead: an output whose reference margin is above the floor
+(measure/_margins.py: 16 ulps of the logits' dtype) goes the other way only if the function
+changed, since rounding moves outputs within a few ulps of a tie. The head's output changed when
+every one of its processes disagrees at more such confident outputs than every base process
+(min C above base's max C: with base clean, at least one in every head process). Disagreements at
+small margins alone are then noise, however many: `numerics_changed` as above at most. Its false
+alarm bound is the count rule's, by the same argument on C.
+
 Under the null (both arms' D drawn alike, in any distribution), "every one above every one"
 happens with probability 1 / C(n_a + n_b, n_a) at most: 1/252 = 0.40% for 5 and 5 processes,
 1/184,756 for 10 and 10; the share condition only lowers it. The issue's stricter "an exact
@@ -33,10 +42,11 @@ as `some_disagree`, for the comment to mention.
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from math import comb
 
 from guard.compare._models import Agreement, ArmAgreement
-from guard.measure import BatchRun, TokenMismatch
+from guard.measure import BatchRun, MarginFloor, MarginMismatch, TokenMismatch
 
 MIN_EXCESS = 2.0  # disagreements per process, on average
 OUTPUT_CHANGE_SHARE = 0.25  # of the outputs compared per process: more than rounding moved, measured
@@ -51,18 +61,49 @@ def agreement(runs: dict[str, list[BatchRun]], base: str, reference: str) -> Agr
         base, reference,
         {name: next((r.first_disagreement for r in arm_runs if r.disagreements), None)
          for name, arm_runs in runs.items()},
+        _margins(runs),
     )
+
+
+@dataclass(frozen=True)
+class ConfidentCounts:
+    """One arm's disagreements at confident outputs, per process, for the margin rule."""
+
+    counts: list[int]
+    compared: int  # confident outputs compared per process
+    first: MarginMismatch | None
+
+
+def _margins(runs: dict[str, list[BatchRun]]) -> tuple[MarginFloor, dict[str, ConfidentCounts]] | None:
+    """Every forced arm's confident counts at one floor, or None (the count rule decides)."""
+    floors = {r.margin_floor for arm_runs in runs.values() for r in arm_runs if r.forced}
+    if len(floors) != 1 or None in floors:
+        return None
+    by_arm = {}
+    for name, arm_runs in runs.items():
+        if arm_runs and all(r.forced and r.confident_disagreements is not None for r in arm_runs):
+            by_arm[name] = ConfidentCounts([int(r.confident_disagreements or 0) for r in arm_runs],
+                                           arm_runs[0].confident_compared,
+                                           next((r.first_confident for r in arm_runs if r.confident_disagreements),
+                                                None))
+    return floors.pop(), by_arm  # type: ignore[return-value]
 
 
 def judge(
     counts_by_arm: dict[str, list[int] | None], compared_by_arm: dict[str, int], base: str, reference: str,
     first_by_arm: dict[str, TokenMismatch | None] | None = None,
+    margins: tuple[MarginFloor, dict[str, ConfidentCounts]] | None = None,
 ) -> Agreement:
     """The rule on each arm's disagreement counts, one per process (None: the arm ran free);
-    `compared_by_arm`: the outputs compared per process. A stored `Agreement` is judged
+    `compared_by_arm`: the outputs compared per process; `margins`: the floor and each arm's
+    confident counts, where the reference had its top logits. A stored `Agreement` is judged
     again from its own counts by the same rule."""
     base_d = counts_by_arm.get(base)
     exact = bool(base_d) and max(base_d or [0]) == 0
+    floor, confident = margins if margins is not None else (None, {})
+    judged = [name for name, counts in counts_by_arm.items() if counts]
+    if floor is not None and not all(name in confident for name in judged):
+        floor, confident = None, {}  # an arm without them: the count rule for every arm
     arms, unforced = [], []
     for name, counts in counts_by_arm.items():
         if not counts:
@@ -75,15 +116,21 @@ def judge(
         if name != base and base_d:
             excess = statistics.fmean(counts) - statistics.fmean(base_d)
             above = min(counts) > max(base_d)
-            changed = above and excess >= needed
+            if floor is not None:
+                changed = min(confident[name].counts) > max(confident[base].counts)
+            else:
+                changed = above and excess >= needed
             numerics = above and not changed
             some = exact and not above and max(counts) > 0
+        mine = confident.get(name)
         arms.append(ArmAgreement(
             arm=name, disagreements=counts, compared=compared, output_changed=changed, numerics_changed=numerics,
             some_disagree=some, excess=excess, min_excess=needed,
             first_disagreement=(first_by_arm or {}).get(name),
+            confident=mine.counts if mine else None, confident_compared=mine.compared if mine else 0,
+            first_confident=mine.first if mine else None,
         ))
-    return Agreement(reference=reference, exact=exact, arms=arms, unforced=unforced)
+    return Agreement(reference=reference, exact=exact, arms=arms, unforced=unforced, margin_floor=floor)
 
 
 def false_alarm_bound(n_base: int, n_other: int) -> float:

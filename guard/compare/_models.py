@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, model_validator
 from guard.compare._compiled import CompiledChange
 from guard.compare._ranks import ArmRanks, RankChange
 from guard.compare._reasons import Reason
-from guard.measure import MIX_BATCH, Change, SourceLabel, Spread, TokenMismatch
+from guard.measure import MIX_BATCH, Change, MarginFloor, MarginMismatch, SourceLabel, Spread, TokenMismatch
 
 # at_threshold: a slowdown is shown, and its interval still holds the threshold after the last
 # round; inconclusive: the interval holds both no change and the threshold (too noisy to show any).
@@ -90,6 +90,17 @@ class ArmAgreement(BaseModel):
     excess: float = 0.0  # mean disagreements above base's (0 for base)
     min_excess: float = 0.0  # what the rule asks of `excess` for a change of output
     first_disagreement: TokenMismatch | None = None
+    # where the reference recorded its top logits (Agreement.margin_floor): per process, the
+    # disagreements at outputs whose reference margin was above the floor, of how many such
+    # outputs, and the first; the margin rule decides `output_changed` from these
+    confident: list[int] | None = Field(default=None, exclude_if=lambda value: value is None)
+    confident_compared: int = Field(default=0, exclude_if=lambda value: value == 0)
+    first_confident: MarginMismatch | None = Field(default=None, exclude_if=lambda value: value is None)
+
+    @property
+    def first_change(self) -> TokenMismatch | None:
+        """Where the output changed: its first confident disagreement under the margin rule."""
+        return self.first_confident if self.confident is not None else self.first_disagreement
 
     @property
     def most_pct(self) -> float:
@@ -104,6 +115,9 @@ class Agreement(BaseModel):
     exact: bool  # every base process reproduced the reference exactly
     arms: list[ArmAgreement]
     unforced: list[str] = []  # arms whose step() took no input ids, so they ran free: not like for like
+    # the margin rule's floor, where every judged arm's confident disagreements were counted;
+    # None: the count rule decided (no reference logits)
+    margin_floor: MarginFloor | None = Field(default=None, exclude_if=lambda value: value is None)
 
     def arm(self, name: str) -> ArmAgreement | None:
         return next((a for a in self.arms if a.arm == name), None)

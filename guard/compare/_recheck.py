@@ -21,8 +21,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from guard.compare._agreement import judge
-from guard.compare._models import UNHELD_SHARE, Agreement, ArmStats, BatchComparison, Verdict
+from guard.compare._agreement import ConfidentCounts, judge
+from guard.compare._models import UNHELD_SHARE, Agreement, ArmAgreement, ArmStats, BatchComparison, Verdict
 from guard.compare._models import most_severe
 from guard.compare._ranks import straggler_again
 from guard.compare._rule import METRICS_PER_LOOK, Rule, alpha_per_look
@@ -135,8 +135,12 @@ def decide_again(stored: BatchComparison, base: str, head: str, stated: StatedRu
 def _agreement_again(stored: Agreement, base: str) -> Agreement:
     counts: dict[str, list[int] | None] = {a.arm: a.disagreements for a in stored.arms}
     counts |= {name: None for name in stored.unforced}
+    margins = None
+    if stored.margin_floor is not None:
+        margins = (stored.margin_floor, {a.arm: ConfidentCounts(a.confident, a.confident_compared, a.first_confident)
+                                         for a in stored.arms if a.confident is not None})
     return judge(counts, {a.arm: a.compared for a in stored.arms}, base, stored.reference,
-                 {a.arm: a.first_disagreement for a in stored.arms})
+                 {a.arm: a.first_disagreement for a in stored.arms}, margins)
 
 
 def _rule_discrepancies(rule: StatedRule, batch_sizes: int) -> list[Discrepancy]:
@@ -207,7 +211,28 @@ def _shape(stored: BatchComparison, base: str, head: str, rule: StatedRule) -> l
                 wrong(where, f"{len(agreed.disagreements)} counts", f"{repeats[agreed.arm]} (the repeats)")
             elif not agreed.disagreements or not all(0 <= d <= agreed.compared for d in agreed.disagreements):
                 wrong(where, agreed.disagreements, f"one count per process, each 0 to {agreed.compared}")
+            found += _confident_shape(stored.agreement, agreed, size)
     return found
+
+
+def _confident_shape(agreement: Agreement, agreed: ArmAgreement, size: int) -> list[Discrepancy]:
+    """Under the margin rule every arm has a confident count per process, each within its
+    process's disagreements and the confident outputs, and those within the outputs compared."""
+    where = f"agreement.arms[{agreed.arm}].confident"
+    floor = agreement.margin_floor
+    if floor is None:
+        ok = agreed.confident is None
+        expected = "none: the count rule decided"
+    else:
+        confident = agreed.confident or []
+        ok = (math.isfinite(floor.ulps) and floor.ulps > 0 and 0 <= agreed.confident_compared <= agreed.compared
+              and len(confident) == len(agreed.disagreements)
+              and all(0 <= c <= min(d, agreed.confident_compared) for c, d in zip(confident, agreed.disagreements)))
+        expected = "one count per process, each 0 to its disagreements and the confident outputs compared"
+    if ok:
+        return []
+    return [Discrepancy(kind="shape", batch_size=size, field=where, stated=f"{agreed.confident!r}",
+                        recomputed=expected)]
 
 
 def _ranks_shape(arm: ArmStats, size: int) -> list[Discrepancy]:

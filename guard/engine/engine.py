@@ -129,6 +129,8 @@ class RefEngine:
         self.active = torch.zeros(1, dtype=torch.int64, device=self.device)  # rows a padded graph is for
         self._keep_alive: list[object] = []  # static tensors of the graphs' pieces
         self._info: dict[str, object] = {}
+        self.graph_logits: dict[int, torch.Tensor] = {}  # each captured size's logits, where its graph writes them
+        self._logits: torch.Tensor | None = None  # the last step's, its real rows
         if self.spec.moe_experts:
             self.decoder.loads = torch.zeros(self.spec.moe_experts, dtype=torch.int64, device=self.device)
         self.positions_used = 0
@@ -157,9 +159,11 @@ class RefEngine:
             for size in self.capture_batch_sizes:
                 if size <= self.run_batch:
                     self.graphs_by_size[size] = self._capture(self.state.rows(size, self.active))
+                    self.graph_logits[size] = self._captured_logits()
             self.graphs = self.graphs_by_size.get(self.run_batch, [])
         elif self.use_graphs and self.run_batch in self.capture_batch_sizes:
             self.graphs_by_size[self.run_batch] = self.graphs = self._capture(self.state)
+            self.graph_logits[self.run_batch] = self._captured_logits()
         self._prefill()
         self._prefilled = [tensor.clone() for tensor in self._tensors()]
 
@@ -191,7 +195,16 @@ class RefEngine:
             self._eager(rows, size, captured)
         self.positions_used += 1
         self._info = {"path": "graph" if graphs else "eager", "padded_to": size}
+        logits = self.graph_logits[size] if graphs else self.decoder.last_logits
+        self._logits = logits[:rows] if logits is not None else None
         return self.state.token[:rows]
+
+    def step_logits(self) -> torch.Tensor:
+        """The logits the last step's ids were chosen from, [rows, vocab] in the model's dtype
+        (the workload protocol's optional method; the guard reads each row's top two)."""
+        if self._logits is None:
+            raise RuntimeError("step_logits() before a step")
+        return self._logits
 
     def step_info(self) -> dict[str, object]:
         """What the last step did: its path, the rows it computed and, with MoE, the tokens each
@@ -242,6 +255,8 @@ class RefEngine:
     def teardown(self) -> None:
         self.graphs = []
         self.graphs_by_size = {}
+        self.graph_logits = {}
+        self._logits = None
         self._keep_alive = []
         self.state = None
         self._prefilled = []
@@ -332,6 +347,13 @@ class RefEngine:
         deadline = time.perf_counter() + self.idle_us / 1e6
         while time.perf_counter() < deadline:
             pass
+
+    def _captured_logits(self) -> torch.Tensor:
+        """The logits tensor the graph just captured writes on every replay (kept alive with it)."""
+        logits = self.decoder.last_logits
+        assert logits is not None
+        self._keep_alive.append(logits)
+        return logits
 
     def _capture(self, state: DecodeState) -> list[torch.cuda.CUDAGraph]:
         """The graphs of one decode step over `state` (the set-up state, or a view of its first rows)."""

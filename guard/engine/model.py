@@ -194,6 +194,7 @@ class Decoder:
         # on exactly its top-k experts (B x k rows, each through its routed expert's weights alone)
         self.dispatch = "capacity"
         self.loads: torch.Tensor | None = None  # [E] int64: tokens per expert this step, over the layers
+        self.last_logits: torch.Tensor | None = None  # [B, vocab]: the last head's, in a graph's pool when captured
 
     def moe(self, h: torch.Tensor, lw: dict[str, torch.Tensor], keep: torch.Tensor | None) -> torch.Tensor:
         """Route -> dispatch -> grouped GEMM -> combine. Both dispatches compute each token's
@@ -362,6 +363,7 @@ class Decoder:
             logits.index_add_(0, rows, partial.reshape(splits * batch, -1))
         else:
             logits = h @ self.w.lm_head
+        self.last_logits = logits  # kept, not copied: what step_logits() reads, at no extra kernel
         keep = state.keep()
         chosen = logits.argmax(-1)
         state.token.copy_(chosen if keep is None else torch.where(keep, chosen, state.token))

@@ -206,6 +206,7 @@ def _sibling(name: str) -> Any:
 host = _sibling("_host")
 perf = _sibling("_perf")
 mixes = _sibling("_mix")
+logits_of = _sibling("_logits")
 ranks = _sibling("_ranks")
 dynamo = _sibling("_dynamo")
 compile_stats = _sibling("_compile_stats").compile_stats
@@ -444,17 +445,31 @@ def reference_batch(
 ) -> dict[str, Any]:
     """A free-running greedy pass, untimed, as long as a measured process's passes: warmup and
     one timed pass on a CPU; on a GPU, the second (GPU-timed) pass too, or the profiled pass
-    if that is longer. Its outputs are the ids every measured process is forced with."""
+    if that is longer. Its outputs are the ids every measured process is forced with; with the
+    workload's step_logits(), each output's two largest logits beside them."""
     workload.setup(batch_size)
     tokens: list[list[int]] = []
     total = warmup_steps + steps
     takes_ids = accepts_tokens(workload)
+    logits_fn = getattr(workload, "step_logits", None)
+    top: list[list[list[float]]] = []
+    dtypes: set[str] = set()
     while len(tokens) < total:
         out = workload.step(None) if takes_ids else workload.step()
         tokens.append(token_ids(out, batch_size))
+        if callable(logits_fn):
+            try:
+                pairs, dtype = logits_of.top_two(logits_fn(), batch_size)
+            except ValueError as exc:
+                raise WorkloadError(str(exc)) from None
+            top.append(pairs)
+            dtypes.add(dtype)
         if len(tokens) == 1 and uses_cuda(out):
             total = warmup_steps + max(2 * steps, profile_steps)
-    return {"batch_size": batch_size, "tokens": tokens, "sha256": tokens_sha256(tokens)}
+    run: dict[str, Any] = {"batch_size": batch_size, "tokens": tokens, "sha256": tokens_sha256(tokens)}
+    if callable(logits_fn):
+        run |= {"top_logits": top, "logits_dtype": dtypes.pop() if len(dtypes) == 1 else sorted(dtypes)}
+    return run
 
 
 def profile_batch(

@@ -7,9 +7,10 @@ from guard.measure._mix import (
 from guard.measure._compiled import DynamoRecord, GraphBreak
 from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
-    REFERENCE_FORMAT, ArmMeasurement, BatchRun, CacheOutcomes, CompileStats, HostUsage, MixRun, RankRun,
-    ReferenceTokens, RepeatResult, SourceLabel, StepInfo, TokenMismatch, WindowHost,
+    REFERENCE_FORMAT, ArmMeasurement, BatchRun, CacheOutcomes, CompileStats, HostUsage, MarginFloor, MarginMismatch,
+    MixRun, RankRun, ReferenceTokens, RepeatResult, SourceLabel, StepInfo, TokenMismatch, TopLogits, WindowHost,
 )
+from guard.measure._margins import MARGIN_FLOOR_ULPS, margin_ulps, ulp
 from guard.measure._ranks import RanksDiffer, merge_ranks, rank_mix_trace_paths, rank_trace_paths, slowest_rank_times
 from guard.measure._reference import (
     ReferenceOutcome, parse_mix_file, parse_reference_file, make_reference, prepare_reference, rows_needed,
@@ -53,6 +54,12 @@ __all__ = [
     "REFERENCE_FORMAT",
     "ReferenceTokens",
     "TokenMismatch",
+    "TopLogits",
+    "MarginFloor",
+    "MarginMismatch",
+    "MARGIN_FLOOR_ULPS",
+    "margin_ulps",
+    "ulp",
     "WindowHost",
     "BatchRun",
     "CacheOutcomes",

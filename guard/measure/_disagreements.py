@@ -6,7 +6,12 @@ reports the ids it generated, and the guard compares them with the reference it 
 
 from __future__ import annotations
 
+from guard.measure._margins import confident_disagreements, floor_for
 from guard.measure._models import BatchRun, ReferenceTokens, RepeatResult, TokenMismatch
+
+# every figure the guard counts, none counted: what a process says of them is never kept
+UNCOUNTED = {"disagreements": None, "compared": 0, "first_disagreement": None, "margin_floor": None,
+              "confident_disagreements": None, "confident_compared": 0, "first_confident": None}
 
 
 def count_disagreements(tokens: list[list[int]], rows: list[list[int]]) -> tuple[int, int, TokenMismatch | None]:
@@ -25,15 +30,23 @@ def count_disagreements(tokens: list[list[int]], rows: list[list[int]]) -> tuple
 
 
 def with_disagreements(result: RepeatResult, reference: ReferenceTokens) -> RepeatResult:
-    """The result with each forced run's disagreements counted against `reference`."""
+    """The result with each forced run's disagreements counted against `reference`, and where
+    the reference has its top logits, those at confident outputs apart."""
     runs: list[BatchRun] = []
     for run in result.runs:
         rows = reference.rows_for(run.batch_size)
         if not run.forced or rows is None:
-            runs.append(run.model_copy(update={"disagreements": None, "compared": 0, "first_disagreement": None}))
+            runs.append(run.model_copy(update=UNCOUNTED))
             continue
         count, compared, first = count_disagreements(run.tokens, rows)
-        runs.append(run.model_copy(update={"disagreements": count, "compared": compared, "first_disagreement": first}))
+        counted = UNCOUNTED | {"disagreements": count, "compared": compared, "first_disagreement": first}
+        top = reference.top_for(run.batch_size)
+        if top is not None and reference.top_logits is not None:
+            floor = floor_for(reference.top_logits)
+            confident, confident_compared, first_confident = confident_disagreements(run.tokens, rows, top, floor)
+            counted |= {"margin_floor": floor, "confident_disagreements": confident,
+                        "confident_compared": confident_compared, "first_confident": first_confident}
+        runs.append(run.model_copy(update=counted))
     mix = result.mix
     if mix is not None:
         unforced = not mix.forced or reference.mix is None

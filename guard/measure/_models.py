@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from guard.measure._compiled import DynamoRecord
 
@@ -19,6 +19,24 @@ class TokenMismatch(BaseModel):
     sequence: int
     expected: int
     found: int
+
+
+class MarginMismatch(TokenMismatch):
+    """A disagreement where the reference's top logit led its runner-up by `margin_ulps`."""
+
+    margin_ulps: float
+
+
+LogitsDtype = Literal["bfloat16", "float16", "float32", "float64"]
+
+
+class MarginFloor(BaseModel):
+    """The reference margin above which an output was confident (measure/_margins.py)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dtype: LogitsDtype  # of the reference's logits: the floor is in its ulps
+    ulps: float
 
 
 class WindowHost(BaseModel):
@@ -122,6 +140,12 @@ class BatchRun(BaseModel):
     disagreements: int | None = None
     compared: int = 0
     first_disagreement: TokenMismatch | None = None
+    # where the reference recorded its top two logits: the same for the outputs whose reference
+    # margin was above `margin_floor` alone (measure/_margins.py); None: no margins
+    margin_floor: MarginFloor | None = None
+    confident_disagreements: int | None = None
+    confident_compared: int = 0
+    first_confident: MarginMismatch | None = None
     # several ranks: each one's own figures, and per rank the timed steps it finished last (the
     # figures above are then the slowest rank's per step; tokens and trace rank 0's)
     step_done_ns: list[int] = []  # as each timed step's ids reached the host (RankRun's)
@@ -230,6 +254,24 @@ REFERENCE_FORMAT = "regression-guard reference tokens"  # harness/run.py checks 
 SourceLabel = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/ -]{0,199}$")]
 
 
+MAX_LOGIT = 1e9  # a logit read back from a process, or a file, is finite and no larger than this
+Logit = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_LOGIT, le=MAX_LOGIT)]
+
+
+class TopLogits(BaseModel):
+    """The reference's two largest logits of every output, per batch size: per step, per sequence,
+    (top, runner-up), in the dtype the workload's step_logits() gave them."""
+
+    dtype: LogitsDtype
+    batch_sizes: dict[int, list[list[tuple[Logit, Logit]]]]
+
+    @model_validator(mode="after")
+    def _sorted(self) -> TopLogits:
+        if any(second > best for rows in self.batch_sizes.values() for row in rows for best, second in row):
+            raise ValueError("a runner-up logit is above its top one")
+        return self
+
+
 class ReferenceTokens(BaseModel):
     """The ids every measured process is forced with: per batch size, the output of each step
     of one free-running greedy pass (of the base build, or a file the team commits)."""
@@ -239,6 +281,20 @@ class ReferenceTokens(BaseModel):
     batch_sizes: dict[int, list[list[int]]]
     # the mix pass: the lead step's row (every row of the largest size), then one per schedule step
     mix: list[list[int]] | None = None
+    # the top two logits of each output, where the workload gives its logits (step_logits())
+    top_logits: TopLogits | None = Field(default=None, exclude_if=lambda value: value is None)
+
+    @model_validator(mode="after")
+    def _logits_match_the_ids(self) -> ReferenceTokens:
+        if self.top_logits is not None:
+            for size, top in self.top_logits.batch_sizes.items():
+                rows = self.batch_sizes.get(size)
+                if rows is None or len(top) != len(rows) or any(len(t) != len(r) for t, r in zip(top, rows)):
+                    raise ValueError(f"top_logits at batch size {size} are not one pair per id")
+        return self
+
+    def top_for(self, batch_size: int) -> list[list[tuple[float, float]]] | None:
+        return self.top_logits.batch_sizes.get(batch_size) if self.top_logits is not None else None
 
     def rows_for(self, batch_size: int) -> list[list[int]] | None:
         return self.batch_sizes.get(batch_size)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from guard._errors import ConfigError
 from guard.config import MAX_BATCH_SIZE, MAX_MIX_SIZES, MAX_REFERENCE_BYTES, Files
-from guard.measure._models import REFERENCE_FORMAT, ReferenceTokens
+from guard.measure._models import REFERENCE_FORMAT, ReferenceTokens, TopLogits
 from guard.measure._runner import ArmTarget, HarnessSpec, RunFailed, run_ranks
 
 REFERENCE_STEM = "reference"
@@ -35,12 +35,17 @@ class ReferenceOutcome(BaseModel):
     accepts_tokens: bool = False  # the workload's step() takes its input ids
     path: Path | None = None
     error: str | None = None  # the reference process failed: measured processes run free
+    margins_error: str | None = None  # its top logits did not check out: the count rule decides
     seconds: float = 0.0
 
 
 class _ReferenceRun(BaseModel):
     batch_size: int
     tokens: list[list[int]]
+    # per step and sequence the two largest logits, where the workload has step_logits(); read
+    # apart from the ids (`_top_logits`): margins that do not check out only lose the margins
+    top_logits: Any = None
+    logits_dtype: Any = None
 
 
 class _ReferenceMix(BaseModel):
@@ -86,7 +91,33 @@ def make_reference(
         return ReferenceOutcome(accepts_tokens=False, seconds=seconds)
     tokens = ReferenceTokens(source=source, batch_sizes={run.batch_size: run.tokens for run in answer.runs},
                              mix=answer.mix.tokens if answer.mix else None)
-    return ReferenceOutcome(tokens=tokens, accepts_tokens=True, path=write_reference(tokens, run_dir), seconds=seconds)
+    top, margins_error = _top_logits(answer.runs)
+    if top is not None:
+        try:
+            tokens = ReferenceTokens(**(tokens.model_dump() | {"top_logits": top}))
+        except ValidationError as exc:
+            margins_error = exc.errors()[0]["msg"]
+    return ReferenceOutcome(tokens=tokens, accepts_tokens=True, path=write_reference(tokens, run_dir), seconds=seconds,
+                            margins_error=margins_error)
+
+
+def _top_logits(runs: list[_ReferenceRun]) -> tuple[TopLogits | None, str | None]:
+    """The reference's top logits of every batch size, checked as data (finite, bounded, one
+    dtype, the runner-up not above the top), or None and why not; None, None: the workload has
+    no step_logits()."""
+    if not runs or all(run.top_logits is None for run in runs):
+        return None, None
+    dtypes = {run.logits_dtype for run in runs}
+    try:
+        if len(dtypes) != 1:
+            raise ValueError(f"the batch sizes' logits are of {len(dtypes)} dtypes")
+        return TopLogits.model_validate({"dtype": dtypes.pop(),
+                                         "batch_sizes": {run.batch_size: run.top_logits for run in runs}}), None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return None, f"{'.'.join(str(part) for part in first['loc'])}: {first['msg']}"[:200]
+    except ValueError as exc:
+        return None, str(exc)
 
 
 def write_reference(tokens: ReferenceTokens, run_dir: Path) -> Path:
@@ -229,7 +260,11 @@ def prepare_reference(
         progress("reference: the workload's step() takes no input ids, so its processes run free "
                  "(tokens must then match exactly)")
     else:
-        progress(f"reference: {rows_needed(spec)} steps per batch size in {outcome.seconds:.1f} s")
+        progress(f"reference: {rows_needed(spec)} steps per batch size in {outcome.seconds:.1f} s"
+                 + (", with its top two logits per output" if outcome.tokens and outcome.tokens.top_logits else ""))
+        if outcome.margins_error:
+            progress(f"reference: its top logits are not used ({outcome.margins_error}); disagreements are counted "
+                     "alone")
     if outcome.path is None or outcome.tokens is None:
         return spec, outcome
     return forced_spec(spec, outcome.tokens, outcome.path), outcome

@@ -17,7 +17,7 @@ from guard._errors import ConfigError
 from guard.config import Workload
 from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION, draw_schedule, pass_lengths
 from guard.measure._compile_cache import compile_cache_environment
-from guard.measure._disagreements import with_disagreements
+from guard.measure._disagreements import UNCOUNTED, with_disagreements
 from guard.measure._in_container import container_environment, run_in_container
 from guard.measure._models import ArmMeasurement, ReferenceTokens, RepeatResult
 from guard.measure._ranks import RanksDiffer, merge_ranks
@@ -181,7 +181,8 @@ def _run_one(
         raise RunFailed(f"the ranks of {stem} do not line up: {exc}", "") from None
     if reference is None:  # nothing was forced, whatever the process says
         unforced = {"forced": False, "disagreements": None, "compared": 0, "first_disagreement": None}
-        return result.model_copy(update={"runs": [r.model_copy(update=unforced) for r in result.runs],
+        return result.model_copy(update={"runs": [r.model_copy(update=UNCOUNTED | {"forced": False})
+                                                  for r in result.runs],
                                          "mix": result.mix.model_copy(update=unforced) if result.mix else None})
     # the guard counts, from the ids the process generated and its own copy of the reference
     return with_disagreements(result, reference)

@@ -28,8 +28,10 @@ def agreement_sentence(report: Report) -> str:
         return (f"Every step's input was forced from {source}, so the work is like for like. The {text(arm.arm)}'s "
                 f"arithmetic changed: {words.at_size(size)} every one of its processes disagrees with the reference "
                 f"more often than base's own ({counts} of {arm.compared} outputs, against at most {base_most}), a "
-                "rounding-level difference such as another kernel or fusion gives in bf16, under the "
-                f"{arm.min_excess / arm.compared:.0%} of outputs at which the guard calls the output changed.")
+                "rounding-level difference such as another kernel or fusion gives in bf16, "
+                + (_margin_clause(agreement, arm) if agreement.margin_floor else
+                   f"under the {arm.min_excess / arm.compared:.0%} of outputs at which the guard calls the output "
+                   "changed."))
     if all(a.exact for _, a in forced):
         flips = [(b.batch_size, arm) for b, a in forced for arm in a.arms if arm.some_disagree]
         if not flips:
@@ -47,10 +49,37 @@ def agreement_sentence(report: Report) -> str:
     lowest = min(100 - arm.most_pct for arm in every)
     most = {name: max((arm.most_pct for arm in every if arm.arm == name), default=0.0)
             for name in (report.base, report.head)}
+    margins = next((a for _, a in forced if a.margin_floor), None)
     return (f"Every step's input was forced from {source}: forced alike, each process's own greedy tokens agree "
             f"with it on {lowest:.1f}% of steps or more, and base's own processes disagree with it as often as "
             f"head's (up to {most[report.base]:.1f}% and {most[report.head]:.1f}%), so this is numerical noise "
-            "(near-ties in the argmax) and the work is like for like.")
+            "(near-ties in the argmax) and the work is like for like."
+            + (" " + _confident_note(margins, report.head) if margins else ""))
+
+
+def _floor_text(agreement: Agreement) -> str:
+    floor = agreement.margin_floor
+    assert floor is not None
+    return f"{floor.ulps:g} {floor.dtype} ulps"
+
+
+def _margin_clause(agreement: Agreement, arm: ArmAgreement) -> str:
+    """Why a numerics change is not a change of output under the margin rule."""
+    confident = ", ".join(str(c) for c in arm.confident or [])
+    return (f"not another function: where the reference's top logit led its runner-up by more than "
+            f"{_floor_text(agreement)} ({arm.confident_compared} of the {arm.compared} outputs), its processes "
+            f"disagreed {confident} times, no more often than base's.")
+
+
+def _confident_note(agreement: Agreement, head: str) -> str:
+    """The margin rule's figures beside the noise sentence."""
+    arm = agreement.arm(head)
+    if arm is None or arm.confident is None:
+        return ""
+    confident = ", ".join(str(c) for c in arm.confident)
+    return (f"Where the reference's top logit led its runner-up by more than {_floor_text(agreement)} "
+            f"({arm.confident_compared} of {arm.compared} outputs), which rounding does not move, the head's "
+            f"processes disagreed {confident} times.")
 
 
 def agreement_reasons(report: Report) -> list[str]:
@@ -78,6 +107,8 @@ def changed_text(report: Report, agreement: Agreement, arm: ArmAgreement) -> str
              f"{first.expected})" if first else "")
     counts = ", ".join(str(d) for d in arm.disagreements)
     name, reference = text(arm.arm), text(agreement.reference)
+    if agreement.margin_floor is not None and arm.confident is not None:
+        return _changed_by_margins(report, agreement, arm)
     if agreement.exact:
         return (f"the output of {name} changed: forced with the same inputs, every base process reproduced "
                 f"{reference} exactly, and {name}'s processes disagreed with it on {counts} of "
@@ -90,6 +121,20 @@ def changed_text(report: Report, agreement: Agreement, arm: ArmAgreement) -> str
             "this is more than numerical noise, so the timings are not compared")
 
 
+def _changed_by_margins(report: Report, agreement: Agreement, arm: ArmAgreement) -> str:
+    first = arm.first_confident
+    where = (f" (first at step {first.step}, sequence {first.sequence}: {first.found} where the reference has "
+             f"{first.expected}, whose top logit led by {first.margin_ulps:.0f} ulps)" if first else "")
+    base = agreement.arm(report.base)
+    base_counts = ", ".join(str(c) for c in (base.confident or [])) if base else "?"
+    confident = ", ".join(str(c) for c in arm.confident or [])
+    return (f"the output of {text(arm.arm)} changed: forced with the same inputs, every one of its processes chose "
+            f"another token where the reference's top logit led its runner-up by more than {_floor_text(agreement)}, "
+            f"which rounding does not move ({confident} of those {arm.confident_compared} outputs, against "
+            f"{base_counts} in base's processes){where}; the runs are not like for like, so their timings are not "
+            "compared")
+
+
 def why_invalid(report: Report) -> str | None:
     """The forced comparison's cause of an invalid verdict, in a few words, for the title."""
     for batch, agreement in _forced(report):
@@ -99,7 +144,7 @@ def why_invalid(report: Report) -> str | None:
             return f"the {agreement.unforced[0]} arm's workload could not be forced ({words.size(batch.batch_size)})"
         head = agreement.arm(report.head)
         if head is not None and head.output_changed:
-            first = f", first at step {head.first_disagreement.step}" if head.first_disagreement else ""
+            first = f", first at step {head.first_change.step}" if head.first_change else ""
             return f"the head's output changed {words.at_size(batch.batch_size)}{first}"
     return None
 

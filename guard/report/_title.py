@@ -107,7 +107,7 @@ def _invalid_batch(report: Report) -> str:
             return f"the {arm} arm's workload could not be forced ({words.size(batch.batch_size)})"
         head = batch.agreement.arm(report.head)
         if head is not None and head.output_changed:
-            first = f", first at step {head.first_disagreement.step}" if head.first_disagreement else ""
+            first = f", first at step {head.first_change.step}" if head.first_change else ""
             return f"the head's output changed {words.at_size(batch.batch_size)}{first}"
     return "see the reasons in the comment"
 

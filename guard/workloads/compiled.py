@@ -390,11 +390,13 @@ class CompiledDecode:
         self.batch_size = 0
         self.position = 0  # positions of the cache in use, on the host: no sync to check it
         self._checksum: str | None = None
+        self._logits: torch.Tensor | None = None  # the last step's
 
-    def _decode_one(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """decode_one_token: [batch] ids at position pos ([1]) -> [batch] greedy next ids."""
-        logits = self.model(tokens[:, None], pos)
-        return logits[:, -1].argmax(dim=-1)
+    def _decode_one(self, tokens: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """decode_one_token: [batch] ids at position pos ([1]) -> [batch] greedy next ids, and the
+        [batch, vocab] logits they were chosen from (an output the step computes anyway)."""
+        logits = self.model(tokens[:, None], pos)[:, -1]
+        return logits.argmax(dim=-1), logits
 
     @property
     def last(self) -> torch.Tensor:
@@ -426,10 +428,18 @@ class CompiledDecode:
             raise RuntimeError("step() before setup(batch_size)")
         next_input(state.input_ids, state.last, tokens, self.position, self.args.max_len, self.prompt_len,
                    "static KV cache")
-        state.last.copy_(self._call_decode(state))
+        ids, self._logits = self._call_decode(state)
+        state.last.copy_(ids)
         state.pos.add_(1)
         self.position += 1
         return state.last
+
+    def step_logits(self) -> torch.Tensor:
+        """The logits the last step's ids were chosen from, [batch, vocab] in the model's dtype
+        (read before the next step, which may overwrite a graph's output)."""
+        if self._logits is None:
+            raise RuntimeError("step_logits() before a step")
+        return self._logits
 
     def describe(self) -> dict[str, object]:
         if self._checksum is None:
@@ -461,6 +471,7 @@ class CompiledDecode:
         self._states.clear()
         self._warmed.clear()
         self.state = None
+        self._logits = None
         for layer in self.model.layers:
             layer.attention.k_cache = layer.attention.v_cache = None
         if self.device.type == "cuda":
@@ -469,7 +480,7 @@ class CompiledDecode:
 
     # -- internals --------------------------------------------------------------------
 
-    def _call_decode(self, state: DecodeState) -> torch.Tensor:
+    def _call_decode(self, state: DecodeState) -> tuple[torch.Tensor, torch.Tensor]:
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs may be overwritten
         return self._decode(state.input_ids, state.pos)

@@ -116,6 +116,7 @@ class HFDecode:
         self.batch_size = 0
         self.position = 0
         self._checksum: str | None = None
+        self._logits: torch.Tensor | None = None  # the last step's
 
     # -- building -------------------------------------------------------------------
 
@@ -151,10 +152,12 @@ class HFDecode:
         fill_seeded(built, self.seed)
         return built
 
-    def _decode_one(self, tokens: torch.Tensor) -> torch.Tensor:
-        """[batch] ids at the cache's next position -> [batch] greedy next ids."""
+    def _decode_one(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[batch] ids at the cache's next position -> [batch] greedy next ids, and the
+        [batch, vocab] logits they were chosen from."""
         out = self.model(input_ids=tokens[:, None], past_key_values=self.cache, use_cache=True)
-        return out.logits[:, -1].argmax(dim=-1)
+        logits = out.logits[:, -1]
+        return logits.argmax(dim=-1), logits
 
     # -- protocol ---------------------------------------------------------------------
 
@@ -191,9 +194,17 @@ class HFDecode:
         if self.input_ids is None or self.last is None:
             raise RuntimeError("step() before setup(batch_size)")
         next_input(self.input_ids, self.last, tokens, self.position, self.max_len, self.prompt_len, "StaticCache")
-        self.last.copy_(self._call_decode())
+        ids, self._logits = self._call_decode()
+        self.last.copy_(ids)
         self.position += 1
         return self.last
+
+    def step_logits(self) -> torch.Tensor:
+        """The logits the last step's ids were chosen from, [batch, vocab] in the model's dtype
+        (read before the next step, which may overwrite a graph's output)."""
+        if self._logits is None:
+            raise RuntimeError("step_logits() before a step")
+        return self._logits
 
     def describe(self) -> dict[str, object]:
         if self._checksum is None:
@@ -228,14 +239,14 @@ class HFDecode:
     def teardown(self) -> None:
         self._caches.clear()
         self._buffers.clear()
-        self.cache = self.input_ids = self.last = None
+        self.cache = self.input_ids = self.last = self._logits = None
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             torch.cuda.empty_cache()
 
     # -- internals --------------------------------------------------------------------
 
-    def _call_decode(self) -> torch.Tensor:
+    def _call_decode(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs may be overwritten
         return self._decode(self.input_ids)
