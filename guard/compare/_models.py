@@ -20,6 +20,9 @@ UNDECIDED: tuple[Verdict, ...] = ("at_threshold", "inconclusive")  # what anothe
 
 
 MetricKey = Literal["gpu_ms", "tok_per_s"]  # the two metrics a verdict is decided on
+# Why a run took no further round: every batch size (and the mix) decided, the next round would
+# not fit the time budget left, or the run took the most rounds it may (measure.max_rounds).
+RoundsStop = Literal["decided", "budget", "max_rounds"]
 METRICS: tuple[MetricKey, ...] = ("gpu_ms", "tok_per_s")  # in the order a tie between them is named
 
 

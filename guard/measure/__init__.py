@@ -14,6 +14,7 @@ from guard.measure._reference import (
     with_mix_file, write_reference,
 )
 from guard.measure._runner import ArmTarget, HarnessSpec, check_cpus, run_interleaved
+from guard.measure._budget import RoundsBudget
 from guard.measure._schedule import interleave
 from guard.measure._slow import (
     RATE_CONFIDENCE, SLOW_MIN_PCT, SLOW_SIGMAS, SlowMetric, SlowProcess, SlowProcesses, find_slow_processes,
@@ -25,6 +26,7 @@ from guard.measure._stats import (
 )
 
 __all__ = [
+    "RoundsBudget",
     "ArmMix",
     "Imbalance",
     "ImbalanceBucket",
