@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from guard._errors import GuardError, HarnessError, TraceError
 from guard._output import write_atomic
 from guard.checkout import ArmRef, build_arm, check_interpreter_reach, default_cache_dir, require_repo, resolve_commit
-from guard.compare import DisagreementNoise, compare, disagreement_noise
+from guard.compare import DisagreementNoise, alpha_per_look, bounds_level, compare, disagreement_noise
 from guard.config import (
     REFUSED_GPU_MS_PCT, REFUSED_TOK_PER_S_PCT, STEADY_RUNNER, CommitFiles, GuardConfig, Thresholds, check_entry,
     load_commit_config, threshold_refusal, write_thresholds,
@@ -78,6 +78,14 @@ class Calibration(BaseModel):
     tok_per_s_supported_pct: float
     end_to_end_supported_pct: float | None = None  # None: no end-to-end figure was measured
     suggested: Thresholds
+    # the two-sided level of the rule's bounds the suggestions hold at (None: made at the shown 95%)
+    bounds_level: float | None = None
+
+
+def rule_level(config: GuardConfig, batch_sizes: int) -> float:
+    """The level of the bounds `guard run` decides by under `config`: its alpha split over the
+    rounds it may take, the metrics and `batch_sizes` (the mix counted as one)."""
+    return bounds_level(alpha_per_look(config.measure.alpha, config.measure.looks, batch_sizes))
 
 
 def calibrate(
@@ -126,6 +134,7 @@ def calibrate(
                          reference=reference.tokens.source if reference.tokens else None)
     slow = slow_processes(measurements.values(), spec.batch_sizes)
     asked = [config.measure.threshold_pct, *(thresholds_pct or [])]
+    level = rule_level(config, len(spec.batch_sizes) + (spec.mix_schedule() is not None))
     noise = []
     for batch in comparison.batch_sizes:
         if batch.gpu_ms_change is None or batch.tok_per_s_change is None:
@@ -141,11 +150,11 @@ def calibrate(
             gpu_ms_aa_ci_pct=(batch.gpu_ms_change.ci_low_pct, batch.gpu_ms_change.ci_high_pct),
             tok_per_s_aa_ci_pct=(batch.tok_per_s_change.ci_low_pct, batch.tok_per_s_change.ci_high_pct),
             gpu_ms=runner_noise(_kept(measurements, slow, "gpu_ms", batch.batch_size), config.measure.repeats,
-                                config.measure.confidence, asked),
+                                level, asked),
             tok_per_s=runner_noise(_kept(measurements, slow, "tok_per_s", batch.batch_size), config.measure.repeats,
-                                   config.measure.confidence, asked),
+                                   level, asked),
             end_to_end_ms=_end_to_end_noise(measurements, batch.batch_size, config.measure.repeats,
-                                            config.measure.confidence, asked),
+                                            level, asked),
             gaps=gap_noise([Path(run.trace) for m in measurements.values() for r in m.repeats
                             for run in r.runs if run.batch_size == batch.batch_size and run.trace]),
             disagreement=disagreement_noise(batch.agreement),
@@ -172,7 +181,7 @@ def calibrate(
     suggested = Thresholds(gpu_ms_pct=_suggest(gpu_pct), tok_per_s_pct=_suggest(tok_pct),
                            end_to_end_ms_pct=end_suggested)
     result = Calibration(
-        sha=arm_ref.sha, repeats=config.measure.repeats, noise=noise, slow=slow,
+        sha=arm_ref.sha, repeats=config.measure.repeats, bounds_level=level, noise=noise, slow=slow,
         slow_in_a_run=in_a_run,
         gpu_ms_supported_pct=gpu_pct, tok_per_s_supported_pct=tok_pct, end_to_end_supported_pct=end_pct,
         suggested=suggested,
@@ -182,7 +191,9 @@ def calibrate(
         f"{SPREAD_LIMIT_CONFIDENCE:.0%} limit of its spread, the widest batch size), rounded up to "
         f"{SUGGESTION_STEP_PCT:g}% and at least {FLOOR_PCT}%: GPU ms per step {gpu_pct:.3f}%, tok/s {tok_pct:.3f}%"
         + (f", end-to-end ms per step {end_pct:.3f}%" if end_pct is not None else "") + ". "
-        f"At that limit an unchanged commit passes them {PASS_RATE:.0%} of the time (more at the spread measured), "
+        f"At that limit an unchanged commit passes them {PASS_RATE:.0%} of the time in the first round (more at the "
+        f"spread measured), each bound at the rule's own level ({level:.4%} two-sided: alpha "
+        f"{config.measure.alpha:g} split over {config.measure.looks} round(s), the metrics and the batch sizes), "
         "when no slow process lands in its run."
     )
     out.parent.mkdir(parents=True, exist_ok=True)

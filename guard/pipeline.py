@@ -24,8 +24,8 @@ from guard.config import (
     apply_overrides, check_entry, config_change, config_paths, load_commit_config, read_thresholds,
 )
 from guard.measure import (
-    ArmMeasurement, ArmTarget, HarnessSpec, ReferenceOutcome, check_cpus, mix_report, prepare_reference,
-    rank_trace_paths, run_interleaved, share_compile_caches, slow_processes,
+    ArmMeasurement, ArmTarget, HarnessSpec, RepeatResult, ReferenceOutcome, RoundsBudget, check_cpus, mix_report,
+    prepare_reference, rank_trace_paths, run_interleaved, share_compile_caches, slow_processes,
 )
 from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, write_report,
@@ -146,40 +146,54 @@ def _run_guard(
         measurements |= run_interleaved(targets, spec, repeats, out_dir / "runs", config.measure.timeout_s, progress,
                                         reference=reference.tokens if spec.reference else None)
 
-    looks = 2 if config.measure.confirm else 1  # alpha is split over the rounds the run may take
+    looks = config.measure.looks  # alpha is split over the most rounds the run may take
 
     schedule = spec.mix_schedule()
+    verdict_arms = (base_ref.name, head_ref.name)
+    decided_at: dict[int, int] = {}  # batch size -> the last round that measured it
+    mix_at = 1
+    budget = RoundsBudget(config.measure.confirm_budget_s)
+    budget.measured(_verdict_processes(measurements, verdict_arms), confirmation=False)
 
-    def decide(look: dict[int, int] | None = None, mix_look: int = 1) -> Comparison:
+    def decide() -> Comparison:
         return compare(
             {a.name: measurements[a.name] for a in arms},
             base_ref.name, head_ref.name, spec.batch_sizes,
             gpu_pct, config.measure.confidence, config.measure.alpha, tok_pct,
-            reference=reference.tokens.source if reference.tokens else None, looks=looks, look=look,
-            mix_schedule=schedule, mix_look=mix_look, end_to_end_threshold_pct=end_to_end_pct,
+            reference=reference.tokens.source if reference.tokens else None, looks=looks, look=decided_at,
+            mix_schedule=schedule, mix_look=mix_at, end_to_end_threshold_pct=end_to_end_pct,
         )
 
+    def fits(_undecided: list[int], _mix: bool) -> bool:
+        return budget.fits(2 * repeats)
+
     def confirmation_round(undecided: list[int], mix: bool) -> Comparison:
+        nonlocal mix_at
+        round_no = budget.rounds + 1
         what = ([f"batch size(s) {undecided}"] if undecided else []) + (["the batch-size mix"] if mix else [])
-        progress(f"{' and '.join(what)} undecided: one confirmation round of {repeats} repeats per arm, "
-                 "of those alone")
-        # a mix decided in the first round is not measured again: its verdict stands on that round
+        progress(f"{' and '.join(what)} undecided: confirmation round {round_no} of at most {looks}, "
+                 f"{repeats} repeats per arm of those alone (about {budget.estimate_s(2 * repeats):.0f} s of "
+                 f"the {budget.left_s():.0f} s left)")
+        # a mix decided in an earlier round is not measured again: its verdict stands on that round
         alone = {"batch_sizes": undecided} | ({} if mix else {"batch_mix": None, "batch_mix_steps": None})
         # base and head alone: the verdict is theirs, and an ablation arm's row stands on its first round
-        verdict_arms = (base_ref.name, head_ref.name)
         healthy = [t for t in targets if measurements[t.name].error is None and t.name in verdict_arms]
         more = run_interleaved(
             healthy, spec.model_copy(update=alone), repeats, out_dir / "runs",
-            config.measure.timeout_s, progress, first_repeat=repeats,
+            config.measure.timeout_s, progress, first_repeat=(round_no - 1) * repeats,
             reference=reference.tokens if spec.reference else None,
         )
+        budget.measured([r for extra in more.values() for r in extra.repeats], confirmation=True)
         for name, extra in more.items():
             merged = measurements[name]
             merged.repeats.extend(extra.repeats)
             merged.error, merged.log_tail = merged.error or extra.error, merged.log_tail or extra.log_tail
-        return decide({size: 2 for size in undecided}, 2 if mix else 1)
+        decided_at.update({size: round_no for size in undecided})
+        mix_at = round_no if mix else mix_at
+        return decide()
 
-    comparison, rounds, _ = confirm_undecided(decide(), confirmation_round)
+    comparison, rounds, stopped, _ = confirm_undecided(decide(), confirmation_round, fits)
+    progress(f"rounds: {rounds}, stopped: {stopped}")
     slow = slow_processes(measurements.values(), spec.batch_sizes, schedule)
     gpu_timed = any(a.timer == "cuda_event" for b in comparison.batch_sizes for a in b.arms)
     progress(slow_processes_sentence(slow, gpu=gpu_timed))
@@ -219,6 +233,9 @@ def _run_guard(
         head=head_ref.name,
         arms=arms,
         rounds=rounds,
+        rounds_stopped=stopped,
+        confirm_s=round(budget.confirm_s, 1) if rounds > 1 else None,
+        confirm_budget_s=budget.budget_s if looks > 1 else None,
         slow_processes=slow,
         workload=WorkloadInfo(
             **spec.model_dump(exclude={"reference"}), repeats=repeats,
@@ -350,6 +367,10 @@ def _environment(measurements: dict[str, ArmMeasurement], order: list[str]) -> E
         if m and m.repeats:
             return Environment.model_validate(m.repeats[0].environment, strict=False)
     return Environment()
+
+
+def _verdict_processes(measurements: dict[str, ArmMeasurement], arms: tuple[str, str]) -> list[RepeatResult]:
+    return [r for name in arms if name in measurements for r in measurements[name].repeats]
 
 
 def _trace_paths(measurements: dict[str, ArmMeasurement]) -> dict[str, dict[int, list[tuple[int, Path]]]]:

@@ -109,6 +109,9 @@ REFUSED = [
      "bad value for 'measure.threshold_pct': nan; expected: Input should be a finite number"),
     ("huge-repeats", BASE_CONFIG.replace("repeats = 3", "repeats = 1000000000"),
      "bad value for 'measure.repeats': 1000000000; expected: Input should be less than or equal to 200"),
+    ("few-repeats", BASE_CONFIG.replace("allow_few_repeats = true", "allow_few_repeats = false"),
+     "measure.repeats 3 is under 5 processes per arm, too few for the decision rule to decide a change near the "
+     "threshold; use 5 or more, or set measure.allow_few_repeats = true for a quick try"),
     ("threshold-100", BASE_CONFIG + "threshold_pct = 100\n",
      "bad value for 'measure.threshold_pct': 100; expected: a threshold under 25% in GPU ms per step (100% would "
      "let a decode a quarter slower pass); quiet the runner"),

@@ -114,6 +114,7 @@ pass_env = ["PROBE_DUMP", "PROBE_OUT", "PROBE_CACHE"]
 {user}
 [measure]
 repeats = 2
+allow_few_repeats = true  # the CPU tests' few processes
 confirm = false
 """
 
@@ -345,6 +346,7 @@ install = "{install}"
 pass_env = ["PROBE_DUMP"]
 [measure]
 repeats = 2
+allow_few_repeats = true  # the CPU tests' few processes
 confirm = false
 """
 

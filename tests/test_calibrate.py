@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from guard.calibrate import NoiseFloor, calibration_path, gap_noise, gap_noise_line
-from guard.compare import agreement
+from guard.calibrate import NoiseFloor, calibration_path, gap_noise, gap_noise_line, rule_level
+from guard.compare import METRICS_PER_LOOK, agreement
 from guard.compare import disagreement_noise as noise_of
-from guard.config import load_thresholds
-from guard.measure import RunnerNoise
+from guard.config import load_thresholds, parse_config
+from guard.measure import PASS_RATE, RunnerNoise, relative_change, runner_noise
 from tests.conftest import commit_all, git, writable_by_all
 from tests.test_forcing import CONFIG as FORCED_CONFIG
 from tests.test_forcing import forced_runs, noisy_repo
@@ -64,6 +64,46 @@ def test_a_trace_that_cannot_be_read_is_named_and_skipped(tmp_path: Path) -> Non
     (why,) = gaps.unreadable
     assert why.startswith("a-0-bs1.trace.json.gz: ")
     assert "1 trace(s) could not be read: a-0-bs1.trace.json.gz: " in gap_noise_line(_noise(gaps=gaps))
+
+
+def _welch_upper_quantile(repeats: int, level: float, draws: int = 6000) -> float:
+    """PASS_RATE's quantile of an unchanged pair's upper bound, in sds of a process, from scipy's
+    own Welch interval of draws at sd 1."""
+    rng = np.random.default_rng(11)
+    base, head = rng.standard_normal((2, draws, repeats))
+    interval = stats.ttest_ind(head, base, axis=1, equal_var=False).confidence_interval(confidence_level=level)
+    return float(np.quantile(interval.high, PASS_RATE))
+
+
+def test_the_suggestion_holds_at_the_rules_level_not_at_the_shown_95_percent() -> None:
+    """The smallest threshold an A/A supports is the one an unchanged commit passes PASS_RATE of
+    the time under the bounds `guard run` decides by (alpha split over 4 rounds, the metrics and 2
+    batch sizes), checked against scipy and by drawing unchanged pairs; at the 95% the intervals
+    are shown at, an unchanged commit would fail it far more often than promised."""
+    config = parse_config({"measure": {"alpha": 0.01, "max_rounds": 4}})
+    each = 0.01 / (4 * METRICS_PER_LOOK * 2)
+    level = rule_level(config, 2)
+    assert level == pytest.approx(1 - 2 * each)
+    rng = np.random.default_rng(7)
+    sigma = 0.003
+    sides = [list(10 * np.exp(rng.normal(0, sigma, 5))), list(10 * np.exp(rng.normal(0, sigma, 5)))]
+    logs = [np.log(side) for side in sides]
+    pooled = sum(((x - x.mean()) ** 2).sum() for x in logs) / 8
+    limit = 8 * pooled / stats.chi2.ppf(0.05, 8)
+    expected = math.expm1(math.sqrt(limit) * _welch_upper_quantile(5, level)) * 100
+    at_rule = runner_noise(sides, 5, level, []).supported_pct
+    at_shown = runner_noise(sides, 5, 0.95, []).supported_pct
+    assert at_rule == pytest.approx(expected, rel=0.03)
+    assert at_shown < 0.7 * at_rule
+
+    def passes(threshold: float) -> float:
+        """How often an unchanged pair at the limit's spread has its upper bound, at the rule's level, under it."""
+        draws = (relative_change(list(np.exp(rng.normal(0, math.sqrt(limit), 5))),
+                                 list(np.exp(rng.normal(0, math.sqrt(limit), 5))), level) for _ in range(1500))
+        return float(np.mean([change.ci_high_pct < threshold for change in draws]))
+
+    assert passes(at_rule) >= PASS_RATE - 0.015  # 1500 draws: about 0.6% of standard error
+    assert passes(at_shown) < 0.75
 
 
 # --- the A/A on a CPU, in real subprocesses -------------------------------------------------
@@ -138,6 +178,14 @@ def test_a_slow_process_is_named_counted_and_left_out_of_the_spread(tmp_path: Pa
     assert line, text
     assert float(line.group(1)) == pytest.approx(math.sqrt(pooled) * 100, abs=0.0006)
     assert int(line.group(2)) == 8 - len(left_out)
+    # the threshold it supports, at the rule's own level: alpha 0.01 over 1 look (no confirmation
+    # round), the metrics and 1 batch size, Welch's bound at 4 per side
+    each = 0.01 / (1 * METRICS_PER_LOOK * 1)
+    dof = sum(len(x) - 1 for x in kept)
+    limit = dof * pooled / stats.chi2.ppf(0.05, dof)
+    supported = math.expm1(math.sqrt(limit) * _welch_upper_quantile(4, 1 - 2 * each)) * 100
+    assert calibration["bounds_level"] == pytest.approx(1 - 2 * each)
+    assert calibration["gpu_ms_supported_pct"] == pytest.approx(supported, rel=0.03)
     with_it = [np.log([figures[(s, r)][0] for r in range(1, 5)]) for s in "ab"]
     pooled_with_it = sum(((x - x.mean()) ** 2).sum() for x in with_it) / 6
     assert math.sqrt(pooled_with_it) > 20 * math.sqrt(pooled)  # what one slow process does to the spread

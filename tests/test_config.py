@@ -43,6 +43,7 @@ options = { layers = 2 }
 method = "none"
 [measure]
 repeats = 3
+allow_few_repeats = true  # the CPU tests' few processes
 """,
     )
     config = load_config(path)

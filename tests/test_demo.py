@@ -39,7 +39,7 @@ def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
     report = json.loads((out / "report.json").read_text())
     comment = (out / "comment.md").read_text()
     assert proc.stdout.strip() == comment.strip()  # the demo prints the comment it wrote
-    assert report["schema_version"] == SCHEMA_VERSION and report["looks"] == 2  # the interval rule, confirmation on
+    assert report["schema_version"] == SCHEMA_VERSION and report["looks"] == 4  # the interval rule, up to 4 rounds
     # every process was forced with base's reference, and on a CPU in float32 each reproduced it
     assert report["hash_match"] is None and report["workload"]["reference"].startswith("base ")
     for batch in report["batch_sizes"]:

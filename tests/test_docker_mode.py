@@ -234,6 +234,7 @@ memory_mb = 1024
 pids_limit = 256
 [measure]
 repeats = 3
+allow_few_repeats = true  # the CPU tests' few processes
 """
 
 

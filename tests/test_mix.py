@@ -313,6 +313,7 @@ batch_mix_file = "bench/sizes.txt"
 method = "none"
 [measure]
 repeats = 2
+allow_few_repeats = true  # the CPU tests' few processes
 confirm = false
 threshold_pct = 20
 """

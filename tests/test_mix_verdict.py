@@ -121,8 +121,8 @@ def test_an_open_mix_gets_a_confirmation_round_of_its_own() -> None:
         return compare(more, "base", "head", [1], THRESHOLD, CONFIDENCE, 0.01, looks=2, mix_schedule=SCHEDULE,
                        mix_look=2)
 
-    final, rounds, missing = confirm_undecided(first, second)
-    assert asked == [([], True)] and (rounds, missing) == (2, False)
+    final, rounds, stopped, missing = confirm_undecided(first, second)
+    assert asked == [([], True)] and (rounds, stopped, missing) == (2, "max_rounds", False)
     assert final.mix_comparison is not None and final.mix_comparison.look == 2
     assert [a.repeats for a in final.mix_comparison.arms] == [10, 10]
     assert final.batch_sizes[0] == first.batch_sizes[0]  # the fixed size stands on its first round

@@ -30,12 +30,14 @@ method = "none"
 install = ""
 [measure]
 repeats = 3
+allow_few_repeats = true  # the CPU tests' few processes
 thresholds_file = "guard-thresholds.toml"
 """
 
 
 def test_overrides_replace_the_configs_values_and_a_calibrated_threshold() -> None:
-    config = parse_config({"measure": {"thresholds_file": "guard-thresholds.toml", "repeats": 7}}, source="t")
+    measure = {"thresholds_file": "guard-thresholds.toml", "repeats": 7, "allow_few_repeats": True}
+    config = parse_config({"measure": measure}, source="t")
     tried = apply_overrides(config, ConfigOverrides(repeats=2, batch_sizes=[1, 4], steps=16, threshold_pct=2.5))
     assert (tried.measure.repeats, tried.workload.batch_sizes, tried.workload.steps) == (2, [1, 4], 16)
     assert tried.measure.threshold_pct == 2.5 and tried.measure.thresholds_file is None
@@ -50,6 +52,9 @@ def test_overrides_replace_the_configs_values_and_a_calibrated_threshold() -> No
     (ConfigOverrides(batch_sizes=[1, 1]), "--batch-sizes 1,1: batch sizes must not repeat"),
     (ConfigOverrides(batch_sizes=[5000]), "--batch-sizes 5000: every one of the batch sizes must be 4096 or less"),
     (ConfigOverrides(steps=100_001), "--steps 100001: input should be less than or equal to 100000"),
+    (ConfigOverrides(repeats=4), "the command-line overrides do not make a valid config: measure.repeats 4 is under 5 "
+     "processes per arm, too few for the decision rule to decide a change near the threshold; use 5 or more, or set "
+     "measure.allow_few_repeats = true for a quick try"),
 ])
 def test_an_override_out_of_the_configs_range_names_its_flag(overrides: ConfigOverrides, message: str) -> None:
     with pytest.raises(ConfigError) as caught:

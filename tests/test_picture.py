@@ -19,6 +19,7 @@ import pytest
 from cmarkgfm.cmark import Options
 
 from guard.measure import spread
+from guard.report._chart import MAX_PROCESSES_PER_ARM
 from guard.report import CHART_FILE, Report, metric, render_comment, strip_chart, strip_svg, write_report
 from tests.report_fixtures import remeasured, committed, current_file
 
@@ -137,7 +138,8 @@ def test_the_comment_holds_one_mermaid_chart_per_batch_size_in_a_fold() -> None:
 
 def test_a_report_whose_numbers_cannot_be_drawn_gets_no_chart_for_that_batch_size() -> None:
     report = _rich()
-    for values in ([math.nan] * 5, [math.inf, 1.0, 1.0, 1.0, 1.0], [-1.0] * 5, [0.0] * 5, [2.2] * 401):
+    too_many = [2.2] * (MAX_PROCESSES_PER_ARM + 1)  # more processes than a run of the most rounds holds
+    for values in ([math.nan] * 5, [math.inf, 1.0, 1.0, 1.0, 1.0], [-1.0] * 5, [0.0] * 5, too_many):
         broken = _with_head(report, 1, values)
         chart = strip_chart(broken)
         assert chart is not None and [p.batch_size for p in chart.panels] == [2], values

@@ -30,6 +30,7 @@ method = "{method}"
 install = "{install}"
 [measure]
 repeats = {repeats}
+allow_few_repeats = true  # the CPU tests' few processes
 """
 
 
@@ -241,15 +242,16 @@ def _run_same(repo: Path, out: Path, counter: Path) -> subprocess.CompletedProce
 
 @pytest.mark.slow
 def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path: Path) -> None:
-    config = CONFIG.format(method="none", install="", repeats=3).replace("[1, 2]", "[1]")
+    config = CONFIG.format(method="none", install="", repeats=3).replace("[1, 2]", "[1]") + "max_rounds = 2\n"
     repo, counter = _noisy_repo(tmp_path, config)
     out = tmp_path / "out"
     proc = _run_same(repo, out, counter)
     report = json.loads((out / "report.json").read_text())
     # the reference process, then 2 arms x 3 repeats x 2 rounds, one process each
     assert counter.read_text() == "13"
-    assert "one confirmation round" in proc.stderr
+    assert "confirmation round 2 of at most 2" in proc.stderr
     assert report["rounds"] == 2 and report["looks"] == 2 and report["schema_version"] == SCHEMA_VERSION
+    assert report["rounds_stopped"] == "max_rounds"
     assert [a["repeats"] for a in report["arms"]] == [6, 6]
     assert report["verdict"] == "inconclusive" and proc.returncode == 0
     (batch,) = report["batch_sizes"]
@@ -262,7 +264,7 @@ def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path
     comment = (out / "comment.md").read_text()
     assert "from none after its confirmation round; " in comment and "too noisy to tell a" in comment
     assert f"{count} processes per arm would decide it (this run: 6)" in comment
-    assert "3 more in a confirmation round for batch size 1" in comment
+    assert "3 more in a confirmation round for batch size 1 (stopped at the most rounds allowed)" in comment
 
 
 SPLIT_WORKLOAD = JITTER_WORKLOAD.replace(
@@ -277,13 +279,14 @@ def test_a_confirmation_round_measures_only_the_batch_sizes_left_undecided(tmp_p
     (4 processes per arm: each bound is some 3.3 sds of a process away, so a sd of up to 5%
     passes); batch size 2 takes the jitter's 1-3 ms and stays open. The second round's
     processes run batch size 2 alone, and batch size 1 keeps its first round."""
-    config = CONFIG.format(method="none", install="", repeats=4).replace("[measure]", "[measure]\nthreshold_pct = 20.0")
+    config = CONFIG.format(method="none", install="", repeats=4).replace(
+        "[measure]", "[measure]\nthreshold_pct = 20.0\nmax_rounds = 2")
     repo, counter = _noisy_repo(tmp_path, config, SPLIT_WORKLOAD)
     out = tmp_path / "out"
     proc = _run_same(repo, out, counter)
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "report.json").read_text())
-    assert "batch size(s) [2] undecided: one confirmation round" in proc.stderr
+    assert "batch size(s) [2] undecided: confirmation round 2 of at most 2, 4 repeats per arm" in proc.stderr
     first, second = report["batch_sizes"]
     assert (first["verdict"], first["look"], [a["repeats"] for a in first["arms"]]) == ("pass", 1, [4, 4])
     assert second["look"] == 2 and [a["repeats"] for a in second["arms"]] == [8, 8]
@@ -298,7 +301,7 @@ def test_a_confirmation_round_measures_only_the_batch_sizes_left_undecided(tmp_p
 @pytest.mark.slow
 def test_a_confirmation_round_runs_base_and_head_and_not_the_ablation_arms(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, files={"wl.py": JITTER_WORKLOAD})
-    config = CONFIG.format(method="none", install="", repeats=3).replace("[1, 2]", "[1]")
+    config = CONFIG.format(method="none", install="", repeats=3).replace("[1, 2]", "[1]") + "max_rounds = 2\n"
     config = config.replace("[measure]", 'pass_env = ["JITTER_COUNTER"]\n[measure]')
     (repo / "guard.toml").write_text(config + '[[arms]]\nname = "again"\nfrom = "head"\n')
     commit_all(repo, "noisy workload")

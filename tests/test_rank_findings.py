@@ -50,6 +50,7 @@ world_size = 2
 method = "none"
 [measure]
 repeats = 4
+allow_few_repeats = true  # the CPU tests' few processes
 confirm = false
 alpha = 0.4
 """

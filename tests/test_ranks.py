@@ -333,6 +333,7 @@ world_size = 2
 method = "none"
 [measure]
 repeats = 2
+allow_few_repeats = true  # the CPU tests' few processes
 confirm = false
 """
 

@@ -539,8 +539,8 @@ def test_a_confirmation_round_decides_only_the_batch_sizes_left_undecided() -> N
         asked.append(undecided)
         return decide(both_rounds, {size: 2 for size in undecided})
 
-    final, rounds, missing = confirm_undecided(first, second)
-    assert asked == [[2]] and (rounds, missing) == (2, False)
+    final, rounds, stopped, missing = confirm_undecided(first, second)
+    assert asked == [[2]] and (rounds, stopped, missing) == (2, "max_rounds", False)
     kept, again = final.batch_sizes
     assert kept == first.batch_sizes[0] and kept.look == 1 and [a.repeats for a in kept.arms] == [5, 5]
     assert again.look == 2 and [a.repeats for a in again.arms] == [10, 10]
@@ -568,9 +568,11 @@ def test_confirmation_round_only_where_a_look_is_left_and_a_batch_size_is_open()
         asked.append(undecided)
         return clear
 
-    assert confirm_undecided(clear, second) == (clear, 1, False)
-    assert confirm_undecided(last, second) == (last, 1, False)  # one look: at_threshold is final
+    assert confirm_undecided(clear, second) == (clear, 1, "decided", False)
+    assert confirm_undecided(last, second) == (last, 1, "max_rounds", False)  # one look: at_threshold is final
     assert asked == []
-    assert confirm_undecided(near, second) == (clear, 2, False)
+    assert confirm_undecided(near, second) == (clear, 2, "decided", False)
     assert asked == [[1]]
-    assert confirm_undecided(near, lambda undecided, mix: None) == (near, 1, True)
+    assert confirm_undecided(near, lambda undecided, mix: None) == (near, 1, "max_rounds", True)
+    assert confirm_undecided(near, second, fits=lambda undecided, mix: False) == (near, 1, "budget", False)
+    assert asked == [[1]]  # no round was measured where none fit

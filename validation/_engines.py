@@ -49,6 +49,7 @@ import guard
 from guard._errors import ConfigError, GuardError
 from guard._git import made_git, run_git
 from guard.compare import Agreement, Verdict
+from guard.config import MIN_REPEATS
 from guard.explain import CauseKind
 from guard.measure import Change
 from guard.report import Report, title
@@ -106,6 +107,7 @@ def config(case: Case, args: argparse.Namespace) -> str:
         '[build]\nmethod = "none"\n\n'
         f"[measure]\nrepeats = {args.repeats}\nconfirm = false\ntimeout_s = 600\n"
         f"compile_cache = {'false' if getattr(args, 'compile_cache', 'on') == 'off' else 'true'}\n"
+        + ("allow_few_repeats = true\n" if args.repeats < MIN_REPEATS else "")
     )
 
 

@@ -10,6 +10,7 @@ from typing import Callable
 
 from guard._errors import GitError
 from guard._git import run_git
+from guard.config import MIN_REPEATS
 from guard.demo import make_demo_repo
 
 from ._models import SPLIT_ONLY, Kind, RunSettings
@@ -111,9 +112,11 @@ def write_config(
         + f"\n[build]\n{build}\n"
         "[measure]\n"
         f"repeats = {settings.repeats}\n"
-        f"alpha = {settings.alpha}\n"
+        + ("allow_few_repeats = true\n" if settings.repeats < MIN_REPEATS else "")
+        + f"alpha = {settings.alpha}\n"
         f"confidence = {settings.confidence}\n"
         f"confirm = {'true' if settings.confirm else 'false'}\n"
+        "max_rounds = 2\n"  # the suite's pairs take one confirmation round at most, as its estimates say
         f"timeout_s = {settings.timeout_s}\n"
         + thresholds_line
     )

@@ -36,7 +36,7 @@ def redecide(pair: Pair, gpu_pct: float, tok_pct: float, confirm: bool) -> tuple
     def both_rounds(_undecided: list[int], _mix: bool) -> Comparison | None:
         return compare_pair(pair, rounds, gpu_pct, tok_pct, looks) if rounds >= 2 else None
 
-    comparison, _, wanted = confirm_undecided(compare_pair(pair, 1, gpu_pct, tok_pct, looks), both_rounds)
+    comparison, _, _, wanted = confirm_undecided(compare_pair(pair, 1, gpu_pct, tok_pct, looks), both_rounds)
     return comparison.verdict, wanted
 
 

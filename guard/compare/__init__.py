@@ -8,7 +8,7 @@ from guard.compare._hashes import first_mismatch
 from guard.compare._interval import Slowdown, time_ratio
 from guard.compare._models import (
     METRICS, MIX_BATCH, UNDECIDED, UNHELD_SHARE, VERDICT_SEVERITY, Agreement, ArmAgreement, ArmStats, BatchComparison,
-    Comparison, MetricKey, TokenMismatch, Verdict, most_severe,
+    Comparison, MetricKey, RoundsStop, TokenMismatch, Verdict, most_severe,
 )
 from guard.compare._ranks import (
     STRAGGLER_LAG_FACTOR, STRAGGLER_MIN_LAG_PCT, STRAGGLER_MIN_STEPS, STRAGGLER_SHARE, ArmRanks, RankChange, RankPath,
@@ -16,8 +16,8 @@ from guard.compare._ranks import (
 )
 from guard.compare._reasons import Reason, ReasonKind, SeenValue
 from guard.compare._recheck import Discrepancy, StatedRule, decide_again, recheck
-from guard.compare._rule import METRICS_PER_LOOK, alpha_per_look
-from guard.compare._verdict import compare, confirm_undecided
+from guard.compare._rule import METRICS_PER_LOOK, alpha_per_look, bounds_level
+from guard.compare._verdict import Rounds, compare, confirm_undecided
 
 __all__ = [
     "METRICS",
@@ -49,6 +49,8 @@ __all__ = [
     "RankPath",
     "RankStats",
     "Reason",
+    "Rounds",
+    "RoundsStop",
     "ReasonKind",
     "SeenValue",
     "FingerprintCheck",
@@ -60,6 +62,7 @@ __all__ = [
     "Verdict",
     "agreement",
     "alpha_per_look",
+    "bounds_level",
     "arm_ranks",
     "check_fingerprints",
     "check_measurements",

@@ -24,6 +24,9 @@ UNDECIDED: tuple[Verdict, ...] = ("at_threshold", "inconclusive")  # what anothe
 # the host's launch time included, as the user feels it; GPU only) and tok/s
 MetricKey = Literal["gpu_ms", "end_to_end_ms", "tok_per_s"]
 METRICS: tuple[MetricKey, ...] = ("gpu_ms", "end_to_end_ms", "tok_per_s")  # in the order a tie between them is named
+# Why a run took no further round: every batch size (and the mix) decided, the next round would
+# not fit the time budget left, or the run took the most rounds it may (measure.max_rounds).
+RoundsStop = Literal["decided", "budget", "max_rounds"]
 
 
 def most_severe(verdicts: list[Verdict]) -> Verdict:

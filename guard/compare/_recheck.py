@@ -27,6 +27,7 @@ from guard.compare._models import most_severe
 from guard.compare._ranks import straggler_again
 from guard.compare._rule import METRICS_PER_LOOK, Rule, alpha_per_look
 from guard.compare._verdict import _compare_timings, ranks_disagree, with_rank_change
+from guard.config import MAX_ROUNDS
 from guard.measure import Change, Spread
 
 # Floats read back from JSON are the ones written; another scipy may differ in the last digits.
@@ -46,7 +47,7 @@ class Discrepancy(BaseModel):
     recomputed: str
 
 
-MOST_LOOKS = 2  # a run takes a confirmation round at most
+MOST_LOOKS = MAX_ROUNDS  # a run takes this many rounds at most, the first included
 
 
 class StatedRule(BaseModel):

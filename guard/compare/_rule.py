@@ -22,6 +22,11 @@ def alpha_per_look(alpha: float, looks: int, batch_sizes: int, metrics: int = ME
     return alpha / (looks * metrics * batch_sizes)
 
 
+def bounds_level(alpha_per_bound: float) -> float:
+    """The two-sided level whose tails are each `alpha_per_bound`: its interval holds both bounds."""
+    return 1 - 2 * alpha_per_bound
+
+
 @dataclass(frozen=True)
 class Rule:
     gpu_pct: float
@@ -34,5 +39,4 @@ class Rule:
 
     @property
     def bounds_confidence(self) -> float:
-        """The two-sided level whose tails are each alpha_per_look: its interval holds both bounds."""
-        return 1 - 2 * self.alpha_per_look
+        return bounds_level(self.alpha_per_look)

@@ -1,10 +1,10 @@
 """The comparison: tokens must match, then each batch size's timings, and the batch-size mix's,
-are decided by the interval rule (`_interval.py`), a second round for those it leaves open."""
+are decided by the interval rule (`_interval.py`), more rounds for those it leaves open."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from guard.compare._agreement import agreement
 from guard.compare._compiled import compiled_change
@@ -13,7 +13,7 @@ from guard.compare._hashes import first_mismatch
 from guard.compare._interval import decide_by_interval
 from guard.compare._mix import compare_mix
 from guard.compare._models import (
-    UNHELD_SHARE, Agreement, ArmStats, BatchComparison, Comparison, Verdict, most_severe,
+    UNHELD_SHARE, Agreement, ArmStats, BatchComparison, Comparison, RoundsStop, Verdict, most_severe,
 )
 from guard.compare._ranks import arm_ranks, rank_change
 from guard.compare._reasons import Reason
@@ -85,22 +85,36 @@ def compare(
     )
 
 
+class Rounds(NamedTuple):
+    """What the rounds of a run came to: the deciding comparison, the rounds it covers, why no
+    further round ran, and whether one was wanted but `next_round` had none (the last stands)."""
+
+    comparison: Comparison
+    rounds: int
+    stopped: RoundsStop
+    unmeasured: bool = False
+
+
 def confirm_undecided(
-    first: Comparison, second_round: Callable[[list[int], bool], Comparison | None]
-) -> tuple[Comparison, int, bool]:
-    """The confirmation rule: the first round decides, unless the run may take a second look
-    (`first.looks` 2) and a batch size or the mix is still undecided; then
-    `second_round(sizes, mix)` measures (or looks up) a round of more processes for those batch
-    sizes alone (and the mix where `mix`) and decides them at the second look, on both rounds.
-    Returns the deciding comparison, the rounds it covers, and whether a second round was
-    wanted but `second_round` had none (the first one stands)."""
-    undecided, mix = first.undecided_sizes, first.mix_undecided
-    if first.looks < 2 or not (undecided or mix):
-        return first, 1, False
-    both = second_round(undecided, mix)
-    if both is None:
-        return first, 1, True
-    return both, 2, False
+    first: Comparison, next_round: Callable[[list[int], bool], Comparison | None],
+    fits: Callable[[list[int], bool], bool] = lambda _sizes, _mix: True,
+) -> Rounds:
+    """The confirmation rule: while a batch size or the mix is undecided and the run may take
+    another look (up to `first.looks` rounds), `fits(sizes, mix)` is asked whether one more
+    round fits the time left, and `next_round(sizes, mix)` measures (or looks up) a round of
+    more processes for those alone (and the mix where `mix`) and decides them at the next look,
+    on every round that measured them."""
+    decided, rounds = first, 1
+    while decided.undecided_sizes or decided.mix_undecided:
+        if rounds >= first.looks:
+            return Rounds(decided, rounds, "max_rounds")
+        if not fits(decided.undecided_sizes, decided.mix_undecided):
+            return Rounds(decided, rounds, "budget")
+        more = next_round(decided.undecided_sizes, decided.mix_undecided)
+        if more is None:
+            return Rounds(decided, rounds, "max_rounds", unmeasured=True)
+        decided, rounds = more, rounds + 1
+    return Rounds(decided, rounds, "decided")
 
 
 def _runs_for(repeats: list[RepeatResult], batch_size: int) -> list[BatchRun]:

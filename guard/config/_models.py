@@ -14,6 +14,11 @@ from guard.config._paths import entry_problem, relative_path_problem
 # Upper bounds no real run comes near; past them a value is a typo (or an attack on the
 # runner's memory), so it is a config error that names the key and the range.
 MAX_REPEATS = 200
+# Fewer processes per arm than this are refused unless measure.allow_few_repeats says so: at 4 or
+# fewer, each bound's t quantile at the rule's level (99.9% and beyond) is so wide that the run
+# decides little but large changes.
+MIN_REPEATS = 5
+MAX_ROUNDS = 8  # rounds of a run, the first included: alpha is split over them
 MAX_STEPS = 100_000
 MAX_PROFILE_STEPS = 10_000
 MAX_BATCH_SIZE = 4096
@@ -337,7 +342,23 @@ class MeasureConfig(_Section):
         "bound of a change is wrong at most alpha / (that product) of the time.",
     )
     confirm: bool = Field(
-        default=True, description="Batch sizes the first round leaves undecided get one more round of repeats."
+        default=True, description="Batch sizes the first round leaves undecided get more rounds of repeats "
+        "(measure.max_rounds, measure.confirm_budget_s); false: the first round decides.",
+    )
+    max_rounds: int = Field(
+        default=4, ge=1, le=MAX_ROUNDS,
+        description="Rounds a run may take, the first included, while a batch size (or the mix) is undecided; "
+        "alpha is split over all of them.",
+    )
+    confirm_budget_s: float = Field(
+        default=180.0, ge=0, le=MAX_TIMEOUT_S,
+        description="Seconds of measuring the confirmation rounds may take together; a round is run only "
+        "where the process times of the round before say it fits in what is left.",
+    )
+    allow_few_repeats: bool = Field(
+        default=False,
+        description=f"Allow measure.repeats under {MIN_REPEATS} (quick local tries, CPU tests): the run then "
+        "decides only large changes.",
     )
     thresholds_file: str | None = Field(
         default=None,
@@ -357,6 +378,11 @@ class MeasureConfig(_Section):
         description="CPU ids every harness process is pinned to (Linux), e.g. cores near the GPU; "
         "empty: not pinned. The host side of a step then runs on the same cores in every process.",
     )
+
+    @property
+    def looks(self) -> int:
+        """The rounds a run may take, which alpha is split over."""
+        return self.max_rounds if self.confirm else 1
 
     @field_validator("threshold_pct")
     @classmethod
@@ -435,6 +461,16 @@ class GuardConfig(_Section):
         if not _BRANCH_RE.match(value) or ".." in value or value.rpartition("/")[2].endswith("HEAD"):
             raise ValueError("a branch name such as 'main' or 'origin/main' (letters, digits and . _ / -; not HEAD)")
         return value
+
+    @model_validator(mode="after")
+    def _enough_repeats(self) -> GuardConfig:
+        repeats = self.measure.repeats
+        if repeats < MIN_REPEATS and not self.measure.allow_few_repeats:
+            raise ValueError(
+                f"measure.repeats {repeats} is under {MIN_REPEATS} processes per arm, too few for the decision rule "
+                f"to decide a change near the threshold; use {MIN_REPEATS} or more, or set "
+                "measure.allow_few_repeats = true for a quick try")
+        return self
 
     @model_validator(mode="after")
     def _ranks_fit(self) -> GuardConfig:

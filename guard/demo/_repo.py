@@ -9,6 +9,7 @@ from pathlib import Path
 from guard._errors import ConfigError
 from guard._git import made_git
 from guard.config._toml import parse_toml
+from guard.config import MIN_REPEATS
 from guard.demo._scenarios import DEFAULT_SCENARIO, ENGINE_FILE, SCENARIOS, Scenario
 
 ENGINE_DIR = Path(__file__).resolve().parents[1] / "engine"
@@ -40,6 +41,8 @@ def _config(scenario: Scenario, steps: int, warmup_steps: int, repeats: int, opt
     ours = [f"{name} = {value}" for name, value in scenario.options if name not in given]
     options = ", ".join(ours + [options_toml.strip()] if options_toml.strip() else ours) if ours else options_toml
     mix = f"batch_mix = {scenario.batch_mix}\n" if scenario.batch_mix else ""
+    # --repeats under MIN_REPEATS asks for a quick try: the config says it allows so few
+    few = "allow_few_repeats = true\n" if repeats < MIN_REPEATS else ""
     return f"""# regression-guard configuration
 [workload]
 entry = "bench/guard_workload.py:make"
@@ -55,7 +58,7 @@ install = "pip install --no-deps --no-build-isolation --no-index ."
 
 [measure]
 repeats = {repeats}
-{scenario.arms}"""
+{few}{scenario.arms}"""
 
 
 def scenario_named(name: str) -> Scenario:

@@ -17,6 +17,7 @@ from guard.measure._reference import (
     with_mix_file, write_reference,
 )
 from guard.measure._runner import ArmTarget, HarnessSpec, check_cpus, run_interleaved
+from guard.measure._budget import RoundsBudget
 from guard.measure._schedule import interleave
 from guard.measure._slow import (
     RATE_CONFIDENCE, SLOW_MIN_PCT, SLOW_SIGMAS, SlowMetric, SlowProcess, SlowProcesses, find_slow_processes,
@@ -30,6 +31,7 @@ from guard.measure._stats import (
 __all__ = [
     "DynamoRecord",
     "GraphBreak",
+    "RoundsBudget",
     "ArmMix",
     "Imbalance",
     "ImbalanceBucket",

@@ -12,14 +12,48 @@ as they come in whole processes, not as spread.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 
 from pydantic import BaseModel
 
-from guard.measure._stats import MOST_REPEATS, PASS_RATE, _fewest_repeats, _margin, _pooled_log_variance
+from guard.measure._stats import MOST_REPEATS, PASS_RATE, _pooled_log_variance
 
 # One-sided confidence of the upper limit on the spread.
 SPREAD_LIMIT_CONFIDENCE = 0.95
+# Unchanged pairs drawn to find where the rule's upper bound falls (`welch_upper_quantile`): the
+# quantile's own error is then about 0.5% of it. Drawn from a fixed seed, so a calibration of the
+# same processes suggests the same thresholds.
+WELCH_DRAWS = 40_000
+
+
+@functools.lru_cache(maxsize=256)
+def welch_upper_quantile(repeats: int, confidence: float, power: float) -> float:
+    """The `power` quantile of an unchanged pair's upper bound on the log scale, in sds of one
+    process: the bound the rule holds against a threshold (Welch's t at `confidence`, two-sided,
+    with each draw's own Welch degrees of freedom), for `repeats` processes per arm. Times the
+    spread, it is the smallest threshold an unchanged commit passes `power` of the time. Drawn,
+    as the Welch degrees of freedom move with the draw and no closed form holds them."""
+    import numpy as np
+    from scipy import stats  # here, not at the top: reading a report needs no scipy
+
+    rng = np.random.default_rng(20_251_202)
+    base, head = rng.standard_normal((2, WELCH_DRAWS, repeats))
+    var_b, var_h = base.var(axis=1, ddof=1) / repeats, head.var(axis=1, ddof=1) / repeats
+    dof = (var_b + var_h) ** 2 / ((var_b**2 + var_h**2) / (repeats - 1))
+    upper = head.mean(axis=1) - base.mean(axis=1) + stats.t.ppf(0.5 + confidence / 2, dof) * np.sqrt(var_b + var_h)
+    return float(np.quantile(upper, power))
+
+
+def _repeats_to_pass(variance: float, margin: float, confidence: float, most: int) -> int | None:
+    """The fewest repeats per arm, up to `most`, whose upper bound falls under `margin` PASS_RATE
+    of the time at `variance` (the quantile falls as the repeats grow: bisect)."""
+    counts = range(2, most + 1)
+    sd = math.sqrt(variance)
+    first = bisect.bisect_left(counts, True,
+                               key=lambda n: sd * welch_upper_quantile(n, confidence, PASS_RATE) <= margin)
+    return counts[first] if first < len(counts) else None
 
 
 class RepeatsNeeded(BaseModel):
@@ -58,10 +92,10 @@ def runner_noise(
         sd_pct=math.sqrt(variance) * 100,
         sd_limit_pct=math.sqrt(limit) * 100,
         repeats=repeats,
-        supported_pct=math.expm1(_margin(limit, repeats, confidence, PASS_RATE)) * 100,
+        supported_pct=math.expm1(math.sqrt(limit) * welch_upper_quantile(repeats, confidence, PASS_RATE)) * 100,
         needed=[
-            RepeatsNeeded(threshold_pct=t, repeats=_fewest_repeats(limit, math.log1p(t / 100), confidence,
-                                                                   PASS_RATE, MOST_REPEATS))
+            RepeatsNeeded(threshold_pct=t, repeats=_repeats_to_pass(limit, math.log1p(t / 100), confidence,
+                                                                   MOST_REPEATS))
             for t in dict.fromkeys(thresholds_pct)  # each once, in the order asked
         ],
     )

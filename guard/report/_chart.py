@@ -12,11 +12,12 @@ import math
 from pydantic import BaseModel
 
 from guard._svg import axis_range
+from guard.config import MAX_REPEATS, MAX_ROUNDS
 from guard.report._schema import Report
 
-# A run holds at most 200 repeats per arm and round, and two rounds; a report with more
-# per arm is not one the guard wrote, and gets no picture rather than a huge one.
-MAX_PROCESSES_PER_ARM = 400
+# A run holds at most MAX_REPEATS repeats per arm and round, and MAX_ROUNDS rounds; a report with
+# more per arm is not one the guard wrote, and gets no picture rather than a huge one.
+MAX_PROCESSES_PER_ARM = MAX_REPEATS * MAX_ROUNDS
 # When every process of both arms took the same time, the axis spans this share of it.
 FLAT_SHARE = 0.001
 

@@ -59,7 +59,7 @@ def batch_sentence(report: Report, batch: BatchComparison, then: str = "") -> st
     moved = _moved(change, metric) if slowdown > 0 else f"changed {words.pct(change.pct)}"
     cap = words.threshold(limit(report, metric))
     needed = f"more than {MOST_REPEATS}" if batch.repeats_to_decide is None else f"about {batch.repeats_to_decide}"
-    after = " after its confirmation round" if batch.look > 1 else ""
+    after = {1: "", 2: " after its confirmation round"}.get(batch.look, f" after {batch.look - 1} confirmation rounds")
     decide = f"{needed} processes per arm would decide it (this run: {_processes(report, batch)})"
     at = f"{words.at_size(batch.batch_size).capitalize()}, {name} {moved}"
     if batch.verdict == "regression":
@@ -108,8 +108,16 @@ def processes_text(report: Report) -> str:
     places = ([words.sizes(again)] if again else []) + (
         ["the mix"] if report.mix_comparison is not None and report.mix_comparison.look > 1 else [])
     text = f"{report.workload.repeats} fresh processes per arm"
+    stopped = report.rounds_stopped
+    if stopped is None:  # a report from before rounds adapted: one confirmation round at most
+        if places:
+            text += f", and {report.workload.repeats} more in a confirmation round for {' and '.join(places)}"
+        return text
     if places:
-        text += f", and {report.workload.repeats} more in a confirmation round for {' and '.join(places)}"
+        each = "a confirmation round" if report.rounds == 2 else f"each of {report.rounds - 1} confirmation rounds"
+        text += f", and {report.workload.repeats} more in {each} for {' and '.join(places)}"
+    if report.rounds > 1 or stopped != "decided":
+        text += f" ({words.ROUNDS_STOPPED[stopped]})"
     return text
 
 
@@ -132,9 +140,20 @@ def rule_note(report: Report) -> str:
            f"{words.threshold(limit(report, 'end_to_end_ms'))}), which otherwise decides a slowdown whose whole "
            "interval is past it" if report.end_to_end_threshold_pct is not None and report.gpu_timed() else "")
         + ". "
-        + ("A batch size left open gets one confirmation round; one still open after it " if looks > 1
-           else "A batch size left open ")
+        + _rounds_note(report)
         + "is at threshold (a slowdown is shown, its size against the threshold is not) or inconclusive (no change "
         "and the threshold both fit). Intervals from Welch's t on log times; p-values are in report.json and "
         "decide nothing."
     )
+
+
+def _rounds_note(report: Report) -> str:
+    """How the rule note says what a batch size left open gets."""
+    looks = report.looks
+    if looks == 1:
+        return "A batch size left open "
+    if report.rounds_stopped is None and looks == 2:  # a report from before rounds adapted
+        return "A batch size left open gets one confirmation round; one still open after it "
+    budget = f" while each fits the {report.confirm_budget_s:g} s budget" if report.confirm_budget_s is not None else ""
+    return (f"A batch size left open gets up to {words.plural(looks - 1, 'more round')} of processes{budget}; "
+            "one still open after them ")

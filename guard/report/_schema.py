@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from guard.cause import CaptureChanges
-from guard.compare import Comparison
+from guard.compare import Comparison, RoundsStop
 from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides, Workload
 from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
@@ -116,7 +116,12 @@ class Report(Comparison):
     base: str  # arm names
     head: str
     arms: list[ArmInfo]
-    rounds: int = 1  # 2 when a confirmation round ran
+    rounds: int = 1  # the rounds of processes the run took, the first included
+    # why it took no further round (None: made before rounds adapted)
+    rounds_stopped: RoundsStop | None = Field(default=None, exclude_if=lambda value: value is None)
+    # seconds the confirmation rounds' processes took together, against measure.confirm_budget_s
+    confirm_s: float | None = Field(default=None, exclude_if=lambda value: value is None)
+    confirm_budget_s: float | None = Field(default=None, exclude_if=lambda value: value is None)
     # processes far on the slow side of their arm's others, every round's (None in older reports)
     slow_processes: SlowProcesses | None = None
     workload: WorkloadInfo

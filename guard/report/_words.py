@@ -3,7 +3,7 @@ comment, the job summary, the commit status and the annotations take their words
 
 from __future__ import annotations
 
-from guard.compare import MIX_BATCH, MetricKey, ReasonKind, Slowdown, Verdict, time_ratio
+from guard.compare import MIX_BATCH, MetricKey, ReasonKind, RoundsStop, Slowdown, Verdict, time_ratio
 from guard.explain import CauseKind, MixPartKind, RankCauseKind
 from guard.measure import Change
 
@@ -168,6 +168,14 @@ def short_sha(sha: str) -> str:
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+# Why a run took no further round, in a short phrase beside its processes.
+ROUNDS_STOPPED: dict[RoundsStop, str] = {
+    "decided": "until every batch size was decided",
+    "budget": "stopped at the time budget",
+    "max_rounds": "stopped at the most rounds allowed",
+}
 
 
 # What each invalid reason is, in a few words, for the title and the status line.
