@@ -11,4 +11,6 @@ CHECKOUT = _PACKAGE.parent / "templates"
 
 
 def template_dir() -> Path:
-    return INSTALLED if INSTALLED.is_dir() else CHECKOUT
+    # the comment's template, not the folder: a checkout may keep an emptied guard/_templates
+    # (a tree synced from before the templates moved, a __pycache__ left behind)
+    return INSTALLED if (INSTALLED / "comment.md.j2").is_file() else CHECKOUT

@@ -207,3 +207,17 @@ def test_guard_serve_without_the_service_packages_names_the_extra(tmp_path: Path
     assert capsys.readouterr().err == ("guard: error: `guard serve` needs the service's packages, and procrastinate "
                                        f"is not installed: {SERVICE_INSTALL}\n")
     assert not Path("never-made").exists()
+
+
+def test_an_emptied_package_template_folder_is_passed_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout synced from before the templates moved can keep an empty guard/_templates:
+    the checkout's templates/ is read then, and the package's copy only where it holds the comment's."""
+    import guard._template_dir as where
+
+    emptied = tmp_path / "_templates"
+    (emptied / "__pycache__").mkdir(parents=True)
+    monkeypatch.setattr(where, "INSTALLED", emptied)
+    assert where.template_dir() == where.CHECKOUT
+    assert (where.CHECKOUT / "comment.md.j2").is_file()
+    (emptied / "comment.md.j2").write_text("{{ view.title }}\n")
+    assert where.template_dir() == emptied
