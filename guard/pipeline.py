@@ -25,7 +25,7 @@ from guard.config import (
 )
 from guard.measure import (
     ArmMeasurement, ArmTarget, HarnessSpec, RepeatResult, ReferenceOutcome, RoundsBudget, check_cpus, mix_report,
-    prepare_reference, rank_trace_paths, run_interleaved, share_compile_caches, slow_processes,
+    prepare_reference, rank_trace_paths, run_interleaved, share_compile_caches, slow_processes, to_fill,
 )
 from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, write_report,
@@ -138,6 +138,9 @@ def _run_guard(
             base_target, spec, out_dir / "runs", config.measure.timeout_s, config.workload.reference_file,
             f"base {base_ref.sha[:8]}", progress, files=CommitFiles(repo=repo, sha=base_ref.sha),
         )
+    reference_ran = base_target is not None and not config.workload.reference_file
+    if fill := to_fill(targets, base_ref.name, reference_ran):
+        _fill_compile_caches(fill, spec, reference, out_dir, config.measure.timeout_s, progress)
     if targets:
         progress(
             f"measuring {len(targets)} arm(s) x {repeats} repeats, interleaved; "
@@ -321,6 +324,21 @@ def _thresholds(config: GuardConfig, files: Files) -> tuple[float, float, float]
         return measure.threshold_pct, measure.threshold_pct, end_to_end
     calibrated = read_thresholds(files, measure.thresholds_file)
     return calibrated.gpu_ms_pct, calibrated.tok_per_s_pct, calibrated.end_to_end_ms_pct or calibrated.gpu_ms_pct
+
+
+def _fill_compile_caches(
+    targets: list[ArmTarget], spec: HarnessSpec, reference: ReferenceOutcome, out_dir: Path, timeout_s: float,
+    progress: Progress,
+) -> None:
+    """One unmeasured process per arm in `targets`, the measured processes' work without the
+    profiler, so that each arm's measured processes all load what it compiled. Its results are
+    kept under runs/compile-fill and decide nothing; a failure there shows again when measured."""
+    unprofiled = spec.model_copy(update={"profile_steps": 0})
+    progress(f"compile caches: one unmeasured process for {', '.join(t.name for t in targets)} compiles first, as "
+             "base's reference process did, so that no measured process is the one that compiles")
+    run_interleaved(targets, unprofiled, 1, out_dir / "runs" / "compile-fill", timeout_s,
+                    lambda line: progress(f"compile caches: {line}"),
+                    reference=reference.tokens if spec.reference else None)
 
 
 def _add_ablation_arms(

@@ -246,3 +246,29 @@ def test_guard_run_refuses_an_interpreter_out_of_the_build_user_s_reach_before_b
     assert "Traceback" not in proc.stderr
     assert not cache.exists() or not any(cache.iterdir())  # nothing was built
     assert pwd.getpwnam("guard-pr").pw_uid != 0
+
+
+@pytest.mark.slow
+def test_no_measured_process_of_either_arm_is_the_one_that_compiles(tmp_path: Path) -> None:
+    """Base's reference process fills base's cache; head's is filled by one unmeasured process
+    of its own. Without it head's first measured process compiles and base's none: on the H200
+    such a process ran 9% faster than the ones that load, which lands on one arm alone."""
+    from tests.test_pipeline import CONFIG, make_repo
+
+    marking = MARKING_WORKLOAD.format(names=sorted([*COMPILE_CACHES, *CACHE_DEFAULTS]))
+    repo = make_repo(tmp_path, config=CONFIG.format(method="none", install="", repeats=2).replace("[1, 2]", "[1]"),
+                     files={"wl.py": marking})
+    (repo / "wl.py").write_text(marking + "\n# a comment, nothing else\n")
+    commit_all(repo, "a comment")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "compile caches: one unmeasured process for head compiles first" in proc.stderr
+    fill = json.loads((out / "runs" / "compile-fill" / "head-0.json").read_text())
+    assert fill["runs"][0]["workload"]["earlier"] == []  # it was the first of its arm
+    for arm in ("base", "head"):
+        for repeat in range(2):
+            seen = json.loads((out / "runs" / f"{arm}-{repeat}.json").read_text())["runs"][0]["workload"]
+            assert seen["earlier"], f"{arm} repeat {repeat} found no earlier process's mark: it compiled"
+    assert not (out / "runs" / "compile-fill" / "base-0.json").exists()  # base's reference process filled it

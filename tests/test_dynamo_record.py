@@ -54,10 +54,11 @@ WORKLOAD = textwrap.dedent("""\
 
 
     class Workload:
-        def __init__(self, compiled: bool, device: str, mode: str | None) -> None:
+        def __init__(self, compiled: bool, device: str, mode: str | None, fullgraph: bool) -> None:
             self.device = torch.device(device)
             self.model = Tiny().to(self.device)
             how = {{"mode": mode}} if mode else {{"backend": "eager"}}  # eager: no C compiler on a CPU
+            how["fullgraph"] = fullgraph
             self.decode = torch.compile(self.model, **how) if compiled else self.model
 
         def setup(self, batch_size: int) -> None:
@@ -72,8 +73,8 @@ WORKLOAD = textwrap.dedent("""\
             return self.ids
 
 
-    def make(compiled: bool = True, device: str = "cpu", mode: str | None = None) -> Workload:
-        return Workload(compiled, device, mode)
+    def make(compiled: bool = True, device: str = "cpu", mode: str | None = None, fullgraph: bool = False) -> Workload:
+        return Workload(compiled, device, mode, fullgraph)
     """)
 
 
@@ -144,6 +145,12 @@ def test_on_a_gpu_the_cudagraph_trees_record_graphs_and_the_breaks_are_named(tmp
     assert found["base"]["cudagraphs_recorded"] >= 1
     assert found["head"]["cudagraphs_recorded"] >= found["base"]["cudagraphs_recorded"]
     assert found["head"]["graphs"] > found["base"]["graphs"]
+
+
+def test_a_fullgraph_compile_is_recorded_though_dynamo_counts_no_frames_for_it(tmp_path: Path) -> None:
+    whole = _run(tmp_path, _tree(tmp_path / "whole", 0), "whole", fullgraph=True)["dynamo"]
+    assert whole is not None  # dynamo's "frames" counters stay empty under fullgraph=True
+    assert whole["graphs"] == len(BATCH_SIZES) and whole["break_count"] == 0 and whole["breaks"] == []
 
 
 def test_a_process_that_never_compiled_records_nothing(arms: dict[str, Any]) -> None:

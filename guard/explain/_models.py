@@ -158,7 +158,7 @@ class Headline(BaseModel):
     graph_breaks: bool = Field(default=False, exclude_if=lambda value: not value)
     # what the user feels, where it is a larger slowdown than `metric`'s: end-to-end ms per step or
     # tok/s at the named batch size, its whole interval past its threshold and its lower bound
-    # past `metric`'s upper one (as time ratios); the title and the first sentence lead with it
+    # past `metric`'s figure (as time ratios); the title and the first sentence lead with it
     felt: MetricKey | None = Field(default=None, exclude_if=lambda value: value is None)
     felt_change: Change | None = Field(default=None, exclude_if=lambda value: value is None)
 

@@ -127,15 +127,16 @@ def record(root: Path) -> dict[str, Any] | None:
     if counters is None:
         return None
     try:
-        frames = _count(counters, "frames", "total")
-        if not frames:
+        # frames: the frames dynamo converted; a fullgraph compile counts none, only its graphs
+        frames, graphs = _count(counters, "frames", "total"), _count(counters, "stats", "unique_graphs")
+        if not frames and not graphs:
             return None
         breaks, more = _breaks(utils, root.resolve())
         metrics = _metrics(utils)
         recompiles, recompile_reasons = _reasons(metrics, "recompile_reason")
         found: dict[str, Any] = {
             "frames": frames,
-            "graphs": _count(counters, "stats", "unique_graphs"),
+            "graphs": graphs,
             "break_count": sum(int(v) for v in dict(counters.get("graph_break", {})).values()),
             "breaks": breaks,
             "breaks_left_out": more,

@@ -1,6 +1,8 @@
 """Measurement: run the harness for each arm in fresh processes, interleaved, and summarise."""
 
-from guard.measure._compile_cache import compile_cache_environment, compile_caches, share_compile_caches
+from guard.measure._compile_cache import (
+    compile_cache_environment, compile_caches, filled, share_compile_caches, to_fill,
+)
 from guard.measure._mix import (
     MIX_BATCH, ArmMix, Imbalance, ImbalanceBucket, MixReport, MixSize, imbalance_of, mix_report, usable_mix_runs,
 )
@@ -84,6 +86,8 @@ __all__ = [
     "compile_cache_environment",
     "compile_caches",
     "share_compile_caches",
+    "filled",
+    "to_fill",
     "interleave",
     "parse_reference_file",
     "make_reference",
