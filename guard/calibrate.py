@@ -230,15 +230,18 @@ def _end_to_end_noise(measurements: dict[str, ArmMeasurement], batch_size: int, 
     return runner_noise(sides, repeats, confidence, asked)  # type: ignore[arg-type]
 
 
+REFUSED_SHOWN_UP_TO_PCT = 1000
+
+
 def too_noisy_message(gpu_ms_pct: float, tok_per_s_pct: float, noise: list[NoiseFloor], repeats: int) -> str | None:
     """One message for suggestions the config would refuse, with what to do; None when both guard."""
     refused = []
     if threshold_refusal("gpu_ms", gpu_ms_pct):
-        refused.append(f"{gpu_ms_pct:g}% in GPU ms per step (refused at {REFUSED_GPU_MS_PCT:g}% or more: a decode a "
-                       "quarter slower would pass)")
+        refused.append(f"{_refused(gpu_ms_pct)} in GPU ms per step (refused at {REFUSED_GPU_MS_PCT:g}% or more: "
+                       "a decode a quarter slower would pass)")
     if threshold_refusal("tok_per_s", tok_per_s_pct):
-        refused.append(f"{tok_per_s_pct:g}% in tok/s (refused at {REFUSED_TOK_PER_S_PCT:g}% or more: a decode twice "
-                       "as slow would pass)")
+        refused.append(f"{_refused(tok_per_s_pct)} in tok/s (refused at {REFUSED_TOK_PER_S_PCT:g}% or more: "
+                       "a decode twice as slow would pass)")
     if not refused:
         return None
     # the repeats measure.threshold_pct (the first threshold asked about) would take, the most over metrics and batches
@@ -251,6 +254,12 @@ def too_noisy_message(gpu_ms_pct: float, tok_per_s_pct: float, noise: list[Noise
         f"(at this noise measure.threshold_pct, {needed[0].threshold_pct:g}%, would take "
         f"{repeats_text} repeats per arm); then calibrate again"
     )
+
+
+def _refused(pct: float) -> str:
+    """A refused suggestion: at few repeats and the rule's level it can run to millions of percent,
+    a figure that says no more than its order."""
+    return f"{pct:.3g}%" if pct < REFUSED_SHOWN_UP_TO_PCT else f"over {REFUSED_SHOWN_UP_TO_PCT:,}%"
 
 
 def _suggest(supported_pct: float) -> float:
