@@ -238,6 +238,7 @@ warmup_steps = 2
 method = "none"
 [measure]
 repeats = 3
+allow_few_repeats = true  # the CPU tests' few processes
 """
 
 
