@@ -9,7 +9,7 @@ def engine_with(base_image: str, no_engine: str = "no Docker engine"):  # type: 
     """A client of a Docker engine that answers and holds `base_image`; else the test is skipped."""
     docker = pytest.importorskip("docker")
     try:
-        engine = docker.from_env()
+        engine = docker.from_env(timeout=600)  # the vfs driver copies a whole image to create a container
         engine.ping()
     except docker.errors.DockerException:
         pytest.skip(no_engine)

@@ -88,10 +88,12 @@ def test_a_workload_that_poisons_the_cached_base_does_not_hide_the_next_regressi
         assert "was modified since it was built (tree/wl.py differs): rebuilding" in proc.stderr
         assert base["build_reused"] is False
         assert "\nWORK = 3000\n" in poisoned[0].read_text()  # measured from the clean tree
-    # twice the loop, not a twentieth of it; a dozen CPU steps may not settle the verdict itself
+    # twice the loop, not a twentieth of it: a poisoned base would read near -90%; a dozen CPU
+    # steps, with the process's fixed costs in each and a shared CPU, may show +40% for the +100%
+    # and may not settle the verdict itself
     assert report["verdict"] in ("regression", "at_threshold", "inconclusive")
     for batch in report["batch_sizes"]:
-        assert 50 < batch["gpu_ms_change"]["pct"] < 300
+        assert 15 < batch["gpu_ms_change"]["pct"] < 300
 
     # the runs' own leftovers (bytecode in the worktrees) do not cost the next run its reuse
     again = guard_run(engine, tmp_path / "out-again", *cached)

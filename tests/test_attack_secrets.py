@@ -115,6 +115,7 @@ pass_env = ["PROBE_DUMP", "PROBE_OUT", "PROBE_CACHE"]
 [measure]
 repeats = 2
 allow_few_repeats = true  # the CPU tests' few processes
+max_rounds = 2  # the CPU tests' time: one confirmation round at most
 confirm = false
 """
 
@@ -347,6 +348,7 @@ pass_env = ["PROBE_DUMP"]
 [measure]
 repeats = 2
 allow_few_repeats = true  # the CPU tests' few processes
+max_rounds = 2  # the CPU tests' time: one confirmation round at most
 confirm = false
 """
 

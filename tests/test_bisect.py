@@ -96,6 +96,7 @@ install = "pip install --no-deps --no-build-isolation --no-index ."
 [measure]
 repeats = 4
 allow_few_repeats = true  # the CPU tests' few processes
+max_rounds = 2  # the CPU tests' time: one confirmation round at most
 # CPU timings of a shared machine scatter by tens of percent; the injected step is ~10x that
 threshold_pct = 20
 # one round per step: the step is far past any undecided band, so a confirmation round only adds time

@@ -235,6 +235,7 @@ pids_limit = 256
 [measure]
 repeats = 3
 allow_few_repeats = true  # the CPU tests' few processes
+max_rounds = 2  # the CPU tests' time: one confirmation round at most
 """
 
 

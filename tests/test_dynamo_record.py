@@ -239,6 +239,7 @@ method = "none"
 [measure]
 repeats = 3
 allow_few_repeats = true  # the CPU tests' few processes
+max_rounds = 2  # the CPU tests' time: one confirmation round at most
 """
 
 

@@ -283,6 +283,7 @@ pass_env = ["NOISY_COUNTER"]
 [measure]
 repeats = 4
 allow_few_repeats = true  # the CPU tests' few processes
+max_rounds = 2  # the CPU tests' time: one confirmation round at most
 confirm = false
 """
 

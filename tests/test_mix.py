@@ -314,6 +314,7 @@ method = "none"
 [measure]
 repeats = 2
 allow_few_repeats = true  # the CPU tests' few processes
+max_rounds = 2  # the CPU tests' time: one confirmation round at most
 confirm = false
 threshold_pct = 20
 """

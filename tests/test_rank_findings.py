@@ -51,6 +51,7 @@ method = "none"
 [measure]
 repeats = 4
 allow_few_repeats = true  # the CPU tests' few processes
+max_rounds = 2  # the CPU tests' time: one confirmation round at most
 confirm = false
 alpha = 0.4
 """

@@ -25,7 +25,8 @@ from tests.workload_sources import ROUNDS_WORKLOAD
 # threshold inside the interval after 1 and 2 rounds (t of about 2 and 6 degrees of freedom) and
 # puts the lower bound past it after 3
 ROUNDS_CONFIG = CONFIG.format(method="none", install="", repeats=2).replace("[1, 2]", "[1]").replace(
-    "[measure]", 'pass_env = ["ROUNDS_COUNTER"]\n[measure]\nthreshold_pct = 20.0\nmax_rounds = 4')
+    "[measure]", 'pass_env = ["ROUNDS_COUNTER"]\n[measure]\nthreshold_pct = 20.0').replace(
+    "max_rounds = 2", "max_rounds = 4")
 
 
 def _slower_head(tmp_path: Path, config: str) -> tuple[Path, Path]:
