@@ -14,13 +14,14 @@ from guard._output import write_atomic
 from guard.checkout import ArmRef, build_arm, check_interpreter_reach, default_cache_dir, require_repo, resolve_commit
 from guard.compare import DisagreementNoise, alpha_per_look, bounds_level, compare, disagreement_noise
 from guard.config import (
-    REFUSED_GPU_MS_PCT, REFUSED_TOK_PER_S_PCT, STEADY_RUNNER, CommitFiles, GuardConfig, Thresholds, check_entry,
-    load_commit_config, threshold_refusal, write_thresholds,
+    REFUSED_GPU_MS_PCT, REFUSED_TOK_PER_S_PCT, STEADY_RUNNER, CalibratedSpread, CommitFiles, GuardConfig,
+    Thresholds, check_entry, load_commit_config, threshold_refusal, write_thresholds,
 )
 from guard.harness import HARNESS_SCRIPT
 from guard.measure import (
-    MOST_REPEATS, PASS_RATE, RATE_CONFIDENCE, SPREAD_LIMIT_CONFIDENCE, ArmMeasurement, ArmTarget, HarnessSpec,
-    RunnerNoise, SlowMetric, SlowProcesses, check_cpus, prepare_reference, run_interleaved, runner_noise,
+    BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, RATE_CONFIDENCE, SPREAD_LIMIT_CONFIDENCE, ArmMeasurement,
+    ArmTarget, HarnessSpec, RunnerNoise, SlowMetric, SlowProcesses, check_cpus, prepare_reference, run_interleaved,
+    runner_noise,
     share_compile_caches, slow_processes,
 )
 from guard.pipeline import Progress
@@ -150,9 +151,9 @@ def calibrate(
             gpu_ms_aa_ci_pct=(batch.gpu_ms_change.ci_low_pct, batch.gpu_ms_change.ci_high_pct),
             tok_per_s_aa_ci_pct=(batch.tok_per_s_change.ci_low_pct, batch.tok_per_s_change.ci_high_pct),
             gpu_ms=runner_noise(_kept(measurements, slow, "gpu_ms", batch.batch_size), config.measure.repeats,
-                                level, asked),
+                                level, asked, borrowed=True),
             tok_per_s=runner_noise(_kept(measurements, slow, "tok_per_s", batch.batch_size), config.measure.repeats,
-                                   level, asked),
+                                   level, asked, borrowed=True),
             end_to_end_ms=_end_to_end_noise(measurements, batch.batch_size, config.measure.repeats,
                                             level, asked),
             gaps=gap_noise([Path(run.trace) for m in measurements.values() for r in m.repeats
@@ -179,7 +180,7 @@ def calibrate(
             progress(line)
         raise RunnerTooNoisy(refusal)
     suggested = Thresholds(gpu_ms_pct=_suggest(gpu_pct), tok_per_s_pct=_suggest(tok_pct),
-                           end_to_end_ms_pct=end_suggested)
+                           end_to_end_ms_pct=end_suggested, spreads=calibrated_spreads(noise))
     result = Calibration(
         sha=arm_ref.sha, repeats=config.measure.repeats, bounds_level=level, noise=noise, slow=slow,
         slow_in_a_run=in_a_run,
@@ -194,12 +195,26 @@ def calibrate(
         f"At that limit an unchanged commit passes them {PASS_RATE:.0%} of the time in the first round (more at the "
         f"spread measured), each bound at the rule's own level ({level:.4%} two-sided: alpha "
         f"{config.measure.alpha:g} split over {config.measure.looks} round(s), the metrics and the batch sizes), "
-        "when no slow process lands in its run."
+        "when no slow process lands in its run. The spreads are kept below the thresholds: a run pools each with "
+        "its own processes' where its own is not past it (an F test at "
+        f"{BORROW_CHECK_ALPHA:.0%}), and decides on its own alone where it is."
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     write_thresholds(out, suggested, "\n".join(lines))
     write_atomic(calibration_path(out), result.model_dump_json(indent=2) + "\n")
     return result
+
+
+def calibrated_spreads(noise: list[NoiseFloor]) -> list[CalibratedSpread]:
+    """Each metric's spread at each batch size, for a run to borrow (compare/_borrow.py); a
+    spread of 0 (no noise at all) is not one to pool with."""
+    found = []
+    for n in noise:
+        for metric, figures in (("gpu_ms", n.gpu_ms), ("tok_per_s", n.tok_per_s), ("end_to_end_ms", n.end_to_end_ms)):
+            if figures is not None and figures.sd_pct > 0:
+                found.append(CalibratedSpread(batch_size=n.batch_size, metric=metric, sd_pct=figures.sd_pct,
+                                              degrees_of_freedom=figures.degrees_of_freedom))
+    return found
 
 
 def calibration_path(out: Path) -> Path:
@@ -227,7 +242,7 @@ def _end_to_end_noise(measurements: dict[str, ArmMeasurement], batch_size: int, 
     sides = [[r.run_for(batch_size).end_to_end_gpu_ms_per_step for r in measurements[side].repeats] for side in "ab"]
     if any(v is None for side in sides for v in side):
         return None
-    return runner_noise(sides, repeats, confidence, asked)  # type: ignore[arg-type]
+    return runner_noise(sides, repeats, confidence, asked, borrowed=True)  # type: ignore[arg-type]
 
 
 REFUSED_SHOWN_UP_TO_PCT = 1000
@@ -361,7 +376,10 @@ def metric_line(batch_size: int, label: str, noise: RunnerNoise) -> str:
     return (
         f"bs {batch_size}, {label}: within-side sd {noise.sd_pct:.3f}% (upper {SPREAD_LIMIT_CONFIDENCE:.0%} limit "
         f"{noise.sd_limit_pct:.3f}%, {noise.processes} processes, {noise.degrees_of_freedom} degrees of freedom); "
-        f"smallest threshold at {noise.repeats} repeats per arm {noise.supported_pct:.2f}%; {needed}."
+        f"smallest threshold at {noise.repeats} repeats per arm {noise.supported_pct:.2f}%"
+        + (f" (a run borrowing this spread; {noise.alone_pct:.2f}% on its own processes alone)"
+           if noise.alone_pct is not None else "")
+        + f"; {needed}."
     )
 
 

@@ -20,7 +20,7 @@ from guard.checkout import (
 )
 from guard.compare import Comparison, compare, confirm_undecided
 from guard.config import (
-    DEFAULT_CONFIG_NAME, CommitFiles, ConfigChange, ConfigOverrides, Files, FolderFiles, GuardConfig,
+    DEFAULT_CONFIG_NAME, CalibratedSpread, CommitFiles, ConfigChange, ConfigOverrides, Files, FolderFiles, GuardConfig,
     apply_overrides, check_entry, config_change, config_paths, load_commit_config, read_thresholds,
 )
 from guard.measure import (
@@ -96,7 +96,7 @@ def _run_guard(
         config = apply_overrides(config, overrides)
         given = ", ".join(f"{name} {value}" for name, value in overrides.given().items())
         progress(f"config: overridden on the command line: {given}")
-    gpu_pct, tok_pct, end_to_end_pct = _thresholds(config, files)
+    gpu_pct, tok_pct, end_to_end_pct, spreads = _thresholds(config, files)
     require_distinct(base_ref, head_ref)  # after the config: its errors are the ones to fix first
     check_cpus(config.measure.cpus)
     check_interpreter_reach(config.build, [HARNESS_SCRIPT])
@@ -139,7 +139,8 @@ def _run_guard(
             f"base {base_ref.sha[:8]}", progress, files=CommitFiles(repo=repo, sha=base_ref.sha),
         )
     reference_ran = base_target is not None and not config.workload.reference_file
-    if fill := to_fill(targets, base_ref.name, reference_ran):
+    fill = to_fill(targets, base_ref.name, reference_ran)
+    if fill:
         _fill_compile_caches(fill, spec, reference, out_dir, config.measure.timeout_s, progress)
     if targets:
         progress(
@@ -164,7 +165,7 @@ def _run_guard(
             base_ref.name, head_ref.name, spec.batch_sizes,
             gpu_pct, config.measure.confidence, config.measure.alpha, tok_pct,
             reference=reference.tokens.source if reference.tokens else None, looks=looks, look=decided_at,
-            mix_schedule=schedule, mix_look=mix_at, end_to_end_threshold_pct=end_to_end_pct,
+            mix_schedule=schedule, mix_look=mix_at, end_to_end_threshold_pct=end_to_end_pct, spreads=spreads,
         )
 
     def fits(_undecided: list[int], _mix: bool) -> bool:
@@ -240,6 +241,8 @@ def _run_guard(
         confirm_s=round(budget.confirm_s, 1) if rounds > 1 else None,
         confirm_budget_s=budget.budget_s if looks > 1 else None,
         slow_processes=slow,
+        compile_caches=True if config.measure.compile_cache else None,
+        compile_filled=[t.name for t in fill],
         workload=WorkloadInfo(
             **spec.model_dump(exclude={"reference"}), repeats=repeats,
             described=_described(measurements, head_ref.name),
@@ -316,14 +319,16 @@ def _arms_and_config(
     return _Resolved(base_ref, head_ref, config, CommitFiles(repo=repo, sha=base_ref.sha), change)
 
 
-def _thresholds(config: GuardConfig, files: Files) -> tuple[float, float, float]:
-    """GPU ms, tok/s and end-to-end ms thresholds in percent: calibrated ones when a file is named."""
+def _thresholds(config: GuardConfig, files: Files) -> tuple[float, float, float, list[CalibratedSpread]]:
+    """GPU ms, tok/s and end-to-end ms thresholds in percent: calibrated ones when a file is named,
+    with the spreads they were calibrated at, which the rule may borrow."""
     measure = config.measure
     end_to_end = measure.end_to_end_threshold_pct or measure.threshold_pct
     if measure.thresholds_file is None:
-        return measure.threshold_pct, measure.threshold_pct, end_to_end
+        return measure.threshold_pct, measure.threshold_pct, end_to_end, []
     calibrated = read_thresholds(files, measure.thresholds_file)
-    return calibrated.gpu_ms_pct, calibrated.tok_per_s_pct, calibrated.end_to_end_ms_pct or calibrated.gpu_ms_pct
+    return (calibrated.gpu_ms_pct, calibrated.tok_per_s_pct, calibrated.end_to_end_ms_pct or calibrated.gpu_ms_pct,
+            calibrated.spreads)
 
 
 def _fill_compile_caches(

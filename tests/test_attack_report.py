@@ -299,8 +299,8 @@ def test_every_committed_report_holds_up(tmp_path: Path) -> None:
         plain.write_bytes(gzip.decompress(raw) if path.suffix == ".gz" else raw)
         data = json.loads(plain.read_bytes())
         version = data["schema_version"]
-        # this guard's, and schema 5 without a mix, which states nothing else
-        if version == SCHEMA_VERSION or (version in READ_VERSIONS and data.get("mix") is None):
+        # this guard's, schema 6, and schema 5 without a mix, which state nothing else
+        if version == SCHEMA_VERSION or (version in READ_VERSIONS and (version >= 6 or data.get("mix") is None)):
             verdicts.add(read_report(plain).verdict)
             continue
         refused = (r"is a report of schema_version 5 with a batch-size mix, whose verdict it did not decide"
@@ -320,7 +320,7 @@ def test_a_report_of_an_older_schema_is_refused_before_anything_is_posted(api: G
         assert proc.returncode == 2, proc.stderr
         (line,) = proc.stderr.splitlines()
         assert line == (f"guard: error: {path} is a report of schema_version 2; this guard reads schema_version "
-                        "5 and 6 only: re-run the guard (`guard run`) to get a report it reads")
+                        "5, 6 and 7 only: re-run the guard (`guard run`) to get a report it reads")
     assert api.requests() == [] and not (tmp_path / "summary.md").exists()
 
 

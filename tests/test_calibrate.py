@@ -75,6 +75,22 @@ def _welch_upper_quantile(repeats: int, level: float, draws: int = 6000) -> floa
     return float(np.quantile(interval.high, PASS_RATE))
 
 
+def _borrowed_upper_quantile(repeats: int, level: float, dof: int, sd_share: float, draws: int = 6000) -> float:
+    """The same for a run that borrows a calibrated spread of `dof` degrees of freedom, at sd 1
+    its upper limit and `sd_share` its estimate: each pair whose own spread is not past the
+    estimate's F quantile at 1% pools the limit in (Student's t); the others are Welch's."""
+    rng = np.random.default_rng(12)
+    base, head = rng.standard_normal((2, draws, repeats))
+    run_var = (base.var(axis=1, ddof=1) + head.var(axis=1, ddof=1)) / 2
+    run_dof = 2 * repeats - 2
+    pooled = (dof + run_dof * run_var) / (dof + run_dof)
+    student = head.mean(axis=1) - base.mean(axis=1) + stats.t.ppf(0.5 + level / 2, dof + run_dof) * np.sqrt(
+        2 * pooled / repeats)
+    welch = stats.ttest_ind(head, base, axis=1, equal_var=False).confidence_interval(confidence_level=level).high
+    passes = run_var <= sd_share**2 * stats.f.ppf(0.99, run_dof, dof)
+    return float(np.quantile(np.where(passes, student, welch), PASS_RATE))
+
+
 def test_the_suggestion_holds_at_the_rules_level_not_at_the_shown_95_percent() -> None:
     """The smallest threshold an A/A supports is the one an unchanged commit passes PASS_RATE of
     the time under the bounds `guard run` decides by (alpha split over 4 rounds, the metrics and 2
@@ -179,13 +195,18 @@ def test_a_slow_process_is_named_counted_and_left_out_of_the_spread(tmp_path: Pa
     assert float(line.group(1)) == pytest.approx(math.sqrt(pooled) * 100, abs=0.0006)
     assert int(line.group(2)) == 8 - len(left_out)
     # the threshold it supports, at the rule's own level: alpha 0.01 over 1 look (no confirmation
-    # round), the metrics and 1 batch size, Welch's bound at 4 per side
+    # round), the metrics and 1 batch size, at 4 per side for a run that borrows this spread (the
+    # suggestion's), and Welch's bound on a run's own processes alone
     each = 0.01 / (1 * METRICS_PER_LOOK * 1)
     dof = sum(len(x) - 1 for x in kept)
     limit = dof * pooled / stats.chi2.ppf(0.05, dof)
-    supported = math.expm1(math.sqrt(limit) * _welch_upper_quantile(4, 1 - 2 * each)) * 100
-    assert calibration["bounds_level"] == pytest.approx(1 - 2 * each)
+    level = 1 - 2 * each
+    supported = math.expm1(math.sqrt(limit) * _borrowed_upper_quantile(4, level, dof, math.sqrt(pooled / limit))) * 100
+    alone = math.expm1(math.sqrt(limit) * _welch_upper_quantile(4, level)) * 100
+    assert calibration["bounds_level"] == pytest.approx(level)
     assert calibration["gpu_ms_supported_pct"] == pytest.approx(supported, rel=0.03)
+    assert calibration["noise"][0]["gpu_ms"]["alone_pct"] == pytest.approx(alone, rel=0.03)
+    assert calibration["noise"][0]["gpu_ms"]["borrowed"] is True
     with_it = [np.log([figures[(s, r)][0] for r in range(1, 5)]) for s in "ab"]
     pooled_with_it = sum(((x - x.mean()) ** 2).sum() for x in with_it) / 6
     assert math.sqrt(pooled_with_it) > 20 * math.sqrt(pooled)  # what one slow process does to the spread

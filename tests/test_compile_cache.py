@@ -272,3 +272,27 @@ def test_no_measured_process_of_either_arm_is_the_one_that_compiles(tmp_path: Pa
             seen = json.loads((out / "runs" / f"{arm}-{repeat}.json").read_text())["runs"][0]["workload"]
             assert seen["earlier"], f"{arm} repeat {repeat} found no earlier process's mark: it compiled"
     assert not (out / "runs" / "compile-fill" / "base-0.json").exists()  # base's reference process filled it
+    report = json.loads((out / "report.json").read_text())
+    assert report["compile_caches"] is True and report["compile_filled"] == ["head"]  # a field, not only a line
+
+
+def test_the_report_says_which_arm_compiled_first_and_refuses_a_fill_it_could_not_have(tmp_path: Path) -> None:
+    from guard.report import ReportError, read_report, render_comment
+    from tests.report_fixtures import committed
+
+    example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "h200-graph-break-callee-c435193"
+    report = committed(example / "report.json").model_copy(update={"compile_caches": True, "compile_filled": ["head"]})
+    assert report.compiled is not None  # an engine under torch.compile
+    comment = render_comment(report)
+    assert ("torch.compile's caches are in a folder per arm, shared by that arm's processes and rounds, never between "
+            "arms; head first ran one unmeasured process that compiled, as base's reference process did for base, "
+            "so that no measured process is the one that compiles.") in comment
+    assert "unmeasured process" not in render_comment(report.model_copy(update={"compile_filled": []}))
+    path = tmp_path / "report.json"
+    for forged, why in ((["base"], "names 'base', not an arm besides base"), (["nobody"], "names 'nobody'")):
+        path.write_text(report.model_copy(update={"compile_filled": forged}).model_dump_json())
+        with pytest.raises(ReportError, match=why):
+            read_report(path)
+    path.write_text(report.model_copy(update={"compile_caches": None}).model_dump_json())
+    with pytest.raises(ReportError, match="is set with compile caches off"):
+        read_report(path)

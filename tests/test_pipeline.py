@@ -364,27 +364,37 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
     text = out.read_text()
     assert "A/A, 5 repeats per side" in text
     from guard.calibrate import calibration_path
-    from guard.measure._noise import welch_upper_quantile
+    from guard.measure._noise import borrowed_upper_quantile, welch_upper_quantile
     from guard.measure._stats import PASS_RATE
 
     calibration = json.loads(calibration_path(out).read_text())
+    level = calibration["bounds_level"]
     # per batch size and metric: the spread, its upper limit, the smallest threshold 5 repeats
-    # support at that limit (recomputed here from the limit, at the rule's level the file
-    # names), and the repeats 1% and 30% need
-    factor = welch_upper_quantile(5, calibration["bounds_level"], PASS_RATE)
+    # support at that limit for a run that borrows the spread, and on a run's own processes
+    # alone (recomputed here from the limit, at the rule's level the file names), and the
+    # repeats 1% and 30% need
     supported = {}
-    for batch_size in (1, 2):
-        for label, metric in (("GPU ms per step", "gpu"), ("tok/s", "tok")):
+    for batch_size, noise in zip((1, 2), calibration["noise"], strict=True):
+        for label, metric, key in (("GPU ms per step", "gpu", "gpu_ms"), ("tok/s", "tok", "tok_per_s")):
             line = re.search(
                 rf"bs {batch_size}, {re.escape(label)}: within-side sd ([\d.]+)% \(upper 95% limit ([\d.]+)%, "
-                r"(\d+) processes, (\d+) degrees of freedom\); smallest threshold at 5 repeats per arm ([\d.]+)%; "
+                r"(\d+) processes, (\d+) degrees of freedom\); smallest threshold at 5 repeats per arm ([\d.]+)% "
+                r"\(a run borrowing this spread; ([\d.]+)% on its own processes alone\); "
                 r"(about \d+|more than 200) repeats per arm for 1% \(measure.threshold_pct\); "
                 r"(about \d+|more than 200) repeats per arm for 30%\.", text)
             assert line, text
-            sd, limit, processes, dof, smallest = (float(line.group(i)) for i in range(1, 6))
+            sd, limit, processes, dof, smallest, alone = (float(line.group(i)) for i in range(1, 7))
             assert limit > sd and dof == processes - 2 and processes <= 10
-            assert smallest == pytest.approx(math.expm1(factor * limit / 100) * 100, abs=0.01)
+            exact = noise[key]
+            factor = borrowed_upper_quantile(5, level, PASS_RATE, int(dof),
+                                             round(exact["sd_pct"] / exact["sd_limit_pct"], 4))
+            assert smallest == pytest.approx(math.expm1(factor * exact["sd_limit_pct"] / 100) * 100, abs=0.01)
+            assert alone == pytest.approx(
+                math.expm1(welch_upper_quantile(5, level, PASS_RATE) * exact["sd_limit_pct"] / 100) * 100, abs=0.01)
             supported.setdefault(metric, []).append(smallest)
+    # the spreads are kept with the thresholds, for the run to borrow
+    assert [(s.batch_size, s.metric) for s in thresholds.spreads] == [
+        (1, "gpu_ms"), (1, "tok_per_s"), (2, "gpu_ms"), (2, "tok_per_s")]
     assert thresholds.gpu_ms_pct == pytest.approx(max(0.25, math.ceil(max(supported["gpu"]) * 10 - 1e-6) / 10),
                                                   abs=0.1)
     assert thresholds.tok_per_s_pct == pytest.approx(max(0.25, math.ceil(max(supported["tok"]) * 10 - 1e-6) / 10),
@@ -393,7 +403,11 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
     assert "bs 1: no profiled pass (no GPU, or workload.profile_steps = 0): no gap figures." in text
     assert (tmp_path / "thr-runs").is_dir()  # the A/A runs are kept beside the file
     # and its figures as fields, named in the last progress line
-    assert calibration["suggested"] == pytest.approx(thresholds.model_dump())
+    suggested, written = calibration["suggested"], thresholds.model_dump()
+    spreads = suggested.pop("spreads"), written.pop("spreads")
+    assert suggested == pytest.approx(written)
+    for kept, read in zip(*spreads, strict=True):  # the file keeps 6 significant digits of each sd
+        assert kept == read | {"sd_pct": pytest.approx(read["sd_pct"], rel=1e-5)}
     assert [n["batch_size"] for n in calibration["noise"]] == [1, 2]
     assert proc.stderr.rstrip().endswith(f"wrote {out} and {tmp_path / 'thr-calibration.json'}")
 
@@ -412,3 +426,17 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
     report = json.loads((run_out / "report.json").read_text())
     assert report["threshold_pct"] == pytest.approx(thresholds.gpu_ms_pct)
     assert report["tok_threshold_pct"] == pytest.approx(thresholds.tok_per_s_pct)
+    # the run checked its spread against each calibrated one, and pooled in those it was not past
+    assert report["calibrated_spreads"] == [s.model_dump() for s in thresholds.spreads]
+    for batch in report["batch_sizes"]:
+        checks = {c["metric"]: c for c in batch["borrowed"]}
+        assert set(checks) == {"gpu_ms", "tok_per_s"}
+        for check in checks.values():
+            assert check["borrowed"] is (check["run_sd_pct"] <= check["limit_sd_pct"])
+    comment = (run_out / "comment.md").read_text()
+    pooled = [c["borrowed"] for b in report["batch_sizes"] for c in b["borrowed"]]
+    assert ("pool this run's spread with the calibrated one" in comment) is any(pooled)
+    assert ("Not borrowed, as this run's spread was past the calibrated one" in comment) is not all(pooled)
+    from guard.report import read_report
+
+    assert read_report(run_out / "report.json").calibrated_spreads == thresholds.spreads  # holds up, read back

@@ -15,6 +15,8 @@ whole interval is past T (a host-bound step twice as slow) is still a regression
 A tok/s that detects only changes over UNMEASURABLE_FACTOR x its threshold and decided nothing
 is not measurable here (`tok_per_s_measurable`): its interval is wider than any effect the run is
 asked about, and the report leaves its row out.
+Where the thresholds file kept the calibration's spreads, each metric's bounds pool the run's
+spread with the calibrated one's upper limit, unless the run's own is past it (`_borrow.py`).
 A batch size takes its most severe metric's verdict and names that metric. p-values are kept
 in the report beside the shown intervals; they decide nothing.
 """
@@ -23,9 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from guard.compare._borrow import Borrowing, borrowing
 from guard.compare._models import METRICS, UNDECIDED, BatchComparison, MetricKey, Verdict, most_severe
 from guard.compare._rule import Rule
-from guard.measure import Change, detectable_change_pct, relative_change, repeats_to_decide, repeats_to_rule_out
+from guard.measure import (
+    Change, PriorSpread, detectable_change_pct, relative_change, repeats_to_decide, repeats_to_rule_out,
+)
 
 
 # tok/s is not measurable here where the smallest change it detects is over this many times its
@@ -77,6 +82,7 @@ class _Decided:
     gates: bool
     detectable_pct: float | None
     verdict: Verdict
+    prior: PriorSpread | None = None  # the calibrated spread pooled in, where it was
 
 
 def time_ratio(slowdown_pct: float, metric: MetricKey) -> float:
@@ -85,31 +91,46 @@ def time_ratio(slowdown_pct: float, metric: MetricKey) -> float:
     return 1 / (1 - slowdown_pct / 100) if metric == "tok_per_s" else 1 + slowdown_pct / 100
 
 
-def _decide(values: list[list[float]], threshold_pct: float, level: float, rate: bool, always: bool) -> _Decided:
+def _decide(values: list[list[float]], threshold_pct: float, level: float, rate: bool, always: bool,
+            borrowed: Borrowing | None = None) -> _Decided:
     """A metric that gates `always` (GPU ms), or where an unchanged commit would pass it
     PASS_RATE of the time: its upper bound then falls under the threshold, as the decision's own
-    level asks (tok/s, end-to-end ms)."""
-    bounds = relative_change(*values, level)
+    level asks (tok/s, end-to-end ms). `borrowed`: the calibrated spread's check, pooled in where
+    it passed."""
+    prior = borrowed.prior() if borrowed else None
+    bounds = relative_change(*values, level, prior=prior)
     slowdown = Slowdown.of_rate(bounds) if rate else Slowdown.of_time(bounds)  # tok/s alone is a rate
-    detectable = None if always else detectable_change_pct(values, min(len(v) for v in values), level)
+    detectable = None if always else detectable_change_pct(values, min(len(v) for v in values), level, prior=prior)
     gates = always or detectable <= threshold_pct  # type: ignore[operator]
     return _Decided(values, bounds, slowdown, threshold_pct, gates, detectable,
-                    slowdown.verdict(threshold_pct, gates=gates))
+                    slowdown.verdict(threshold_pct, gates=gates), prior)
 
 
 def decide_by_interval(measured: BatchComparison, base: str, head: str, rule: Rule) -> BatchComparison:
-    """`measured` (its arms and shown changes) decided by the interval rule at `rule.look`."""
+    """`measured` (its arms and shown changes) decided by the interval rule at `rule.look`.
+    Where the rule holds a calibrated spread for a metric that the run's own agrees with, that
+    metric's bounds, and the change shown beside them, pool it in."""
     by_name = {a.arm: a for a in measured.arms}
     level = rule.bounds_confidence
     arms = [by_name[name] for name in (base, head)]
-    decided: dict[MetricKey, _Decided] = {
-        "gpu_ms": _decide([a.gpu_ms_per_step.values for a in arms], rule.gpu_pct, level, rate=False, always=True),
-        "tok_per_s": _decide([a.tok_per_s.values for a in arms], rule.tok_pct, level, rate=True, always=False),
-    }
+    values: dict[MetricKey, list[list[float]]] = {
+        "gpu_ms": [a.gpu_ms_per_step.values for a in arms], "tok_per_s": [a.tok_per_s.values for a in arms]}
     ends = [a.end_to_end_gpu_ms_per_step for a in arms]
     if rule.end_to_end_pct is not None and None not in ends:
-        decided["end_to_end_ms"] = _decide([e.values for e in ends], rule.end_to_end_pct,  # type: ignore[union-attr]
-                                           level, rate=False, always=False)
+        values["end_to_end_ms"] = [e.values for e in ends]  # type: ignore[union-attr]
+    checks = {m: borrowing(v, m, measured.batch_size, rule.spreads) for m, v in values.items()}
+    thresholds = {"gpu_ms": rule.gpu_pct, "tok_per_s": rule.tok_pct, "end_to_end_ms": rule.end_to_end_pct}
+    decided: dict[MetricKey, _Decided] = {
+        m: _decide(v, thresholds[m], level, rate=m == "tok_per_s", always=m == "gpu_ms",  # type: ignore[arg-type]
+                   borrowed=checks[m])
+        for m, v in values.items()
+    }
+    shown: dict[str, Change] = {
+        field: relative_change(*decided[m].values, rule.confidence, prior=decided[m].prior)
+        for m, field in (("gpu_ms", "gpu_ms_change"), ("tok_per_s", "tok_per_s_change"),
+                         ("end_to_end_ms", "end_to_end_gpu_ms_change"))
+        if m in decided and decided[m].prior is not None
+    }
     verdicts = {m: decided[m].verdict for m in METRICS if m in decided}
     tok_measurable = (decided["tok_per_s"].detectable_pct <= UNMEASURABLE_FACTOR * rule.tok_pct  # type: ignore[operator]
                       or verdicts["tok_per_s"] in ("regression", "improvement"))
@@ -118,7 +139,7 @@ def decide_by_interval(measured: BatchComparison, base: str, head: str, rule: Ru
     needed = None
     if decided_by is not None and verdict in UNDECIDED:
         by = decided[decided_by]
-        needed = repeats_to_decide(by.values, by.slowdown.pct, by.threshold_pct, level)
+        needed = repeats_to_decide(by.values, by.slowdown.pct, by.threshold_pct, level, prior=by.prior)
     tok, end = decided["tok_per_s"], decided.get("end_to_end_ms")
     return measured.model_copy(update={
         "verdict": verdict,
@@ -128,11 +149,12 @@ def decide_by_interval(measured: BatchComparison, base: str, head: str, rule: Ru
         "tok_per_s_gates": tok.gates,
         "tok_per_s_detectable_pct": tok.detectable_pct,
         "tok_per_s_measurable": tok_measurable,
-        "tok_per_s_repeats_to_gate": None if tok.gates else repeats_to_rule_out(tok.values, rule.tok_pct, level),
+        "tok_per_s_repeats_to_gate": None if tok.gates else repeats_to_rule_out(tok.values, rule.tok_pct, level,
+                                                                                 prior=tok.prior),
         "end_to_end_verdict": end.verdict if end else None,
         "end_to_end_gates": end.gates if end else None,
         "end_to_end_detectable_pct": end.detectable_pct if end else None,
-        "end_to_end_repeats_to_gate": (repeats_to_rule_out(end.values, end.threshold_pct, level)
+        "end_to_end_repeats_to_gate": (repeats_to_rule_out(end.values, end.threshold_pct, level, prior=end.prior)
                                        if end and not end.gates else None),
         "end_to_end_bounds": end.bounds if end else None,
         "alpha_per_look": rule.alpha_per_look,
@@ -142,4 +164,6 @@ def decide_by_interval(measured: BatchComparison, base: str, head: str, rule: Ru
         "repeats_to_decide": needed,
         "at_threshold": [m for m in verdicts if verdicts[m] == "at_threshold"],
         "undecided": verdict in UNDECIDED,
+        "borrowed": [check for check in checks.values() if check is not None],
+        **shown,
     })

@@ -6,9 +6,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from guard.compare._borrow import Borrowing
 from guard.compare._compiled import CompiledChange
 from guard.compare._ranks import ArmRanks, RankChange
 from guard.compare._reasons import Reason
+from guard.config import CalibratedSpread
 from guard.measure import MIX_BATCH, Change, MarginFloor, MarginMismatch, SourceLabel, Spread, TokenMismatch
 
 # at_threshold: a slowdown is shown, and its interval still holds the threshold after the last
@@ -181,6 +183,12 @@ class BatchComparison(BaseModel):
     undecided: bool = False  # the rule left it open at its look: a confirmation round, where one is left
     # several ranks: what the head's did that base's did not (_ranks.py); no key with one
     rank_change: RankChange | None = Field(default=None, exclude_if=lambda value: value is None)
+    # each metric the calibration kept a spread for: the check of the run's spread against it,
+    # and whether its bounds pooled it in (_borrow.py); no key without a calibrated spread
+    borrowed: list[Borrowing] = Field(default=[], exclude_if=lambda value: not value)
+
+    def borrowing(self, metric: MetricKey) -> Borrowing | None:
+        return next((b for b in self.borrowed if b.metric == metric), None)
 
     def bounds(self, metric: MetricKey) -> Change | None:
         """The metric's change between the bounds it was decided on."""
@@ -217,6 +225,8 @@ class Comparison(BaseModel):
     # what dynamo compiled in base's processes and head's (compare/_compiled.py); no key where
     # neither used torch.compile
     compiled: CompiledChange | None = Field(default=None, exclude_if=lambda value: value is None)
+    # the calibration's spreads the rule could borrow (`measure.thresholds_file`); no key without
+    calibrated_spreads: list[CalibratedSpread] = Field(default=[], exclude_if=lambda value: not value)
 
     @model_validator(mode="after")
     def _mix_is_the_mix(self) -> "Comparison":

@@ -27,7 +27,7 @@ from guard.compare._models import most_severe
 from guard.compare._ranks import straggler_again
 from guard.compare._rule import METRICS_PER_LOOK, Rule, alpha_per_look
 from guard.compare._verdict import _compare_timings, ranks_disagree, with_rank_change
-from guard.config import MAX_ROUNDS
+from guard.config import MAX_ROUNDS, CalibratedSpread
 from guard.measure import Change, Spread
 
 # Floats read back from JSON are the ones written; another scipy may differ in the last digits.
@@ -62,6 +62,7 @@ class StatedRule(BaseModel):
     batch_sizes: int = 1
     # None: a report from before end-to-end ms was decided, its alpha split over 2 metrics
     end_to_end_threshold_pct: float | None = None
+    spreads: list[CalibratedSpread] = []  # the calibration's, as the report kept them
 
     @property
     def metrics(self) -> int:
@@ -113,7 +114,7 @@ def decide_again(stored: BatchComparison, base: str, head: str, stated: StatedRu
     `compare` makes it from the measurements: the like-for-like check, then the timings."""
     rule = Rule(stated.threshold_pct, stated.tok_threshold_pct, stated.alpha, stated.confidence,
                 alpha_per_look=alpha_per_look(stated.alpha, stated.looks, stated.batch_sizes, stated.metrics),
-                look=stored.look, end_to_end_pct=stated.end_to_end_threshold_pct)
+                look=stored.look, end_to_end_pct=stated.end_to_end_threshold_pct, spreads=tuple(stated.spreads))
     size, arms = stored.batch_size, stored.arms
     by_name = {a.arm: a for a in arms}
     if base not in by_name or head not in by_name:
@@ -273,6 +274,11 @@ def _spread_discrepancies(spread: Spread, size: int, where: str) -> list[Discrep
     ]
 
 
+def _borrowed(batch: BatchComparison) -> list[str]:
+    """Which metrics pooled a calibrated spread in, and which were checked and did not."""
+    return [f"{b.metric}: {'borrowed' if b.borrowed else 'not borrowed'}" for b in batch.borrowed]
+
+
 def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> list[Discrepancy]:
     size = stored.batch_size
     found = []
@@ -317,6 +323,8 @@ def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> lis
         for name in Change.model_fields:
             if not _close(getattr(stated, name), getattr(recomputed, name)):
                 differs("change", f"{field}.{name}", f"{getattr(stated, name)!r}", f"{getattr(recomputed, name)!r}")
+    if interval and _borrowed(stored) != _borrowed(again):
+        differs("verdict", "borrowed", _borrowed(stored), _borrowed(again))
     if stored.hash_match != again.hash_match:
         differs("count", "hash_match", stored.hash_match, again.hash_match)
     if stored.agreement is not None and again.agreement is not None:

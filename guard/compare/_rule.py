@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from guard.compare._models import METRICS
+from guard.config import CalibratedSpread
 
 # Every look tests each metric of every batch size: the error level is split this many ways per
 # look and batch size. tok/s and end-to-end ms count even where they only inform, as they can
@@ -36,6 +37,8 @@ class Rule:
     alpha_per_look: float  # the error each one-sided bound may make (`alpha_per_look()`)
     look: int = 1  # the round being decided, from 1
     end_to_end_pct: float | None = None  # None: end-to-end ms is not decided (a report from before it was)
+    # the calibration's spreads, borrowed where the run's agrees with them (compare/_borrow.py)
+    spreads: tuple[CalibratedSpread, ...] = ()
 
     @property
     def bounds_confidence(self) -> float:

@@ -4,6 +4,7 @@ are decided by the interval rule (`_interval.py`), more rounds for those it leav
 from __future__ import annotations
 
 from dataclasses import replace
+from collections.abc import Sequence
 from typing import Callable, NamedTuple
 
 from guard.compare._agreement import agreement
@@ -18,6 +19,7 @@ from guard.compare._models import (
 from guard.compare._ranks import arm_ranks, rank_change
 from guard.compare._reasons import Reason
 from guard.compare._rule import Rule, alpha_per_look
+from guard.config import CalibratedSpread
 from guard.measure import ArmMeasurement, BatchRun, Change, RepeatResult, Spread, relative_change, spread
 
 
@@ -37,6 +39,7 @@ def compare(
     mix_schedule: list[int] | None = None,
     mix_look: int = 1,
     end_to_end_threshold_pct: float | None = None,
+    spreads: Sequence[CalibratedSpread] = (),
 ) -> Comparison:
     """`threshold_pct` applies to GPU ms per step, `tok_threshold_pct` and
     `end_to_end_threshold_pct` (default the same) to tok/s and end-to-end ms per step; `alpha` is
@@ -46,7 +49,8 @@ def compare(
     `confidence` is the level of the intervals shown beside the decision's; `reference` names
     where forced runs' input ids came from. `mix_schedule`: the mix pass's sizes per step, as the
     guard drew them, when the workload has a mix: the mix is then decided like one more batch
-    size (at `mix_look`), and alpha is split over it too."""
+    size (at `mix_look`), and alpha is split over it too. `spreads`: the calibration's, which a
+    metric's bounds borrow where the run's own spread agrees with them (`_borrow.py`)."""
     reasons = [
         Reason(kind="arm_failed", arm=name, repeats_done=len(m.repeats), error=m.error) if m.repeats
         else Reason(kind="arm_no_results", arm=name, error=m.error)
@@ -56,7 +60,7 @@ def compare(
     reasons += fingerprints.invalid_reasons
     rule = Rule(threshold_pct, tok_threshold_pct or threshold_pct, alpha, confidence,
                 alpha_per_look=alpha_per_look(alpha, looks, len(batch_sizes) + (mix_schedule is not None)),
-                end_to_end_pct=end_to_end_threshold_pct or threshold_pct)
+                end_to_end_pct=end_to_end_threshold_pct or threshold_pct, spreads=tuple(spreads))
     batches = [
         with_rank_change(_compare_batch(measurements, base, head, bs, replace(rule, look=(look or {}).get(bs, 1)),
                                         reference), base, head)
@@ -82,6 +86,7 @@ def compare(
         looks=looks,
         mix_comparison=mixed,
         compiled=compiled_change(measurements, base, head),
+        calibrated_spreads=list(spreads),
     )
 
 

@@ -27,9 +27,12 @@ from guard.config._models import (
 from guard.config._overrides import ConfigOverrides, apply_overrides
 from guard.config._paths import check_entry
 from guard.config._sources import MAX_CONFIG_BYTES, MAX_REFERENCE_BYTES, CommitFiles, Files, FolderFiles
-from guard.config._thresholds import Thresholds, load_thresholds, read_thresholds, write_thresholds
+from guard.config._thresholds import (
+    CalibratedSpread, Thresholds, load_thresholds, read_thresholds, write_thresholds,
+)
 
 __all__ = [
+    "CalibratedSpread",
     "DEFAULT_CONFIG_NAME",
     "MAX_CONFIG_BYTES",
     "MAX_DIFF_LINES",

@@ -1,10 +1,12 @@
-"""Thresholds written by `guard calibrate`, read back through `measure.thresholds_file`."""
+"""Thresholds written by `guard calibrate`, read back through `measure.thresholds_file`, with
+the spreads they were calibrated at, which a run borrows (compare/_borrow.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from guard._errors import ConfigError
 from guard._output import write_atomic
@@ -16,6 +18,22 @@ _KEY = "measure.thresholds_file"
 _FIX = "write it again with `guard calibrate`"
 
 
+# The most processes a calibration's spread may count: MAX_REPEATS per side, twice over.
+MAX_SPREAD_DOF = 2_000
+
+
+class CalibratedSpread(BaseModel):
+    """One metric's within-side spread at one batch size, from the calibration's A/A: the sd of
+    the processes' logarithms x 100 (about percent) and its degrees of freedom."""
+
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+
+    batch_size: int = Field(ge=1)
+    metric: Literal["gpu_ms", "end_to_end_ms", "tok_per_s"]
+    sd_pct: float = Field(gt=0, lt=100)
+    degrees_of_freedom: int = Field(ge=1, le=MAX_SPREAD_DOF)
+
+
 class Thresholds(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False)
 
@@ -23,6 +41,8 @@ class Thresholds(BaseModel):
     tok_per_s_pct: float = Field(gt=0)  # under REFUSED_TOK_PER_S_PCT
     # under REFUSED_END_TO_END_PCT; None: a file written before it was calibrated (GPU ms's is used)
     end_to_end_ms_pct: float | None = Field(default=None, gt=0)
+    # [] : a file written before spreads were kept; the run then decides on its own processes alone
+    spreads: list[CalibratedSpread] = []
 
     @field_validator("gpu_ms_pct", "tok_per_s_pct", "end_to_end_ms_pct")
     @classmethod
@@ -32,6 +52,14 @@ class Thresholds(BaseModel):
         if problem:
             raise ValueError(problem)
         return value
+
+    @model_validator(mode="after")
+    def _one_spread_each(self) -> Thresholds:
+        seen = [(s.batch_size, s.metric) for s in self.spreads]
+        twice = next((key for key in seen if seen.count(key) > 1), None)
+        if twice is not None:
+            raise ValueError(f"batch size {twice[0]}'s {twice[1]} spread is given twice")
+        return self
 
 
 def load_thresholds(path: Path) -> Thresholds:
@@ -45,14 +73,19 @@ def read_thresholds(files: Files, name: str) -> Thresholds:
     shown = files.shown(name)
     if data is None:
         raise ConfigError(f"{shown}: thresholds file not found; run `guard calibrate` or fix {_KEY}")
-    table = parse_toml(data, shown, _FIX).get("thresholds", {})
+    parsed = parse_toml(data, shown, _FIX)
+    table = parsed.get("thresholds", {})
+    if isinstance(table, dict) and "spread" in parsed:
+        table = {**table, "spreads": parsed["spread"]}
     try:
         return Thresholds.model_validate(table)
     except ValidationError as exc:
         first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
+        loc = [str(p) for p in first["loc"]]
+        key = (f"spread[{int(loc[1]) + 1}]" + "".join(f".{p}" for p in loc[2:]) if loc[:1] == ["spreads"]
+               and len(loc) > 1 else "thresholds" + "".join(f".{p}" for p in loc))
         why = first["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"{shown}: bad or missing 'thresholds.{key}': {why}") from None
+        raise ConfigError(f"{shown}: bad or missing '{key}': {why}") from None
 
 
 def write_thresholds(path: Path, thresholds: Thresholds, comment: str) -> None:
@@ -64,5 +97,8 @@ def write_thresholds(path: Path, thresholds: Thresholds, comment: str) -> None:
     ]
     if thresholds.end_to_end_ms_pct is not None:
         lines.append(f"end_to_end_ms_pct = {thresholds.end_to_end_ms_pct:.3f}")
+    for spread in thresholds.spreads:  # what a run borrows at few processes: keep them with the thresholds
+        lines += ["", "[[spread]]", f"batch_size = {spread.batch_size}", f'metric = "{spread.metric}"',
+                  f"sd_pct = {spread.sd_pct:.6g}", f"degrees_of_freedom = {spread.degrees_of_freedom}"]
     lines.append("")
     write_atomic(path, "\n".join(lines))

@@ -26,8 +26,8 @@ from guard.measure._slow import (
     processes_of, slow_in, slow_processes,
 )
 from guard.measure._stats import (
-    MOST_REPEATS, PASS_RATE, Change, Spread, detectable_change_pct, rate_interval, relative_change,
-    repeats_to_decide, repeats_to_rule_out, spread,
+    BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, Change, PriorSpread, Spread, detectable_change_pct, rate_interval,
+    relative_change, repeats_to_decide, repeats_to_rule_out, spread,
 )
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "usable_mix_runs",
     "parse_mix_file",
     "with_mix_file",
+    "BORROW_CHECK_ALPHA",
     "MOST_REPEATS",
     "PASS_RATE",
     "RATE_CONFIDENCE",
@@ -69,6 +70,7 @@ __all__ = [
     "CacheOutcomes",
     "CompileStats",
     "Change",
+    "PriorSpread",
     "HarnessSpec",
     "HostUsage",
     "RankRun",

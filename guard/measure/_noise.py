@@ -15,10 +15,11 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+from typing import NamedTuple
 
 from pydantic import BaseModel
 
-from guard.measure._stats import MOST_REPEATS, PASS_RATE, _pooled_log_variance
+from guard.measure._stats import BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, _pooled_log_variance
 
 # One-sided confidence of the upper limit on the spread.
 SPREAD_LIMIT_CONFIDENCE = 0.95
@@ -46,13 +47,56 @@ def welch_upper_quantile(repeats: int, confidence: float, power: float) -> float
     return float(np.quantile(upper, power))
 
 
-def _repeats_to_pass(variance: float, margin: float, confidence: float, most: int) -> int | None:
+@functools.lru_cache(maxsize=256)
+def borrowed_upper_quantile(repeats: int, confidence: float, power: float, calibrated_dof: int,
+                            calibrated_sd: float) -> float:
+    """`welch_upper_quantile` for a run that borrows a calibrated spread (compare/_borrow.py):
+    the `power` quantile of an unchanged pair's upper bound, in sds of one process, where the
+    calibration measured `calibrated_sd` (as a share of the spread's upper limit, the sd the
+    figures hold at) on `calibrated_dof` degrees of freedom. Each drawn pair checks its own
+    spread against the calibrated one as a run does: the limit pooled with it, Student's t on the
+    summed degrees of freedom, where it passes; Welch on its own where not."""
+    import numpy as np
+    from scipy import stats  # here, not at the top: reading a report needs no scipy
+
+    rng = np.random.default_rng(20_251_203)
+    base, head = rng.standard_normal((2, WELCH_DRAWS, repeats))
+    var_b, var_h = base.var(axis=1, ddof=1), head.var(axis=1, ddof=1)
+    diff = head.mean(axis=1) - base.mean(axis=1)
+    tail = 0.5 + confidence / 2
+    run_dof = 2 * repeats - 2
+    run_var = (var_b + var_h) / 2
+    limit = calibrated_sd**2 * float(stats.f.ppf(1 - BORROW_CHECK_ALPHA, run_dof, calibrated_dof))
+    pooled = (calibrated_dof * 1.0 + run_dof * run_var) / (calibrated_dof + run_dof)  # the limit, in its own sds
+    borrowed = diff + float(stats.t.ppf(tail, calibrated_dof + run_dof)) * np.sqrt(2 * pooled / repeats)
+    se2_b, se2_h = var_b / repeats, var_h / repeats
+    dof = (se2_b + se2_h) ** 2 / ((se2_b**2 + se2_h**2) / (repeats - 1))
+    alone = diff + stats.t.ppf(tail, dof) * np.sqrt(se2_b + se2_h)
+    return float(np.quantile(np.where(run_var <= limit, borrowed, alone), power))
+
+
+class Borrow(NamedTuple):
+    """A calibration's own spread, as a run that reads its file borrows it: its degrees of
+    freedom, and its sd as a share of the spread's upper limit (the sd the figures hold at)."""
+
+    dof: int
+    sd_share: float
+
+
+def _upper_quantile(repeats: int, confidence: float, borrow: Borrow | None) -> float:
+    if borrow is None:
+        return welch_upper_quantile(repeats, confidence, PASS_RATE)
+    # the share rounded, so that a cached draw serves each calibration's repeats search
+    return borrowed_upper_quantile(repeats, confidence, PASS_RATE, borrow.dof, round(borrow.sd_share, 4))
+
+
+def _repeats_to_pass(variance: float, margin: float, confidence: float, most: int,
+                     borrow: Borrow | None = None) -> int | None:
     """The fewest repeats per arm, up to `most`, whose upper bound falls under `margin` PASS_RATE
     of the time at `variance` (the quantile falls as the repeats grow: bisect)."""
     counts = range(2, most + 1)
     sd = math.sqrt(variance)
-    first = bisect.bisect_left(counts, True,
-                               key=lambda n: sd * welch_upper_quantile(n, confidence, PASS_RATE) <= margin)
+    first = bisect.bisect_left(counts, True, key=lambda n: sd * _upper_quantile(n, confidence, borrow) <= margin)
     return counts[first] if first < len(counts) else None
 
 
@@ -71,14 +115,21 @@ class RunnerNoise(BaseModel):
     sd_pct: float  # pooled within-side standard deviation of the log, x 100: about percent
     sd_limit_pct: float  # its upper limit at SPREAD_LIMIT_CONFIDENCE
     repeats: int  # per arm, the configured measure.repeats
-    supported_pct: float  # the smallest threshold an unchanged commit passes at `repeats`
+    # the smallest threshold an unchanged commit passes at `repeats`: borrowing this spread, as a
+    # run that reads the thresholds file does, where `borrowed`; on its own processes alone where not
+    supported_pct: float
     needed: list[RepeatsNeeded] = []  # repeats per arm for each threshold asked about
+    borrowed: bool = False
+    # the smallest threshold on the run's own processes alone (no spread borrowed); None: not borrowed
+    alone_pct: float | None = None
 
 
 def runner_noise(
-    kept_by_side: list[list[float]], repeats: int, confidence: float, thresholds_pct: list[float]
+    kept_by_side: list[list[float]], repeats: int, confidence: float, thresholds_pct: list[float],
+    borrowed: bool = False,
 ) -> RunnerNoise:
-    """The noise of an A/A's processes, each side's in run order with its slow ones left out."""
+    """The noise of an A/A's processes, each side's in run order with its slow ones left out.
+    `borrowed`: the thresholds and repeats are those of a run that borrows this spread."""
     from scipy import stats  # here, not at the top: reading a report needs no scipy
     sides = [values for values in kept_by_side if len(values) >= 2]
     dof = sum(len(values) - 1 for values in sides)
@@ -86,16 +137,21 @@ def runner_noise(
         raise ValueError("needs at least two processes on a side")
     variance = _pooled_log_variance(sides)
     limit = dof * variance / float(stats.chi2.ppf(1 - SPREAD_LIMIT_CONFIDENCE, dof))
+    borrow = Borrow(dof, math.sqrt(variance / limit)) if borrowed and limit > 0 else None
+    alone = math.expm1(math.sqrt(limit) * welch_upper_quantile(repeats, confidence, PASS_RATE)) * 100
     return RunnerNoise(
         processes=sum(len(values) for values in sides),
         degrees_of_freedom=dof,
         sd_pct=math.sqrt(variance) * 100,
         sd_limit_pct=math.sqrt(limit) * 100,
         repeats=repeats,
-        supported_pct=math.expm1(math.sqrt(limit) * welch_upper_quantile(repeats, confidence, PASS_RATE)) * 100,
+        supported_pct=(math.expm1(math.sqrt(limit) * _upper_quantile(repeats, confidence, borrow)) * 100
+                       if borrow else alone),
         needed=[
             RepeatsNeeded(threshold_pct=t, repeats=_repeats_to_pass(limit, math.log1p(t / 100), confidence,
-                                                                   MOST_REPEATS))
+                                                                   MOST_REPEATS, borrow))
             for t in dict.fromkeys(thresholds_pct)  # each once, in the order asked
         ],
+        borrowed=borrow is not None,
+        alone_pct=alone if borrow else None,
     )

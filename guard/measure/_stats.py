@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 
@@ -54,7 +55,26 @@ class Change(BaseModel):
         return f"{self.ci_low_pct:+.2f}% to {self.ci_high_pct:+.2f}%"
 
 
-def relative_change(before: list[float], after: list[float], confidence: float = 0.95) -> Change:
+# One-sided level of the check that a run's spread is the calibration's before it borrows it
+# (compare/_borrow.py): a run's within-arm variance past the calibrated one's F quantile at this
+# level decides on its own processes alone.
+BORROW_CHECK_ALPHA = 0.01
+
+
+@dataclass(frozen=True)
+class PriorSpread:
+    """A spread measured before the run (a calibration's A/A): the within-side variance of the
+    logarithms and its degrees of freedom, pooled with the run's own where it is borrowed."""
+
+    variance: float
+    dof: int
+
+
+def relative_change(
+    before: list[float], after: list[float], confidence: float = 0.95, prior: PriorSpread | None = None
+) -> Change:
+    """`prior`: pool the run's within-arm variance with it, the interval then on their summed
+    degrees of freedom (Student's t); without one, each arm's own variance (Welch)."""
     from scipy import stats  # here, not at the top: reading a report needs no scipy
     if len(before) < 2 or len(after) < 2:
         raise ValueError("a relative change needs at least two values on each side")
@@ -65,13 +85,18 @@ def relative_change(before: list[float], after: list[float], confidence: float =
     diff = statistics.fmean(log_after) - statistics.fmean(log_before)
     var_b = statistics.variance(log_before) / len(before)
     var_a = statistics.variance(log_after) / len(after)
+    if prior is not None:
+        run_dof = len(before) + len(after) - 2
+        pooled = (prior.dof * prior.variance + _pooled_log_variance([before, after]) * run_dof) / (prior.dof + run_dof)
+        var_b, var_a = pooled / len(before), pooled / len(after)
     se = math.sqrt(var_a + var_b)
     if se == 0.0:
         p_value = 1.0 if diff == 0 else 0.0
         half = 0.0
     else:
-        # Welch-Satterthwaite degrees of freedom
-        df = (var_a + var_b) ** 2 / (var_a**2 / (len(after) - 1) + var_b**2 / (len(before) - 1))
+        # Welch-Satterthwaite degrees of freedom, or the pooled ones
+        df = (prior.dof + len(before) + len(after) - 2 if prior is not None else
+              (var_a + var_b) ** 2 / (var_a**2 / (len(after) - 1) + var_b**2 / (len(before) - 1)))
         half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
         p_value = float(2 * stats.t.sf(abs(diff) / se, df))
     return Change(
@@ -91,54 +116,74 @@ MOST_REPEATS = 200
 
 def repeats_to_rule_out(
     by_arm: list[list[float]], threshold_pct: float, confidence: float = 0.95, power: float = PASS_RATE,
-    most: int = MOST_REPEATS,
+    most: int = MOST_REPEATS, prior: PriorSpread | None = None,
 ) -> int | None:
     """About how many repeats per arm it takes for a commit that changes nothing to pass a
     `threshold_pct` slowdown `power` of the time, at the noise of `by_arm` (the repeats of
     each arm, whose own means are set aside). The interval's upper bound must fall under the
     threshold: that needs (t_confidence + t_power) x the standard error <= log(1 + threshold).
-    None when more than `most` would be needed; an estimate, as the spread is itself estimated."""
-    return _repeats_for_margin(by_arm, math.log1p(threshold_pct / 100), confidence, power, most)
+    None when more than `most` would be needed; an estimate, as the spread is itself estimated.
+    `prior`: a borrowed spread, pooled in as `relative_change` pools it."""
+    return _repeats_for_margin(by_arm, math.log1p(threshold_pct / 100), confidence, power, most, prior)
 
 
 def repeats_to_decide(
     by_arm: list[list[float]], change_pct: float, threshold_pct: float, confidence: float = 0.95,
-    power: float = PASS_RATE, most: int = MOST_REPEATS,
+    power: float = PASS_RATE, most: int = MOST_REPEATS, prior: PriorSpread | None = None,
 ) -> int | None:
     """About how many repeats per arm it takes to tell a change of `change_pct` from the
     threshold `power` of the time, were that the true change, at the noise of `by_arm`: the
     interval must leave the threshold out on the change's side. None when more than `most`
     would be needed (a change at the threshold itself can never be told from it)."""
     margin = abs(math.log1p(threshold_pct / 100) - math.log1p(change_pct / 100))
-    return _repeats_for_margin(by_arm, margin, confidence, power, most)
+    return _repeats_for_margin(by_arm, margin, confidence, power, most, prior)
 
 
 def detectable_change_pct(
-    by_arm: list[list[float]], repeats: int, confidence: float = 0.95, power: float = PASS_RATE
+    by_arm: list[list[float]], repeats: int, confidence: float = 0.95, power: float = PASS_RATE,
+    prior: PriorSpread | None = None,
 ) -> float:
     """The smallest change, in percent, that `repeats` per arm detect `power` of the time at
     the noise of `by_arm`: its interval then leaves zero out. A metric whose detectable
     change is larger than its threshold cannot decide at that threshold."""
     if repeats < 2:
         raise ValueError("needs at least two repeats per arm")
-    return math.expm1(_margin(_pooled_log_variance(by_arm), repeats, confidence, power)) * 100
+    variance, extra = _with_prior(by_arm, prior)
+    return math.expm1(_margin(variance, repeats, confidence, power, extra)) * 100
+
+
+def _with_prior(by_arm: list[list[float]], prior: PriorSpread | None) -> tuple[float, int]:
+    """The variance a margin is figured at, and the degrees of freedom `prior` adds to it."""
+    variance = _pooled_log_variance(by_arm)
+    if prior is None:
+        return variance, 0
+    run_dof = sum(len(values) - 1 for values in by_arm if len(values) >= 2)
+    return (prior.dof * prior.variance + run_dof * variance) / (prior.dof + run_dof), prior.dof
 
 
 def _repeats_for_margin(
-    by_arm: list[list[float]], margin: float, confidence: float, power: float, most: int
+    by_arm: list[list[float]], margin: float, confidence: float, power: float, most: int,
+    prior: PriorSpread | None = None,
 ) -> int | None:
     """The fewest repeats per arm whose interval's half width, plus the power's share, fits
     in `margin` (a distance on the log scale) at the pooled within-arm variance of `by_arm`."""
-    return _fewest_repeats(_pooled_log_variance(by_arm), margin, confidence, power, most)
+    variance, extra = _with_prior(by_arm, prior)
+    return _fewest_repeats(variance, margin, confidence, power, most, extra)
 
 
-def _fewest_repeats(variance: float, margin: float, confidence: float, power: float, most: int) -> int | None:
+def _fewest_repeats(
+    variance: float, margin: float, confidence: float, power: float, most: int, extra_dof: int = 0
+) -> int | None:
     """The fewest repeats per arm, up to `most`, whose `_margin` at `variance` fits in `margin`."""
     counts = range(2, most + 1)
+
+    def fits(n: int) -> bool:
+        return _margin(variance, n, confidence, power, extra_dof) <= margin
+
     # the margin shrinks as n grows (power >= 1/2: both t quantiles fall), so bisect, not scan
     if power < 0.5:
-        return next((n for n in counts if _margin(variance, n, confidence, power) <= margin), None)
-    first = bisect.bisect_left(counts, True, key=lambda n: _margin(variance, n, confidence, power) <= margin)
+        return next((n for n in counts if fits(n)), None)
+    first = bisect.bisect_left(counts, True, key=fits)
     return counts[first] if first < len(counts) else None
 
 
@@ -151,8 +196,9 @@ def _pooled_log_variance(by_arm: list[list[float]]) -> float:
     return sum(statistics.variance(values) * (len(values) - 1) for values in logs) / dof
 
 
-def _margin(variance: float, repeats: int, confidence: float, power: float) -> float:
-    """(t_confidence + t_power) x the standard error of a difference of means, `repeats` per arm."""
+def _margin(variance: float, repeats: int, confidence: float, power: float, extra_dof: int = 0) -> float:
+    """(t_confidence + t_power) x the standard error of a difference of means, `repeats` per arm;
+    `extra_dof`: a borrowed spread's degrees of freedom, added to the run's."""
     from scipy import stats  # here, not at the top: reading a report needs no scipy
-    df = 2 * repeats - 2
+    df = 2 * repeats - 2 + extra_dof
     return float(stats.t.ppf(0.5 + confidence / 2, df) + stats.t.ppf(power, df)) * math.sqrt(2 * variance / repeats)

@@ -31,7 +31,8 @@ def check_report(report: Report, path: Path, *, check_explanation: bool = True) 
     rule = StatedRule(threshold_pct=report.threshold_pct, alpha=report.alpha, confidence=report.confidence,
                       tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct,
                       looks=report.looks, batch_sizes=len(report.decided()),
-                      end_to_end_threshold_pct=report.end_to_end_threshold_pct)
+                      end_to_end_threshold_pct=report.end_to_end_threshold_pct,
+                      spreads=report.calibrated_spreads)
     found = _shape(report) or recheck(
         report.decided(), report.base, report.head, rule,
         verdict=report.verdict, hash_match=report.hash_match,

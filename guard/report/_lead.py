@@ -142,8 +142,10 @@ def rule_note(report: Report) -> str:
         + ". "
         + _rounds_note(report)
         + "is at threshold (a slowdown is shown, its size against the threshold is not) or inconclusive (no change "
-        "and the threshold both fit). Intervals from Welch's t on log times; p-values are in report.json and "
-        "decide nothing."
+        "and the threshold both fit). Intervals from Welch's t on log times"
+        + (", or Student's t where the calibrated spread was pooled in (below)"
+           if any(c.borrowed for b in report.decided() for c in b.borrowed) else "")
+        + "; p-values are in report.json and decide nothing."
     )
 
 

@@ -13,7 +13,7 @@ from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
 from guard.trace import MixTraceSection, RankTraceSection, TraceSection
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # 1: verdicts by the significance rule; 2: the interval rule, with the looks the run could take;
 # 3: every fact the comment states is a field (`explanation`), reasons are kinds with figures;
 # 4: the report is its comparison's fields and the run's (GPU state as `gpu_fingerprint`, not
@@ -24,9 +24,14 @@ SCHEMA_VERSION = 6
 # and the reason `ranks_disagree`; their profiled passes across the ranks (`rank_traces`) and
 # what those found (`explanation.ranks`, `explanation.headline.rank_cause`). None of these keys
 # appears for one process.
-# Only the current version is read, and schema 5 without a mix, which states nothing schema 6
-# would state otherwise: a report of an older one is made again by `guard run`.
-READ_VERSIONS = (5, 6)
+# 7: end-to-end ms per step decided beside GPU ms (`end_to_end_threshold_pct`, alpha split over
+# 3 metrics), rounds that adapt (`rounds_stopped`), what dynamo compiled (`compiled`), logit
+# margins in agreement, and the calibrated spreads the rule borrowed (`calibrated_spreads`,
+# `batch_sizes[].borrowed`); none of these keys appears where the run had none of them.
+# Read: the current version, schema 6 (decided as it says: `end_to_end_threshold_pct` absent, over
+# 2 metrics) and schema 5 without a mix, which state nothing schema 7 would state otherwise; a
+# report of an older one is made again by `guard run`.
+READ_VERSIONS = (5, 6, 7)
 DESCRIBED_LIMIT = 200  # characters of a string the workload's describe() gave, kept in the record
 
 
@@ -111,7 +116,7 @@ class Report(Comparison):
     """The comparison (verdict, reasons, thresholds, batch sizes, the runs' warnings and GPU
     fingerprint, looks: `Comparison`'s fields, defined there once) and the run around it."""
 
-    schema_version: Literal[5, 6] = SCHEMA_VERSION
+    schema_version: Literal[5, 6, 7] = SCHEMA_VERSION
     tool_version: str
     base: str  # arm names
     head: str
@@ -124,6 +129,12 @@ class Report(Comparison):
     confirm_budget_s: float | None = Field(default=None, exclude_if=lambda value: value is None)
     # processes far on the slow side of their arm's others, every round's (None in older reports)
     slow_processes: SlowProcesses | None = None
+    # torch.compile's caches in a folder per arm, shared by its processes (measure.compile_cache);
+    # None: off, or a report from before
+    compile_caches: bool | None = Field(default=None, exclude_if=lambda value: value is None)
+    # the arms that ran one unmeasured process first, to compile, as base's reference process did
+    # for base: so that no measured process is the one that compiles (runs/compile-fill/)
+    compile_filled: list[str] = Field(default=[], exclude_if=lambda value: not value)
     workload: WorkloadInfo
     environment: Environment
     traces: list[TraceSection] = []  # from the profiled pass, on a GPU

@@ -35,6 +35,8 @@ from guard.report._override_note import override_note
 from guard.report._rank_text import rank_sentences, rank_table, ranks_method
 from guard.report._rank_trace_text import rank_bullets, rank_cause_sentence, rank_table as rank_trace_table
 from guard.report._reason_text import reason_sentence, reason_short
+from guard.report._borrow_text import borrowed_note
+from guard.report._compiled_text import compile_cache_note
 from guard.report._roles import tok_role_note, tok_unmeasured_note
 from guard.report._schema import ArmInfo, Report
 from guard.report._slow import slow_processes_sentence
@@ -385,7 +387,11 @@ def _method_blocks(report: Report) -> list[Block]:
              f"{w.steps} timed steps per batch size, {processes_text(report)}, run interleaved.{tok}"]
     lines += [s for s in (like_for_like.agreement_sentence(report), like_for_like.reference_note(report),
                           tok_role_note(report), ranks_method(report)) if s]
+    if compiled := compile_cache_note(report):
+        lines.append(compiled)
     lines.append(rule_note(report))
+    if borrowed := borrowed_note(report):
+        lines.append(borrowed)
     lines.append(
         f"{words.metric('gpu_ms', True)} from CUDA events around each step, queued ahead of its start so the host's "
         "launch time is left out; tok/s from the wall clock of a separate pass as the decode loop runs."

@@ -12,7 +12,7 @@ from guard._output import check_out_dir, write_all_atomic
 from guard.report._chart import strip_chart
 from guard.report._check import check_report
 from guard.report._render import render_comment
-from guard.report._schema import READ_VERSIONS, SCHEMA_VERSION, Report
+from guard.report._schema import READ_VERSIONS, Report
 from guard.report._svg import CHART_FILE, strip_svg
 from guard.report._words import metric
 
@@ -64,7 +64,8 @@ def read_report(path: Path, *, check_explanation: bool = True) -> Report:
     if isinstance(version, int) and not isinstance(version, bool) and version not in READ_VERSIONS:
         raise ReportError(
             f"{path} is a report of schema_version {version}; this guard reads schema_version "
-            f"{' and '.join(map(str, READ_VERSIONS))} only: re-run the guard (`guard run`) to get a report it reads"
+            f"{', '.join(map(str, READ_VERSIONS[:-1]))} and {READ_VERSIONS[-1]} only: re-run the guard (`guard run`) "
+            "to get a report it reads"
         )
     try:
         report = Report.model_validate_json(data)
@@ -73,7 +74,7 @@ def read_report(path: Path, *, check_explanation: bool = True) -> Report:
         where = ".".join(str(part) for part in first["loc"]) or "the top level"
         raise ReportError(f"{path} is not a valid report: {where}: {first['msg']}; "
                           "pass the report.json that `guard run` wrote") from exc
-    if report.schema_version < SCHEMA_VERSION and report.mix is not None:
+    if report.schema_version < 6 and report.mix is not None:  # schema 6 decided the mix
         raise ReportError(f"{path} is a report of schema_version {report.schema_version} with a batch-size mix, "
                           "whose verdict it did not decide: re-run the guard (`guard run`) to get a report it reads")
     names = {arm.name for arm in report.arms}
@@ -81,6 +82,12 @@ def read_report(path: Path, *, check_explanation: bool = True) -> Report:
         if name not in names:
             raise ReportError(f"{path} is not a valid report: its {role} {name!r} is none of its arms; "
                               "pass the report.json that `guard run` wrote")
+    # base's reference process fills base's cache: only other arms, with caches on, get a fill process
+    stray = next((name for name in report.compile_filled if name not in names or name == report.base), None)
+    if stray is not None or (report.compile_filled and not report.compile_caches):
+        what = f"names {stray!r}, not an arm besides base" if stray is not None else "is set with compile caches off"
+        raise ReportError(f"{path} is not a valid report: its compile_filled {what}; "
+                          "pass the report.json that `guard run` wrote")
     # its verdicts are made again from its numbers: a report is data
     check_report(report, path, check_explanation=check_explanation)
     return report
