@@ -207,6 +207,13 @@ def test_a_report_keeps_what_it_borrowed_and_is_decided_again_with_it(tmp_path: 
                                               r"\['gpu_ms: borrowed'\]"):
         read_report(path)
 
+    # nor one whose printed figures are not the check's own
+    data = report.model_dump(mode="json")
+    data["batch_sizes"][0]["borrowed"][0]["run_sd_pct"] = 0.01
+    path.write_text(json.dumps(data))
+    with pytest.raises(UnfoundedReport, match=r"borrowed\[gpu_ms\]\.run_sd_pct 0\.01, but its numbers give"):
+        read_report(path)
+
     # a spread far quieter than the run's own is not borrowed, and the comment says to calibrate again
     refused = _borrowing_report(1.004, [_spread(0.0001, 8, batch_size=size) for size in sizes])
     assert not any(c.borrowed for b in refused.batch_sizes for c in b.borrowed)

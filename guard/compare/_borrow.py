@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -25,12 +26,14 @@ from guard.measure import SPREAD_LIMIT_CONFIDENCE, PriorSpread
 from guard.measure._stats import BORROW_CHECK_ALPHA as CHECK_ALPHA
 from guard.measure._stats import _pooled_log_variance
 
+Metric = Literal["gpu_ms", "end_to_end_ms", "tok_per_s"]  # MetricKey, which _models defines after this module
+
 
 class Borrowing(BaseModel):
     """One metric at one batch size, where a calibrated spread was found for it: the figures
     the check compared, and whether the run pooled the calibrated spread with its own."""
 
-    metric: str  # a MetricKey
+    metric: Metric
     calibrated_sd_pct: float
     calibrated_dof: int
     calibrated_limit_pct: float  # the spread pooled in: the calibrated sd's upper limit
@@ -44,7 +47,7 @@ class Borrowing(BaseModel):
 
 
 def borrowing(
-    values: list[list[float]], metric: str, batch_size: int, spreads: Sequence[CalibratedSpread]
+    values: list[list[float]], metric: Metric, batch_size: int, spreads: Sequence[CalibratedSpread]
 ) -> Borrowing | None:
     """The check for `metric` at `batch_size` on the arms' `values`; None where the calibration
     has no spread for it (or a report from before spreads were kept)."""

@@ -325,6 +325,13 @@ def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> lis
                 differs("change", f"{field}.{name}", f"{getattr(stated, name)!r}", f"{getattr(recomputed, name)!r}")
     if interval and _borrowed(stored) != _borrowed(again):
         differs("verdict", "borrowed", _borrowed(stored), _borrowed(again))
+    elif interval:  # the figures the method fold prints are the check's own, not the report's word
+        for kept, made in zip(stored.borrowed, again.borrowed):
+            for name in ("calibrated_sd_pct", "calibrated_dof", "calibrated_limit_pct", "run_sd_pct", "run_dof",
+                         "limit_sd_pct"):
+                if not _close(getattr(kept, name), getattr(made, name)):
+                    differs("change", f"borrowed[{kept.metric}].{name}", f"{getattr(kept, name)!r}",
+                            f"{getattr(made, name)!r}")
     if stored.hash_match != again.hash_match:
         differs("count", "hash_match", stored.hash_match, again.hash_match)
     if stored.agreement is not None and again.agreement is not None:
