@@ -6,7 +6,7 @@ explained again. A test that wants a report saying `pass` gets one whose numbers
 
 from __future__ import annotations
 
-from guard.compare import MIX_BATCH, ArmStats, BatchComparison, StatedRule, decide_again, most_severe
+from guard.compare import MIX_BATCH, Agreement, ArmStats, BatchComparison, StatedRule, decide_again, most_severe
 from guard.measure import MixReport, spread
 import tempfile
 from pathlib import Path
@@ -63,10 +63,11 @@ def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 
 
 
 def mix_decision(mix: MixReport, base: str, head: str, *, threshold_pct: float = 1.0, alpha: float = 0.01,
-                 confidence: float = 0.99, looks: int = 1, batch_sizes: int = 0) -> BatchComparison:
+                 confidence: float = 0.99, looks: int = 1, batch_sizes: int = 0,
+                 agreement: Agreement | None = None) -> BatchComparison:
     """The mix decided by the compare stage's rule from the per-process values `mix` keeps, as
-    if its tokens matched; each process's tok/s its mean batch over its step time.
-    `batch_sizes`: the fixed sizes decided beside it (alpha is split over them and the mix)."""
+    if its tokens matched, or forced with `agreement`; each process's tok/s its mean batch over
+    its step time. `batch_sizes`: the fixed sizes decided beside it (alpha is split over them and the mix)."""
     sizes = [s for arm in mix.arms for s in arm.sizes if arm.arm == base]
     mean_batch = sum(s.share * s.batch_size for s in sizes)
     arms = [ArmStats(arm=a.arm, repeats=len(a.process_ms_per_step), gpu_ms_per_step=spread(a.process_ms_per_step),
@@ -75,20 +76,23 @@ def mix_decision(mix: MixReport, base: str, head: str, *, threshold_pct: float =
             for a in mix.arms]
     rule = StatedRule(threshold_pct=threshold_pct, tok_threshold_pct=threshold_pct, alpha=alpha,
                       confidence=confidence, looks=looks, batch_sizes=batch_sizes + 1)
-    stored = BatchComparison(batch_size=MIX_BATCH, verdict="invalid", arms=arms, hash_match=True)
+    stored = BatchComparison(batch_size=MIX_BATCH, verdict="invalid", arms=arms,
+                             hash_match=True if agreement is None else None, agreement=agreement)
     return decide_again(stored, base, head, rule)
 
 
-def with_mix(report: Report, mix: MixReport) -> Report:
+def with_mix(report: Report, mix: MixReport, agreement: Agreement | None = None) -> Report:
     """`report` with the batch-size mix `mix`, decided beside its batch sizes (alpha split over
-    them and the mix), its sizes decided again at that split, and its facts explained again."""
+    them and the mix; forced with `agreement`, where given), its sizes decided again at that
+    split, and its facts explained again."""
     rule = StatedRule(threshold_pct=report.threshold_pct, tok_threshold_pct=report.tok_threshold_pct or
                       report.threshold_pct, alpha=report.alpha, confidence=report.confidence, looks=report.looks,
                       batch_sizes=len(report.batch_sizes) + 1)
     batches = [b if b.verdict == "invalid" else decide_again(b, report.base, report.head, rule)
                for b in report.batch_sizes]
     decided = mix_decision(mix, report.base, report.head, threshold_pct=report.threshold_pct, alpha=report.alpha,
-                           confidence=report.confidence, looks=report.looks, batch_sizes=len(report.batch_sizes))
+                           confidence=report.confidence, looks=report.looks, batch_sizes=len(report.batch_sizes),
+                           agreement=agreement)
     again = report.model_copy(update={
         "schema_version": SCHEMA_VERSION, "mix": mix, "mix_comparison": decided, "batch_sizes": batches,
         "verdict": report.verdict if report.verdict == "invalid" else most_severe(

@@ -3,7 +3,7 @@
 Every measured process is forced with the reference's ids, so every process does the same
 work whatever it outputs; what it outputs is then evidence of whether the code computes the
 same function. Per process, D counts the (step, sequence) outputs that differ from the
-reference. Per batch size, each arm is judged against base:
+reference. Per batch size, and over the batch-size mix alike, each arm is judged against base:
 
 - `output_changed`: every one of its processes disagrees with the reference more often than
   every base process does (min D above base's max D), and by at least OUTPUT_CHANGE_SHARE of
@@ -42,18 +42,22 @@ as `some_disagree`, for the comment to mention.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
 
 from guard.compare._models import Agreement, ArmAgreement
-from guard.measure import BatchRun, MarginFloor, MarginMismatch, TokenMismatch
+from guard.measure import BatchRun, MarginFloor, MarginMismatch, MixRun, TokenMismatch
+
+# one arm's forced passes of one batch size, or of the mix: the same counts, judged alike
+ForcedRuns = Sequence[BatchRun] | Sequence[MixRun]
 
 MIN_EXCESS = 2.0  # disagreements per process, on average
 OUTPUT_CHANGE_SHARE = 0.25  # of the outputs compared per process: more than rounding moved, measured
 
 
-def agreement(runs: dict[str, list[BatchRun]], base: str, reference: str) -> Agreement:
-    """`runs`: each arm's runs of one batch size, base among them, in the order they ran.
+def agreement(runs: Mapping[str, ForcedRuns], base: str, reference: str) -> Agreement:
+    """`runs`: each arm's runs of one batch size (or mix passes), base among them, in the order they ran.
     Arms whose runs were not all forced are listed in `unforced`, and not judged."""
     return judge(
         {name: _counts(arm_runs) for name, arm_runs in runs.items()},
@@ -74,7 +78,7 @@ class ConfidentCounts:
     first: MarginMismatch | None
 
 
-def _margins(runs: dict[str, list[BatchRun]]) -> tuple[MarginFloor, dict[str, ConfidentCounts]] | None:
+def _margins(runs: Mapping[str, ForcedRuns]) -> tuple[MarginFloor, dict[str, ConfidentCounts]] | None:
     """Every forced arm's confident counts at one floor, or None (the count rule decides)."""
     floors = {r.margin_floor for arm_runs in runs.values() for r in arm_runs if r.forced}
     if len(floors) != 1 or None in floors:
@@ -139,7 +143,7 @@ def false_alarm_bound(n_base: int, n_other: int) -> float:
     return 1.0 / comb(n_base + n_other, n_other)
 
 
-def _counts(runs: list[BatchRun]) -> list[int] | None:
+def _counts(runs: ForcedRuns) -> list[int] | None:
     if not runs or not all(r.forced and r.disagreements is not None for r in runs):
         return None
     return [int(r.disagreements or 0) for r in runs]

@@ -13,7 +13,7 @@ import hashlib
 import json
 import statistics
 
-from guard.compare._agreement import judge
+from guard.compare._agreement import agreement
 from guard.compare._models import MIX_BATCH, ArmStats, BatchComparison
 from guard.compare._reasons import Reason
 from guard.compare._rule import Rule
@@ -41,14 +41,7 @@ def compare_mix(
                         error="no process of this arm decoded the mix's schedule whole")
         return BatchComparison(batch_size=MIX_BATCH, verdict="invalid", reasons=[reason], arms=arms)
     if any(r.forced for found in runs.values() for r in found):
-        agreed = judge(
-            {name: [r.disagreements for r in found] if all(r.forced and r.disagreements is not None for r in found)
-             else None for name, found in runs.items()},
-            {name: max(r.compared for r in found) for name, found in runs.items()},
-            base, reference or "reference",
-            {name: next((r.first_disagreement for r in found if r.disagreements), None)
-             for name, found in runs.items()},
-        )
+        agreed = agreement(runs, base, reference or "reference")  # the fixed sizes' rule, margins and all
         head_agreement = agreed.arm(head)
         if agreed.unforced or head_agreement is None or head_agreement.output_changed:
             return BatchComparison(batch_size=MIX_BATCH, verdict="invalid", arms=arms, agreement=agreed)

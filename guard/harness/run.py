@@ -451,25 +451,14 @@ def reference_batch(
     tokens: list[list[int]] = []
     total = warmup_steps + steps
     takes_ids = accepts_tokens(workload)
-    logits_fn = getattr(workload, "step_logits", None)
-    top: list[list[list[float]]] = []
-    dtypes: set[str] = set()
+    logits = logits_of.StepLogits(workload, WorkloadError)
     while len(tokens) < total:
         out = workload.step(None) if takes_ids else workload.step()
         tokens.append(token_ids(out, batch_size))
-        if callable(logits_fn):
-            try:
-                pairs, dtype = logits_of.top_two(logits_fn(), batch_size)
-            except ValueError as exc:
-                raise WorkloadError(str(exc)) from None
-            top.append(pairs)
-            dtypes.add(dtype)
+        logits.record(batch_size)
         if len(tokens) == 1 and uses_cuda(out):
             total = warmup_steps + max(2 * steps, profile_steps)
-    run: dict[str, Any] = {"batch_size": batch_size, "tokens": tokens, "sha256": tokens_sha256(tokens)}
-    if callable(logits_fn):
-        run |= {"top_logits": top, "logits_dtype": dtypes.pop() if len(dtypes) == 1 else sorted(dtypes)}
-    return run
+    return {"batch_size": batch_size, "tokens": tokens, "sha256": tokens_sha256(tokens)} | logits.fields()
 
 
 def profile_batch(
@@ -570,11 +559,12 @@ class MixFeed:
 
 def _mix_steps(
     workload: Any, torch: Any, feed: MixFeed, first: int, count: int, tokens: list[list[int]],
-    held_cycles: int | None = None,
+    held_cycles: int | None = None, logits: Any = None,
 ) -> dict[str, Any]:
     """Schedule steps first..first+count-1. Timed per step: the host clock up to the ids' copy
     (CPU), or CUDA events behind a spin of `held_cycles` (the GPU-timed pass). step_info(),
-    when the workload has it, is called after each step and recorded as data."""
+    when the workload has it, is called after each step and recorded as data; so are the step's
+    top logits into `logits` (a StepLogits: the reference pass's)."""
     info_fn = getattr(workload, "step_info", None)
     step_s: list[float] = []
     enqueue_us: list[float] = []
@@ -601,6 +591,8 @@ def _mix_steps(
         done_ns.append(time.monotonic_ns())
         feed.saw(row)
         tokens.append(row)
+        if logits is not None:
+            logits.record(size)
         if callable(info_fn):
             try:
                 infos.append(mixes.checked_step_info(info_fn(), size))
@@ -759,15 +751,18 @@ def reference_mix(
 ) -> dict[str, Any]:
     """The mix decoded free-running, untimed, on the same schedule: a lead step of every row,
     then each step's active rows from their own last outputs; as long as a measured process's
-    passes (on a GPU, the GPU-timed one too, or the profiled pass if that is longer)."""
+    passes (on a GPU, the GPU-timed one too, or the profiled pass if that is longer). With the
+    workload's step_logits(), each output's two largest logits beside them, as for a fixed size."""
     if not accepts_tokens(workload):
         return {"tokens": []}
     workload.setup(max(schedule))
     tokens: list[list[int]] = []
+    logits = logits_of.StepLogits(workload, WorkloadError)
     feed, lead = _mix_start(workload, torch, schedule, None, tokens)
+    logits.record(max(schedule))
     total = warmup_steps + (max(2 * steps, profile_steps) if uses_cuda(lead) else steps)
-    _mix_steps(workload, torch, feed, 0, total, tokens)
-    return {"tokens": tokens}
+    _mix_steps(workload, torch, feed, 0, total, tokens, logits=logits)
+    return {"tokens": tokens} | logits.fields()
 # --- end batch-size mix ------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ reports the ids it generated, and the guard compares them with the reference it 
 from __future__ import annotations
 
 from guard.measure._margins import confident_disagreements, floor_for
-from guard.measure._models import BatchRun, ReferenceTokens, RepeatResult, TokenMismatch
+from guard.measure._models import BatchRun, ReferenceTokens, RepeatResult, TokenMismatch, TopLogits
 
 # every figure the guard counts, none counted: what a process says of them is never kept
 UNCOUNTED = {"disagreements": None, "compared": 0, "first_disagreement": None, "margin_floor": None,
@@ -30,26 +30,34 @@ def count_disagreements(tokens: list[list[int]], rows: list[list[int]]) -> tuple
 
 
 def with_disagreements(result: RepeatResult, reference: ReferenceTokens) -> RepeatResult:
-    """The result with each forced run's disagreements counted against `reference`, and where
-    the reference has its top logits, those at confident outputs apart."""
+    """The result with each forced run's disagreements, and the mix's, counted against
+    `reference`, and where the reference has their top logits, those at confident outputs apart."""
     runs: list[BatchRun] = []
     for run in result.runs:
         rows = reference.rows_for(run.batch_size)
         if not run.forced or rows is None:
             runs.append(run.model_copy(update=UNCOUNTED))
             continue
-        count, compared, first = count_disagreements(run.tokens, rows)
-        counted = UNCOUNTED | {"disagreements": count, "compared": compared, "first_disagreement": first}
-        top = reference.top_for(run.batch_size)
-        if top is not None and reference.top_logits is not None:
-            floor = floor_for(reference.top_logits)
-            confident, confident_compared, first_confident = confident_disagreements(run.tokens, rows, top, floor)
-            counted |= {"margin_floor": floor, "confident_disagreements": confident,
-                        "confident_compared": confident_compared, "first_confident": first_confident}
-        runs.append(run.model_copy(update=counted))
+        runs.append(run.model_copy(update=_counted(run.tokens, rows, reference.top_for(run.batch_size),
+                                                   reference.top_logits)))
     mix = result.mix
     if mix is not None:
         unforced = not mix.forced or reference.mix is None
-        count, compared, first = (None, 0, None) if unforced else count_disagreements(mix.tokens, reference.mix or [])
-        mix = mix.model_copy(update={"disagreements": count, "compared": compared, "first_disagreement": first})
+        top = reference.top_logits.mix if reference.top_logits is not None else None
+        mix = mix.model_copy(update=UNCOUNTED if unforced else _counted(mix.tokens, reference.mix or [], top,
+                                                                        reference.top_logits))
     return result.model_copy(update={"runs": runs, "mix": mix})
+
+
+def _counted(tokens: list[list[int]], rows: list[list[int]], top: list[list[tuple[float, float]]] | None,
+             logits: TopLogits | None) -> dict[str, object]:
+    """One forced pass's figures: its disagreements with `rows`, and with `top`, the reference's
+    top logits of the same outputs, those at confident outputs."""
+    count, compared, first = count_disagreements(tokens, rows)
+    counted = UNCOUNTED | {"disagreements": count, "compared": compared, "first_disagreement": first}
+    if top is not None and logits is not None:
+        floor = floor_for(logits)
+        confident, confident_compared, first_confident = confident_disagreements(tokens, rows, top, floor)
+        counted |= {"margin_floor": floor, "confident_disagreements": confident,
+                    "confident_compared": confident_compared, "first_confident": first_confident}
+    return counted

@@ -190,6 +190,11 @@ class MixRun(BaseModel):
     disagreements: int | None = None  # counted by the guard, as for the fixed sizes
     compared: int = 0
     first_disagreement: TokenMismatch | None = None
+    # at confident outputs alone, where the reference recorded the mix's top logits: as for a fixed size
+    margin_floor: MarginFloor | None = None
+    confident_disagreements: int | None = None
+    confident_compared: int = 0
+    first_confident: MarginMismatch | None = None
     step_done_ns: list[int] = []  # several ranks: as for a fixed size
     ranks: list[RankRun] = []
     slowest_steps: list[int] = []
@@ -259,15 +264,18 @@ Logit = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_LOGIT, le=MAX_LOGIT)
 
 
 class TopLogits(BaseModel):
-    """The reference's two largest logits of every output, per batch size: per step, per sequence,
-    (top, runner-up), in the dtype the workload's step_logits() gave them."""
+    """The reference's two largest logits of every output, per batch size and of the mix pass:
+    per step, per sequence, (top, runner-up), in the dtype the workload's step_logits() gave them."""
 
     dtype: LogitsDtype
     batch_sizes: dict[int, list[list[tuple[Logit, Logit]]]]
+    # the mix pass's, row for row as `ReferenceTokens.mix`; None: no mix, or a reference without them
+    mix: list[list[tuple[Logit, Logit]]] | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @model_validator(mode="after")
     def _sorted(self) -> TopLogits:
-        if any(second > best for rows in self.batch_sizes.values() for row in rows for best, second in row):
+        passes = [*self.batch_sizes.values(), *([self.mix] if self.mix is not None else [])]
+        if any(second > best for rows in passes for row in rows for best, second in row):
             raise ValueError("a runner-up logit is above its top one")
         return self
 
@@ -287,10 +295,13 @@ class ReferenceTokens(BaseModel):
     @model_validator(mode="after")
     def _logits_match_the_ids(self) -> ReferenceTokens:
         if self.top_logits is not None:
-            for size, top in self.top_logits.batch_sizes.items():
-                rows = self.batch_sizes.get(size)
+            passes = [(f"batch size {size}", top, self.batch_sizes.get(size))
+                      for size, top in self.top_logits.batch_sizes.items()]
+            if self.top_logits.mix is not None:
+                passes.append(("the mix", self.top_logits.mix, self.mix))
+            for name, top, rows in passes:
                 if rows is None or len(top) != len(rows) or any(len(t) != len(r) for t, r in zip(top, rows)):
-                    raise ValueError(f"top_logits at batch size {size} are not one pair per id")
+                    raise ValueError(f"top_logits of {name} are not one pair per id")
         return self
 
     def top_for(self, batch_size: int) -> list[list[tuple[float, float]]] | None:

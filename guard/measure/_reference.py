@@ -50,6 +50,8 @@ class _ReferenceRun(BaseModel):
 
 class _ReferenceMix(BaseModel):
     tokens: list[list[int]]
+    top_logits: Any = None  # as a batch size's: per step, its rows' two largest logits
+    logits_dtype: Any = None
 
 
 class _ReferenceAnswer(BaseModel):
@@ -91,7 +93,7 @@ def make_reference(
         return ReferenceOutcome(accepts_tokens=False, seconds=seconds)
     tokens = ReferenceTokens(source=source, batch_sizes={run.batch_size: run.tokens for run in answer.runs},
                              mix=answer.mix.tokens if answer.mix else None)
-    top, margins_error = _top_logits(answer.runs)
+    top, margins_error = _top_logits(answer.runs, answer.mix)
     if top is not None:
         try:
             tokens = ReferenceTokens(**(tokens.model_dump() | {"top_logits": top}))
@@ -101,18 +103,20 @@ def make_reference(
                             margins_error=margins_error)
 
 
-def _top_logits(runs: list[_ReferenceRun]) -> tuple[TopLogits | None, str | None]:
-    """The reference's top logits of every batch size, checked as data (finite, bounded, one
-    dtype, the runner-up not above the top), or None and why not; None, None: the workload has
-    no step_logits()."""
-    if not runs or all(run.top_logits is None for run in runs):
+def _top_logits(runs: list[_ReferenceRun], mix: _ReferenceMix | None = None) -> tuple[TopLogits | None, str | None]:
+    """The reference's top logits of every batch size and of the mix, checked as data (finite,
+    bounded, one dtype, the runner-up not above the top), or None and why not; None, None: the
+    workload has no step_logits()."""
+    passes: list[_ReferenceRun | _ReferenceMix] = [*runs, *([mix] if mix is not None else [])]
+    if all(found.top_logits is None for found in passes):
         return None, None
-    dtypes = {run.logits_dtype for run in runs}
+    dtypes = {str(found.logits_dtype) for found in passes}  # a process's word: a list, say, is no dtype
     try:
         if len(dtypes) != 1:
-            raise ValueError(f"the batch sizes' logits are of {len(dtypes)} dtypes")
+            raise ValueError(f"the passes' logits are of {len(dtypes)} dtypes")
         return TopLogits.model_validate({"dtype": dtypes.pop(),
-                                         "batch_sizes": {run.batch_size: run.top_logits for run in runs}}), None
+                                         "batch_sizes": {run.batch_size: run.top_logits for run in runs},
+                                         "mix": mix.top_logits if mix is not None else None}), None
     except ValidationError as exc:
         first = exc.errors()[0]
         return None, f"{'.'.join(str(part) for part in first['loc'])}: {first['msg']}"[:200]

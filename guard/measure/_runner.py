@@ -180,9 +180,8 @@ def _run_one(
     except RanksDiffer as exc:
         raise RunFailed(f"the ranks of {stem} do not line up: {exc}", "") from None
     if reference is None:  # nothing was forced, whatever the process says
-        unforced = {"forced": False, "disagreements": None, "compared": 0, "first_disagreement": None}
-        return result.model_copy(update={"runs": [r.model_copy(update=UNCOUNTED | {"forced": False})
-                                                  for r in result.runs],
+        unforced = UNCOUNTED | {"forced": False}
+        return result.model_copy(update={"runs": [r.model_copy(update=unforced) for r in result.runs],
                                          "mix": result.mix.model_copy(update=unforced) if result.mix else None})
     # the guard counts, from the ids the process generated and its own copy of the reference
     return with_disagreements(result, reference)
