@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -164,22 +165,20 @@ def calibrate(
     tok_pct = max(n.tok_per_s.supported_pct for n in noise)
     ends = [n.end_to_end_ms.supported_pct for n in noise if n.end_to_end_ms is not None]
     end_pct = max(ends) if ends and len(ends) == len(noise) else None
-    # where the end-to-end figure is too noisy for any threshold the config takes, none is written: it
-    # then informs at GPU ms's threshold, deciding only a slowdown whose whole interval is past it
-    end_suggested = None if end_pct is None or threshold_refusal("end_to_end_ms", _suggest(end_pct)) else _suggest(
-        end_pct)
+    end_suggested = _gating_suggestion("end_to_end_ms", end_pct)
     lines = [f"Written by `guard calibrate` for {arm_ref.sha[:12]}: A/A, {config.measure.repeats} repeats per side."]
     for n in noise:
         lines += noise_lines(n)
     run_processes = 2 * config.measure.repeats
     in_a_run = 1 - (1 - slow.count / slow.processes) ** run_processes if slow.processes else 0.0
     lines.append(slow_line(slow, in_a_run, run_processes))
-    refusal = too_noisy_message(_suggest(gpu_pct), _suggest(tok_pct), noise, config.measure.repeats)
+    refusal = too_noisy_message(_suggest(gpu_pct), noise, config.measure.repeats)
     if refusal:
         for line in lines[1:]:
             progress(line)
         raise RunnerTooNoisy(refusal)
-    suggested = Thresholds(gpu_ms_pct=_suggest(gpu_pct), tok_per_s_pct=_suggest(tok_pct),
+    tok_suggested = _gating_suggestion("tok_per_s", tok_pct)
+    suggested = Thresholds(gpu_ms_pct=_suggest(gpu_pct), tok_per_s_pct=tok_suggested,
                            end_to_end_ms_pct=end_suggested, spreads=calibrated_spreads(noise))
     result = Calibration(
         sha=arm_ref.sha, repeats=config.measure.repeats, bounds_level=level, noise=noise, slow=slow,
@@ -199,10 +198,23 @@ def calibrate(
         "its own processes' where its own is not past it (an F test at "
         f"{BORROW_CHECK_ALPHA:.0%}), and decides on its own alone where it is."
     )
+    if tok_suggested is None:
+        lines.append(
+            f"tok/s is too noisy here to gate ({_refused(_suggest(tok_pct))}, refused at {REFUSED_TOK_PER_S_PCT:g}% "
+            "or more): no tok/s threshold is written, so it informs at GPU ms per step's threshold, gating only "
+            "in a run whose own spread lets it."
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     write_thresholds(out, suggested, "\n".join(lines))
     write_atomic(calibration_path(out), result.model_dump_json(indent=2) + "\n")
     return result
+
+
+def suggested_text(suggested: Thresholds) -> str:
+    """The suggested thresholds as the progress output names them."""
+    tok = ("none (too noisy to gate here: it informs)" if suggested.tok_per_s_pct is None
+           else f"{suggested.tok_per_s_pct:g}%")
+    return f"GPU ms per step {suggested.gpu_ms_pct:g}%, tok/s {tok}"
 
 
 def calibrated_spreads(noise: list[NoiseFloor]) -> list[CalibratedSpread]:
@@ -248,19 +260,15 @@ def _end_to_end_noise(measurements: dict[str, ArmMeasurement], batch_size: int, 
 REFUSED_SHOWN_UP_TO_PCT = 1000
 
 
-def too_noisy_message(gpu_ms_pct: float, tok_per_s_pct: float, noise: list[NoiseFloor], repeats: int) -> str | None:
-    """One message for suggestions the config would refuse, with what to do; None when both guard."""
-    refused = []
-    if threshold_refusal("gpu_ms", gpu_ms_pct):
-        refused.append(f"{_refused(gpu_ms_pct)} in GPU ms per step (refused at {REFUSED_GPU_MS_PCT:g}% or more: "
-                       "a decode a quarter slower would pass)")
-    if threshold_refusal("tok_per_s", tok_per_s_pct):
-        refused.append(f"{_refused(tok_per_s_pct)} in tok/s (refused at {REFUSED_TOK_PER_S_PCT:g}% or more: "
-                       "a decode twice as slow would pass)")
-    if not refused:
+def too_noisy_message(gpu_ms_pct: float, noise: list[NoiseFloor], repeats: int) -> str | None:
+    """One message where the gating metric's suggestion is one the config would refuse, with what to
+    do; None when it guards. tok/s too noisy is no refusal: it then informs (`calibrate`)."""
+    if not threshold_refusal("gpu_ms", gpu_ms_pct):
         return None
-    # the repeats measure.threshold_pct (the first threshold asked about) would take, the most over metrics and batches
-    needed = [r for n in noise for r in (n.gpu_ms.needed[0], n.tok_per_s.needed[0])]
+    refused = [f"{_refused(gpu_ms_pct)} in GPU ms per step (refused at {REFUSED_GPU_MS_PCT:g}% or more: "
+               "a decode a quarter slower would pass)"]
+    # the repeats measure.threshold_pct (the first threshold asked about) would take, the most over batch sizes
+    needed = [n.gpu_ms.needed[0] for n in noise]
     most = None if any(r.repeats is None for r in needed) else max(r.repeats or 0 for r in needed)
     repeats_text = f"more than {MOST_REPEATS}" if most is None else f"about {most}"
     return (
@@ -275,6 +283,16 @@ def _refused(pct: float) -> str:
     """A refused suggestion: at few repeats and the rule's level it can run to millions of percent,
     a figure that says no more than its order."""
     return f"{pct:.3g}%" if pct < REFUSED_SHOWN_UP_TO_PCT else f"over {REFUSED_SHOWN_UP_TO_PCT:,}%"
+
+
+def _gating_suggestion(metric: Literal["tok_per_s", "end_to_end_ms"], supported_pct: float | None) -> float | None:
+    """The threshold written for a metric beside GPU ms, or None where it is too noisy for any the
+    config takes (a compiled engine's host time moves tok/s and end-to-end time by tens of percent):
+    while GPU ms gates that does not switch the guard off; the metric then informs at GPU ms's
+    threshold, gating only in a run whose own spread lets it."""
+    if supported_pct is None or threshold_refusal(metric, _suggest(supported_pct)):
+        return None
+    return _suggest(supported_pct)
 
 
 def _suggest(supported_pct: float) -> float:

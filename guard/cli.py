@@ -319,7 +319,7 @@ def _bisect(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from guard.calibrate import calibrate, calibration_path
+    from guard.calibrate import calibrate, calibration_path, suggested_text
     from guard.config import load_caller_config
 
     check_out_file(args.out)
@@ -327,8 +327,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     result = calibrate(args.repo, args.ref, config, args.out, _progress, thresholds_pct=args.threshold_pct)
     print(args.out.read_text(), end="")
     _progress(
-        f"suggested thresholds: GPU ms per step {result.suggested.gpu_ms_pct:g}%, "
-        f"tok/s {result.suggested.tok_per_s_pct:g}% (the smallest {result.repeats} repeats per arm support here); "
+        f"suggested thresholds: {suggested_text(result.suggested)} (the smallest {result.repeats} repeats per arm "
+        "support here); "
         f"{result.slow.count} of {result.slow.processes} processes slow; wrote {args.out} and "
         f"{calibration_path(args.out)}"
     )

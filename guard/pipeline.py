@@ -327,7 +327,8 @@ def _thresholds(config: GuardConfig, files: Files) -> tuple[float, float, float,
     if measure.thresholds_file is None:
         return measure.threshold_pct, measure.threshold_pct, end_to_end, []
     calibrated = read_thresholds(files, measure.thresholds_file)
-    return (calibrated.gpu_ms_pct, calibrated.tok_per_s_pct, calibrated.end_to_end_ms_pct or calibrated.gpu_ms_pct,
+    return (calibrated.gpu_ms_pct, calibrated.tok_per_s_pct or calibrated.gpu_ms_pct,
+            calibrated.end_to_end_ms_pct or calibrated.gpu_ms_pct,
             calibrated.spreads)
 
 

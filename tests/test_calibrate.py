@@ -353,3 +353,30 @@ def test_an_exact_side_has_a_rate_of_none_and_the_interval_of_none_seen() -> Non
     free = [run.model_copy(update={"forced": False}) for run in forced_runs([0, 0], 4)]
     assert noise_of(agreement({"a": free, "b": free}, "a", "reference")) is None
     assert noise_of(None) is None
+
+
+def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_threshold(tmp_path: Path) -> None:
+    """A compiled engine's tok/s moves by tens of percent between processes while its GPU ms holds
+    to 0.1%: calibration then writes GPU ms's threshold and none for tok/s, instead of refusing
+    the whole file; a run that reads it gives tok/s GPU ms's threshold."""
+    from guard.calibrate import _gating_suggestion, suggested_text
+    from guard.config import FolderFiles, Thresholds, write_thresholds
+    from guard.pipeline import _thresholds
+
+    assert _gating_suggestion("tok_per_s", 98.9) is None  # refused at 50%: it would pass a decode twice as slow
+    assert _gating_suggestion("tok_per_s", 49.95) is None  # rounded up to 50.0
+    assert _gating_suggestion("tok_per_s", 3.21) == pytest.approx(3.3)
+    assert _gating_suggestion("end_to_end_ms", None) is None
+    path = tmp_path / "thr.toml"
+    written = Thresholds(gpu_ms_pct=0.5, end_to_end_ms_pct=4.0)
+    write_thresholds(path, written, "calibrated")
+    assert "tok_per_s_pct" not in path.read_text()
+    assert load_thresholds(path) == written and written.tok_per_s_pct is None
+    assert suggested_text(written) == "GPU ms per step 0.5%, tok/s none (too noisy to gate here: it informs)"
+    assert suggested_text(written.model_copy(update={"tok_per_s_pct": 3.3})) == "GPU ms per step 0.5%, tok/s 3.3%"
+
+    config = parse_config({"measure": {"thresholds_file": "thr.toml"}})
+    gpu, tok, end, spreads = _thresholds(config, FolderFiles(folder=tmp_path))
+    assert (gpu, tok, end, spreads) == (0.5, 0.5, 4.0, [])
+    path.write_text(path.read_text().replace("gpu_ms_pct = 0.500", "gpu_ms_pct = 0.500\ntok_per_s_pct = 7.000"))
+    assert _thresholds(config, FolderFiles(folder=tmp_path))[1] == 7.0

@@ -8,11 +8,14 @@ import ast
 import os
 from pathlib import Path
 
+import pytest
+
 from guard.cause import find_capture_changes
 from guard.report import render_comment
-from tests.conftest import git
+from tests.conftest import commit_all, git
 from tests.test_workloads import REPO_ROOT, TINY, run_harness
-from validation._engines import CASES, EDITS, expected, head_branch, make_repo
+from validation._engines import CASES, EDITS, THRESHOLDS_FILE, Case, calibrate_case, expected, head_branch, make_repo
+from tests.workload_sources import SLEEPY_WORKLOAD
 from validation._older import read_any
 
 COMPILED = REPO_ROOT / "guard" / "workloads" / "compiled.py"
@@ -77,3 +80,38 @@ def test_the_graph_break_callee_head_is_named_in_model_py_and_meets_its_criterio
     assert hunk.range.end == break_line and lines[hunk.range.start - 1].lstrip().startswith("if index ==")
     assert sentence.startswith(f"`engine/model.py:{hunk.range.start}-{break_line}` (`Transformer.forward`) ")
     assert "traced by the `torch.compile` of `CompiledDecode._decode_one` in `engine/workload.py`" in sentence
+
+
+def test_a_calibration_cut_by_the_budget_commits_nothing_and_keeps_its_progress(tmp_path):
+    repo = two_file_repo(tmp_path)
+    before = git(repo, "rev-parse", "main")
+    args = argparse.Namespace(steps=8, warmup_steps=2, profile_steps=2, repeats=2, out=tmp_path / "out")
+    line = calibrate_case(repo, CASES["two-file"], 5, args, timeout_s=1.0)
+    assert line == "two-file: calibration cut by the budget after 1 s; the pairs run uncalibrated"
+    assert git(repo, "rev-parse", "main") == before
+    assert "thresholds_file" not in (repo / "guard.toml").read_text()
+    kept = tmp_path / "out" / "calibration" / "two-file"
+    assert "[measure]\nrepeats = 5\n" in (kept / "guard.toml").read_text()  # the calibration's own processes
+    assert (kept / "progress.log").is_file() and not (kept / THRESHOLDS_FILE).exists()
+
+
+@pytest.mark.slow
+def test_a_calibrated_case_names_its_thresholds_in_main_for_every_pair_after_it(tmp_path):
+    """`--calibrate N`: guard calibrate of main at N processes per side, its file committed to main
+    and named in main's guard.toml (config comes from the base), so the pairs borrow its spreads."""
+    case = Case("sleepy", "wl.py:make", "", None)
+    args = argparse.Namespace(steps=96, warmup_steps=2, profile_steps=0, repeats=3, out=tmp_path / "out")
+    repo = make_repo(case, tmp_path / "work", args)
+    (repo / "wl.py").write_text(SLEEPY_WORKLOAD)
+    commit_all(repo, "the workload")
+    line = calibrate_case(repo, case, 5, args, timeout_s=600)
+    assert line.startswith("sleepy: suggested thresholds: GPU ms per step "), line
+    config = git(repo, "show", "main:guard.toml")
+    assert f'[measure]\nthresholds_file = "{THRESHOLDS_FILE}"\nrepeats = 3\n' in config
+    kept = tmp_path / "out" / "calibration" / "sleepy" / THRESHOLDS_FILE
+    assert git(repo, "show", f"main:{THRESHOLDS_FILE}") == kept.read_text().rstrip("\n")
+    assert "[[spread]]" in kept.read_text()
+    assert git(repo, "log", "-1", "--format=%s", "main") == "sleepy: thresholds calibrated at 5 processes per side"
+    assert calibrate_case(repo, case, 5, args, timeout_s=600) == "sleepy: calibrated already"
+    assert head_branch(repo, case, "aa") == "validate/aa"
+    assert THRESHOLDS_FILE in git(repo, "ls-tree", "--name-only", "validate/aa")

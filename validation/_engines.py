@@ -4,6 +4,7 @@ mode that drops CUDA graphs, and an output that really changes.
 Usage (from the repository root, or with it on PYTHONPATH):
     python -m validation engines --out DIR --workdir DIR [--pairs CASE:KIND,...]
         [--repeats 3] [--steps 64] [--warmup-steps 16] [--budget-s 540] [--resume] [--compile-cache on|off]
+        [--calibrate N]
     python -m validation engines --out DIR --summarise-only
 
 Each case is a throwaway git repository whose base commit holds one workload:
@@ -130,6 +131,44 @@ def make_repo(case: Case, workdir: Path, args: argparse.Namespace) -> Path:
     git(repo, "add", "-A")
     git(repo, "commit", "--quiet", "-m", f"{case.name}: the workload as the guard ships it")
     return repo
+
+
+THRESHOLDS_FILE = "guard-thresholds.toml"
+
+
+def calibrate_case(repo: Path, case: Case, repeats: int, args: argparse.Namespace, timeout_s: float) -> str:
+    """`guard calibrate` of the case's main at `repeats` processes per side; its thresholds file,
+    with the spreads a run at fewer processes borrows, is committed to main and named in its
+    guard.toml, so every pair after it reads it. Kept under OUT/calibration/CASE. Returns the line
+    to print; a refused calibration commits nothing, and the pairs run at measure.threshold_pct."""
+    if f'thresholds_file = "{THRESHOLDS_FILE}"' in (repo / "guard.toml").read_text():
+        return f"{case.name}: calibrated already"
+    kept = args.out / "calibration" / case.name
+    kept.mkdir(parents=True, exist_ok=True)
+    (kept / "guard.toml").write_text(config(case, argparse.Namespace(**vars(args) | {"repeats": repeats})))
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "guard", "calibrate", "--repo", str(repo), "--ref", "main",
+             "--config", str(kept / "guard.toml"), "--out", str(kept / THRESHOLDS_FILE)],
+            capture_output=True, text=True, timeout=timeout_s, env=os.environ | {"PYTHONUNBUFFERED": "1"},
+        )
+    except subprocess.TimeoutExpired as cut:
+        (kept / "progress.log").write_text(_text(cut.stderr))
+        return f"{case.name}: calibration cut by the budget after {timeout_s:.0f} s; the pairs run uncalibrated"
+    (kept / "progress.log").write_text(proc.stderr)
+    if proc.returncode != 0:
+        return f"{case.name}: calibration exit {proc.returncode}, the pairs run uncalibrated: " + (
+            proc.stderr.strip().splitlines() or ["no output"])[-1]
+    shutil.copyfile(kept / THRESHOLDS_FILE, repo / THRESHOLDS_FILE)
+    named = f'[measure]\nthresholds_file = "{THRESHOLDS_FILE}"\n'
+    (repo / "guard.toml").write_text((repo / "guard.toml").read_text().replace("[measure]\n", named))
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", f"{case.name}: thresholds calibrated at {repeats} processes per side")
+    return f"{case.name}: " + proc.stderr.strip().splitlines()[-1].split("] ", 1)[-1]
+
+
+def _text(output: str | bytes | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
 def _replace(old: str, new: str) -> Callable[[str], str]:
@@ -296,6 +335,9 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--profile-steps", type=int, default=8)
     p.add_argument("--compile-cache", choices=("on", "off"), default="on",
                    help="measure.compile_cache of the pairs' config (a --workdir of its own for each setting)")
+    p.add_argument("--calibrate", type=int, metavar="N",
+                   help="first calibrate each case's main at N processes per side (guard calibrate), "
+                        "so that its pairs read the thresholds and may borrow the calibrated spread")
     p.add_argument("--budget-s", type=float, default=540.0)
     p.add_argument("--resume", action="store_true")
     p.add_argument("--summarise-only", action="store_true")
@@ -339,16 +381,30 @@ def _main(argv: list[str] | None) -> int:
             break
         case = CASES[case_name]
         repo = make_repo(case, args.workdir, args)
+        if args.calibrate:
+            line = calibrate_case(repo, case, args.calibrate, args, left)
+            print(f"[validate] calibration of {line}", file=sys.stderr, flush=True)
+            left = args.budget_s - (time.monotonic() - started)
+            if left < max(longest, 60.0) + PAIR_OVERHEAD_S:
+                print(f"[validate] {item}: stopping before it, {left:.0f} s of the budget left", file=sys.stderr)
+                break
         branch = head_branch(repo, case, kind)
         pair_out = args.out / "pairs" / f"{case_name}-{kind}"
         shutil.rmtree(pair_out, ignore_errors=True)
         print(f"[validate] {item}: guard run on {repo}, head {branch}", file=sys.stderr, flush=True)
         t0 = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--base", "main", "--head", branch,
-             "--out", str(pair_out)],
-            capture_output=True, text=True, timeout=max(60.0, left), env=os.environ | {"PYTHONUNBUFFERED": "1"},
-        )
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--base", "main", "--head", branch,
+                 "--out", str(pair_out)],
+                capture_output=True, text=True, timeout=max(60.0, left), env=os.environ | {"PYTHONUNBUFFERED": "1"},
+            )
+        except subprocess.TimeoutExpired as cut:  # its progress is kept; --resume runs it again
+            pair_out.mkdir(parents=True, exist_ok=True)
+            (pair_out / "progress.log").write_text(_text(cut.stderr))
+            print(f"[validate] {item}: cut by the budget after {time.monotonic() - t0:.0f} s, no report; "
+                  f"its progress is in {pair_out / 'progress.log'}", file=sys.stderr, flush=True)
+            break
         seconds = time.monotonic() - t0
         longest = max(longest, seconds)
         (pair_out / "progress.log").write_text(proc.stderr)

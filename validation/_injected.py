@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from guard._errors import ConfigError, GuardError
-from guard.calibrate import RunnerTooNoisy, calibrate
+from guard.calibrate import RunnerTooNoisy, calibrate, suggested_text
 from guard.checkout import ArmRef, build_arm, default_cache_dir
 from guard.config import MeasureConfig, load_config
 from guard.measure import HarnessSpec
@@ -301,8 +301,7 @@ def _calibration(run: Run) -> dict[str, Any] | None:
     shutil.copyfile(written, thresholds)
     data = result.model_dump(mode="json")
     path.write_text(json.dumps(data, indent=2))
-    run.log.say(f"calibration: suggested thresholds GPU ms per step {result.suggested.gpu_ms_pct:g}%, "
-                f"tok/s {result.suggested.tok_per_s_pct:g}%")
+    run.log.say(f"calibration: suggested thresholds {suggested_text(result.suggested)}")
     return data
 
 
