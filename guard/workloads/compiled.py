@@ -101,17 +101,20 @@ def weights_checksum(named_tensors: Iterable[tuple[str, torch.Tensor]]) -> str:
 
 
 def fill_seeded(module: nn.Module, seed: int) -> None:
-    """Every parameter from one seeded CPU generator: norms 1, biases 0, embeddings N(0, 1),
-    matrices N(0, 1/fan_in). Logits then have unit scale, so greedy picks are rarely near-ties."""
-    gen = torch.Generator().manual_seed(seed)
+    """Every parameter from one seeded generator on the device the parameters are on: norms 1,
+    biases 0, embeddings N(0, 1), matrices N(0, 1/fan_in). Logits then have unit scale, so greedy
+    picks are rarely near-ties. Drawn in float32 where the parameters live: on a GPU a model of
+    100M parameters fills in milliseconds, where the host's generator took seconds of every
+    process; a device's draws are its own, the same in every process of one machine's kind."""
+    device = next(module.parameters()).device
+    gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
         for name, param in module.named_parameters():
             if param.ndim == 1:
-                values = torch.zeros(param.shape) if name.endswith("bias") else torch.ones(param.shape)
+                param.fill_(0.0 if name.endswith("bias") else 1.0)
             else:
                 scale = 1.0 if "embed" in name else 1.0 / math.sqrt(param.shape[-1])
-                values = torch.randn(param.shape, generator=gen) * scale
-            param.copy_(values)
+                param.copy_(torch.randn(param.shape, generator=gen, device=device) * scale)
 
 
 @dataclass(frozen=True)
@@ -303,12 +306,12 @@ class Transformer(nn.Module):
 
 
 def build_model(args: ModelArgs, seed: int, device: torch.device, dtype: torch.dtype) -> Transformer:
-    """Made on the meta device (no throwaway init), filled from the seed on the CPU, then moved."""
+    """Made on the meta device (no throwaway init), then filled from the seed on `device`."""
     with torch.device("meta"):
         model = Transformer(args)
-    model.to_empty(device="cpu")
+    model.to_empty(device=device)
     fill_seeded(model, seed)
-    model.to(device=device, dtype=dtype)
+    model.to(dtype=dtype)
     model.set_rope(device)
     return model.eval().requires_grad_(False)
 

@@ -144,11 +144,12 @@ class HFDecode:
             hf_config = transformers.AutoConfig.for_model(kind, **fields)
         except ValueError as exc:
             raise ValueError(f"model_type {kind!r}: {exc}") from exc
-        # Built on the CPU, in the dtype (transformers keeps its rotary tables in float32), and
-        # filled from the seed there; moved to the device after.
-        built = transformers.AutoModelForCausalLM.from_config(
-            hf_config, dtype=self.dtype, attn_implementation=attn_implementation
-        )
+        # Built on the device, in the dtype (transformers keeps its rotary tables in float32), and
+        # filled from the seed there: transformers' own init and the fill take seconds on a host.
+        with torch.device(self.device):
+            built = transformers.AutoModelForCausalLM.from_config(
+                hf_config, dtype=self.dtype, attn_implementation=attn_implementation
+            )
         fill_seeded(built, self.seed)
         return built
 
