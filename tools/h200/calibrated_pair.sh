@@ -3,13 +3,14 @@
 # fresh process; the compiled workload calibrated at 5 processes per side, then its A/A pair at
 # 3 per arm borrowing that spread (tools/h200/engine_pairs.sh, --calibrate 5); then the margin
 # rule's tests on the GPU with what is left of the call.
-#   END=440 tools/h200/calibrated_pair.sh    (END: seconds from the call's start to be done by)
+#   END=440 tools/h200/calibrated_pair.sh    (END: seconds from the call's start to be done by;
+#                                            SMOKE='' leaves out the make times)
 set -u
 end="${END:-440}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   || exit
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
-for w in compiled hf; do
+for w in ${SMOKE-compiled hf}; do
   python3 -c "import time, torch; torch.zeros(1, device='cuda'); t = time.perf_counter()
 from guard.workloads.$w import make; w = make(layers=4, d_model=1024); torch.cuda.synchronize()
 print('$w engine', round(time.perf_counter() - t, 2), 's')" 2>&1 | tail -1 | tee -a "$OUT/engine-build.txt"
