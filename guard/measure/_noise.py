@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -37,14 +37,22 @@ def welch_upper_quantile(repeats: int, confidence: float, power: float) -> float
     spread, it is the smallest threshold an unchanged commit passes `power` of the time. Drawn,
     as the Welch degrees of freedom move with the draw and no closed form holds them."""
     import numpy as np
-    from scipy import stats  # here, not at the top: reading a report needs no scipy
 
     rng = np.random.default_rng(20_251_202)
     base, head = rng.standard_normal((2, WELCH_DRAWS, repeats))
-    var_b, var_h = base.var(axis=1, ddof=1) / repeats, head.var(axis=1, ddof=1) / repeats
-    dof = (var_b + var_h) ** 2 / ((var_b**2 + var_h**2) / (repeats - 1))
-    upper = head.mean(axis=1) - base.mean(axis=1) + stats.t.ppf(0.5 + confidence / 2, dof) * np.sqrt(var_b + var_h)
-    return float(np.quantile(upper, power))
+    return float(np.quantile(_welch_upper(base, head, 0.5 + confidence / 2), power))
+
+
+def _welch_upper(base: Any, head: Any, tail: float) -> Any:
+    """Each drawn pair's upper bound of head - base (rows of processes): Welch's t at the `tail`
+    quantile, on that pair's own Welch degrees of freedom."""
+    import numpy as np
+    from scipy import stats  # here, not at the top: reading a report needs no scipy
+
+    repeats = base.shape[1]
+    se2_b, se2_h = base.var(axis=1, ddof=1) / repeats, head.var(axis=1, ddof=1) / repeats
+    dof = (se2_b + se2_h) ** 2 / ((se2_b**2 + se2_h**2) / (repeats - 1))
+    return head.mean(axis=1) - base.mean(axis=1) + stats.t.ppf(tail, dof) * np.sqrt(se2_b + se2_h)
 
 
 @functools.lru_cache(maxsize=256)
@@ -69,10 +77,7 @@ def borrowed_upper_quantile(repeats: int, confidence: float, power: float, calib
     limit = calibrated_sd**2 * float(stats.f.ppf(1 - BORROW_CHECK_ALPHA, run_dof, calibrated_dof))
     pooled = (calibrated_dof * 1.0 + run_dof * run_var) / (calibrated_dof + run_dof)  # the limit, in its own sds
     borrowed = diff + float(stats.t.ppf(tail, calibrated_dof + run_dof)) * np.sqrt(2 * pooled / repeats)
-    se2_b, se2_h = var_b / repeats, var_h / repeats
-    dof = (se2_b + se2_h) ** 2 / ((se2_b**2 + se2_h**2) / (repeats - 1))
-    alone = diff + stats.t.ppf(tail, dof) * np.sqrt(se2_b + se2_h)
-    return float(np.quantile(np.where(run_var <= limit, borrowed, alone), power))
+    return float(np.quantile(np.where(run_var <= limit, borrowed, _welch_upper(base, head, tail)), power))
 
 
 class Borrow(NamedTuple):
