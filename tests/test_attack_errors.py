@@ -175,8 +175,10 @@ def test_running_out_of_memory_is_a_message(tmp_path: Path) -> None:
 def test_ctrl_c_exits_130_without_a_traceback(tmp_path: Path) -> None:
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)
+    # Ctrl-C's disposition as a terminal gives it: a shell's background job (`./.ci/run &`) starts
+    # with SIGINT ignored, which its children inherit, and Python then installs no handler
     proc = subprocess.Popen([sys.executable, "-m", "guard", "analyze", str(fifo)], stderr=subprocess.PIPE, text=True,
-                            cwd=REPO_ROOT)
+                            cwd=REPO_ROOT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     with open(fifo, "wb"):  # returns once the guard has opened the pipe: it waits in read() now
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
