@@ -287,7 +287,7 @@ def _refused(pct: float) -> str:
 
 def _gating_suggestion(metric: Literal["tok_per_s", "end_to_end_ms"], supported_pct: float | None) -> float | None:
     """The threshold written for a metric beside GPU ms, or None where it is too noisy for any the
-    config takes (a compiled engine's host time moves tok/s and end-to-end time by tens of percent):
+    config takes (a compiled engine's tok/s can move by a third between processes whose GPU ms agree):
     while GPU ms gates that does not switch the guard off; the metric then informs at GPU ms's
     threshold, gating only in a run whose own spread lets it."""
     if supported_pct is None or threshold_refusal(metric, _suggest(supported_pct)):

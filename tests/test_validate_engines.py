@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from guard.calibrate import suggested_text
+from guard.config import load_thresholds
+
 from guard.cause import find_capture_changes
 from guard.report import render_comment
 from tests.conftest import commit_all, git
@@ -105,7 +108,8 @@ def test_a_calibrated_case_names_its_thresholds_in_main_for_every_pair_after_it(
     (repo / "wl.py").write_text(SLEEPY_WORKLOAD)
     commit_all(repo, "the workload")
     line = calibrate_case(repo, case, 5, args, timeout_s=600)
-    assert line.startswith("sleepy: suggested thresholds: GPU ms per step "), line
+    written = load_thresholds(tmp_path / "out" / "calibration" / "sleepy" / THRESHOLDS_FILE)
+    assert line == f"sleepy: thresholds {suggested_text(written)}", line
     config = git(repo, "show", "main:guard.toml")
     assert f'[measure]\nthresholds_file = "{THRESHOLDS_FILE}"\nrepeats = 3\n' in config
     kept = tmp_path / "out" / "calibration" / "sleepy" / THRESHOLDS_FILE

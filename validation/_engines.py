@@ -50,7 +50,8 @@ import guard
 from guard._errors import ConfigError, GuardError
 from guard._git import made_git, run_git
 from guard.compare import Agreement, Verdict
-from guard.config import MIN_REPEATS
+from guard.calibrate import suggested_text
+from guard.config import MIN_REPEATS, load_thresholds
 from guard.explain import CauseKind
 from guard.measure import Change
 from guard.report import Report, title
@@ -164,7 +165,7 @@ def calibrate_case(repo: Path, case: Case, repeats: int, args: argparse.Namespac
     (repo / "guard.toml").write_text((repo / "guard.toml").read_text().replace("[measure]\n", named))
     git(repo, "add", "-A")
     git(repo, "commit", "--quiet", "-m", f"{case.name}: thresholds calibrated at {repeats} processes per side")
-    return f"{case.name}: " + proc.stderr.strip().splitlines()[-1].split("] ", 1)[-1]
+    return f"{case.name}: thresholds {suggested_text(load_thresholds(repo / THRESHOLDS_FILE))}"
 
 
 def _text(output: str | bytes | None) -> str:
@@ -375,19 +376,15 @@ def _main(argv: list[str] | None) -> int:
             return 2
         if (case_name, kind) in done:
             continue
+        case = CASES[case_name]
+        repo = make_repo(case, args.workdir, args)
+        if args.calibrate:
+            line = calibrate_case(repo, case, args.calibrate, args, args.budget_s - (time.monotonic() - started))
+            print(f"[validate] calibration of {line}", file=sys.stderr, flush=True)
         left = args.budget_s - (time.monotonic() - started)
         if left < max(longest, 60.0) + PAIR_OVERHEAD_S:
             print(f"[validate] {item}: stopping before it, {left:.0f} s of the budget left", file=sys.stderr)
             break
-        case = CASES[case_name]
-        repo = make_repo(case, args.workdir, args)
-        if args.calibrate:
-            line = calibrate_case(repo, case, args.calibrate, args, left)
-            print(f"[validate] calibration of {line}", file=sys.stderr, flush=True)
-            left = args.budget_s - (time.monotonic() - started)
-            if left < max(longest, 60.0) + PAIR_OVERHEAD_S:
-                print(f"[validate] {item}: stopping before it, {left:.0f} s of the budget left", file=sys.stderr)
-                break
         branch = head_branch(repo, case, kind)
         pair_out = args.out / "pairs" / f"{case_name}-{kind}"
         shutil.rmtree(pair_out, ignore_errors=True)

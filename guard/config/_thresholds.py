@@ -38,8 +38,8 @@ class Thresholds(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False)
 
     gpu_ms_pct: float = Field(gt=0)  # under REFUSED_GPU_MS_PCT
-    # under REFUSED_TOK_PER_S_PCT; None: too noisy to gate where it was calibrated (a compiled engine's
-    # host time moves tok/s by tens of percent), so tok/s informs at GPU ms's threshold
+    # under REFUSED_TOK_PER_S_PCT; None: too noisy to gate where it was calibrated (a compiled
+    # engine's tok/s can move by a third between processes), so tok/s informs at GPU ms's threshold
     tok_per_s_pct: float | None = Field(default=None, gt=0)
     # under REFUSED_END_TO_END_PCT; None: a file written before it was calibrated (GPU ms's is used)
     end_to_end_ms_pct: float | None = Field(default=None, gt=0)

@@ -103,9 +103,9 @@ def weights_checksum(named_tensors: Iterable[tuple[str, torch.Tensor]]) -> str:
 def fill_seeded(module: nn.Module, seed: int) -> None:
     """Every parameter from one seeded generator on the device the parameters are on: norms 1,
     biases 0, embeddings N(0, 1), matrices N(0, 1/fan_in). Logits then have unit scale, so greedy
-    picks are rarely near-ties. Drawn in float32 where the parameters live: on a GPU a model of
-    100M parameters fills in milliseconds, where the host's generator took seconds of every
-    process; a device's draws are its own, the same in every process of one machine's kind."""
+    picks are rarely near-ties. Drawn in float32 where the parameters live, not on the host
+    (whose generator took 2.5 s of a process for 4 layers of 1024 on a 2-core CPU); a device's
+    draws are its own, the same in every process on one kind of device."""
     device = next(module.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():

@@ -145,7 +145,7 @@ class HFDecode:
         except ValueError as exc:
             raise ValueError(f"model_type {kind!r}: {exc}") from exc
         # Built on the device, in the dtype (transformers keeps its rotary tables in float32), and
-        # filled from the seed there: transformers' own init and the fill take seconds on a host.
+        # filled from the seed there, rather than initialised and filled on the host first.
         with torch.device(self.device):
             built = transformers.AutoModelForCausalLM.from_config(
                 hf_config, dtype=self.dtype, attn_implementation=attn_implementation
