@@ -7,9 +7,7 @@
 #                                            SMOKE='' leaves out the make times)
 set -u
 end="${END:-440}"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
+. tools/h200/wheels.sh
 for w in ${SMOKE-compiled hf}; do
   python3 -c "import time, torch; torch.zeros(1, device='cuda'); t = time.perf_counter()
 from guard.workloads.$w import make; w = make(layers=4, d_model=1024); torch.cuda.synchronize()

@@ -8,9 +8,8 @@
 # BUDGET_S (default 565) is the seconds from the call's start by which the last pair must end.
 set -u
 pairs="${1:?tools/h200/engine_pairs.sh PAIRS [extra validation args]}"; shift
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=1
+. tools/h200/wheels.sh
+export TORCHINDUCTOR_COMPILE_THREADS=1
 rm -rf /tmp/ve /tmp/vew
 python3 -m validation engines --out /tmp/ve --workdir /tmp/vew --pairs "$pairs" \
   --budget-s $((${BUDGET_S:-565} - SECONDS)) "$@" 2>&1 | tee "$OUT/validate.log"
