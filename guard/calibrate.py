@@ -21,9 +21,8 @@ from guard.config import (
 from guard.harness import HARNESS_SCRIPT
 from guard.measure import (
     BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, RATE_CONFIDENCE, SPREAD_LIMIT_CONFIDENCE, ArmMeasurement,
-    ArmTarget, HarnessSpec, RunnerNoise, SlowMetric, SlowProcesses, check_cpus, prepare_reference, run_interleaved,
-    runner_noise,
-    share_compile_caches, slow_processes,
+    ArmTarget, HarnessSpec, RunnerNoise, SlowMetric, SlowProcesses, check_cpus, fill_compile_caches,
+    prepare_reference, run_interleaved, runner_noise, share_compile_caches, slow_processes,
 )
 from guard.pipeline import Progress
 from guard.report import share, slow_processes_sentence
@@ -123,6 +122,8 @@ def calibrate(
         spec, reference = prepare_reference(targets[0], spec, runs, config.measure.timeout_s,
                                             config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress,
                                             files=CommitFiles(repo=repo, sha=arm_ref.sha))
+        fill_compile_caches(targets, "a", not config.workload.reference_file, spec, reference, runs,
+                            config.measure.timeout_s, progress)
         progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
         measurements = run_interleaved(
             targets, spec, config.measure.repeats, runs, config.measure.timeout_s, progress,

@@ -25,7 +25,7 @@ from guard.config import (
 )
 from guard.measure import (
     ArmMeasurement, ArmTarget, HarnessSpec, RepeatResult, ReferenceOutcome, RoundsBudget, check_cpus, mix_report,
-    prepare_reference, rank_trace_paths, run_interleaved, share_compile_caches, slow_processes, to_fill,
+    prepare_reference, rank_trace_paths, run_interleaved, share_compile_caches, slow_processes, fill_compile_caches,
 )
 from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, write_report,
@@ -139,9 +139,8 @@ def _run_guard(
             f"base {base_ref.sha[:8]}", progress, files=CommitFiles(repo=repo, sha=base_ref.sha),
         )
     reference_ran = base_target is not None and not config.workload.reference_file
-    fill = to_fill(targets, base_ref.name, reference_ran)
-    if fill:
-        _fill_compile_caches(fill, spec, reference, out_dir, config.measure.timeout_s, progress)
+    filled_arms = fill_compile_caches(targets, base_ref.name, reference_ran, spec, reference, out_dir / "runs",
+                                      config.measure.timeout_s, progress)
     if targets:
         progress(
             f"measuring {len(targets)} arm(s) x {repeats} repeats, interleaved; "
@@ -242,7 +241,7 @@ def _run_guard(
         confirm_budget_s=budget.budget_s if looks > 1 else None,
         slow_processes=slow,
         compile_caches=True if config.measure.compile_cache else None,
-        compile_filled=[t.name for t in fill],
+        compile_filled=filled_arms,
         workload=WorkloadInfo(
             **spec.model_dump(exclude={"reference"}), repeats=repeats,
             described=_described(measurements, head_ref.name),
@@ -330,21 +329,6 @@ def _thresholds(config: GuardConfig, files: Files) -> tuple[float, float, float,
     return (calibrated.gpu_ms_pct, calibrated.tok_per_s_pct or calibrated.gpu_ms_pct,
             calibrated.end_to_end_ms_pct or calibrated.gpu_ms_pct,
             calibrated.spreads)
-
-
-def _fill_compile_caches(
-    targets: list[ArmTarget], spec: HarnessSpec, reference: ReferenceOutcome, out_dir: Path, timeout_s: float,
-    progress: Progress,
-) -> None:
-    """One unmeasured process per arm in `targets`, the measured processes' work without the
-    profiler, so that each arm's measured processes all load what it compiled. Its results are
-    kept under runs/compile-fill and decide nothing; a failure there shows again when measured."""
-    unprofiled = spec.model_copy(update={"profile_steps": 0})
-    progress(f"compile caches: one unmeasured process for {', '.join(t.name for t in targets)} compiles first, as "
-             "base's reference process did, so that no measured process is the one that compiles")
-    run_interleaved(targets, unprofiled, 1, out_dir / "runs" / "compile-fill", timeout_s,
-                    lambda line: progress(f"compile caches: {line}"),
-                    reference=reference.tokens if spec.reference else None)
 
 
 def _add_ablation_arms(

@@ -72,7 +72,9 @@ def test_the_reference_records_the_engines_own_top_logits_of_every_mix_output(mi
     assert reference.mix is not None and reference.top_logits is not None and reference.top_logits.mix is not None
     top = reference.top_logits.mix
     assert [len(pairs) for pairs in top] == [len(row) for row in reference.mix]
-    assert [len(row) for row in reference.mix] == [max(MIX), *schedule[: spec.warmup_steps + spec.steps]]
+    # as long as a measured process's passes: on a GPU the GPU-timed pass follows the end-to-end one
+    decoded = spec.warmup_steps + (2 * spec.steps if torch.cuda.is_available() else spec.steps)
+    assert [len(row) for row in reference.mix] == [max(MIX), *schedule[:decoded]]
     # the same engine in this process, on the same schedule, free-running: the same ids, the same pairs
     engine = make_engine(layers=2, max_len=128, dtype="bfloat16")
     engine.setup(max(MIX))

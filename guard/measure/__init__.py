@@ -20,6 +20,7 @@ from guard.measure._reference import (
 )
 from guard.measure._runner import ArmTarget, HarnessSpec, check_cpus, run_interleaved
 from guard.measure._budget import RoundsBudget
+from guard.measure._fill import fill_compile_caches
 from guard.measure._schedule import interleave
 from guard.measure._slow import (
     RATE_CONFIDENCE, SLOW_MIN_PCT, SLOW_SIGMAS, SlowMetric, SlowProcess, SlowProcesses, find_slow_processes,
@@ -88,6 +89,7 @@ __all__ = [
     "compile_cache_environment",
     "compile_caches",
     "share_compile_caches",
+    "fill_compile_caches",
     "filled",
     "to_fill",
     "interleave",
