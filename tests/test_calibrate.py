@@ -358,9 +358,9 @@ def test_an_exact_side_has_a_rate_of_none_and_the_interval_of_none_seen() -> Non
 def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_threshold(tmp_path: Path) -> None:
     """A compiled engine's tok/s moves by tens of percent between processes while its GPU ms holds
     to 0.1%: calibration then writes GPU ms's threshold and none for tok/s, instead of refusing
-    the whole file; a run that reads it gives tok/s GPU ms's threshold."""
+    the whole file; a run that reads it gives tok/s GPU ms's threshold, and says where each came from."""
     from guard.calibrate import _gating_suggestion, suggested_text
-    from guard.config import FolderFiles, Thresholds, write_thresholds
+    from guard.config import FolderFiles, Thresholds, ThresholdSources, write_thresholds
     from guard.pipeline import _thresholds
 
     assert _gating_suggestion("tok_per_s", 98.9) is None  # refused at 50%: it would pass a decode twice as slow
@@ -376,7 +376,17 @@ def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_th
     assert suggested_text(written.model_copy(update={"tok_per_s_pct": 3.3})) == "GPU ms per step 0.5%, tok/s 3.3%"
 
     config = parse_config({"measure": {"thresholds_file": "thr.toml"}})
-    gpu, tok, end, spreads = _thresholds(config, FolderFiles(folder=tmp_path))
-    assert (gpu, tok, end, spreads) == (0.5, 0.5, 4.0, [])
+    read = _thresholds(config, FolderFiles(folder=tmp_path))
+    assert read[:4] == (0.5, 0.5, 4.0, [])
+    assert read.sources == ThresholdSources(gpu_ms="calibrated", tok_per_s="gpu_ms_fallback",
+                                            end_to_end_ms="calibrated")
     path.write_text(path.read_text().replace("gpu_ms_pct = 0.500", "gpu_ms_pct = 0.500\ntok_per_s_pct = 7.000"))
-    assert _thresholds(config, FolderFiles(folder=tmp_path))[1] == 7.0
+    read = _thresholds(config, FolderFiles(folder=tmp_path))
+    assert read.tok_per_s_pct == 7.0 and read.sources.tok_per_s == "calibrated"
+    # a file without end-to-end ms's threshold holds it to GPU ms's too; without a file, each is the config's
+    path.write_text(path.read_text().replace("end_to_end_ms_pct = 4.000", ""))
+    read = _thresholds(config, FolderFiles(folder=tmp_path))
+    assert read.end_to_end_ms_pct == 0.5 and read.sources.end_to_end_ms == "gpu_ms_fallback"
+    configured = _thresholds(parse_config({"measure": {"threshold_pct": 2.0}}), FolderFiles(folder=tmp_path))
+    assert configured[:4] == (2.0, 2.0, 2.0, []) and configured.sources == ThresholdSources(
+        gpu_ms="configured", tok_per_s="configured", end_to_end_ms="configured")
