@@ -390,3 +390,52 @@ def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_th
     configured = _thresholds(parse_config({"measure": {"threshold_pct": 2.0}}), FolderFiles(folder=tmp_path))
     assert configured[:4] == (2.0, 2.0, 2.0, []) and configured.sources == ThresholdSources(
         gpu_ms="configured", tok_per_s="configured", end_to_end_ms="configured")
+
+# ---- in a report: where each threshold came from, worded in the comment, checked when read back -------------
+
+REPORTS = Path(__file__).resolve().parents[1] / "docs"
+DEMO = REPORTS / "examples" / "h200-demo-b31932f" / "report.json"
+
+
+def _sources(gpu_ms: str = "calibrated", tok_per_s: str = "gpu_ms_fallback", end_to_end_ms: str = "calibrated"):  # type: ignore[no-untyped-def]
+    from guard.config import ThresholdSources
+
+    return ThresholdSources(gpu_ms=gpu_ms, tok_per_s=tok_per_s, end_to_end_ms=end_to_end_ms)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("sources", "tok_pct", "overridden", "refused"), [
+    (_sources(tok_per_s="calibrated"), 5.0, False, None),  # honest: the file gave tok/s 5%
+    (_sources(), 5.0, False, r"tok_threshold_pct is 5\.0 with threshold_sources\.tok_per_s gpu_ms_fallback, "
+                              r"where 1\.0 \(GPU ms's\) is due"),
+    (_sources("configured", "configured", "configured"), 5.0, False, r"tok_threshold_pct is 5\.0 with "
+                                                                     r"threshold_sources\.tok_per_s configured"),
+    (_sources("configured", "gpu_ms_fallback", "configured"), 1.0, False,
+     r"threshold_sources\.tok_per_s is gpu_ms_fallback, where configured, like GPU ms's, is due"),
+    (_sources(tok_per_s="configured"), 1.0, False,
+     r"threshold_sources\.tok_per_s is configured, where calibrated or gpu_ms_fallback \(GPU ms's came from a "
+     r"thresholds file\) is due"),
+    (_sources(tok_per_s="calibrated"), 1.0, True,
+     r"threshold_sources\.gpu_ms is calibrated, where configured \(the command line gave the threshold\) is due"),
+])
+def test_a_report_whose_threshold_sources_do_not_fit_its_thresholds_is_refused(
+    tmp_path: Path, sources, tok_pct: float, overridden: bool, refused: str | None,  # type: ignore[no-untyped-def]
+) -> None:
+    """A report says where each threshold came from; read back, that must fit the thresholds it
+    states: a tok/s held to GPU ms's threshold (or the config's) has GPU ms's, and a thresholds
+    file, the config and the command line's threshold are not mixed."""
+    from guard.config import ConfigOverrides
+    from guard.report import UnfoundedReport, read_report
+    from tests.report_fixtures import committed, remeasured
+
+    demo = committed(DEMO)
+    overrides = ConfigOverrides(threshold_pct=demo.threshold_pct) if overridden else None
+    report = remeasured(demo.model_copy(update={"tok_threshold_pct": tok_pct, "overrides": overrides}), 1.0)
+    path = tmp_path / "report.json"
+    path.write_text(report.model_copy(update={"threshold_sources": sources}).model_dump_json())
+    if refused is None:
+        assert read_report(path).threshold_sources == sources
+        return
+    with pytest.raises(UnfoundedReport, match=refused):
+        read_report(path)
+    path.write_text(report.model_dump_json())  # the same numbers, without the sources: an older report holds
+    assert read_report(path).threshold_sources is None
