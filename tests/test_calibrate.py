@@ -391,9 +391,11 @@ def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_th
     assert configured[:4] == (2.0, 2.0, 2.0, []) and configured.sources == ThresholdSources(
         gpu_ms="configured", tok_per_s="configured", end_to_end_ms="configured")
 
+
 # ---- in a report: where each threshold came from, worded in the comment, checked when read back -------------
 
 REPORTS = Path(__file__).resolve().parents[1] / "docs"
+INFORMING = REPORTS / "validation" / "h200-engines" / "pairs" / "ref-bf16-aa" / "report.json"  # tok/s informs
 DEMO = REPORTS / "examples" / "h200-demo-b31932f" / "report.json"
 
 
@@ -401,6 +403,30 @@ def _sources(gpu_ms: str = "calibrated", tok_per_s: str = "gpu_ms_fallback", end
     from guard.config import ThresholdSources
 
     return ThresholdSources(gpu_ms=gpu_ms, tok_per_s=tok_per_s, end_to_end_ms=end_to_end_ms)  # type: ignore[arg-type]
+
+
+def test_a_tok_per_s_held_to_gpu_ms_threshold_is_worded_so(tmp_path: Path) -> None:
+    """A run whose thresholds file wrote no tok/s threshold: its report keeps that, and the comment
+    says tok/s informs at GPU ms's threshold because the calibration found it too noisy, instead of
+    naming a 1% tok/s threshold; with a calibrated tok/s threshold, or none said (older reports), it
+    names the tok/s threshold as before."""
+    from guard.report import read_report, render_comment
+    from tests.report_fixtures import current_file
+
+    data = json.loads(current_file(INFORMING).read_text()) | {"threshold_sources": _sources().model_dump()}
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(data))
+    report = read_report(path)  # it holds up: tok/s's threshold is GPU ms's
+    assert report.threshold_sources == _sources() and report.tok_threshold_pct == report.threshold_pct == 1.0
+    comment = render_comment(report)
+    assert ("tok/s informs at GPU ms per step's 1% threshold: the calibration found tok/s too noisy to gate on "
+            "this runner and wrote it no threshold of its own.") in comment
+    assert "(1% in GPU ms per step, GPU ms per step's 1% in tok/s)" in comment
+    assert "detect only a change of 11.7% at batch size 1, not GPU ms per step's 1% threshold;" in comment
+    for sources in (_sources(tok_per_s="calibrated"), None):
+        plain = render_comment(report.model_copy(update={"threshold_sources": sources}))
+        assert "(1% in GPU ms per step, 1% in tok/s)" in plain and "not its 1% threshold;" in plain
+        assert "GPU ms per step's 1%" not in plain and "too noisy to gate" not in plain
 
 
 @pytest.mark.parametrize(("sources", "tok_pct", "overridden", "refused"), [
