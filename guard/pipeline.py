@@ -21,7 +21,8 @@ from guard.checkout import (
 from guard.compare import Comparison, compare, confirm_undecided
 from guard.config import (
     DEFAULT_CONFIG_NAME, CalibratedSpread, CommitFiles, ConfigChange, ConfigOverrides, Files, FolderFiles, GuardConfig,
-    apply_overrides, check_entry, config_change, config_paths, load_commit_config, read_thresholds,
+    ThresholdSource, ThresholdSources, apply_overrides, check_entry, config_change, config_paths, load_commit_config,
+    read_thresholds,
 )
 from guard.measure import (
     ArmMeasurement, ArmTarget, HarnessSpec, RepeatResult, ReferenceOutcome, RoundsBudget, check_cpus, mix_report,
@@ -96,7 +97,7 @@ def _run_guard(
         config = apply_overrides(config, overrides)
         given = ", ".join(f"{name} {value}" for name, value in overrides.given().items())
         progress(f"config: overridden on the command line: {given}")
-    gpu_pct, tok_pct, end_to_end_pct, spreads = _thresholds(config, files)
+    gpu_pct, tok_pct, end_to_end_pct, spreads, threshold_sources = _thresholds(config, files)
     require_distinct(base_ref, head_ref)  # after the config: its errors are the ones to fix first
     check_cpus(config.measure.cpus)
     check_interpreter_reach(config.build, [HARNESS_SCRIPT])
@@ -264,6 +265,7 @@ def _run_guard(
         started_at=datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
         duration_s=round(time.time() - started, 1),
         explanation=explanation,
+        threshold_sources=threshold_sources,
         at_threshold_status=config.measure.at_threshold,
     )
     write_report(report, out_dir)
@@ -318,17 +320,33 @@ def _arms_and_config(
     return _Resolved(base_ref, head_ref, config, CommitFiles(repo=repo, sha=base_ref.sha), change)
 
 
-def _thresholds(config: GuardConfig, files: Files) -> tuple[float, float, float, list[CalibratedSpread]]:
+class _Thresholds(NamedTuple):
+    """The thresholds a run decides by, in percent, the spreads it may borrow, and where each came from."""
+
+    gpu_ms_pct: float
+    tok_per_s_pct: float
+    end_to_end_ms_pct: float
+    spreads: list[CalibratedSpread]
+    sources: ThresholdSources
+
+
+def _thresholds(config: GuardConfig, files: Files) -> _Thresholds:
     """GPU ms, tok/s and end-to-end ms thresholds in percent: calibrated ones when a file is named,
-    with the spreads they were calibrated at, which the rule may borrow."""
+    with the spreads they were calibrated at, which the rule may borrow; and where each came from.
+    A metric the file wrote no threshold for (tok/s too noisy to gate) takes GPU ms's."""
     measure = config.measure
-    end_to_end = measure.end_to_end_threshold_pct or measure.threshold_pct
     if measure.thresholds_file is None:
-        return measure.threshold_pct, measure.threshold_pct, end_to_end, []
+        return _Thresholds(measure.threshold_pct, measure.threshold_pct,
+                           measure.end_to_end_threshold_pct or measure.threshold_pct, [],
+                           ThresholdSources(gpu_ms="configured", tok_per_s="configured", end_to_end_ms="configured"))
     calibrated = read_thresholds(files, measure.thresholds_file)
-    return (calibrated.gpu_ms_pct, calibrated.tok_per_s_pct or calibrated.gpu_ms_pct,
-            calibrated.end_to_end_ms_pct or calibrated.gpu_ms_pct,
-            calibrated.spreads)
+
+    def own(pct: float | None) -> tuple[float, ThresholdSource]:
+        return (calibrated.gpu_ms_pct, "gpu_ms_fallback") if pct is None else (pct, "calibrated")
+
+    (tok, tok_from), (end, end_from) = own(calibrated.tok_per_s_pct), own(calibrated.end_to_end_ms_pct)
+    return _Thresholds(calibrated.gpu_ms_pct, tok, end, calibrated.spreads,
+                       ThresholdSources(gpu_ms="calibrated", tok_per_s=tok_from, end_to_end_ms=end_from))
 
 
 def _add_ablation_arms(

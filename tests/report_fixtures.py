@@ -6,10 +6,13 @@ explained again. A test that wants a report saying `pass` gets one whose numbers
 
 from __future__ import annotations
 
-from guard.compare import MIX_BATCH, Agreement, ArmStats, BatchComparison, StatedRule, decide_again, most_severe
-from guard.measure import MixReport, spread
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+
+from guard.compare import MIX_BATCH, Agreement, ArmStats, BatchComparison, StatedRule, decide_again, most_severe
+from guard.config import CalibratedSpread
+from guard.measure import MixReport, spread
 
 from validation._older import read_any as committed
 from guard.report import SCHEMA_VERSION, Report, explain_report
@@ -32,13 +35,15 @@ def explained(report: Report) -> Report:
     return report.model_copy(update={"explanation": explain_report(report)})
 
 
-def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 1) -> Report:
+def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 1,
+               spreads: Sequence[CalibratedSpread] = ()) -> Report:
     """`report` as if head's GPU ms per step were base's times `factor`, each repeat moved by
     +`jitter` and -`jitter` in turn (a share), and each arm's tok/s were its batch size over
-    its step time; every batch size and the whole decided again, at the first of `looks`."""
+    its step time; every batch size and the whole decided again, at the first of `looks`,
+    borrowing the calibrated `spreads` where the run's own agrees with them."""
     rule = StatedRule(threshold_pct=report.threshold_pct, tok_threshold_pct=report.tok_threshold_pct or
                       report.threshold_pct, alpha=report.alpha, confidence=report.confidence, looks=looks,
-                      batch_sizes=len(report.batch_sizes))
+                      batch_sizes=len(report.batch_sizes), spreads=list(spreads))
     batches = []
     for batch in report.batch_sizes:
         base = next(a for a in batch.arms if a.arm == report.base)
@@ -55,7 +60,7 @@ def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 
         batches.append(decide_again(stored, report.base, report.head, rule))
     again = report.model_copy(update={
         "schema_version": SCHEMA_VERSION, "looks": looks, "rounds": 1,
-        "batch_sizes": batches,
+        "batch_sizes": batches, "calibrated_spreads": list(spreads),
         "verdict": most_severe([b.verdict for b in batches]),
         "reasons": [r for b in batches for r in b.reasons],
     })

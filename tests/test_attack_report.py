@@ -145,6 +145,13 @@ def _threshold_past_reason() -> dict[str, Any]:
     return data
 
 
+def _own_tok_threshold_said_to_be_gpu_ms() -> dict[str, Any]:
+    """A tok/s threshold of its own, said to be GPU ms's, which the comment would word as held to it."""
+    data = _json(remeasured(committed(RICH).model_copy(update={"tok_threshold_pct": 5.0}), 1.0))
+    data["threshold_sources"] = {"gpu_ms": "calibrated", "tok_per_s": "gpu_ms_fallback", "end_to_end_ms": "calibrated"}
+    return data
+
+
 def _at_threshold() -> dict[str, Any]:
     """The rich report, head 1% slower with base's own spread: at the 1% threshold, by the
     interval rule, in the first of 2 rounds."""
@@ -208,6 +215,9 @@ FORGERIES = {
     "a median not of its values": (_median_not_of_its_values, "gpu_ms_per_step.median 1.0, but its numbers give"),
     "a changed output hidden": (_changed_output_hidden, "verdict pass, but its numbers give invalid"),
     "a threshold past reason": (_threshold_past_reason, "tok_threshold_pct is 1000.0"),
+    "a tok/s threshold said to be GPU ms's": (_own_tok_threshold_said_to_be_gpu_ms,
+                                              "tok_threshold_pct is 5.0 with threshold_sources.tok_per_s "
+                                              "gpu_ms_fallback, where 1.0 (GPU ms's) is due"),
 }
 
 

@@ -161,16 +161,9 @@ DEMO = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"
 
 def _borrowing_report(factor: float, spreads: list[CalibratedSpread]):  # type: ignore[no-untyped-def]
     """The committed H200 demo's base, head made `factor` times as slow, decided again with `spreads`."""
-    from guard.compare import StatedRule, decide_again, most_severe
-    from tests.report_fixtures import committed, explained, remeasured
+    from tests.report_fixtures import committed, remeasured
 
-    report = remeasured(committed(DEMO), factor, jitter=0.002)
-    rule = StatedRule(threshold_pct=report.threshold_pct, tok_threshold_pct=report.tok_threshold_pct,
-                      alpha=report.alpha, confidence=report.confidence, looks=report.looks,
-                      batch_sizes=len(report.batch_sizes), spreads=spreads)
-    batches = [decide_again(b, report.base, report.head, rule) for b in report.batch_sizes]
-    return explained(report.model_copy(update={
-        "batch_sizes": batches, "calibrated_spreads": spreads, "verdict": most_severe([b.verdict for b in batches])}))
+    return remeasured(committed(DEMO), factor, jitter=0.002, spreads=spreads)
 
 
 def test_a_report_keeps_what_it_borrowed_and_is_decided_again_with_it(tmp_path: Path) -> None:
@@ -221,3 +214,21 @@ def test_a_report_keeps_what_it_borrowed_and_is_decided_again_with_it(tmp_path: 
     assert "Not borrowed, as this run's spread was past the calibrated one" in text and "calibrate it again" in text
     assert "pool this run's spread" not in text
 
+
+
+def test_the_change_shown_pools_the_spread_its_bounds_pooled() -> None:
+    """The 95% change beside a borrowing metric's bounds is Student's t on the same pooled spread,
+    not Welch's on the run's processes alone; a metric that did not borrow shows Welch's."""
+    from tests.report_fixtures import committed
+
+    sizes = [b.batch_size for b in committed(DEMO).batch_sizes]
+    report = _borrowing_report(1.004, [_spread(0.2, 8, batch_size=size) for size in sizes])
+    for batch in report.batch_sizes:
+        arms = {a.arm: a for a in batch.arms}
+        check = batch.borrowing("gpu_ms")
+        assert check is not None and check.borrowed and batch.borrowing("tok_per_s") is None
+        ms = [arms[name].gpu_ms_per_step.values for name in (report.base, report.head)]
+        pooled = relative_change(*ms, report.confidence, prior=check.prior())
+        assert batch.gpu_ms_change == pooled != relative_change(*ms, report.confidence)
+        tok = [arms[name].tok_per_s.values for name in (report.base, report.head)]
+        assert batch.tok_per_s_change == relative_change(*tok, report.confidence)

@@ -358,9 +358,9 @@ def test_an_exact_side_has_a_rate_of_none_and_the_interval_of_none_seen() -> Non
 def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_threshold(tmp_path: Path) -> None:
     """A compiled engine's tok/s moves by tens of percent between processes while its GPU ms holds
     to 0.1%: calibration then writes GPU ms's threshold and none for tok/s, instead of refusing
-    the whole file; a run that reads it gives tok/s GPU ms's threshold."""
+    the whole file; a run that reads it gives tok/s GPU ms's threshold, and says where each came from."""
     from guard.calibrate import _gating_suggestion, suggested_text
-    from guard.config import FolderFiles, Thresholds, write_thresholds
+    from guard.config import FolderFiles, Thresholds, ThresholdSources, write_thresholds
     from guard.pipeline import _thresholds
 
     assert _gating_suggestion("tok_per_s", 98.9) is None  # refused at 50%: it would pass a decode twice as slow
@@ -376,7 +376,92 @@ def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_th
     assert suggested_text(written.model_copy(update={"tok_per_s_pct": 3.3})) == "GPU ms per step 0.5%, tok/s 3.3%"
 
     config = parse_config({"measure": {"thresholds_file": "thr.toml"}})
-    gpu, tok, end, spreads = _thresholds(config, FolderFiles(folder=tmp_path))
-    assert (gpu, tok, end, spreads) == (0.5, 0.5, 4.0, [])
+    read = _thresholds(config, FolderFiles(folder=tmp_path))
+    assert read[:4] == (0.5, 0.5, 4.0, [])
+    assert read.sources == ThresholdSources(gpu_ms="calibrated", tok_per_s="gpu_ms_fallback",
+                                            end_to_end_ms="calibrated")
     path.write_text(path.read_text().replace("gpu_ms_pct = 0.500", "gpu_ms_pct = 0.500\ntok_per_s_pct = 7.000"))
-    assert _thresholds(config, FolderFiles(folder=tmp_path))[1] == 7.0
+    read = _thresholds(config, FolderFiles(folder=tmp_path))
+    assert read.tok_per_s_pct == 7.0 and read.sources.tok_per_s == "calibrated"
+    # a file without end-to-end ms's threshold holds it to GPU ms's too; without a file, each is the config's
+    path.write_text(path.read_text().replace("end_to_end_ms_pct = 4.000", ""))
+    read = _thresholds(config, FolderFiles(folder=tmp_path))
+    assert read.end_to_end_ms_pct == 0.5 and read.sources.end_to_end_ms == "gpu_ms_fallback"
+    configured = _thresholds(parse_config({"measure": {"threshold_pct": 2.0}}), FolderFiles(folder=tmp_path))
+    assert configured[:4] == (2.0, 2.0, 2.0, []) and configured.sources == ThresholdSources(
+        gpu_ms="configured", tok_per_s="configured", end_to_end_ms="configured")
+
+
+# ---- in a report: where each threshold came from, worded in the comment, checked when read back -------------
+
+REPORTS = Path(__file__).resolve().parents[1] / "docs"
+INFORMING = REPORTS / "validation" / "h200-engines" / "pairs" / "ref-bf16-aa" / "report.json"  # tok/s informs
+DEMO = REPORTS / "examples" / "h200-demo-b31932f" / "report.json"
+
+
+def _sources(gpu_ms: str = "calibrated", tok_per_s: str = "gpu_ms_fallback", end_to_end_ms: str = "calibrated"):  # type: ignore[no-untyped-def]
+    from guard.config import ThresholdSources
+
+    return ThresholdSources(gpu_ms=gpu_ms, tok_per_s=tok_per_s, end_to_end_ms=end_to_end_ms)  # type: ignore[arg-type]
+
+
+def test_a_tok_per_s_held_to_gpu_ms_threshold_is_worded_so(tmp_path: Path) -> None:
+    """A run whose thresholds file wrote no tok/s threshold: its report keeps that, and the comment
+    says tok/s informs at GPU ms's threshold because the calibration found it too noisy, instead of
+    naming a 1% tok/s threshold; with a calibrated tok/s threshold, or none said (older reports), it
+    names the tok/s threshold as before."""
+    from guard.report import read_report, render_comment
+    from tests.report_fixtures import current_file
+
+    data = json.loads(current_file(INFORMING).read_text()) | {"threshold_sources": _sources().model_dump()}
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(data))
+    report = read_report(path)  # it holds up: tok/s's threshold is GPU ms's
+    assert report.threshold_sources == _sources() and report.tok_threshold_pct == report.threshold_pct == 1.0
+    comment = render_comment(report)
+    assert ("tok/s informs at GPU ms per step's 1% threshold: the calibration found tok/s too noisy to gate on "
+            "this runner and wrote it no threshold of its own.") in comment
+    assert "(1% in GPU ms per step, GPU ms per step's 1% in tok/s)" in comment
+    assert "detect only a change of 11.7% at batch size 1, not GPU ms per step's 1% threshold;" in comment
+    for sources in (_sources(tok_per_s="calibrated"), None):
+        plain = render_comment(report.model_copy(update={"threshold_sources": sources}))
+        assert "(1% in GPU ms per step, 1% in tok/s)" in plain and "not its 1% threshold;" in plain
+        assert "GPU ms per step's 1%" not in plain and "too noisy to gate" not in plain
+
+
+@pytest.mark.parametrize(("sources", "tok_pct", "overridden", "refused"), [
+    (_sources(tok_per_s="calibrated"), 5.0, False, None),  # honest: the file gave tok/s 5%
+    (_sources(), 5.0, False, r"tok_threshold_pct is 5\.0 with threshold_sources\.tok_per_s gpu_ms_fallback, "
+                              r"where 1\.0 \(GPU ms's\) is due"),
+    (_sources("configured", "configured", "configured"), 5.0, False, r"tok_threshold_pct is 5\.0 with "
+                                                                     r"threshold_sources\.tok_per_s configured"),
+    (_sources("configured", "gpu_ms_fallback", "configured"), 1.0, False,
+     r"threshold_sources\.tok_per_s is gpu_ms_fallback, where configured, like GPU ms's, is due"),
+    (_sources(tok_per_s="configured"), 1.0, False,
+     r"threshold_sources\.tok_per_s is configured, where calibrated or gpu_ms_fallback \(GPU ms's came from a "
+     r"thresholds file\) is due"),
+    (_sources(tok_per_s="calibrated"), 1.0, True,
+     r"threshold_sources\.gpu_ms is calibrated, where configured \(the command line gave the threshold\) is due"),
+])
+def test_a_report_whose_threshold_sources_do_not_fit_its_thresholds_is_refused(
+    tmp_path: Path, sources, tok_pct: float, overridden: bool, refused: str | None,  # type: ignore[no-untyped-def]
+) -> None:
+    """A report says where each threshold came from; read back, that must fit the thresholds it
+    states: a tok/s held to GPU ms's threshold (or the config's) has GPU ms's, and a thresholds
+    file, the config and the command line's threshold are not mixed."""
+    from guard.config import ConfigOverrides
+    from guard.report import UnfoundedReport, read_report
+    from tests.report_fixtures import committed, remeasured
+
+    demo = committed(DEMO)
+    overrides = ConfigOverrides(threshold_pct=demo.threshold_pct) if overridden else None
+    report = remeasured(demo.model_copy(update={"tok_threshold_pct": tok_pct, "overrides": overrides}), 1.0)
+    path = tmp_path / "report.json"
+    path.write_text(report.model_copy(update={"threshold_sources": sources}).model_dump_json())
+    if refused is None:
+        assert read_report(path).threshold_sources == sources
+        return
+    with pytest.raises(UnfoundedReport, match=refused):
+        read_report(path)
+    path.write_text(report.model_dump_json())  # the same numbers, without the sources: an older report holds
+    assert read_report(path).threshold_sources is None

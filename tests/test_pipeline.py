@@ -426,6 +426,9 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
     report = json.loads((run_out / "report.json").read_text())
     assert report["threshold_pct"] == pytest.approx(thresholds.gpu_ms_pct)
     assert report["tok_threshold_pct"] == pytest.approx(thresholds.tok_per_s_pct)
+    assert report["threshold_sources"] == {  # a CPU's calibration measures no end-to-end figure
+        "gpu_ms": "calibrated", "tok_per_s": "calibrated",
+        "end_to_end_ms": "gpu_ms_fallback" if thresholds.end_to_end_ms_pct is None else "calibrated"}
     # the run checked its spread against each calibrated one, and pooled in those it was not past
     assert report["calibrated_spreads"] == [s.model_dump() for s in thresholds.spreads]
     for batch in report["batch_sizes"]:

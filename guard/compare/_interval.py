@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from guard.compare._borrow import Borrowing, borrowing
-from guard.compare._models import METRICS, UNDECIDED, BatchComparison, MetricKey, Verdict, most_severe
+from guard.compare._models import METRICS, UNDECIDED, ArmStats, BatchComparison, MetricKey, Verdict, most_severe
 from guard.compare._rule import Rule
 from guard.measure import (
     Change, PriorSpread, detectable_change_pct, relative_change, repeats_to_decide, repeats_to_rule_out,
@@ -106,30 +106,37 @@ def _decide(values: list[list[float]], threshold_pct: float, level: float, rate:
                     slowdown.verdict(threshold_pct, gates=gates), prior)
 
 
-def decide_by_interval(measured: BatchComparison, base: str, head: str, rule: Rule) -> BatchComparison:
-    """`measured` (its arms and shown changes) decided by the interval rule at `rule.look`.
-    Where the rule holds a calibrated spread for a metric that the run's own agrees with, that
-    metric's bounds, and the change shown beside them, pool it in."""
-    by_name = {a.arm: a for a in measured.arms}
-    level = rule.bounds_confidence
-    arms = [by_name[name] for name in (base, head)]
+def _decided_values(base: ArmStats, head: ArmStats, rule: Rule) -> dict[MetricKey, list[list[float]]]:
+    """Base's values and head's of each metric the rule decides: GPU ms and tok/s, and end-to-end
+    ms where the rule has its threshold and both arms measured it."""
     values: dict[MetricKey, list[list[float]]] = {
-        "gpu_ms": [a.gpu_ms_per_step.values for a in arms], "tok_per_s": [a.tok_per_s.values for a in arms]}
-    ends = [a.end_to_end_gpu_ms_per_step for a in arms]
+        "gpu_ms": [base.gpu_ms_per_step.values, head.gpu_ms_per_step.values],
+        "tok_per_s": [base.tok_per_s.values, head.tok_per_s.values]}
+    ends = [base.end_to_end_gpu_ms_per_step, head.end_to_end_gpu_ms_per_step]
     if rule.end_to_end_pct is not None and None not in ends:
         values["end_to_end_ms"] = [e.values for e in ends]  # type: ignore[union-attr]
-    checks = {m: borrowing(v, m, measured.batch_size, rule.spreads) for m, v in values.items()}
+    return values
+
+
+def borrow_checks(base: ArmStats, head: ArmStats, batch_size: int, rule: Rule) -> list[Borrowing]:
+    """The check of the run's spread against the calibrated one, for each metric the rule decides
+    and holds a spread for: the changes shown and the bounds pool in those that passed."""
+    checks = (borrowing(v, m, batch_size, rule.spreads) for m, v in _decided_values(base, head, rule).items())
+    return [check for check in checks if check is not None]
+
+
+def decide_by_interval(measured: BatchComparison, base: str, head: str, rule: Rule) -> BatchComparison:
+    """`measured` (its arms, its shown changes and its calibrated spreads' checks, `borrow_checks`)
+    decided by the interval rule at `rule.look`. A metric whose check passed pools the calibrated
+    spread into its bounds, as into the change shown beside them."""
+    by_name = {a.arm: a for a in measured.arms}
+    level = rule.bounds_confidence
+    values = _decided_values(by_name[base], by_name[head], rule)
     thresholds = {"gpu_ms": rule.gpu_pct, "tok_per_s": rule.tok_pct, "end_to_end_ms": rule.end_to_end_pct}
     decided: dict[MetricKey, _Decided] = {
         m: _decide(v, thresholds[m], level, rate=m == "tok_per_s", always=m == "gpu_ms",  # type: ignore[arg-type]
-                   borrowed=checks[m])
+                   borrowed=measured.borrowing(m))
         for m, v in values.items()
-    }
-    shown: dict[str, Change] = {
-        field: relative_change(*decided[m].values, rule.confidence, prior=decided[m].prior)
-        for m, field in (("gpu_ms", "gpu_ms_change"), ("tok_per_s", "tok_per_s_change"),
-                         ("end_to_end_ms", "end_to_end_gpu_ms_change"))
-        if m in decided and decided[m].prior is not None
     }
     verdicts = {m: decided[m].verdict for m in METRICS if m in decided}
     tok_measurable = (decided["tok_per_s"].detectable_pct <= UNMEASURABLE_FACTOR * rule.tok_pct  # type: ignore[operator]
@@ -164,6 +171,4 @@ def decide_by_interval(measured: BatchComparison, base: str, head: str, rule: Ru
         "repeats_to_decide": needed,
         "at_threshold": [m for m in verdicts if verdicts[m] == "at_threshold"],
         "undecided": verdict in UNDECIDED,
-        "borrowed": [check for check in checks.values() if check is not None],
-        **shown,
     })

@@ -11,7 +11,7 @@ from guard.compare._agreement import agreement
 from guard.compare._compiled import compiled_change
 from guard.compare._fingerprint import check_measurements
 from guard.compare._hashes import first_mismatch
-from guard.compare._interval import decide_by_interval
+from guard.compare._interval import borrow_checks, decide_by_interval
 from guard.compare._mix import compare_mix
 from guard.compare._models import (
     UNHELD_SHARE, Agreement, ArmStats, BatchComparison, Comparison, RoundsStop, Verdict, most_severe,
@@ -20,7 +20,9 @@ from guard.compare._ranks import arm_ranks, rank_change
 from guard.compare._reasons import Reason
 from guard.compare._rule import Rule, alpha_per_look
 from guard.config import CalibratedSpread
-from guard.measure import ArmMeasurement, BatchRun, Change, RepeatResult, Spread, relative_change, spread
+from guard.measure import (
+    ArmMeasurement, BatchRun, Change, PriorSpread, RepeatResult, Spread, relative_change, spread,
+)
 
 
 def compare(
@@ -241,22 +243,26 @@ def _compare_timings(
         return BatchComparison(batch_size=batch_size, verdict="invalid", reasons=[reason], arms=arms,
                                hash_match=hash_match, agreement=agreement)
     confidence = rule.confidence
-
-    def change(before: Spread | None, after: Spread | None) -> Change | None:
-        return relative_change(before.values, after.values, confidence) if before and after else None
-
     b, h = by_name[base], by_name[head]
+    checks = borrow_checks(b, h, batch_size, rule)
+    # a metric whose check passed pools the calibrated spread into the change shown, as into its bounds
+    priors: dict[str, PriorSpread | None] = {check.metric: check.prior() for check in checks}
+
+    def change(before: Spread | None, after: Spread | None, prior: PriorSpread | None = None) -> Change | None:
+        return relative_change(before.values, after.values, confidence, prior=prior) if before and after else None
+
     host_timed = bool(b.host_ms_per_step and h.host_ms_per_step and min(
         b.host_ms_per_step.values + h.host_ms_per_step.values) > 0)  # host time may be 0: no ratio then
     measured = BatchComparison(
         batch_size=batch_size, verdict="invalid", arms=arms,
-        gpu_ms_change=change(b.gpu_ms_per_step, h.gpu_ms_per_step),
-        tok_per_s_change=change(b.tok_per_s, h.tok_per_s),
-        end_to_end_gpu_ms_change=change(b.end_to_end_gpu_ms_per_step, h.end_to_end_gpu_ms_per_step),
+        gpu_ms_change=change(b.gpu_ms_per_step, h.gpu_ms_per_step, priors.get("gpu_ms")),
+        tok_per_s_change=change(b.tok_per_s, h.tok_per_s, priors.get("tok_per_s")),
+        end_to_end_gpu_ms_change=change(b.end_to_end_gpu_ms_per_step, h.end_to_end_gpu_ms_per_step,
+                                        priors.get("end_to_end_ms")),
         host_ms_change=change(b.host_ms_per_step, h.host_ms_per_step) if host_timed else None,
         instructions_change=(  # at the level the verdicts' bounds are, as the table shows them
             relative_change(b.instructions_per_step.values, h.instructions_per_step.values, rule.bounds_confidence)
             if b.instructions_per_step and h.instructions_per_step else None),
-        hash_match=hash_match, agreement=agreement,
+        hash_match=hash_match, agreement=agreement, borrowed=checks,
     )
     return decide_by_interval(measured, base, head, rule)

@@ -28,7 +28,8 @@ from guard.config._overrides import ConfigOverrides, apply_overrides
 from guard.config._paths import check_entry
 from guard.config._sources import MAX_CONFIG_BYTES, MAX_REFERENCE_BYTES, CommitFiles, Files, FolderFiles
 from guard.config._thresholds import (
-    CalibratedSpread, Thresholds, load_thresholds, read_thresholds, write_thresholds,
+    CalibratedSpread, Thresholds, ThresholdSource, ThresholdSources, load_thresholds, read_thresholds,
+    write_thresholds,
 )
 
 __all__ = [
@@ -56,6 +57,8 @@ __all__ = [
     "FolderFiles",
     "GuardConfig",
     "MeasureConfig",
+    "ThresholdSource",
+    "ThresholdSources",
     "Thresholds",
     "Workload",
     "WorkloadConfig",

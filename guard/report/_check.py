@@ -72,6 +72,7 @@ def _shape(report: Report) -> list[Discrepancy]:
             wrong(f"batch size {batch.batch_size} arms", "an arm not among the report's arms", "the report's arms")
     found += _mix_holds(report)
     found += _overrides_hold(report)
+    found += _sources_hold(report)
     return found
 
 
@@ -109,6 +110,33 @@ def _overrides_hold(report: Report) -> list[Discrepancy]:
         found.append(Discrepancy(kind="shape", batch_size=None, field="tok_threshold_pct",
                                  stated=str(report.tok_threshold_pct),
                                  recomputed=str(given["threshold_pct"])))
+    return found
+
+
+def _sources_hold(report: Report) -> list[Discrepancy]:
+    """Where the report says each threshold came from fits the thresholds it states: all from the
+    config, or none (a thresholds file gives GPU ms's, and the command line's threshold replaces
+    that file); and a metric held to GPU ms's threshold, or tok/s from the config, has GPU ms's."""
+    sources = report.threshold_sources
+    if sources is None:  # a report from before they were kept
+        return []
+    found = []
+
+    def wrong(field: str, stated: str, expected: str) -> None:
+        found.append(Discrepancy(kind="shape", batch_size=None, field=field, stated=stated, recomputed=expected))
+
+    configured = sources.gpu_ms == "configured"
+    if not configured and report.overrides is not None and "threshold_pct" in report.overrides.given():
+        wrong("threshold_sources.gpu_ms", sources.gpu_ms, "configured (the command line gave the threshold)")
+    for metric, field, held in (("tok_per_s", "tok_threshold_pct", ("configured", "gpu_ms_fallback")),
+                                ("end_to_end_ms", "end_to_end_threshold_pct", ("gpu_ms_fallback",))):
+        source = getattr(sources, metric)
+        if (source == "configured") != configured:
+            wrong(f"threshold_sources.{metric}", source, "configured, like GPU ms's," if configured
+                  else "calibrated or gpu_ms_fallback (GPU ms's came from a thresholds file)")
+        elif source in held and report.threshold_of(metric) != report.threshold_pct:
+            wrong(field, f"{report.threshold_of(metric)!r} with threshold_sources.{metric} {source}",
+                  f"{report.threshold_pct!r} (GPU ms's)")
     return found
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from guard.compare import BatchComparison, MetricKey, alpha_per_look
 from guard.measure import MOST_REPEATS, Change
 from guard.report import _words as words
+from guard.report._roles import the_threshold, threshold_text
 from guard.report._schema import Report
 
 
@@ -38,7 +39,7 @@ def felt_sentence(report: Report) -> str | None:
     how = "end to end" if metric == "end_to_end_ms" else "in tok/s"
     return (f"{words.at_size(h.batch_size).capitalize()}, decode is {words.slower(change, metric)} slower {how}: "
             f"{words.metric(metric, report.gpu_timed())} {_moved(change, metric)} ({words.interval(change)}), its "
-            f"whole interval past the {words.threshold(limit(report, metric))} threshold.")
+            f"whole interval past {the_threshold(report, metric)}.")
 
 
 def _moved(change: Change, metric: MetricKey) -> str:
@@ -57,19 +58,19 @@ def batch_sentence(report: Report, batch: BatchComparison, then: str = "") -> st
     name = words.metric(metric, report.gpu_timed())
     slowdown = -change.pct if metric == "tok_per_s" else change.pct
     moved = _moved(change, metric) if slowdown > 0 else f"changed {words.pct(change.pct)}"
-    cap = words.threshold(limit(report, metric))
+    cap, size = the_threshold(report, metric), words.threshold(limit(report, metric))
     needed = f"more than {MOST_REPEATS}" if batch.repeats_to_decide is None else f"about {batch.repeats_to_decide}"
     after = {1: "", 2: " after its confirmation round"}.get(batch.look, f" after {batch.look - 1} confirmation rounds")
     decide = f"{needed} processes per arm would decide it (this run: {_processes(report, batch)})"
     at = f"{words.at_size(batch.batch_size).capitalize()}, {name} {moved}"
     if batch.verdict == "regression":
-        return f"{at}, its whole interval past the {cap} threshold{end}"
+        return f"{at}, its whole interval past {cap}{end}"
     if batch.verdict == "improvement":
-        return f"{at}, its whole interval faster than the {cap} threshold{end}"
+        return f"{at}, its whole interval faster than {cap}{end}"
     if batch.verdict == "at_threshold":
-        return f"{at}: slower, but too close to the {cap} threshold to call{after}; {decide}{end}"
+        return f"{at}: slower, but too close to {cap} to call{after}; {decide}{end}"
     if batch.verdict == "inconclusive":
-        return f"{at}: too noisy to tell a {cap} slowdown from none{after}; {decide}{end}"
+        return f"{at}: too noisy to tell a {size} slowdown from none{after}; {decide}{end}"
     return None
 
 
@@ -129,7 +130,7 @@ def rule_note(report: Report) -> str:
     gpu = words.metric("gpu_ms", report.gpu_timed())
     return (
         f"A batch size is a regression when the lower bound of its slowdown is above the threshold "
-        f"({words.threshold(report.threshold_pct)} in {gpu}, {words.threshold(limit(report, 'tok_per_s'))} in "
+        f"({words.threshold(report.threshold_pct)} in {gpu}, {threshold_text(report, 'tok_per_s')} in "
         "tok/s), a pass when the upper bound is under it, an improvement when the upper bound is under minus the "
         f"threshold. Each bound is wrong at most {each} of the time (alpha {report.alpha:g} split over "
         f"{words.plural(looks, 'round')} x {report.metrics_per_look} metrics x {words.plural(n, 'batch size')}"
@@ -137,7 +138,7 @@ def rule_note(report: Report) -> str:
         f"at least {words.level(1 - report.alpha)} of the time. tok/s decides only where this run's processes could "
         "detect its threshold"
         + (f"; so does {words.END_TO_END} (unheld, the host's launch time included; "
-           f"{words.threshold(limit(report, 'end_to_end_ms'))}), which otherwise decides a slowdown whose whole "
+           f"{threshold_text(report, 'end_to_end_ms')}), which otherwise decides a slowdown whose whole "
            "interval is past it" if report.end_to_end_threshold_pct is not None and report.gpu_timed() else "")
         + ". "
         + _rounds_note(report)

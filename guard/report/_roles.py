@@ -1,12 +1,54 @@
 """What each metric did in the verdict: tok/s informs, and does not decide, where the run's
 repeats at its spread could not detect a change of its threshold, and is left out of the table
-where it was not measurable at all (compare's `tok_per_s_measurable`)."""
+where it was not measurable at all (compare's `tok_per_s_measurable`). A metric the calibration
+wrote no threshold for is held to GPU ms's (the report's `threshold_sources`), and said so."""
 
 from __future__ import annotations
 
-from guard.compare import BatchComparison
+from guard.compare import BatchComparison, MetricKey
 from guard.measure import MOST_REPEATS
+from guard.report import _words as words
 from guard.report._schema import Report
+
+
+def held_to_gpu_ms(report: Report, metric: MetricKey) -> bool:
+    """The thresholds file wrote the metric no threshold, so it took GPU ms's (older reports do not say)."""
+    sources = report.threshold_sources
+    return sources is not None and metric != "gpu_ms" and getattr(sources, metric) == "gpu_ms_fallback"
+
+
+def threshold_text(report: Report, metric: MetricKey) -> str:
+    """'1%', or for a metric held to GPU ms's threshold "GPU ms per step's 1%"."""
+    value = words.threshold(report.threshold_of(metric))
+    return f"{words.metric('gpu_ms', report.gpu_timed())}'s {value}" if held_to_gpu_ms(report, metric) else value
+
+
+def the_threshold(report: Report, metric: MetricKey, determiner: str = "the") -> str:
+    """'the 1% threshold' (or 'its 1% threshold'), or "GPU ms per step's 1% threshold"."""
+    named = threshold_text(report, metric)
+    return f"{named} threshold" if held_to_gpu_ms(report, metric) else f"{determiner} {named} threshold"
+
+
+# Why the thresholds file wrote a metric no threshold, where it wrote GPU ms's
+_HELD_BECAUSE = {
+    "tok_per_s": "the calibration found tok/s too noisy to gate on this runner and wrote it no threshold of its own",
+    "end_to_end_ms": "the thresholds file wrote it none of its own (too noisy or not measured where it was "
+                     "calibrated, or calibrated before it was decided)",
+}
+
+
+def held_note(report: Report) -> str:
+    """A sentence for each metric held to GPU ms's threshold: why it has none of its own."""
+    shown: list[MetricKey] = ["tok_per_s"]
+    if report.end_to_end_threshold_pct is not None and report.gpu_timed():  # decided: its threshold is named
+        shown.append("end_to_end_ms")
+    sentences = []
+    for metric in shown:
+        if held_to_gpu_ms(report, metric):
+            name = words.metric(metric, report.gpu_timed())
+            name = name if metric == "tok_per_s" else name.capitalize()  # tok/s is written so even first
+            sentences.append(f"{name} informs at {the_threshold(report, metric)}: {_HELD_BECAUSE[metric]}.")
+    return " ".join(sentences)
 
 
 def informational(report: Report) -> list[BatchComparison]:
@@ -35,15 +77,14 @@ def tok_role_note(report: Report) -> str:
     batches = informational(report)
     if not batches:
         return ""
-    threshold = report.tok_threshold_pct or report.threshold_pct
     repeats = _repeats(report, batches[0])
     detectable = _detectable(batches)
     needed = [b.tok_per_s_repeats_to_gate for b in batches]
     most = (f"more than {MOST_REPEATS}" if None in needed
             else f"about {max(n for n in needed if n is not None)}")
     return (f"tok/s informs here and does not decide: at its spread, {repeats} processes per arm detect "
-            f"only a change of {detectable}, not its {threshold:g}% threshold; it would take {most} per arm "
-            "for tok/s to decide. A tok/s slowdown still counts when its whole interval is past the threshold.")
+            f"only a change of {detectable}, not {the_threshold(report, 'tok_per_s', 'its')}; it would take {most} "
+            "per arm for tok/s to decide. A tok/s slowdown still counts when its whole interval is past the threshold.")
 
 
 def tok_unmeasured_note(report: Report) -> str:
@@ -51,6 +92,6 @@ def tok_unmeasured_note(report: Report) -> str:
     batches = unmeasurable(report)
     if not batches:
         return ""
-    threshold = report.tok_threshold_pct or report.threshold_pct
     return (f"tok/s is not shown, as not measurable here: at its spread, {_repeats(report, batches[0])} "
-            f"processes per arm detect only a change of {_detectable(batches)}, far past its {threshold:g}% threshold.")
+            f"processes per arm detect only a change of {_detectable(batches)}, far past "
+            f"{the_threshold(report, 'tok_per_s', 'its')}.")

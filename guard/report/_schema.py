@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from guard.cause import CaptureChanges
 from guard.compare import Comparison, RoundsStop
-from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides, Workload
+from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides, ThresholdSources, Workload
 from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
 from guard.trace import MixTraceSection, RankTraceSection, TraceSection
@@ -28,6 +28,7 @@ SCHEMA_VERSION = 7
 # 3 metrics), rounds that adapt (`rounds_stopped`), what dynamo compiled (`compiled`), logit
 # margins in agreement, and the calibrated spreads the rule borrowed (`calibrated_spreads`,
 # `batch_sizes[].borrowed`); none of these keys appears where the run had none of them.
+# Later in 7: where each threshold came from (`threshold_sources`; no key in reports written before).
 # Read: the current version, schema 6 (decided as it says: `end_to_end_threshold_pct` absent, over
 # 2 metrics) and schema 5 without a mix, which state nothing schema 7 would state otherwise; a
 # report of an older one is made again by `guard run`.
@@ -153,6 +154,9 @@ class Report(Comparison):
     started_at: str
     duration_s: float
     explanation: Explanation  # what the comment states, from the figures above (guard/explain)
+    # where each metric's threshold came from: the config, the calibration, or GPU ms's where the
+    # calibration wrote none for the metric; None: a report from before they were kept (no key)
+    threshold_sources: ThresholdSources | None = Field(default=None, exclude_if=lambda value: value is None)
     # what an at_threshold verdict sets (`measure.at_threshold`): neutral, or failing (guard/report/_gate.py)
     at_threshold_status: Literal["neutral", "fail"] = Field(default="neutral",
                                                             exclude_if=lambda value: value == "neutral")

@@ -8,6 +8,7 @@ from pathlib import PurePosixPath
 from guard.compare import MetricKey
 from guard.report import _words as words
 from guard.report._reason_text import reason_short
+from guard.report._roles import the_threshold
 from guard.report._schema import Report
 
 TITLE_LIMIT = 120
@@ -83,7 +84,7 @@ def _parts(report: Report) -> tuple[str, list[str]]:
     if h.verdict == "improvement":
         return f"Decode {moved} faster {at}{by} with {{change}}", fell
     if h.verdict == "at_threshold":  # shown, and not told from the threshold: not ruled out
-        return (f"Decode slowdown at the {words.threshold(report.threshold_of(h.metric))} threshold, not ruled "
+        return (f"Decode slowdown at {the_threshold(report, h.metric)}, not ruled "
                 f"out: {words.pct(h.change.pct)} {name} {at} with {{change}}"), capture + fell
     if h.verdict == "inconclusive":
         return f"Decode speed inconclusive with {{change}}: {name} too noisy {at}", fell

@@ -37,7 +37,7 @@ from guard.report._rank_trace_text import rank_bullets, rank_cause_sentence, ran
 from guard.report._reason_text import reason_sentence, reason_short
 from guard.report._borrow_text import borrowed_note
 from guard.report._compiled_text import compile_cache_note
-from guard.report._roles import tok_role_note, tok_unmeasured_note
+from guard.report._roles import held_note, tok_role_note, tok_unmeasured_note
 from guard.report._schema import ArmInfo, Report
 from guard.report._slow import slow_processes_sentence
 from guard.report._title import title
@@ -390,6 +390,8 @@ def _method_blocks(report: Report) -> list[Block]:
     if compiled := compile_cache_note(report):
         lines.append(compiled)
     lines.append(rule_note(report))
+    if held := held_note(report):
+        lines.append(held)
     if borrowed := borrowed_note(report):
         lines.append(borrowed)
     lines.append(
