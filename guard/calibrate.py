@@ -81,6 +81,9 @@ class Calibration(BaseModel):
     suggested: Thresholds
     # the two-sided level of the rule's bounds the suggestions hold at (None: made at the shown 95%)
     bounds_level: float | None = None
+    # the sides whose compile cache one unmeasured process filled before the measured ones
+    # (side a's is filled by the reference process when one ran); empty without shared caches
+    compile_filled: list[str] = []
 
 
 def rule_level(config: GuardConfig, batch_sizes: int) -> float:
@@ -122,8 +125,8 @@ def calibrate(
         spec, reference = prepare_reference(targets[0], spec, runs, config.measure.timeout_s,
                                             config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress,
                                             files=CommitFiles(repo=repo, sha=arm_ref.sha))
-        fill_compile_caches(targets, "a", not config.workload.reference_file, spec, reference, runs,
-                            config.measure.timeout_s, progress)
+        filled = fill_compile_caches(targets, "a", not config.workload.reference_file, spec, reference, runs,
+                                     config.measure.timeout_s, progress)
         progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
         measurements = run_interleaved(
             targets, spec, config.measure.repeats, runs, config.measure.timeout_s, progress,
@@ -185,7 +188,7 @@ def calibrate(
         sha=arm_ref.sha, repeats=config.measure.repeats, bounds_level=level, noise=noise, slow=slow,
         slow_in_a_run=in_a_run,
         gpu_ms_supported_pct=gpu_pct, tok_per_s_supported_pct=tok_pct, end_to_end_supported_pct=end_pct,
-        suggested=suggested,
+        suggested=suggested, compile_filled=filled,
     )
     lines.append(
         f"Thresholds: the smallest each metric supports at {result.repeats} repeats per arm (the upper "

@@ -9,21 +9,18 @@ from guard.measure._compile_cache import to_fill
 from guard.measure._reference import ReferenceOutcome
 from guard.measure._runner import ArmTarget, HarnessSpec, run_interleaved
 
-Progress = Callable[[str], None]
-
 
 def fill_compile_caches(
     targets: list[ArmTarget], first: str, reference_ran: bool, spec: HarnessSpec, reference: ReferenceOutcome,
-    runs: Path, timeout_s: float, progress: Progress,
+    runs: Path, timeout_s: float, progress: Callable[[str], None],
 ) -> list[str]:
     """Runs one unmeasured process for each arm `to_fill` names (`first`: the arm whose reference
     process ran, which filled its cache), the measured processes' work without the profiler, so
     that every measured process loads what its arm compiled. Its results are kept under
     `runs`/compile-fill and decide nothing; a failure there shows again when measured.
-    Returns the names of the arms it filled. `guard run` and `guard calibrate` both use it:
-    on the H200 a calibration whose second side compiled in its first measured process took
-    that process's 0.200 ms per step against 0.219-0.221 for the other nine, a 3.1% spread
-    and a 19% threshold."""
+    Returns the names of the arms it filled. `guard run` fills head's, `guard calibrate` its
+    second side's (docs/measurements/calibration-compiled-h200/: without it, that side's first
+    measured process compiled and made the threshold 19%)."""
     fill = to_fill(targets, first, reference_ran)
     if not fill:
         return []
