@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from guard.config import CalibratedSpread, Thresholds
 from guard.measure import Change, spread
 from guard.report import Report
 from tests.conftest import git
 from tests.report_fixtures import committed
 from validation._inputs import planned_pairs
-from validation._models import KIND_BY_NAME, PairFacts, PairRecord, RunSettings, SizingPoint, TokenCheck
+from validation._models import KIND_BY_NAME, PairFacts, PairRecord, RunSettings, SizingPoint, Summary, TokenCheck
 from validation._pairs import Pair, append_record, load_pair, plan, read_records
+from validation._render import render_markdown
 from validation._progress import KIND_HISTORY, Budget, first_that_fits
 from validation._repo import base_long_kv_len, head_branch, make_engine_repo
 from validation._sizing import choose_idle, choose_long_kv, curve_at, interpolate, keep_tokens
@@ -226,6 +228,19 @@ def test_pairs_run_above_the_floor_are_re_decided_at_it_too() -> None:
         "as run", "own", "default"]  # already at the floor: nothing to re-decide there
 
 
+def test_a_calibration_that_wrote_no_tok_s_threshold_is_summarised_and_said() -> None:
+    # guard calibrate writes tok/s and end-to-end as none when they are too noisy to gate, with the
+    # spreads a run may borrow; the summary keeps those as they were written
+    records = [_record("aa", i, QUIET, QUIET, verdict="pass") for i in range(1, 3)]
+    written = Thresholds(gpu_ms_pct=1.1, spreads=[
+        CalibratedSpread(batch_size=1, metric="gpu_ms", sd_pct=0.19, degrees_of_freedom=8)])
+    calibration = {"repeats": 5, "noise": [], "suggested": written.model_dump(mode="json")}
+    summary = summarise(records, [KIND_BY_NAME["aa"]], {"aa": 2}, None, None, calibration)
+    assert summary.thresholds == written
+    text = render_markdown(Summary.model_validate_json(summary.model_dump_json()), [])
+    assert "GPU ms per step 1.1%, tok/s none (too noisy to gate here: it informs)." in text
+
+
 def _line(pair_id: str, kind: str = "aa", duration_s: float = 60.0) -> PairRecord:
     return PairRecord(pair_id=pair_id, kind=kind, index=0, setting=None, predicted_pct=None, duration_s=duration_s,
                       finished_at="2026-01-01T00:00:00+00:00")
@@ -373,6 +388,9 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
         summary["thresholds"] = {"gpu_ms_pct": 1.0, "tok_per_s_pct": 1.0}  # what they ran at
     else:
         assert {r["threshold_pct"] for r in records} == {summary["thresholds"]["gpu_ms_pct"]}
+    # tok/s too noisy to gate is written as none and informs at GPU ms per step's threshold
+    tok_pct = summary["thresholds"]["tok_per_s_pct"] or summary["thresholds"]["gpu_ms_pct"]
+    assert {r["tok_threshold_pct"] for r in records} == {tok_pct}
     # the floor re-decision is there only when the pairs ran above the floor (a CPU's noise
     # puts them far above it, but the test reads it from the calibration, not from hope)
     above_floor = summary["thresholds"]["gpu_ms_pct"] > 0.25
@@ -381,7 +399,7 @@ def test_whole_run_on_cpu_resumed_across_calls(tmp_path: Path) -> None:
     assert summary["decisions"][-1]["label"] == "re-decided at the default threshold, 1%"
     if above_floor:
         floor = summary["decisions"][2]
-        assert (floor["gpu_ms_pct"], floor["tok_per_s_pct"]) == (0.25, summary["thresholds"]["tok_per_s_pct"])
+        assert (floor["gpu_ms_pct"], floor["tok_per_s_pct"]) == (0.25, tok_pct)
     calibrated = summary["decisions"][0]
     assert {k["kind"]: k["pairs"] for k in calibrated["kinds"]} == {r["kind"]: 1 for r in records}
     assert calibrated["verdicts"]["aa-01"] == aa_verdict

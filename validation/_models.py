@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from guard.compare import Verdict
+from guard.config import Thresholds
 from guard.explain import CauseKind
 from guard.measure import Change
 
@@ -201,7 +202,7 @@ class Summary(BaseModel):
     complete: bool
     environment: dict[str, Any]
     sizing: Sizing | None
-    thresholds: dict[str, float] | None  # from the calibration
+    thresholds: Thresholds | None  # from the calibration
     calibration: dict[str, Any] | None
     decisions: list[Decision]
     pairs: list[PairFacts]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from guard.calibrate import suggested_text
 from guard.measure import SlowProcesses
 from guard.report import slow_processes_sentence
 
@@ -102,7 +103,7 @@ def _calibration(summary: Summary) -> list[str]:
     lines = [
         "## Calibration", "",
         f"`guard calibrate` on base, {cal.get('repeats', '?')} processes per side: suggested thresholds "
-        f"GPU ms per step {summary.thresholds['gpu_ms_pct']:g}%, tok/s {summary.thresholds['tok_per_s_pct']:g}%.",
+        f"{suggested_text(summary.thresholds)}.",
     ]
     for n in cal.get("noise", []):
         low, high = n["gpu_ms_aa_ci_pct"]
