@@ -18,7 +18,7 @@ import pytest
 
 from guard.config import Workload
 from guard.harness import HARNESS_SCRIPT
-from guard.measure import ArmTarget, HarnessSpec, compile_caches, run_interleaved
+from guard.measure import ArmTarget, HarnessSpec, compile_caches, filled, run_interleaved
 from guard.measure._compile_cache import CACHE_DEFAULTS
 from guard.sandbox import COMPILE_CACHES, LaunchError, check_interpreter, pr_user
 from tests.conftest import commit_all, git
@@ -30,6 +30,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the build user exists
 # the marks earlier processes left there, and tries to write the folder named in OTHER_CACHE.
 MARKING_WORKLOAD = '''
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -63,7 +64,7 @@ class Marking:
 
     def describe(self):
         return {{"env": self.env, "earlier": self.earlier, "wrote": self.wrote, "other": self.other,
-                 "pid": os.getpid(), "uid": os.getuid()}}
+                 "pid": os.getpid(), "uid": os.getuid(), "dont_write_bytecode": sys.dont_write_bytecode}}
 
 
 def make():
@@ -101,27 +102,37 @@ def test_the_processes_of_an_arm_share_its_folder_across_rounds_and_no_other_arm
     # a runner's own cache folder, which every arm and later pull request would share: never passed
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "runner-cache"))
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "runner-triton"))
+    # a runner's bytecode folder (a .pyc planted there runs in a later pull request's processes),
+    # and a runner that writes none, which left every process compiling torch's Python again
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "runner-bytecode"))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     worktree = _worktree(tmp_path)
     with compile_caches(["base", "head"]) as caches:
         targets = [ArmTarget(name=arm, python=Path(sys.executable), worktree=worktree, compile_cache=caches[arm])
                    for arm in ("base", "head")]
         first = run_interleaved(targets, _spec(), 2, tmp_path / "runs", timeout_s=120)
+        # the workload's bytecode, written by the arm's first process into the arm's folder
+        written = {arm: sorted((caches[arm] / "bytecode").rglob("wl.*.pyc")) for arm in caches}
+        stamps = {arm: [(f.stat().st_ino, f.stat().st_mtime_ns) for f in written[arm]] for arm in caches}
+        assert all(len(files) == 1 for files in written.values()), written
         # a confirmation round: the same folders; head's process tries to write base's
         targets[1] = targets[1].model_copy(update={"env": {"OTHER_CACHE": str(caches["base"] / "inductor")}})
         second = run_interleaved(targets, _spec(), 1, tmp_path / "runs", timeout_s=120, first_repeat=2)
         sealed = {arm: caches[arm].stat().st_uid for arm in caches}
+        # the confirmation round's processes loaded that bytecode: none compiled it again
+        assert {arm: [(f.stat().st_ino, f.stat().st_mtime_ns) for f in written[arm]] for arm in caches} == stamps
     assert not any(folder.exists() for folder in caches.values())  # the run's folders go with it
 
     for arm in ("base", "head"):
         seen = _seen(first, arm) + _seen(second, arm)
         expected = CACHE_DEFAULTS | {name: str(caches[arm] / part) for name, part in COMPILE_CACHES.items()}
         assert [s["env"] for s in seen] == [expected] * 3  # one folder for the arm's every process, its own
-        assert all(s["wrote"] for s in seen)
+        assert all(s["wrote"] for s in seen) and not any(s["dont_write_bytecode"] for s in seen)
         # each process finds the marks of the arm's earlier processes, in either round, and no other arm's
         pids = [s["pid"] for s in seen]
         assert [s["earlier"] for s in seen] == [sorted(f"mark-{p}" for p in pids[:k]) for k in range(3)]
     assert caches["base"] != caches["head"]
-    assert not (tmp_path / "runner-cache").exists() and not (tmp_path / "runner-triton").exists()
+    assert not any((tmp_path / name).exists() for name in ("runner-cache", "runner-triton", "runner-bytecode"))
     planted = _seen(second, "head")[0]["other"]
     if os.geteuid() == 0:
         user = pr_user("guard-pr")
@@ -135,10 +146,23 @@ def test_the_processes_of_an_arm_share_its_folder_across_rounds_and_no_other_arm
 
 def test_without_the_cache_a_process_is_given_no_cache_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "runner-cache"))
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "runner-bytecode"))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     target = ArmTarget(name="base", python=Path(sys.executable), worktree=_worktree(tmp_path))
     seen = _seen(run_interleaved([target], _spec(), 2, tmp_path / "runs", timeout_s=120), "base")
     assert [s["env"] for s in seen] == [dict.fromkeys([*COMPILE_CACHES, *CACHE_DEFAULTS])] * 2
+    assert all(s["dont_write_bytecode"] for s in seen)  # the runner's setting, as it is without the cache
+    assert not (tmp_path / "runner-bytecode").exists()
     assert [s["earlier"] for s in seen] == [[], []]
+
+
+def test_bytecode_alone_is_not_a_compiled_workload(tmp_path: Path) -> None:
+    # every process writes bytecode; only a compiled workload's writes the compilers' folders,
+    # and only then does head get an unmeasured process to fill its cache (guard.measure.to_fill)
+    (tmp_path / "bytecode" / "usr").mkdir(parents=True)
+    assert not filled(tmp_path)
+    (tmp_path / "inductor").mkdir()
+    assert filled(tmp_path)
 
 
 def _inductor_works() -> bool:

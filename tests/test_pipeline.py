@@ -75,6 +75,9 @@ def test_slower_head_is_a_regression(tmp_path: Path) -> None:
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "regression"
     assert report["hash_match"] is True
+    # a workload that does not compile gets no unmeasured process, though each writes its bytecode
+    assert report["compile_caches"] is True and report.get("compile_filled", []) == []
+    assert not any("unmeasured process" in line for line in proc.stderr.splitlines())
     for batch in report["batch_sizes"]:
         assert batch["verdict"] == "regression"
         assert batch["gpu_ms_change"]["pct"] > 100  # ten times the loop: far beyond +100%

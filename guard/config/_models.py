@@ -369,9 +369,9 @@ class MeasureConfig(_Section):
     timeout_s: float = Field(default=1800, gt=0, le=MAX_TIMEOUT_S, description="Limit for one harness process.")
     compile_cache: bool = Field(
         default=True,
-        description="The processes of an arm share torch.compile's caches (inductor, AOTAutograd, Triton) in a "
-        "folder of that arm's for the run, so only its first process compiles from scratch; false: every "
-        "process compiles in its own temp folder.",
+        description="The processes of an arm share torch.compile's caches (inductor, AOTAutograd, Triton) and "
+        "the interpreter's bytecode in a folder of that arm's for the run, so only its first process compiles "
+        "from scratch; false: every process compiles in its own temp folder.",
     )
     cpus: list[int] = Field(
         default_factory=list, max_length=4096,

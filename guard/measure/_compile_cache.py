@@ -2,8 +2,9 @@
 
 Each process of an arm compiles the same graphs: with a cache folder per arm on disk, the
 first one compiles (inductor's FX graph and AOTAutograd caches, Triton's kernels, JIT
-extensions, the driver's PTX) and the later ones, the confirmation round's too, load what
-it compiled. Without one, every process compiles from scratch in its own temp folder.
+extensions, the driver's PTX, the interpreter's bytecode) and the later ones, the
+confirmation round's too, load what it compiled. Without one, every process compiles
+from scratch in its own temp folder.
 
 One folder per arm and per run, never shared between arms and never kept: every process
 that writes it runs the arm's own code, and a folder kept for a later run would be one that
@@ -36,12 +37,20 @@ if TYPE_CHECKING:
 CACHE_DEFAULTS = {"TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS": "0"}
 
 
+# The interpreter's bytecode, in the arm's folder like the compilers' output. Where the
+# runner's interpreter has none (installed without it, or read-only to the build user) and
+# PYTHONDONTWRITEBYTECODE is set, every process compiled torch's and transformers' Python
+# again: 8.7-9.8 s of each process's start on the H200 (docs/measurements/time-to-verdict.md).
+BYTECODE = COMPILE_CACHES["PYTHONPYCACHEPREFIX"]
+
+
 def compile_cache_environment(folder: Path | None, given: Mapping[str, str]) -> dict[str, str]:
-    """`given` (a process's environment) with its compilers pointed at the arm's cache `folder`;
-    as it is without one."""
+    """`given` (a process's environment) with its compilers, and the interpreter's bytecode,
+    pointed at the arm's cache `folder`; as it is without one."""
     if folder is None:
         return dict(given)
-    return CACHE_DEFAULTS | dict(given) | {name: str(folder / part) for name, part in COMPILE_CACHES.items()}
+    kept = {name: value for name, value in given.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    return CACHE_DEFAULTS | kept | {name: str(folder / part) for name, part in COMPILE_CACHES.items()}
 
 
 @contextmanager
@@ -56,8 +65,9 @@ def compile_caches(arms: Iterable[str]) -> Iterator[dict[str, Path]]:
 
 
 def filled(folder: Path | None) -> bool:
-    """Whether a process compiled into `folder` (anything written there)."""
-    return folder is not None and folder.is_dir() and any(folder.iterdir())
+    """Whether a process compiled into `folder` (anything written there but the bytecode,
+    which every process writes, compiled workload or not)."""
+    return folder is not None and folder.is_dir() and any(p.name != BYTECODE for p in folder.iterdir())
 
 
 def to_fill(targets: list[ArmTarget], base: str, reference_ran: bool) -> list[ArmTarget]:

@@ -35,12 +35,14 @@ _PREFIXES = (
     "LC_", "CUDA_", "CUDNN_", "CUBLAS_", "NVIDIA_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "NCCL_", "TRITON_",
     "OMP_", "MKL_", "KMP_", "PYTHON", "PIP_",
 )
-# Where torch.compile, Triton, torch's JIT extensions and the CUDA driver keep what they
-# compiled, and the folder of each in an arm's compile cache (guard.measure's compile_cache).
-# Never passed from the runner's environment (only when build.pass_env names one): a folder
-# there is shared by base, head and every later pull request, whose code writes it.
+# Where torch.compile, Triton, torch's JIT extensions, the CUDA driver and the interpreter
+# (its bytecode) keep what they compiled, and the folder of each in an arm's compile cache
+# (guard.measure's compile_cache). Never passed from the runner's environment (only when
+# build.pass_env names one): a folder there is shared by base, head and every later pull
+# request, whose code writes it, and a .pyc planted there runs in the next one's processes.
 COMPILE_CACHES = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton",
-                  "TORCH_EXTENSIONS_DIR": "torch_extensions", "CUDA_CACHE_PATH": "cuda"}
+                  "TORCH_EXTENSIONS_DIR": "torch_extensions", "CUDA_CACHE_PATH": "cuda",
+                  "PYTHONPYCACHEPREFIX": "bytecode"}
 # Within those families, a name of a credential all the same (NVIDIA_API_KEY, PIP_CLIENT_CERT).
 _SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSW|PASS$|PASSPHRASE|CREDENTIAL|API_?KEY|_KEY$|^KEY|ACCESS_KEY|PRIVATE|AUTH|COOKIE|SESSION"
