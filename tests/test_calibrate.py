@@ -407,7 +407,7 @@ def _sources(gpu_ms: str = "calibrated", tok_per_s: str = "gpu_ms_fallback", end
 
 def test_a_tok_per_s_held_to_gpu_ms_threshold_is_worded_so(tmp_path: Path) -> None:
     """A run whose thresholds file wrote no tok/s threshold: its report keeps that, and the comment
-    says tok/s informs at GPU ms's threshold because the calibration found it too noisy, instead of
+    says tok/s is held to GPU ms's threshold because the calibration found it too noisy, instead of
     naming a 1% tok/s threshold; with a calibrated tok/s threshold, or none said (older reports), it
     names the tok/s threshold as before."""
     from guard.report import read_report, render_comment
@@ -419,7 +419,7 @@ def test_a_tok_per_s_held_to_gpu_ms_threshold_is_worded_so(tmp_path: Path) -> No
     report = read_report(path)  # it holds up: tok/s's threshold is GPU ms's
     assert report.threshold_sources == _sources() and report.tok_threshold_pct == report.threshold_pct == 1.0
     comment = render_comment(report)
-    assert ("tok/s informs at GPU ms per step's 1% threshold: the calibration found tok/s too noisy to gate on "
+    assert ("tok/s is held to GPU ms per step's 1% threshold: the calibration found tok/s too noisy to gate on "
             "this runner and wrote it no threshold of its own.") in comment
     assert "(1% in GPU ms per step, GPU ms per step's 1% in tok/s)" in comment
     assert "detect only a change of 11.7% at batch size 1, not GPU ms per step's 1% threshold;" in comment
@@ -427,6 +427,34 @@ def test_a_tok_per_s_held_to_gpu_ms_threshold_is_worded_so(tmp_path: Path) -> No
         plain = render_comment(report.model_copy(update={"threshold_sources": sources}))
         assert "(1% in GPU ms per step, 1% in tok/s)" in plain and "not its 1% threshold;" in plain
         assert "GPU ms per step's 1%" not in plain and "too noisy to gate" not in plain
+
+
+COMPILE_MODE = REPORTS / "examples" / "h200-compile-mode-7c9b5e7" / "report.json"  # end-to-end decided
+
+
+def test_an_end_to_end_time_held_to_gpu_ms_threshold_decides_and_is_worded_so(tmp_path: Path) -> None:
+    """The H200's compile-mode pair: its thresholds file wrote GPU ms 1.1% and nothing for tok/s or
+    end-to-end time. End-to-end time still titled the comment, at GPU ms's threshold; the comment
+    names that threshold as GPU ms's and says why, and does not call a deciding metric one that informs."""
+    from guard.report import read_report, render_comment
+    from tests.report_fixtures import current_file
+
+    held = _sources(end_to_end_ms="gpu_ms_fallback")
+    data = json.loads(current_file(COMPILE_MODE).read_text()) | {"threshold_sources": held.model_dump()}
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(data))
+    report = read_report(path)
+    assert report.end_to_end_threshold_pct == report.threshold_pct == 1.1
+    comment = render_comment(report)
+    assert comment.splitlines()[1].startswith("**Decode 4.5x slower at batch size 1")
+    assert "end-to-end ms per step rose 353.45% (+137.93% to +764.20%), its whole interval past GPU ms per " \
+           "step's 1.1% threshold." in comment
+    assert ("End-to-end ms per step is held to GPU ms per step's 1.1% threshold: the thresholds file wrote it "
+            "none of its own") in comment
+    assert "End-to-end ms per step informs" not in comment
+    calibrated = render_comment(report.model_copy(update={"threshold_sources": _sources()}))
+    assert "+764.20%), its whole interval past the 1.1% threshold." in calibrated
+    assert "End-to-end ms per step is held" not in calibrated
 
 
 @pytest.mark.parametrize(("sources", "tok_pct", "overridden", "refused"), [

@@ -38,7 +38,9 @@ _HELD_BECAUSE = {
 
 
 def held_note(report: Report) -> str:
-    """A sentence for each metric held to GPU ms's threshold: why it has none of its own."""
+    """A sentence for each metric held to GPU ms's threshold: why it has none of its own. Held,
+    not "informs": such a metric still decides where the run's own spread lets it (end-to-end
+    time titled the H200's compile-mode pair at GPU ms's threshold)."""
     shown: list[MetricKey] = ["tok_per_s"]
     if report.end_to_end_threshold_pct is not None and report.gpu_timed():  # decided: its threshold is named
         shown.append("end_to_end_ms")
@@ -47,7 +49,7 @@ def held_note(report: Report) -> str:
         if held_to_gpu_ms(report, metric):
             name = words.metric(metric, report.gpu_timed())
             name = name if metric == "tok_per_s" else name.capitalize()  # tok/s is written so even first
-            sentences.append(f"{name} informs at {the_threshold(report, metric)}: {_HELD_BECAUSE[metric]}.")
+            sentences.append(f"{name} is held to {the_threshold(report, metric)}: {_HELD_BECAUSE[metric]}.")
     return " ".join(sentences)
 
 
