@@ -215,10 +215,13 @@ def calibrate(
 
 
 def suggested_text(suggested: Thresholds) -> str:
-    """The suggested thresholds as the progress output names them."""
-    tok = ("none (too noisy to gate here: it informs)" if suggested.tok_per_s_pct is None
+    """The suggested thresholds as the progress output names them; a metric written none is held
+    to GPU ms's threshold by a run (guard.pipeline), and still decides where its spread lets it."""
+    tok = ("none (too noisy to gate here: held to GPU ms's)" if suggested.tok_per_s_pct is None
            else f"{suggested.tok_per_s_pct:g}%")
-    return f"GPU ms per step {suggested.gpu_ms_pct:g}%, tok/s {tok}"
+    end = ("none written (held to GPU ms's)" if suggested.end_to_end_ms_pct is None
+           else f"{suggested.end_to_end_ms_pct:g}%")
+    return f"GPU ms per step {suggested.gpu_ms_pct:g}%, tok/s {tok}, end-to-end ms per step {end}"
 
 
 def calibrated_spreads(noise: list[NoiseFloor]) -> list[CalibratedSpread]:

@@ -372,8 +372,10 @@ def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_th
     write_thresholds(path, written, "calibrated")
     assert "tok_per_s_pct" not in path.read_text()
     assert load_thresholds(path) == written and written.tok_per_s_pct is None
-    assert suggested_text(written) == "GPU ms per step 0.5%, tok/s none (too noisy to gate here: it informs)"
-    assert suggested_text(written.model_copy(update={"tok_per_s_pct": 3.3})) == "GPU ms per step 0.5%, tok/s 3.3%"
+    assert suggested_text(written) == ("GPU ms per step 0.5%, tok/s none (too noisy to gate here: held to GPU ms's), "
+                                       "end-to-end ms per step 4%")
+    assert suggested_text(written.model_copy(update={"tok_per_s_pct": 3.3, "end_to_end_ms_pct": None})) == (
+        "GPU ms per step 0.5%, tok/s 3.3%, end-to-end ms per step none written (held to GPU ms's)")
 
     config = parse_config({"measure": {"thresholds_file": "thr.toml"}})
     read = _thresholds(config, FolderFiles(folder=tmp_path))

@@ -238,7 +238,8 @@ def test_a_calibration_that_wrote_no_tok_s_threshold_is_summarised_and_said() ->
     summary = summarise(records, [KIND_BY_NAME["aa"]], {"aa": 2}, None, None, calibration)
     assert summary.thresholds == written
     text = render_markdown(Summary.model_validate_json(summary.model_dump_json()), [])
-    assert "GPU ms per step 1.1%, tok/s none (too noisy to gate here: it informs)." in text
+    assert ("GPU ms per step 1.1%, tok/s none (too noisy to gate here: held to GPU ms's), end-to-end ms per step "
+            "none written (held to GPU ms's).") in text
 
 
 def _line(pair_id: str, kind: str = "aa", duration_s: float = 60.0) -> PairRecord:
