@@ -5,10 +5,15 @@
 #   docker run --gpus all -v "$PWD:/repo" regression-guard run --repo /repo --base main --head HEAD
 ARG BASE_IMAGE=pytorch/pytorch:2.11.0-cuda13.0-cudnn9-runtime
 FROM ${BASE_IMAGE}
+# on every layer this file makes, so that a runner can find (and prune) them by it
+LABEL org.opencontainers.image.title=regression-guard
 
+# git, and git allowed to read the worktrees of a mounted repository, which belong to
+# another user; one step, since each step is a whole copy of the image under Docker's vfs driver
 RUN apt-get update \
     && apt-get install -y --no-install-recommends git \
-    && rm -rf /var/lib/apt/lists/*
+    && rm -rf /var/lib/apt/lists/* \
+    && git config --system --add safe.directory '*'
 
 WORKDIR /opt/regression-guard
 COPY pyproject.toml README.md ./
@@ -17,8 +22,5 @@ COPY templates ./templates
 # nvidia-ml-py: the driver version and GPU state for the report's Environment section.
 RUN python -m pip install --no-cache-dir . nvidia-ml-py \
     && python -c "import guard, torch; print('guard', guard.__version__, 'torch', torch.__version__)"
-
-# Worktrees of a mounted repository belong to another user; let git read them.
-RUN git config --system --add safe.directory '*'
 ENTRYPOINT ["guard"]
 CMD ["--help"]

@@ -105,6 +105,9 @@ def _parser() -> argparse.ArgumentParser:
     clean.add_argument("--cache-dir", type=Path, default=None,
                        help="the --cache-dir `guard run` used (default: the guard's folder in the repository's .git)")
     clean.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
+    clean.add_argument("--unused-for", type=_days, default=None, metavar="DAYS",
+                       help="only the builds no run has built or reused for DAYS days (e.g. 7), for a cache kept "
+                            "between jobs; default: every build")
 
     demo = sub.add_parser("demo", help="run the whole pipeline on a throwaway repo holding the reference engine")
     demo.add_argument("--out", type=Path, default=Path("guard-demo"), help="folder for report.json and comment.md")
@@ -436,7 +439,8 @@ def _clean(args: argparse.Namespace) -> int:
 
     repo = args.repo.resolve()
     cache_dir = (args.cache_dir or default_cache_dir(repo)).absolute()
-    done = clean(repo, cache_dir, dry_run=args.dry_run)
+    days = args.unused_for
+    done = clean(repo, cache_dir, dry_run=args.dry_run, unused_for_s=None if days is None else days * 86400)
     verb = "would remove" if args.dry_run else "removed"
     for build in done.builds:
         print(f"{verb} {build}")
@@ -446,6 +450,8 @@ def _clean(args: argparse.Namespace) -> int:
         print(f"left {other}: not a build of the guard")
     if done.removed_cache_dir:
         print(f"removed {cache_dir}")
+    if done.recent:
+        _progress(f"kept {len(done.recent)} build(s) used in the last {days:g} day(s)")
     if not done.builds and not done.in_use:
         _progress(f"nothing to clean in {cache_dir}")
     else:
@@ -520,6 +526,16 @@ def _batch_sizes(text: str) -> list[int]:
     if not sizes or min(sizes) < 1:
         raise argparse.ArgumentTypeError(f"expected batch sizes as whole numbers of 1 or more, e.g. 1,2; got {text!r}")
     return sizes
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= 36500):
+        raise argparse.ArgumentTypeError(f"expected a number of days from 0 to 36500, e.g. 7; got {text!r}")
+    return value
 
 
 def _percent(text: str) -> float:

@@ -6,6 +6,8 @@ explained again. A test that wants a report saying `pass` gets one whose numbers
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +22,7 @@ from guard.report import SCHEMA_VERSION, Report, explain_report
 __all__ = ["committed", "current_file", "explained", "mix_decision", "remeasured", "with_mix"]
 
 _CURRENT = Path(tempfile.mkdtemp(prefix="guard-current-reports-"))
+atexit.register(shutil.rmtree, _CURRENT, ignore_errors=True)
 
 
 def current_file(path: Path) -> Path:

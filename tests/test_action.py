@@ -346,6 +346,8 @@ if command == "artifact":  # the real one copies only the guard's own regular fi
         elif (out / name).exists():
             shutil.copy(out / name, into / name)
     sys.exit(0)
+if command == "clean":
+    sys.exit(0)
 if command == "comment":
     if os.environ.get("GITHUB_TOKEN") != scenario["token"]:
         print("guard: error: GITHUB_TOKEN is not set", file=sys.stderr)
@@ -649,6 +651,25 @@ def test_report_input_posts_a_downloaded_report_without_running(harness: Harness
     assert result.succeeded and result.outputs["verdict"] == "regression"
 
 
+def test_the_builds_are_removed_when_the_job_ends_however_the_run_ended(harness: Harness) -> None:
+    # the per-job cache: every build goes (the run failed: its builds go too)
+    harness.run(None)
+    [per_job] = harness.calls("clean")
+    argv = per_job["argv"]
+    assert argv[argv.index("--cache-dir") + 1] == str(harness.workspace / "runner-temp" / "regression-guard-cache")
+    assert "--unused-for" not in argv
+    # a cache of the workflow's: only what no job used for cache-unused-days (default 14)
+    harness.run("regression", {"cache-dir": "/srv/guard-cache"})
+    argv = harness.calls("clean")[-1]["argv"]
+    assert argv[argv.index("--cache-dir") + 1] == "/srv/guard-cache" and argv[argv.index("--unused-for") + 1] == "14"
+    # empty: that cache keeps every build
+    kept = harness.run("pass", {"cache-dir": "/srv/guard-cache", "cache-unused-days": ""})
+    assert len(harness.calls("clean")) == 2 and not kept.step("Remove the builds no later job needs").ran
+    # in report mode nothing was built, so nothing is cleaned
+    harness.run("pass", {"report": "guard-out/report.json"})
+    assert len(harness.calls("clean")) == 2
+
+
 @pytest.mark.parametrize(
     ("inputs", "message"),
     [
@@ -660,6 +681,7 @@ def test_report_input_posts_a_downloaded_report_without_running(harness: Harness
         ({"threshold-pct": "100"}, "input threshold-pct is '100'; give a percentage below 100"),
         ({"artifact": "a/b"}, "input artifact is 'a/b'; use letters, digits and . _ -"),
         ({"artifact-id": "12 && x"}, "input artifact-id is '12 && x'; give the number of an artifact"),
+        ({"cache-unused-days": "two weeks"}, "input cache-unused-days is 'two weeks'; give a number of days, e.g. 14"),
     ],
 )
 def test_bad_inputs_stop_before_anything_runs(harness: Harness, inputs: dict[str, str], message: str) -> None:

@@ -78,6 +78,11 @@ def test_action_measures_posts_once_and_fails_the_job_on_a_real_regression(tmp_p
     assert re.search(r"\d(%|x) slower at batch size ", first.summary)
     assert "::error title=Decode regression::" in first.step("Summarize").stdout
     assert first.step("Check the verdict").exit_code == 1 and not first.succeeded
+    # the per-job cache's builds went with the job, and git forgot their worktrees
+    cleaned = first.step("Remove the builds no later job needs")
+    assert cleaned.exit_code == 0 and "removed 2 build(s)" in cleaned.stdout, cleaned.stdout
+    assert not (repo / "runner-temp" / "regression-guard-cache").exists()
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
     # One comment, by the Actions token's login, found and left as it was by the second run.
     assert len(comments) == 1 and comments[0]["user"]["login"] == "github-actions[bot]"

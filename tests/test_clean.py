@@ -6,6 +6,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,27 @@ def test_a_build_that_a_running_guard_holds_is_left(built: tuple[Repo, Path, lis
     assert worktrees(repo.path) == [str(trees[0])]
 
 
+def test_unused_for_removes_only_the_builds_no_run_has_used_for_that_long(
+    built: tuple[Repo, Path, list[Path]]
+) -> None:
+    repo, cache, trees = built
+    ten_days_ago = time.time() - 10 * 86400
+    for tree in trees:
+        os.utime(tree.parent / LOCK_NAME, (ten_days_ago, ten_days_ago))
+    # a later run reuses base's build: that use is what keeps it
+    reused = build_arm(repo.path, ArmRef(name="base", ref="main", sha=repo.main_sha), BuildConfig(method="none"), cache)
+    assert reused.worktree == trees[0]
+    done = guard("--repo", str(repo.path), "--unused-for", "7")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"removed {trees[1].parent}"]
+    assert "kept 1 build(s) used in the last 7 day(s)" in done.stderr
+    assert trees[0].is_dir() and not trees[1].exists()
+    assert worktrees(repo.path) == [str(trees[0])] and (cache / CACHE_MARK_NAME).is_file()
+    # 0 days: every build, as without the option
+    done = guard("--repo", str(repo.path), "--unused-for", "0")
+    assert done.returncode == 0 and not cache.exists() and worktrees(repo.path) == []
+
+
 def test_a_folder_without_the_mark_is_refused_and_kept(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     elsewhere = tmp_path / "my-stuff"
@@ -116,3 +138,7 @@ def test_bad_input_is_one_message_and_exit_2(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     done = guard("--repo", str(repo.path), "--cache-dir", str(file_as_cache))
     assert done.returncode == 2 and "is not a folder" in done.stderr
+    for days in ("-1", "a week", "nan"):
+        done = guard("--repo", str(repo.path), "--unused-for", days)
+        assert done.returncode == 2 and "expected a number of days from 0 to 36500" in done.stderr, days
+        assert "Traceback" not in done.stderr

@@ -28,6 +28,28 @@ def test_image_builds_and_runs_the_demo(client) -> None:
     image, _ = client.images.build(
         path=str(ROOT), buildargs={"BASE_IMAGE": BASE_IMAGE}, network_mode="host", tag="regression-guard:test", rm=True,
     )
+    base = {step["Id"] for step in client.images.get(BASE_IMAGE).history()}
+    made = {step["Id"] for step in image.history()} - base - {"<missing>"}
+    try:
+        assert image.labels["org.opencontainers.image.title"] == "regression-guard"
+        image_runs_the_demo(client, image)
+    finally:
+        # the image and the steps' images under it, which nothing else names: under Docker's
+        # vfs driver each is a whole copy of the base (docs/docker-mode.md says how much)
+        client.images.remove(image.id, force=True)
+    assert made and not [i for i in made if _exists(client, i)]
+    assert _exists(client, BASE_IMAGE)
+
+
+def _exists(client, name: str) -> bool:  # type: ignore[no-untyped-def]
+    try:
+        client.images.get(name)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def image_runs_the_demo(client, image) -> None:  # type: ignore[no-untyped-def]
     # the Dockerfile's own import check, again: a build from the engine's cache does not print it
     checked = client.containers.run(
         image.id, ["-c", "import guard, torch; print('guard', guard.__version__, 'torch', torch.__version__)"],

@@ -77,6 +77,14 @@ def test_the_container_environment_is_the_allowlist_without_the_hosts_paths(monk
     assert container_environment(["HF_TOKEN"], {})["HF_TOKEN"] == "hf_secret"  # named in build.pass_env
 
 
+def test_a_full_disk_is_said_as_such_not_blamed_on_the_dockerfile() -> None:
+    from guard.checkout._docker import _remedy
+
+    full = "no space left on device"  # the whole of what the engine said when CI's disk filled
+    assert "disk is full" in _remedy(full) and "docker image prune" in _remedy(full)
+    assert _remedy("The command '/bin/sh -c false' returned a non-zero code: 1").startswith("fix the Dockerfile")
+
+
 def test_a_root_user_in_the_container_is_refused() -> None:
     with pytest.raises(ValueError, match="uid 0 is root"):
         GuardConfig.model_validate({"build": {"method": "docker", "docker": {"user": "0:1000"}}})
@@ -275,8 +283,10 @@ def test_the_pipeline_builds_images_measures_in_containers_and_reuses_verified_i
     shas = (git(repo, "rev-parse", "main"), git(repo, "rev-parse", "feature"))
     try:
         pipeline_in_docker(client, repo, cache, tmp_path, test_base)
-    finally:  # a failed run's images too: they are the test's
-        for image in client.images.list(name="regression-guard-arm"):
+    finally:  # a failed run's images too, tagged or not: they are the test's
+        arms = client.images.list(name="regression-guard-arm") + client.images.list(
+            filters={"dangling": True, "label": "regression-guard.sha"})
+        for image in arms:
             if image.labels.get("regression-guard.sha") in shas:
                 client.images.remove(image.id, force=True)
         client.images.remove(test_base, force=True)
@@ -329,6 +339,12 @@ def pipeline_in_docker(client, repo: Path, cache: Path, tmp_path: Path, test_bas
     assert rebased.returncode == 1, rebased.stderr[-3000:]
     assert rebased.stderr.count("was modified since it was built (BASE_IMAGE differs): rebuilding") == 2
     assert "reusing build of" not in rebased.stderr
+    # every rebuild removed the image it replaced (the one moved off the tag among them):
+    # no image of these arms is left that no tag names, to fill the runner's disk
+    shas = {arm["sha"] for arm in report["arms"][:2]}
+    untagged = [image.id for image in client.images.list(filters={"dangling": True, "label": "regression-guard.sha"})
+                if image.labels.get("regression-guard.sha") in shas]
+    assert untagged == []
 
     # `guard clean` removes the images with the builds
     cleaned = subprocess.run([sys.executable, "-m", "guard", "clean", "--repo", str(repo), "--cache-dir", str(cache)],

@@ -76,6 +76,7 @@ def build_arm(
         ) from None
     try:
         built = _locked_build(repo, arm, build, python, folder, lock, wait_s, progress)
+        lock.touch()  # used now: `guard clean --unused-for` keeps it
     except BaseException:
         lock.close()
         raise
@@ -153,6 +154,7 @@ def _build_fresh(
     short_sha = arm.sha[:12]
     progress(f"{arm.name}: building {short_sha} ({build.method}) ...")
     started_s = time.monotonic()
+    replacing = _stale_image(folder) if build.method == "docker" else None
     try:
         clear_folder(folder)
     except OSError as exc:
@@ -175,7 +177,9 @@ def _build_fresh(
                 _build_venv(arm, build, python, folder / VENV_NAME, worktree, log, log_path, deadline_s)
             elif build.method == "docker":
                 try:
-                    image, _ = build_image(worktree, arm.sha, folder.name, build.docker, log, deadline_s)
+                    image, _ = build_image(
+                        worktree, arm.sha, folder.name, build.docker, log, deadline_s, replacing=replacing
+                    )
                 except BuildFailed as failed:
                     _fail(arm, failed.message, log, log_path)
             else:
@@ -193,6 +197,14 @@ def _build_fresh(
         raise
     progress(f"{arm.name}: built {short_sha} ({build.method}) in {build_s:.1f} s")
     return _arm_in(folder, arm, build, python, reused=False, build_s=build_s)
+
+
+def _stale_image(folder: Path) -> str | None:
+    """The image id a build folder's marker records, if it has one: what a rebuild replaces."""
+    try:
+        return recorded_image(folder)
+    except (OSError, ValueError):  # no marker (no build yet, or an unfinished one), or not of this layout
+        return None
 
 
 def _arm_in(folder: Path, arm: ArmRef, build: BuildConfig, python: Path, *, reused: bool, build_s: float) -> BuiltArm:

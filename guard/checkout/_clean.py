@@ -4,7 +4,9 @@ image, by its tag) the guard made in a cache dir.
 Only a cache dir that holds the guard's mark is touched, and in it only folders laid out as
 the guard lays out a build: named `<sha12>-<config key>`, the guard user's, holding the
 guard's lock file. Anything else there is left and listed. A build another run holds
-(measures or builds) is left too: its lock says so.
+(measures or builds) is left too: its lock says so. With `unused_for_s`, so is a build used
+more recently than that: every run that builds or reuses a build sets its lock file's
+modification time, which only the guard's user can write.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import fcntl
 import os
 import re
 import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,13 +37,15 @@ class Cleaning:
     cache_dir: Path
     builds: list[Path] = field(default_factory=list)  # removed, or to remove on a dry run
     in_use: list[Path] = field(default_factory=list)  # builds another run holds: left
+    recent: list[Path] = field(default_factory=list)  # builds used within `unused_for_s`: left
     others: list[Path] = field(default_factory=list)  # not the guard's: left
     removed_cache_dir: bool = False
 
 
-def clean(repo: Path, cache_dir: Path, dry_run: bool = False) -> Cleaning:
+def clean(repo: Path, cache_dir: Path, dry_run: bool = False, unused_for_s: float | None = None) -> Cleaning:
     """Remove the guard's builds from `cache_dir` (the cache of `repo`), and the cache dir
-    once it holds nothing else; then git forgets their worktrees. With `dry_run`, only list."""
+    once it holds nothing else; then git forgets their worktrees. With `dry_run`, only list.
+    With `unused_for_s`, only the builds no run has used for that long."""
     require_repo(repo)
     cleaning = Cleaning(cache_dir=cache_dir)
     if not cache_dir.exists() and not cache_dir.is_symlink():
@@ -57,6 +62,8 @@ def clean(repo: Path, cache_dir: Path, dry_run: bool = False) -> Cleaning:
             continue
         if not _is_build(entry):
             cleaning.others.append(entry)
+        elif unused_for_s is not None and time.time() - (entry / LOCK_NAME).lstat().st_mtime < unused_for_s:
+            cleaning.recent.append(entry)
         elif dry_run:
             cleaning.builds.append(entry)
         elif _remove_unless_held(entry):
@@ -65,7 +72,7 @@ def clean(repo: Path, cache_dir: Path, dry_run: bool = False) -> Cleaning:
             cleaning.in_use.append(entry)
     if not dry_run:
         prune_worktrees(repo)  # the removed builds' worktrees: git forgets them
-        if not cleaning.others and not cleaning.in_use:
+        if not cleaning.others and not cleaning.in_use and not cleaning.recent:
             (cache_dir / CACHE_MARK_NAME).unlink()
             cache_dir.rmdir()
             cleaning.removed_cache_dir = True

@@ -6,7 +6,8 @@ marker records its id. A build is reused only when the tag still names that id, 
 labels are the commit's and key's, and the image is built on what BASE_IMAGE names now
 (check_image); the worktree is verified as for every method (guard.checkout._cache). Base
 and head share every layer their Dockerfile's steps have in common, through the engine's
-build cache.
+build cache. A rebuild removes the image it replaces, which the tag no longer names and no
+later run would reuse: left, every rebuild would keep a whole image on the runner's disk.
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ def image_tag(key: str) -> str:
 
 
 def build_image(
-    worktree: Path, sha: str, key: str, docker: DockerConfig, log: TextIO, deadline_s: float
+    worktree: Path, sha: str, key: str, docker: DockerConfig, log: TextIO, deadline_s: float,
+    replacing: str | None = None,
 ) -> tuple[str, str]:
-    """Build the image of `worktree`; (its id, its working directory). BuildFailed says why not."""
+    """Build the image of `worktree`; (its id, its working directory). BuildFailed says why not.
+    The image the tag named before, and `replacing` (the id the stale build's marker recorded),
+    are removed once the new one is built, where they are the guard's images of `key`."""
     from docker.errors import DockerException
 
     dockerfile = worktree / docker.dockerfile
@@ -43,6 +47,7 @@ def build_image(
     except ContainerError as exc:
         raise BuildFailed(exc.message) from None
     tag = image_tag(key)
+    replaced = {_guard_image(client, ref, key) for ref in (tag, replacing) if ref} - {None}
     log.write(f"\n$ docker build -f {docker.dockerfile} --network {docker.build_network} -t {tag} "
               + "".join(f"--build-arg {name}={value} " for name, value in docker.build_args.items()) + ".\n")
     log.flush()
@@ -57,20 +62,52 @@ def build_image(
                 log.write(chunk["stream"])
             if "error" in chunk:
                 log.write(f"\n{chunk['error']}\n")
-                raise BuildFailed(f"docker build failed: {chunk['error'].strip()}; fix the Dockerfile or "
-                                  "build.docker.build_args")
+                raise BuildFailed(f"docker build failed: {chunk['error'].strip()}; {_remedy(chunk['error'])}")
             if isinstance(chunk.get("aux"), dict) and "ID" in chunk["aux"]:
                 image_id = chunk["aux"]["ID"]
             if time.monotonic() > deadline_s:
                 raise BuildFailed("docker build timed out (build.timeout_s); raise build.timeout_s or speed it up")
         log.flush()
     except DockerException as exc:
-        raise BuildFailed(f"docker build failed: {str(exc).strip().splitlines()[0]}") from None
+        said = str(exc).strip().splitlines()[0]
+        raise BuildFailed(f"docker build failed: {said}; {_remedy(said)}") from None
     except OSError as exc:  # the engine's socket timed out or closed mid-build
         raise BuildFailed(f"docker build did not finish: {exc}") from None
     if image_id is None:
         raise BuildFailed("docker build ended without an image")
+    for old in sorted(replaced - {image_id}):
+        _remove_unused(client, old)
     return image_id, _workdir(client.images.get(image_id))
+
+
+def _remedy(error: str) -> str:
+    if "no space left on device" in error.lower():
+        return ("the Docker engine's disk is full: remove what no run needs (`guard clean`, "
+                "`docker image prune`), or give the engine more room")
+    return "fix the Dockerfile or build.docker.build_args"
+
+
+def _guard_image(client: Any, ref: str, key: str) -> str | None:
+    """The id of the image `ref` (a tag or an id) names, when it is one the guard built for
+    `key`: a marker that lies can point at no other image."""
+    from docker.errors import DockerException
+
+    try:
+        found = client.images.get(ref)
+    except DockerException:
+        return None
+    return found.id if (found.labels or {}).get(LABEL_KEY) == key else None
+
+
+def _remove_unused(client: Any, image_id: str) -> None:
+    """Remove an image no tag of the guard's names any more; best effort: one another tag
+    names, or a container uses, is left (the engine refuses without force)."""
+    from docker.errors import DockerException
+
+    try:
+        client.images.remove(image_id)
+    except DockerException:
+        pass
 
 
 def check_image(image_id: str, sha: str, key: str, docker: DockerConfig) -> Stale | None:

@@ -34,6 +34,12 @@ class FolderLock:
     def exclusive(self, wait_s: float, on_wait: Callable[[], None]) -> None:
         self._take(fcntl.LOCK_EX, wait_s, on_wait)
 
+    def touch(self) -> None:
+        """Set the lock file's modification time to now: when the build was last used, which
+        `guard clean --unused-for` reads. Only the guard's user can write the file."""
+        assert self._fd is not None, "lock used after close"
+        os.utime(self._fd)
+
     def close(self) -> None:
         """Release whatever is held (closing the file does it)."""
         if self._fd is not None:

@@ -16,6 +16,13 @@ if ! docker info >/dev/null 2>&1; then
     for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
     docker info >/dev/null 2>&1 || { tail -5 /tmp/ci-dockerd.log >&2; exit 1; }
 fi
+# What earlier runs left and nothing names (the tests remove what they build, a run that was
+# killed may not): under the vfs driver every image is a whole copy of its base, and a few
+# runs' worth filled this machine's disk once. Then say how much room the engine has.
+docker container prune --force >/dev/null
+docker image prune --force | tail -n 1 | sed 's/^/start-docker: dangling images removed: /'
+root=$(docker info --format '{{.DockerRootDir}}')
+echo "start-docker: $(df -h --output=avail "$root" | tail -n 1 | tr -d ' ') free under $root"
 if docker image inspect local/python:3.11 >/dev/null 2>&1 && docker image inspect local/torch-cpu:2.13.0 >/dev/null 2>&1; then
     exit 0
 fi
