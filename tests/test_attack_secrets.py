@@ -5,6 +5,7 @@ the second-user cases run where the tests run as root (skipped otherwise)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -475,6 +476,32 @@ def test_what_a_build_leaves_running_ends_when_the_build_step_does(tmp_path: Pat
     for sleeper in sleepers:
         state = Path(f"/proc/{sleeper}/stat")
         assert not state.exists() or state.read_text().split(") ")[1].startswith("Z")
+
+
+@needs_root
+@pytest.mark.slow
+def test_what_a_build_leaves_running_in_a_session_of_its_own_ends_with_the_step_too(tmp_path: Path) -> None:
+    # setsid: out of the step's process group, which the group kill alone would miss
+    install = 'setsid sleep 300 < /dev/null > /dev/null 2>&1 & echo $! >> \\"$PROBE_DUMP/sleeper.pid\\"'
+    repo = _sleeper_repo(tmp_path, "venv", install, sleep_in_workload=False)
+    dumps = writable_by_all(tmp_path / "dumps")
+    proc = subprocess.run(
+        [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out",
+         str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")],
+        env=os.environ | {"PROBE_DUMP": str(dumps)}, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    sleepers = [int(line) for line in (dumps / "sleeper.pid").read_text().split()]
+    assert len(sleepers) == 2  # one per arm's build
+    try:
+        for sleeper in sleepers:  # killed, and reaped by the guard they had come to
+            assert not Path(f"/proc/{sleeper}").exists(), Path(f"/proc/{sleeper}/stat").read_text()
+        logs = "".join(log.read_text() for log in (tmp_path / "cache").glob("*/build.log"))
+        assert logs.count("guard: killed 1 process(es) this process left running in a session of its own") == 2
+    finally:
+        for sleeper in sleepers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(sleeper, signal.SIGKILL)
 
 
 # --- the allowlist itself -------------------------------------------------------------------

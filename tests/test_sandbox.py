@@ -3,7 +3,9 @@ process groups, the second user's folders."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -96,6 +98,54 @@ def test_exit_codes_come_back_as_they_were(tmp_path: Path) -> None:
         assert run_process([sys.executable, "-c", "raise SystemExit(7)"], stdout=log, timeout_s=30) == 7
         assert run_process("echo hello", stdout=log, timeout_s=30) == 0
     assert (tmp_path / "log").read_text() == "hello\n"
+
+
+# A guard of its own (the subreaper is a process-wide setting): one process that starts a
+# daemon in a session of its own, waits until it runs, and exits; then whether it still runs.
+LEAVES_A_DAEMON = '''
+import json, os, sys
+from pathlib import Path
+from guard.sandbox import pr_user, run_process
+folder, as_user = Path(sys.argv[1]), sys.argv[2] == "user"
+pid_file = folder / "daemon.pid"
+cmd = (f"setsid sh -c 'echo $$ > {pid_file}.new && mv {pid_file}.new {pid_file} && exec sleep 300' "
+       f"</dev/null >/dev/null 2>&1 & while [ ! -s {pid_file} ]; do sleep 0.01; done")
+with (folder / "log").open("w") as log:
+    code = run_process(cmd, stdout=log, timeout_s=30, cwd=folder, env=os.environ,
+                       user=pr_user("guard-pr") if as_user else None)
+daemon = int(pid_file.read_text())
+try:
+    state = Path(f"/proc/{daemon}/stat").read_text().rpartition(")")[2].split()[0]
+except FileNotFoundError:
+    state = "gone"
+print(json.dumps({"code": code, "daemon": daemon, "state": state, "log": (folder / "log").read_text()}))
+'''
+
+
+def _leave_a_daemon(tmp_path: Path, who: str) -> dict:
+    folder = tmp_path / who
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)  # the second user writes the pid there
+    script = tmp_path / "leaves_a_daemon.py"
+    script.write_text(LEAVES_A_DAEMON)
+    done = subprocess.run([sys.executable, str(script), str(folder), who], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@needs_root
+def test_a_daemon_in_a_session_of_its_own_does_not_outlive_its_process(tmp_path: Path) -> None:
+    swept = _leave_a_daemon(tmp_path, "user")
+    assert swept["code"] == 0
+    assert swept["state"] == "gone"  # killed and reaped by the guard it had come to
+    assert "guard: killed 1 process(es) this process left running in a session of its own" in swept["log"]
+    # as the guard's own user nothing is swept (its own helpers look the same): the daemon goes on
+    kept = _leave_a_daemon(tmp_path, "guard")
+    try:
+        assert kept["code"] == 0 and kept["state"] in ("S", "R") and "guard: killed" not in kept["log"]
+    finally:
+        os.kill(kept["daemon"], signal.SIGKILL)
 
 
 @needs_root

@@ -5,12 +5,21 @@ Each group is recorded while its first process runs. When that process ends, the
 group is killed, so what it left running in the background goes with it; when the guard
 gets SIGTERM, SIGINT or SIGHUP, or exits, it kills every recorded group first. The group
 is killed before its first process is reaped, so its id cannot have passed to another
-process by then. A process that makes a session of its own (setsid) escapes all this;
-a PID namespace (Docker mode) is what would close that."""
+process by then.
+
+A process that makes a session of its own (setsid) escapes the group kill. For the
+pull-request user's processes the guard closes that too: it is the child subreaper of its
+descendants (prctl PR_SET_CHILD_SUBREAPER), so such a process, once its parent is gone,
+becomes the guard's child rather than init's; and when a launch ends, every child of the
+guard that runs as that user and that no running launch started is killed and reaped, so
+nothing of one process outlives it to disturb the next (the other arm's among them). Run
+as the guard's own user (no build.user), nothing is swept: the guard cannot tell its own
+helpers from what the pull request left; a PID namespace (Docker mode) covers that case."""
 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import json
 import os
 import select
@@ -34,6 +43,10 @@ _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _CHECK_READABLE = 'for p do if [ ! -r "$p" ] || { [ -d "$p" ] && [ ! -x "$p" ]; }; then printf "%s\\n" "$p"; fi; done'
 
 _live: dict[int, subprocess.Popen[bytes]] = {}  # process group id -> its first process
+_spawning = threading.Lock()  # a launch is in _live before a sweep can see it as the guard's child
+_PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+_SWEEP_ROUNDS = 64  # a killed orphan's children come to the guard in turn: one round each generation
+_subreaper: bool | None = None
 _previous: dict[int, Any] = {}
 _installed = False
 _reachable: set[tuple[int, str]] = set()
@@ -62,20 +75,23 @@ def run_process(
         return None
     if user is not None:
         check_reachable(user, [p for p in (cwd, *reads, Path(tempfile.gettempdir())) if p is not None])
+    _adopt_orphans(user)
     with _fresh_home(user) as home:
         given = None if env is None and not home else dict(os.environ if env is None else env) | home
-        proc = subprocess.Popen(
-            cmd, shell=isinstance(cmd, str), cwd=cwd, env=given,
-            stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True,
-            **_identity(user),
-        )
-        _live[proc.pid] = proc
+        with _spawning:
+            proc = subprocess.Popen(
+                cmd, shell=isinstance(cmd, str), cwd=cwd, env=given,
+                stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True,
+                **_identity(user),
+            )
+            _live[proc.pid] = proc
         try:
             exited = _wait_exited(proc, timeout_s)
         finally:
             _kill_group(proc.pid)
             proc.wait()
             _live.pop(proc.pid, None)
+            _say_swept(stdout, sweep(user))
     return proc.returncode if exited else None
 
 
@@ -112,6 +128,9 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
         if launch.user is not None:
             check_reachable(launch.user, [p for p in (launch.cwd, *launch.reads, Path(tempfile.gettempdir()))
                                           if p is not None])
+    users = {launch.user for launch in launches if launch.user is not None}
+    for user in users:
+        _adopt_orphans(user)
     procs: list[subprocess.Popen[bytes]] = []
     codes: list[int | None] = [None] * len(launches)
     failed: int | None = None
@@ -130,11 +149,12 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
                 home = homes.enter_context(_fresh_home(launch.user))
                 env = launch.env
                 given = None if env is None and not home else dict(os.environ if env is None else env) | home
-                proc = subprocess.Popen(
-                    list(launch.cmd), cwd=launch.cwd, env=given, stdin=subprocess.DEVNULL, stdout=launch.stdout,
-                    stderr=subprocess.STDOUT, start_new_session=True, **_identity(launch.user),
-                )
-                _live[proc.pid] = proc
+                with _spawning:
+                    proc = subprocess.Popen(
+                        list(launch.cmd), cwd=launch.cwd, env=given, stdin=subprocess.DEVNULL, stdout=launch.stdout,
+                        stderr=subprocess.STDOUT, start_new_session=True, **_identity(launch.user),
+                    )
+                    _live[proc.pid] = proc
                 procs.append(proc)
             deadline = time.monotonic() + timeout_s
             while len(reaped) < len(procs) and failed is None and time.monotonic() < deadline:
@@ -155,6 +175,8 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
                     _kill_group(proc.pid)
                     proc.wait()
                     _live.pop(proc.pid, None)
+            for user in users:
+                _say_swept(launches[0].stdout, sweep(user))
     return Together(codes, failed)
 
 
@@ -172,16 +194,91 @@ def end_all() -> None:
         _kill_group(group)
 
 
+def _adopt_orphans(user: PrUser | None) -> None:
+    """Once, where the pull-request user runs the code: make the guard the child subreaper of
+    its descendants. Where the kernel refuses, sweeps find nothing and the gap stays as it was."""
+    global _subreaper
+    if user is None or _subreaper is not None:
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        _subreaper = False
+
+
+def sweep(user: PrUser | None) -> int:
+    """Kill and reap every child of the guard that runs as `user` and that no running launch
+    started: what a finished process left running in a session of its own. Returns how many."""
+    if user is None or not _subreaper:
+        return 0
+    swept = 0
+    for _ in range(_SWEEP_ROUNDS):
+        with _spawning:
+            orphans = [pid for pid in _children_of(os.getpid()) if pid not in _live and _uid_of(pid) == user.uid]
+            for pid in orphans:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for pid in orphans:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        if not orphans:
+            break
+        swept += len(orphans)
+    return swept
+
+
+def _children_of(parent: int) -> list[int]:
+    children = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'
+        fields = stat.rpartition(")")[2].split()
+        if len(fields) > 1 and fields[1] == str(parent):
+            children.append(int(entry.name))
+    return children
+
+
+def _uid_of(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def _say_swept(log: IO[Any] | int, count: int) -> None:
+    """One line in the process's log, so that what the code left behind is seen, not only ended."""
+    if not count or isinstance(log, int):
+        return
+    line = (f"\nguard: killed {count} process(es) this process left running in a session of its own "
+            "(they had become the guard's)\n")
+    try:
+        log.write(line if "b" not in getattr(log, "mode", "") else line.encode())
+        log.flush()
+    except (OSError, ValueError, TypeError):
+        pass
+
+
 def check_reachable(user: PrUser, paths: Sequence[Path]) -> None:
     """Every path in `paths` is readable (folders: and searchable) by `user`, or a LaunchError.
     A path that does not exist is left to fail the launch with its own message."""
     wanted = [str(p) for p in dict.fromkeys(paths) if (user.uid, str(p)) not in _reachable and p.exists()]
     if not wanted:
         return
-    proc = subprocess.run(
-        ["/bin/sh", "-c", _CHECK_READABLE, "sh", *wanted], capture_output=True, text=True, check=False,
-        env={"PATH": "/usr/bin:/bin"}, cwd="/", **_identity(user),
-    )
+    with _spawning:  # run to its end before a sweep looks: it is the guard's own check
+        proc = subprocess.run(
+            ["/bin/sh", "-c", _CHECK_READABLE, "sh", *wanted], capture_output=True, text=True, check=False,
+            env={"PATH": "/usr/bin:/bin"}, cwd="/", **_identity(user),
+        )
     missing = proc.stdout.splitlines() if proc.returncode == 0 else wanted
     if missing:
         raise LaunchError(
@@ -211,10 +308,11 @@ def check_interpreter(user: PrUser, python: Path, reads: Sequence[Path] = ()) ->
     advice = ("install it where every user may read it (a system python3, or one under a folder that others "
               "may search and read: chmod o+rx every folder above it), or set build.python to one that is")
     try:
-        proc = subprocess.run(
-            [str(python), "-I", "-c", _INTERPRETER_PATHS, *map(str, reads)], capture_output=True, text=True,
-            check=False, env={"PATH": "/usr/bin:/bin"}, cwd="/", timeout=120, **_identity(user),
-        )
+        with _spawning:  # run to its end before a sweep looks: it is the guard's own check
+            proc = subprocess.run(
+                [str(python), "-I", "-c", _INTERPRETER_PATHS, *map(str, reads)], capture_output=True, text=True,
+                check=False, env={"PATH": "/usr/bin:/bin"}, cwd="/", timeout=120, **_identity(user),
+            )
     except OSError as exc:
         raise LaunchError(f"the user '{user.name}' that runs the pull request's code (build.user) cannot run "
                           f"{where}: {exc.strerror}; {advice}") from None
