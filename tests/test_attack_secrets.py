@@ -460,9 +460,8 @@ def test_killing_the_guard_ends_its_build_or_workload(tmp_path: Path, where: str
     assert _group_members(group) == []
 
 
-@pytest.mark.slow
-def test_what_a_build_leaves_running_ends_when_the_build_step_does(tmp_path: Path) -> None:
-    install = 'sleep 300 > /dev/null 2>&1 & echo $! >> \\"$PROBE_DUMP/sleeper.pid\\"'
+def _builds_leave_sleepers(tmp_path: Path, install: str) -> list[int]:
+    """A whole `guard run` whose arms' builds run `install`, which notes the pids it starts."""
     repo = _sleeper_repo(tmp_path, "venv", install, sleep_in_workload=False)
     dumps = writable_by_all(tmp_path / "dumps")
     proc = subprocess.run(
@@ -473,6 +472,12 @@ def test_what_a_build_leaves_running_ends_when_the_build_step_does(tmp_path: Pat
     assert proc.returncode in (0, 1), proc.stderr  # any verdict: the builds ran
     sleepers = [int(line) for line in (dumps / "sleeper.pid").read_text().split()]
     assert len(sleepers) == 2  # one per arm's build
+    return sleepers
+
+
+@pytest.mark.slow
+def test_what_a_build_leaves_running_ends_when_the_build_step_does(tmp_path: Path) -> None:
+    sleepers = _builds_leave_sleepers(tmp_path, 'sleep 300 > /dev/null 2>&1 & echo $! >> \\"$PROBE_DUMP/sleeper.pid\\"')
     for sleeper in sleepers:
         state = Path(f"/proc/{sleeper}/stat")
         assert not state.exists() or state.read_text().split(") ")[1].startswith("Z")
@@ -482,17 +487,8 @@ def test_what_a_build_leaves_running_ends_when_the_build_step_does(tmp_path: Pat
 @pytest.mark.slow
 def test_what_a_build_leaves_running_in_a_session_of_its_own_ends_with_the_step_too(tmp_path: Path) -> None:
     # setsid: out of the step's process group, which the group kill alone would miss
-    install = 'setsid sleep 300 < /dev/null > /dev/null 2>&1 & echo $! >> \\"$PROBE_DUMP/sleeper.pid\\"'
-    repo = _sleeper_repo(tmp_path, "venv", install, sleep_in_workload=False)
-    dumps = writable_by_all(tmp_path / "dumps")
-    proc = subprocess.run(
-        [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out",
-         str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")],
-        env=os.environ | {"PROBE_DUMP": str(dumps)}, capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode in (0, 1), proc.stderr
-    sleepers = [int(line) for line in (dumps / "sleeper.pid").read_text().split()]
-    assert len(sleepers) == 2  # one per arm's build
+    sleepers = _builds_leave_sleepers(
+        tmp_path, 'setsid sleep 300 < /dev/null > /dev/null 2>&1 & echo $! >> \\"$PROBE_DUMP/sleeper.pid\\"')
     try:
         for sleeper in sleepers:  # killed, and reaped by the guard they had come to
             assert not Path(f"/proc/{sleeper}").exists(), Path(f"/proc/{sleeper}/stat").read_text()
