@@ -114,6 +114,21 @@ def test_unused_for_removes_only_the_builds_no_run_has_used_for_that_long(
     assert done.returncode == 0 and not cache.exists() and worktrees(repo.path) == []
 
 
+def test_the_service_removes_after_each_job_the_builds_unused_for_its_days(
+    built: tuple[Repo, Path, list[Path]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from guard.service._job import _clean_unused_builds
+
+    repo, cache, trees = built
+    _clean_unused_builds(repo.path, None)  # --cache-unused-days below 0: every build kept
+    assert all(t.is_dir() for t in trees)
+    old = time.time() - 20 * 86400
+    os.utime(trees[1].parent / LOCK_NAME, (old, old))  # a merged pull request's head, say
+    _clean_unused_builds(repo.path, 14.0)
+    assert trees[0].is_dir() and not trees[1].exists() and worktrees(repo.path) == [str(trees[0])]
+    assert f"removed 1 build(s) of {repo.path} unused for 14 days" in capsys.readouterr().out
+
+
 def test_a_folder_without_the_mark_is_refused_and_kept(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     elsewhere = tmp_path / "my-stuff"

@@ -24,6 +24,7 @@ def _serve(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> sub
     (["--webhook-secret-file", "/nonexistent"], "cannot read the webhook secret file"),
     (["--port", "0"], "is not a port number"),
     (["--job-command", "'unclosed"], "--job-command"),
+    (["--cache-unused-days", "nan"], "--cache-unused-days nan: give a number of days"),
 ])
 def test_a_bad_setting_is_one_message_and_exit_2(tmp_path: Path, args: list[str], said: str) -> None:
     done = _serve(tmp_path, *args)

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from sqlalchemy.orm import sessionmaker
 
 from guard._errors import GitError, GuardError
+from guard.checkout import clean, default_cache_dir
 from guard.publish import FailureKind, PublishError
 from guard.publish import GitHub as RestClient
 from guard.report import Report, ReportError, UnfoundedReport, read_report
@@ -214,6 +215,21 @@ def _post(job: Job, ctx: JobContext, rest: RestClient, report: Report) -> None:
     remember(ctx.sessions, job.id, job.repo, job.pr, posted)
 
 
+def _clean_unused_builds(clone: Path, days: float | None) -> None:
+    """The clone's builds (its cache in .git) that no job has built or reused for `days`: left,
+    one per pull request head, they would fill the host's disk. A build a running job holds
+    stays; a failure is said and leaves the job's outcome as it was."""
+    if days is None:
+        return
+    try:
+        done = clean(clone, default_cache_dir(clone), unused_for_s=days * 86400)
+    except (GuardError, OSError) as exc:
+        print(f"guard serve: could not clean the builds of {clone}: {exc}", flush=True)
+        return
+    if done.builds:
+        print(f"guard serve: removed {len(done.builds)} build(s) of {clone} unused for {days:g} days", flush=True)
+
+
 def _measure(job: Job, ctx: JobContext, clone: Path, out_dir: Path, *, base: str | None = None,
              head: str | None = None) -> JobOutcome | None:
     """Runs the measuring command (on the job's base and head, or a bisect step's); None when
@@ -251,6 +267,7 @@ def _measure(job: Job, ctx: JobContext, clone: Path, out_dir: Path, *, base: str
                 _kill(process)
                 return JobOutcome(error=f"the measuring command ran over {ctx.settings.job_timeout_s:g} s; "
                                         f"its log is {log_path}", failure="timeout")
+    _clean_unused_builds(clone, ctx.settings.cache_unused_days)
     if (out_dir / "report.json").is_file():
         return None
     tail = log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]

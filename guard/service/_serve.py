@@ -4,6 +4,7 @@ app on uvicorn until stopped."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import sys
@@ -28,6 +29,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="measure with this command instead of `guard run`; it gets the job in GUARD_JOB_* "
                              "variables and writes report.json into $GUARD_JOB_OUT")
     parser.add_argument("--comment-mode", choices=["on-regression", "always", "never"], default="on-regression")
+    parser.add_argument("--cache-unused-days", type=float, default=14.0,
+                        help="after each job, remove the builds of its repository no job has built or reused for "
+                             "this many days (`guard clean --unused-for`; default 14); a negative number keeps all")
 
 
 def job_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -41,8 +45,12 @@ def job_settings(args: argparse.Namespace) -> dict[str, Any]:
         command = shlex.split(args.job_command) if args.job_command else None
     except ValueError as exc:
         raise SettingsError(f"--job-command: {exc}") from exc
+    days = args.cache_unused_days
+    if not math.isfinite(days) or days > 36500:
+        raise SettingsError(f"--cache-unused-days {days:g}: give a number of days, e.g. 14 (below 0: keep every build)")
     return {"work_dir": work_dir, "app": app_credentials(args.app_id_file, args.app_key_file),
-            "api_url": args.api_url, "job_command": command, "comment_mode": args.comment_mode}
+            "api_url": args.api_url, "job_command": command, "comment_mode": args.comment_mode,
+            "cache_unused_days": None if days < 0 else days}
 
 
 def add_arguments(serve: argparse.ArgumentParser) -> None:

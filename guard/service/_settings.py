@@ -40,6 +40,8 @@ class ServiceSettings(BaseModel):
     max_attempts: int = 3
     job_command: list[str] | None = None  # None: `guard run`; else this, with the job in GUARD_JOB_* variables
     job_timeout_s: float = 4 * 3600.0
+    # after each job, its repository's builds no job used for this many days go; None: kept
+    cache_unused_days: float | None = 14.0
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     trust_label: str = DEFAULT_TRUST_LABEL
     comment_mode: Literal["on-regression", "always", "never"] = "on-regression"
