@@ -12,6 +12,7 @@ import pwd
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,9 @@ import pytest
 from guard.config import Workload
 from guard.harness import HARNESS_SCRIPT
 from guard.measure import ArmTarget, HarnessSpec, compile_caches, filled, run_interleaved
-from guard.measure._compile_cache import CACHE_DEFAULTS
+from guard.measure._compile_cache import CACHE_DEFAULTS, remove_abandoned
 from guard.sandbox import COMPILE_CACHES, LaunchError, check_interpreter, pr_user
+from guard.sandbox._container import process_start
 from tests.conftest import commit_all, git
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -350,3 +352,31 @@ def test_the_report_says_which_arm_compiled_first_and_refuses_a_fill_it_could_no
     path.write_text(report.model_copy(update={"compile_caches": None}).model_dump_json())
     with pytest.raises(ReportError, match="is set with compile caches off"):
         read_report(path)
+
+
+def test_the_folder_of_a_killed_guard_is_removed_by_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a guard killed with SIGKILL mid-run: its folder holds its pid and start time, and both are gone
+    killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    started = process_start(killed.pid)
+    killed.kill()
+    killed.wait()
+    abandoned = tmp_path / f"guard-compile-cache-{killed.pid}-{started}-x1y2"
+    (abandoned / "base-ab12" / "inductor").mkdir(parents=True)
+    (abandoned / "base-ab12" / "inductor" / "kernel.so").write_bytes(b"compiled")
+    running = tmp_path / f"guard-compile-cache-{os.getpid()}-{process_start(os.getpid())}-z9"  # a guard that runs
+    older = tmp_path / "guard-compile-cache-q7r8"  # a name of the layout before pids: not known dead, left
+    planted = tmp_path / f"guard-compile-cache-{killed.pid}-{started}-link"  # a link another user may plant
+    for folder in (running, older):
+        folder.mkdir()
+    planted.symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with compile_caches(["base", "head"]) as folders:
+        assert not abandoned.exists()
+        assert running.is_dir() and older.is_dir() and planted.is_symlink() and (tmp_path / "elsewhere").is_dir()
+        root = folders["base"].parent
+        assert root.name.startswith(f"guard-compile-cache-{os.getpid()}-{process_start(os.getpid())}-")
+        assert remove_abandoned(tmp_path) == []  # this run's own folder: its guard runs
+    assert not root.exists()

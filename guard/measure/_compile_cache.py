@@ -12,11 +12,15 @@ an earlier pull request's code had written. When the guard is root, an arm's fol
 build user's to write only while one of that arm's processes runs; between them it is the
 guard's and read-only, so the other arm's processes (the same user) cannot change what the
 next process of this one loads. The run's folder lets that user pass, not list what is in
-it, and is removed when the run ends."""
+it, and is removed when the run ends. Its name holds the guard's pid and start time, so that
+the next run removes the folder of a guard that was killed (SIGKILL runs no clean-up): on a
+runner kept between jobs, a compiled engine's caches would otherwise pile up in /tmp."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from guard.sandbox import COMPILE_CACHES
+from guard.sandbox._container import process_start
 
 if TYPE_CHECKING:
     from guard.measure._runner import ArmTarget
@@ -53,15 +58,40 @@ def compile_cache_environment(folder: Path | None, given: Mapping[str, str]) -> 
     return CACHE_DEFAULTS | kept | {name: str(folder / part) for name, part in COMPILE_CACHES.items()}
 
 
+_PREFIX = "guard-compile-cache-"
+
+
 @contextmanager
 def compile_caches(arms: Iterable[str]) -> Iterator[dict[str, Path]]:
-    """An empty cache folder per arm name, for the block; removed after it, however it ends."""
-    root = Path(tempfile.mkdtemp(prefix="guard-compile-cache-"))
+    """An empty cache folder per arm name, for the block; removed after it, however it ends
+    (but a SIGKILL: the next run's remove_abandoned removes that one)."""
+    remove_abandoned(Path(tempfile.gettempdir()))
+    root = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-{process_start(os.getpid())}-"))
     try:
         root.chmod(0o711)  # the build user passes through to its arm's folder, whose name it is given
         yield {arm: Path(tempfile.mkdtemp(prefix=f"{arm}-", dir=root)) for arm in dict.fromkeys(arms)}
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def remove_abandoned(parent: Path) -> list[Path]:
+    """Remove the run folders in `parent` whose guard no longer runs (its pid and start time no
+    longer name a process); the removed. Only folders of this layout, of the guard's own user,
+    are touched: a name another user planted in /tmp points the removal nowhere."""
+    removed = []
+    for entry in parent.glob(f"{_PREFIX}*"):
+        pid, _, rest = entry.name.removeprefix(_PREFIX).partition("-")
+        start = rest.partition("-")[0]
+        if not (pid.isdigit() and start.isdigit()) or str(process_start(int(pid))) == start:
+            continue  # not of this layout, or its guard still runs
+        try:
+            found = entry.lstat()
+        except OSError:
+            continue
+        if stat.S_ISDIR(found.st_mode) and found.st_uid == os.geteuid():
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
 
 
 def filled(folder: Path | None) -> bool:
