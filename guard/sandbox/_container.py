@@ -211,14 +211,20 @@ def _labels() -> dict[str, str]:
             LABEL_BOOT: boot_id()}
 
 
+def stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name, from the state on; None when the
+    process is gone. The name may hold spaces and parentheses, so it is split after the last ')'."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
 def process_start(pid: int) -> int | None:
     """The start time of process `pid` in clock ticks since boot; None when it is gone.
     With the pid, it names one process: a pid reused later has a later start."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rpartition(")")[2].split()[19])  # field 22, counted after the command name
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[19])  # field 22 of the whole line
 
 
 def boot_id() -> str:

@@ -37,6 +37,7 @@ from types import FrameType
 from typing import IO, Any, NamedTuple
 
 from guard._errors import GuardError
+from guard.sandbox._container import stat_fields
 from guard.sandbox._user import PrUser
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -233,19 +234,8 @@ def sweep(user: PrUser | None) -> int:
 
 
 def _children_of(parent: int) -> list[int]:
-    children = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:  # gone meanwhile
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'
-        fields = stat.rpartition(")")[2].split()
-        if len(fields) > 1 and fields[1] == str(parent):
-            children.append(int(entry.name))
-    return children
+    return [int(entry.name) for entry in os.scandir("/proc")
+            if entry.name.isdigit() and (stat_fields(entry.name) or [None, None])[1] == str(parent)]
 
 
 def _uid_of(pid: int) -> int | None:
@@ -256,16 +246,12 @@ def _uid_of(pid: int) -> int | None:
 
 
 def _say_swept(log: IO[Any] | int, count: int) -> None:
-    """One line in the process's log, so that what the code left behind is seen, not only ended."""
-    if not count or isinstance(log, int):
-        return
-    line = (f"\nguard: killed {count} process(es) this process left running in a session of its own "
-            "(they had become the guard's)\n")
-    try:
-        log.write(line if "b" not in getattr(log, "mode", "") else line.encode())
+    """One line in the process's log (a text file), so that what the code left behind is seen,
+    not only ended."""
+    if count and not isinstance(log, int):
+        log.write(f"\nguard: killed {count} process(es) this process left running in a session of its own "
+                  "(they had become the guard's)\n")
         log.flush()
-    except (OSError, ValueError, TypeError):
-        pass
 
 
 def check_reachable(user: PrUser, paths: Sequence[Path]) -> None:

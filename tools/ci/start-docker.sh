@@ -19,8 +19,11 @@ fi
 # What earlier runs left and nothing names (the tests remove what they build, a run that was
 # killed may not): under the vfs driver every image is a whole copy of its base, and a few
 # runs' worth filled this machine's disk once. Then say how much room the engine has.
-docker container prune --force >/dev/null
-docker image prune --force | tail -n 1 | sed 's/^/start-docker: dangling images removed: /'
+# Only the guard's: its containers and arm images carry its labels, the runner image's layers the title.
+docker container prune --force --filter label=regression-guard.container >/dev/null
+for label in regression-guard.sha org.opencontainers.image.title=regression-guard; do
+    docker image prune --force --filter "label=$label" | tail -n 1 | sed "s/^/start-docker: dangling images ($label) removed: /"
+done
 root=$(docker info --format '{{.DockerRootDir}}')
 echo "start-docker: $(df -h --output=avail "$root" | tail -n 1 | tr -d ' ') free under $root"
 if docker image inspect local/python:3.11 >/dev/null 2>&1 && docker image inspect local/torch-cpu:2.13.0 >/dev/null 2>&1; then
