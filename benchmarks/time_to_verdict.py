@@ -15,7 +15,8 @@ The confirmation round, when one ran, is its own line; when none ran, the line s
 would add at the measured per-process times. On a CPU there is no profiled pass.
 
 `--workload compiled` measures an A/A pair of `guard.workloads.compiled` (torch.compile)
-instead, as `python -m validation engines` sets it up (batch size 1, no confirmation round);
+instead, as `python -m validation engines` sets it up (batch size 1, no confirmation round;
+with --guard-defaults, the guard's batch sizes, profiled processes and rounds instead);
 `--options` then replaces its options (on a CPU: `compile_on_cpu = true, mode = "default"`).
 `--compile-cache both` runs the same pipeline with `measure.compile_cache` on, then off, and
 prints them side by side; every measured process is listed in order with the seconds torch.compile
@@ -48,6 +49,7 @@ from guard.measure import RepeatResult  # noqa: E402
 STAGES = {
     "build_arm": "builds (cached)",
     "prepare_reference": "reference process",
+    "fill_compile_caches": "compile fill (unmeasured)",
     "run_interleaved": "measured processes",
     "compare": "comparisons",
     "trace_sections": "trace analysis",
@@ -129,6 +131,15 @@ def _compiled_repo(work: Path, args: argparse.Namespace) -> tuple[Path, str]:
     return repo, head_branch(repo, case, "aa")
 
 
+def _at_guard_defaults(config: GuardConfig, defaults: GuardConfig) -> GuardConfig:
+    """The engines validation's config with what it sets for speed (batch size 1, one profiled
+    process, no confirmation round) back at the guard's defaults."""
+    fields = ("batch_sizes", "profile_repeats")
+    workload = config.workload.model_copy(update={f: getattr(defaults.workload, f) for f in fields})
+    measure = config.measure.model_copy(update={"confirm": defaults.measure.confirm})
+    return config.model_copy(update={"workload": workload, "measure": measure})
+
+
 def _processes(results: list[RepeatResult]) -> list[dict[str, Any]]:
     """Every measured process in the order it ran within its arm: its seconds, its setup and
     warmup, what torch.compile cost it and what the FX graph cache gave."""
@@ -185,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile-steps", type=int, default=8, help="--workload compiled: steps of its profiled pass")
     p.add_argument("--compile-cache", choices=("on", "off", "both"), default="on",
                    help="measure.compile_cache for the timed run; both: on, then off, side by side")
+    p.add_argument("--guard-defaults", action="store_true",
+                   help="--workload compiled: batch sizes, profiled processes and confirmation rounds at the guard's "
+                   "defaults too, not as the engines validation sets them")
     p.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = p.parse_args(argv)
     try:
@@ -202,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     else:  # build method none: nothing to build, so nothing to prime
         repo, head = _compiled_repo(work, args)
         committed = load_config(repo / "guard.toml")
+        if args.guard_defaults:
+            committed = _at_guard_defaults(committed, defaults)
     base_config = committed.model_copy(update={"arms": []}) if args.no_ablation else committed
 
     settings = ("on", "off") if args.compile_cache == "both" else (args.compile_cache,)

@@ -22,7 +22,7 @@ from validation._models import KIND_BY_NAME, PairFacts, PairRecord, RunSettings,
 from validation._pairs import Pair, append_record, load_pair, plan, read_records
 from validation._render import render_markdown
 from validation._progress import KIND_HISTORY, Budget, first_that_fits
-from validation._repo import base_long_kv_len, head_branch, make_engine_repo
+from validation._repo import base_long_kv_len, head_branch, make_engine_repo, write_config
 from validation._sizing import choose_idle, choose_long_kv, curve_at, interpolate, keep_tokens
 from validation._summary import decide, redecide, summarise
 
@@ -71,6 +71,22 @@ def test_each_head_changes_one_default_and_nothing_else(tmp_path: Path) -> None:
 
 
 # --- sizing ------------------------------------------------------------------------------------
+
+
+def test_a_pair_takes_the_rounds_its_run_was_set_to_and_an_older_run_its_two(tmp_path: Path) -> None:
+    from guard.config import load_config
+
+    path = tmp_path / "guard.toml"
+    write_config(path, SMALL_RUN.model_copy(update={"max_rounds": 4}), None)
+    assert load_config(path, required=True).measure.max_rounds == 4
+    older = json.loads(SMALL_RUN.model_dump_json())
+    del older["max_rounds"]  # a settings.json written before the setting: its pairs ran with 2
+    write_config(path, RunSettings.model_validate(older), None)
+    assert load_config(path, required=True).measure.max_rounds == 2
+    for settings, said in ((SMALL_RUN.model_copy(update={"max_rounds": 4}), "confirmation rounds on (up to 4 rounds"),
+                           (SMALL_RUN.model_copy(update={"confirm": False}), "confirmation round off")):
+        text = render_markdown(summarise([], [KIND_BY_NAME["aa"]], {"aa": 1}, settings, None, None), [])
+        assert said in text
 
 
 def test_interpolation_between_extrapolation_beyond_and_clamping_below() -> None:

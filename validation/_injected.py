@@ -74,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--options", default="", help="workload options, TOML inline-table body, e.g. 'layers = 4'")
     p.add_argument("--build", choices=("venv", "none"), default="venv", help="build.method of the pairs")
     p.add_argument("--no-confirm", action="store_true", help="no confirmation round near the threshold")
+    p.add_argument("--max-rounds", type=int, default=2,
+                   help="rounds a pair may take, the first included (measure.max_rounds; the guard's default is "
+                   f"{MeasureConfig.model_fields['max_rounds'].default}, the suite's estimates assume 2)")
     p.add_argument("--alpha", type=float, default=MeasureConfig.model_fields["alpha"].default)
     p.add_argument("--timeout-s", type=float, default=300.0, help="limit for one harness process")
     p.add_argument("--sizing-repeats", type=int, default=3, help="processes per sizing setting")

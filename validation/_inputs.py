@@ -16,7 +16,7 @@ INJECTED_OPTIONS = ("idle_us", "split", "long_kv_layers")  # set by the head com
 
 
 def run_settings(args: argparse.Namespace) -> RunSettings:
-    minimum = {"steps": 1, "repeats": 2, "calibrate-repeats": 2, "sizing-repeats": 1, "batch-size": 1}
+    minimum = {"steps": 1, "repeats": 2, "max-rounds": 1, "calibrate-repeats": 2, "sizing-repeats": 1, "batch-size": 1}
     for name, least in minimum.items():
         value = getattr(args, name.replace("-", "_"))
         if value < least:
@@ -27,6 +27,7 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         options=workload_options(args.options),
         options_toml=args.options, build=args.build, confirm=not args.no_confirm, alpha=args.alpha,
         confidence=MeasureConfig.model_fields["confidence"].default, timeout_s=args.timeout_s,
+        max_rounds=args.max_rounds,
     )
 
 

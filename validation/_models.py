@@ -62,6 +62,8 @@ class RunSettings(BaseModel):
     alpha: float
     confidence: float
     timeout_s: float
+    # rounds a pair may take, the first included (measure.max_rounds); runs from before the setting took 2
+    max_rounds: int = 2
 
 
 class SizingPoint(BaseModel):

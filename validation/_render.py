@@ -54,8 +54,11 @@ def _settings(summary: Summary) -> list[str]:
     return [
         "## Settings", "",
         f"Batch size {s.batch_size}; {s.warmup_steps} warmup + {s.steps} timed decode steps per process, "
-        f"{s.profile_steps} profiled steps; {s.repeats} processes per arm per round, confirmation round "
-        f"{'on' if s.confirm else 'off'}; alpha {s.alpha:g}; build `{s.build}`; workload options "
+        f"{s.profile_steps} profiled steps"
+        + (f" in the first {s.profile_repeats} process(es) of each arm" if s.profile_repeats else "")
+        + f"; {s.repeats} processes per arm per round, "
+        + (f"confirmation rounds on (up to {s.max_rounds} rounds in all)" if s.confirm else "confirmation round off")
+        + f"; alpha {s.alpha:g}; build `{s.build}`; workload options "
         f"`{{ {s.options_toml} }}`.",
         "",
     ]

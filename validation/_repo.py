@@ -116,7 +116,7 @@ def write_config(
         + f"alpha = {settings.alpha}\n"
         f"confidence = {settings.confidence}\n"
         f"confirm = {'true' if settings.confirm else 'false'}\n"
-        "max_rounds = 2\n"  # the suite's pairs take one confirmation round at most, as its estimates say
+        f"max_rounds = {settings.max_rounds}\n"
         f"timeout_s = {settings.timeout_s}\n"
         + thresholds_line
     )
