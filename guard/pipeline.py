@@ -31,6 +31,7 @@ from guard.measure import (
 from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, write_report,
 )
+from guard.sandbox import counting_sweeps, sweeps_of
 from guard.trace import mix_trace_section, rank_trace_sections, trace_sections
 
 Progress = Callable[[str], None]
@@ -84,6 +85,7 @@ def _run_guard(
     started = time.time()
     repo = repo.resolve()
     out_dir = out_dir.resolve()
+    swept = builds_in_use.enter_context(counting_sweeps())  # what each arm's code left running, by arm
     # the guard's before anything of the pull request runs, which then cannot make it its own
     check_out_dir(out_dir)
     base_ref, head_ref, config, files, change = _arms_and_config(repo, base, head, config, config_dir)
@@ -205,6 +207,7 @@ def _run_guard(
     for info in arms:
         m = measurements[info.name]
         info.repeats = len(m.repeats)
+        info.swept = swept[info.name]
         if m.error and info.status == "ok":
             info.status, info.error, info.log_tail = "run_failed", m.error, m.log_tail
 
@@ -378,7 +381,8 @@ def _build(
         build_method=config.build.method,
     )
     try:
-        arm = build_arm(repo, ref, config.build, cache_dir, progress, hold=builds_in_use)
+        with sweeps_of(ref.name):
+            arm = build_arm(repo, ref, config.build, cache_dir, progress, hold=builds_in_use)
     except BuildError as exc:
         progress(f"{ref.name}: {exc.message}")
         info.status, info.error, info.log_tail = "build_failed", exc.message, exc.log_tail

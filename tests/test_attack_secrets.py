@@ -494,6 +494,11 @@ def test_what_a_build_leaves_running_in_a_session_of_its_own_ends_with_the_step_
             assert not Path(f"/proc/{sleeper}").exists(), Path(f"/proc/{sleeper}/stat").read_text()
         logs = "".join(log.read_text() for log in (tmp_path / "cache").glob("*/build.log"))
         assert logs.count("guard: killed 1 process(es) this process left running in a session of its own") == 2
+        # and the report holds it as each arm's fact, which the comment says
+        report = json.loads((tmp_path / "out" / "report.json").read_text())
+        assert {a["name"]: a.get("swept", 0) for a in report["arms"]} == {"base": 1, "head": 1}
+        assert "killed by the guard as the step that started them ended: base 1 process, head 1 process" in (
+            tmp_path / "out" / "comment.md").read_text()
     finally:
         for sleeper in sleepers:
             with contextlib.suppress(ProcessLookupError):

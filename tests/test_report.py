@@ -408,3 +408,17 @@ def test_every_block_of_the_comment_starts_after_a_blank_line() -> None:
             if (table_starts or line.startswith(("Profiler over", "### ", "<details>"))) and above.strip():
                 joined.append(f"{path.relative_to(REPO_ROOT)}: {line[:40]!r} under {above[-40:]!r}")
     assert joined == []
+
+
+def test_what_the_arms_left_running_is_each_arms_fact_and_said_once_from_it() -> None:
+    report = _pair_report("h200", "kernel-1-07")
+    assert all(a.swept == 0 for a in report.arms) and "killed by the guard" not in render_comment(report)
+    assert "swept" not in report.model_dump(mode="json")["arms"][0]  # a report without it reads as before
+    arms = [a.model_copy(update={"swept": 2}) if a.name == report.head else a for a in report.arms]
+    swept = Report.model_validate_json(report.model_copy(update={"arms": arms}).model_dump_json())
+    comment = render_comment(swept)
+    assert comment.count("killed by the guard") == 1
+    assert f"started them ended: {swept.head} 2 processes." in comment
+    with pytest.raises(ValueError):  # a count read back from a report is checked, not trusted
+        Report.model_validate_json(report.model_copy(update={"arms": arms}).model_dump_json().replace(
+            '"swept":2', '"swept":-1'))

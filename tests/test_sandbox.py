@@ -105,12 +105,12 @@ def test_exit_codes_come_back_as_they_were(tmp_path: Path) -> None:
 LEAVES_A_DAEMON = '''
 import json, os, sys
 from pathlib import Path
-from guard.sandbox import pr_user, run_process
+from guard.sandbox import counting_sweeps, pr_user, run_process, sweeps_of
 folder, as_user = Path(sys.argv[1]), sys.argv[2] == "user"
 pid_file = folder / "daemon.pid"
 cmd = (f"setsid sh -c 'echo $$ > {pid_file}.new && mv {pid_file}.new {pid_file} && exec sleep 300' "
        f"</dev/null >/dev/null 2>&1 & while [ ! -s {pid_file} ]; do sleep 0.01; done")
-with (folder / "log").open("w") as log:
+with (folder / "log").open("w") as log, counting_sweeps() as tally, sweeps_of("head"):
     code = run_process(cmd, stdout=log, timeout_s=30, cwd=folder, env=os.environ,
                        user=pr_user("guard-pr") if as_user else None)
 daemon = int(pid_file.read_text())
@@ -118,7 +118,8 @@ try:
     state = Path(f"/proc/{daemon}/stat").read_text().rpartition(")")[2].split()[0]
 except FileNotFoundError:
     state = "gone"
-print(json.dumps({"code": code, "daemon": daemon, "state": state, "log": (folder / "log").read_text()}))
+print(json.dumps({"code": code, "daemon": daemon, "state": state, "log": (folder / "log").read_text(),
+                  "tally": dict(tally)}))
 '''
 
 
@@ -140,10 +141,12 @@ def test_a_daemon_in_a_session_of_its_own_does_not_outlive_its_process(tmp_path:
     assert swept["code"] == 0
     assert swept["state"] == "gone"  # killed and reaped by the guard it had come to
     assert "guard: killed 1 process(es) this process left running in a session of its own" in swept["log"]
+    assert swept["tally"] == {"head": 1}  # counted for the arm the process ran for: the report's fact
     # as the guard's own user nothing is swept (its own helpers look the same): the daemon goes on
     kept = _leave_a_daemon(tmp_path, "guard")
     try:
         assert kept["code"] == 0 and kept["state"] in ("S", "R") and "guard: killed" not in kept["log"]
+        assert kept["tally"] == {}
     finally:
         os.kill(kept["daemon"], signal.SIGKILL)
 

@@ -24,7 +24,7 @@ from guard.measure._ranks import RanksDiffer, merge_ranks
 from guard.measure._schedule import interleave
 from guard.sandbox import (
     DEFAULT_PR_USER, Container, ContainerError, Launch, LaunchError, handed_over, pr_environment, pr_user,
-    run_process, run_together, seal, seal_children, shared_folder, writable_file,
+    run_process, run_together, seal, seal_children, shared_folder, sweeps_of, writable_file,
 )
 
 LOG_TAIL_LINES = 30
@@ -191,6 +191,13 @@ def run_ranks(
     target: ArmTarget, spec: dict[str, Any], stem: str, run_dir: Path, timeout_s: float, repeat: int = 0
 ) -> list[dict[str, Any]]:
     """The result JSON of each rank, in rank order (one process: `run_harness`), or RunFailed."""
+    with sweeps_of(target.name):
+        return _run_ranks(target, spec, stem, run_dir, timeout_s, repeat)
+
+
+def _run_ranks(
+    target: ArmTarget, spec: dict[str, Any], stem: str, run_dir: Path, timeout_s: float, repeat: int
+) -> list[dict[str, Any]]:
     world = int(spec.get("world_size", 1))
     if world == 1:
         return [run_harness(target, spec, stem, run_dir, timeout_s, repeat=repeat)]

@@ -51,6 +51,10 @@ class ArmInfo(BaseModel):
     build_reused: bool = False
     build_s: float = 0.0
     repeats: int = 0
+    # processes the arm's code (its build steps, its harness processes) left running in a session
+    # of their own, which the guard killed when the process that started them ended (as root,
+    # with build.user: guard/sandbox/_process.py); 0 where none, or not countable
+    swept: int = Field(default=0, ge=0, exclude_if=lambda value: value == 0)
 
 
 class Environment(BaseModel):

@@ -170,6 +170,13 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else many or word + 's'}"
 
 
+def swept_sentence(by_arm: list[tuple[str, int]]) -> str:
+    """What the arms' code left running after its processes ended, and the guard killed."""
+    counts = ", ".join(f"{name} {plural(count, 'process', 'processes')}" for name, count in by_arm)
+    return (f"Processes the arms' code left running in a session of their own, killed by the guard as the step "
+            f"that started them ended: {counts}. None ran on into a later step; the step's log says so too.")
+
+
 # Why a run took no further round, in a short phrase beside its processes.
 ROUNDS_STOPPED: dict[RoundsStop, str] = {
     "decided": "until every batch size was decided",

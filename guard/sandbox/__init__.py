@@ -5,7 +5,8 @@ guard (`_process`), started by a guard that holds no secret itself (`_reexec`)."
 from guard.sandbox._container import Container, ContainerError, Mount, engine, run_container
 from guard.sandbox._env import COMPILE_CACHES, STEP_FILES, check_pass_env, guard_environment, is_allowed, pr_environment
 from guard.sandbox._process import (
-    Launch, LaunchError, Together, check_interpreter, check_reachable, end_all, run_process, run_together,
+    Launch, LaunchError, Together, check_interpreter, check_reachable, counting_sweeps, end_all, run_process,
+    run_together, sweeps_of,
 )
 from guard.sandbox._reexec import MARKER, restart_clean
 from guard.sandbox._user import (
@@ -27,6 +28,7 @@ __all__ = [
     "check_interpreter",
     "check_pass_env",
     "check_reachable",
+    "counting_sweeps",
     "end_all",
     "engine",
     "guard_environment",
@@ -38,6 +40,7 @@ __all__ = [
     "run_container",
     "run_process",
     "run_together",
+    "sweeps_of",
     "seal",
     "seal_children",
     "shared_folder",

@@ -30,7 +30,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import FrameType
@@ -92,7 +94,9 @@ def run_process(
             _kill_group(proc.pid)
             proc.wait()
             _live.pop(proc.pid, None)
-            _say_swept(stdout, sweep(user))
+            swept = sweep(user)
+            _count_swept(swept)
+            _say_swept(stdout, swept)
     return proc.returncode if exited else None
 
 
@@ -177,7 +181,9 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
                     proc.wait()
                     _live.pop(proc.pid, None)
             for user in users:
-                _say_swept(launches[0].stdout, sweep(user))
+                swept = sweep(user)
+                _count_swept(swept)
+                _say_swept(launches[0].stdout, swept)
     return Together(codes, failed)
 
 
@@ -206,6 +212,39 @@ def _adopt_orphans(user: PrUser | None) -> None:
         _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         _subreaper = False
+
+
+# What the sweeps of one run ended, by the arm whose process left them (`counting_sweeps`,
+# `sweeps_of`): the report's fact, besides the line in each process's log.
+_tally: ContextVar[Counter[str] | None] = ContextVar("guard_sweep_tally", default=None)
+_owner: ContextVar[str] = ContextVar("guard_sweep_owner", default="")
+
+
+@contextmanager
+def counting_sweeps() -> Iterator[Counter[str]]:
+    """Counts, by owner (`sweeps_of`), the processes every sweep in this context ends."""
+    tally: Counter[str] = Counter()
+    token = _tally.set(tally)
+    try:
+        yield tally
+    finally:
+        _tally.reset(token)
+
+
+@contextmanager
+def sweeps_of(owner: str) -> Iterator[None]:
+    """What sweeps end in this context is counted for `owner` (an arm's name)."""
+    token = _owner.set(owner)
+    try:
+        yield
+    finally:
+        _owner.reset(token)
+
+
+def _count_swept(count: int) -> None:
+    tally = _tally.get()
+    if count and tally is not None:
+        tally[_owner.get()] += count
 
 
 def sweep(user: PrUser | None) -> int:
