@@ -200,6 +200,22 @@ def test_redecide_uses_the_compare_stage_at_other_thresholds() -> None:
     assert redecide(two, 1.0, 1.0, confirm=True) == ("regression", False)
     invalid = _record("aa", 1, BASE, BASE, verdict="invalid")
     assert redecide(invalid, 1.0, 1.0, confirm=True) == ("invalid", False)
+    # a run that allowed 4 rounds split alpha over 4 looks: the same +0.8% is not yet told from 0.5%
+    assert redecide(record, 0.5, 0.5, confirm=True, max_rounds=4) == ("at_threshold", True)
+
+
+def test_every_committed_calibration_reads_as_data_and_a_broken_one_is_one_message(tmp_path: Path) -> None:
+    from guard._errors import ConfigError
+    from validation._summary import calibration_record
+
+    for path in sorted((REPO_ROOT / "docs" / "validation").glob("*/calibration.json")):
+        record = calibration_record(json.loads(path.read_text()))
+        assert record is not None and record.suggested is not None and record.noise, path
+    newest = json.loads((REPO_ROOT / "docs" / "validation" / "h200-defaults" / "calibration.json").read_text())
+    assert calibration_record(newest).slow is not None and calibration_record(newest).noise[0].gpu_ms is not None
+    newest["noise"][0]["gpu_ms_aa_ci_pct"] = "wide"
+    with pytest.raises(ConfigError, match=r"calibration.json: noise.0.gpu_ms_aa_ci_pct: .*remove it"):
+        calibration_record(newest)
 
 
 def test_criteria_count_regressions_with_the_right_cause() -> None:

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 from guard.compare import Verdict
 from guard.config import Thresholds
 from guard.explain import CauseKind
-from guard.measure import Change
+from guard.measure import Change, SlowProcesses
 
 Injection = Literal["none", "idle", "kernel"]
 DecisionRole = Literal["as run", "own", "floor", "default"]
@@ -197,6 +197,46 @@ class Decision(BaseModel):
     notes: list[str] = []
 
 
+class FarRepeat(BaseModel):
+    """A process of the calibration far from the rest of its side."""
+
+    side: str
+    repeat: int
+    gpu_ms_per_step: float
+    off_pct: float
+
+
+class CalibratedGpuSpread(BaseModel):
+    """GPU ms's spread within a side, its upper limit, and the threshold it supports."""
+
+    sd_pct: float
+    sd_limit_pct: float
+    supported_pct: float
+
+
+class CalibratedNoise(BaseModel):
+    """One batch size of a calibration, as the summary states it."""
+
+    batch_size: int
+    gpu_ms_per_step: float
+    gpu_ms_spread_pct: float
+    gpu_ms_aa_ci_pct: tuple[float, float]
+    gpu_ms: CalibratedGpuSpread | None = None  # none in calibrations before the spread limit
+    gpu_ms_far_repeats: list[FarRepeat] = []
+
+
+class CalibrationRecord(BaseModel):
+    """calibration.json read back as data: what the summary states of it, from a calibration
+    of any version the committed folders hold (`guard calibrate`'s, or the refusal the
+    validation writes). Fields it does not state are left out."""
+
+    repeats: int | None = None
+    refused: str | None = None  # why `guard calibrate` suggested nothing: the pairs ran at the config's
+    suggested: Thresholds | None = None
+    noise: list[CalibratedNoise] = []
+    slow: SlowProcesses | None = None  # none in calibrations before slow processes were named
+
+
 class Summary(BaseModel):
     settings: RunSettings | None
     planned: dict[str, int]  # kind -> pairs asked for
@@ -205,6 +245,6 @@ class Summary(BaseModel):
     environment: dict[str, Any]
     sizing: Sizing | None
     thresholds: Thresholds | None  # from the calibration
-    calibration: dict[str, Any] | None
+    calibration: CalibrationRecord | None
     decisions: list[Decision]
     pairs: list[PairFacts]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from guard.calibrate import suggested_text
-from guard.measure import SlowProcesses
 from guard.report import slow_processes_sentence
 
 from guard.report._words import CAUSE
@@ -97,30 +96,31 @@ def _sizing(sizing: Sizing) -> list[str]:
 
 
 def _calibration(summary: Summary) -> list[str]:
-    cal = summary.calibration or {}
-    if cal.get("refused"):
-        return ["## Calibration", "", f"`guard calibrate` on base, {cal.get('repeats', '?')} processes per side, "
-                f"refused to suggest thresholds: {cal['refused']}.", ""]
+    cal = summary.calibration
+    repeats = cal.repeats if cal is not None and cal.repeats is not None else "?"
+    if cal is not None and cal.refused:
+        return ["## Calibration", "", f"`guard calibrate` on base, {repeats} processes per side, "
+                f"refused to suggest thresholds: {cal.refused}.", ""]
     if summary.thresholds is None:
         return []
     lines = [
         "## Calibration", "",
-        f"`guard calibrate` on base, {cal.get('repeats', '?')} processes per side: suggested thresholds "
+        f"`guard calibrate` on base, {repeats} processes per side: suggested thresholds "
         f"{suggested_text(summary.thresholds)}.",
     ]
-    for n in cal.get("noise", []):
-        low, high = n["gpu_ms_aa_ci_pct"]
-        gpu = n.get("gpu_ms")  # calibrations before the spread limit have none
+    for n in cal.noise if cal is not None else []:
+        low, high = n.gpu_ms_aa_ci_pct
+        gpu = n.gpu_ms
         lines.append(
-            f"Batch size {n['batch_size']}: {n['gpu_ms_per_step']:.4f} ms per step, spread "
-            f"{n['gpu_ms_spread_pct']:.2f}%, A/A interval {low:+.2f}% to {high:+.2f}%."
-            + (f" Within-side sd {gpu['sd_pct']:.3f}% (upper limit {gpu['sd_limit_pct']:.3f}%), smallest threshold "
-               f"{gpu['supported_pct']:.2f}%." if gpu else "")
-            + "".join(f" Far from the rest: side {f['side']} repeat {f['repeat']}, {f['gpu_ms_per_step']:.4f} ms "
-                      f"({f['off_pct']:+.2f}%)." for f in n.get("gpu_ms_far_repeats", []))
+            f"Batch size {n.batch_size}: {n.gpu_ms_per_step:.4f} ms per step, spread "
+            f"{n.gpu_ms_spread_pct:.2f}%, A/A interval {low:+.2f}% to {high:+.2f}%."
+            + (f" Within-side sd {gpu.sd_pct:.3f}% (upper limit {gpu.sd_limit_pct:.3f}%), smallest threshold "
+               f"{gpu.supported_pct:.2f}%." if gpu else "")
+            + "".join(f" Far from the rest: side {f.side} repeat {f.repeat}, {f.gpu_ms_per_step:.4f} ms "
+                      f"({f.off_pct:+.2f}%)." for f in n.gpu_ms_far_repeats)
         )
-    if cal.get("slow"):
-        lines.append(slow_processes_sentence(SlowProcesses.model_validate(cal["slow"]), lambda s: f"side {s}", "side"))
+    if cal is not None and cal.slow is not None:
+        lines.append(slow_processes_sentence(cal.slow, lambda s: f"side {s}", "side"))
     return lines + [""]
 
 

@@ -8,13 +8,18 @@ import math
 import statistics
 from typing import Any
 
+from pydantic import ValidationError
+
+from guard._errors import ConfigError
 from guard.calibrate import FLOOR_PCT
 from guard.report._words import CAUSE
 from guard.compare import ArmStats, Comparison, Verdict, compare, confirm_undecided
 from guard.config import MeasureConfig
 from guard.measure import ArmMeasurement, BatchRun, RepeatResult
 
-from ._models import Criterion, Decision, DecisionRole, Kind, KindSummary, PairFacts, RunSettings, Sizing, Summary
+from ._models import (
+    CalibrationRecord, Criterion, Decision, DecisionRole, Kind, KindSummary, PairFacts, RunSettings, Sizing, Summary,
+)
 from ._pairs import Pair
 
 DEFAULT_THRESHOLD_PCT: float = MeasureConfig.model_fields["threshold_pct"].default
@@ -23,14 +28,17 @@ ISSUE_HIT_RATE = 0.9  # +1%: a regression with the right cause in at least 9 of 
 VERDICTS: tuple[Verdict, ...] = ("pass", "regression", "at_threshold", "inconclusive", "improvement", "invalid")
 
 
-def redecide(pair: Pair, gpu_pct: float, tok_pct: float, confirm: bool) -> tuple[Verdict, bool]:
+def redecide(
+    pair: Pair, gpu_pct: float, tok_pct: float, confirm: bool, max_rounds: int = 2,
+) -> tuple[Verdict, bool]:
     """The verdict `compare` gives the pair's recorded repeats at other thresholds, with the
     pipeline's confirmation rule: the first round alone, then both when the first leaves the
     batch size undecided and a second was measured. The flag says a second round was wanted
-    but not measured (the pair ran without one at its own thresholds)."""
+    but not measured (the pair ran without one at its own thresholds). Alpha is split over the
+    most rounds the pair's run allowed (`max_rounds`), as it was when the pair ran."""
     if pair.facts.verdict == "invalid" or len(pair.report.batch_sizes[0].arms) < 2:
         return "invalid", False  # not like for like (tokens, hardware, a failed arm): no timing verdict
-    looks = 2 if confirm else 1
+    looks = max_rounds if confirm else 1
     rounds = pair.report.rounds
 
     def both_rounds(_undecided: list[int], _mix: bool) -> Comparison | None:
@@ -70,7 +78,7 @@ def _measurement(arm: ArmStats, batch_size: int, steps: int, count: int) -> ArmM
 
 def decide(
     label: str, pairs: list[Pair], kinds: list[Kind], confirm: bool,
-    gpu_pct: float | None = None, tok_pct: float | None = None, role: DecisionRole = "as run",
+    gpu_pct: float | None = None, tok_pct: float | None = None, role: DecisionRole = "as run", max_rounds: int = 2,
 ) -> Decision:
     """Without thresholds: the verdicts the pairs got as they ran. With them: re-decided."""
     verdicts: dict[str, Verdict] = {}
@@ -79,7 +87,7 @@ def decide(
         if gpu_pct is None or tok_pct is None:
             verdicts[pair.facts.pair_id] = pair.facts.verdict
             continue
-        verdicts[pair.facts.pair_id], missing = redecide(pair, gpu_pct, tok_pct, confirm)
+        verdicts[pair.facts.pair_id], missing = redecide(pair, gpu_pct, tok_pct, confirm, max_rounds)
         unconfirmed += missing
     notes = []
     if unconfirmed:
@@ -164,6 +172,21 @@ def _hits(s: KindSummary) -> Criterion:
     return Criterion(name=name, status="incomplete", detail=f"{detail}; the issue asks for {ISSUE_PAIRS}")
 
 
+def calibration_record(calibration: dict[str, Any] | None) -> CalibrationRecord | None:
+    """calibration.json's data, checked: a ConfigError that says what to do where it is not a
+    calibration this validation can read."""
+    if calibration is None:
+        return None
+    try:
+        return CalibrationRecord.model_validate(calibration)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        raise ConfigError(
+            f"calibration.json: {where}: {first['msg']}; it is not a calibration this validation can read: "
+            "remove it (and thresholds.toml) to calibrate again, or restore the file") from None
+
+
 def summarise(
     pairs: list[Pair],
     kinds: list[Kind],
@@ -173,7 +196,9 @@ def summarise(
     calibration: dict[str, Any] | None,
 ) -> Summary:
     confirm = settings.confirm if settings is not None else True
-    refused = (calibration or {}).get("refused")
+    max_rounds = settings.max_rounds if settings is not None else 2
+    record = calibration_record(calibration)
+    refused = record.refused if record is not None else None
     as_run = decide("as run, at measure.threshold_pct (the calibration was refused)" if refused
                     else "as run, at the calibrated thresholds", pairs, kinds, confirm)
     decisions = [as_run]
@@ -182,18 +207,18 @@ def summarise(
         # ran: the rule of today, on their own figures at their own thresholds
         decisions.append(decide(
             "re-decided by the interval rule at the thresholds they ran with",
-            pairs, kinds, confirm, as_run.gpu_ms_pct, as_run.tok_per_s_pct, "own",
+            pairs, kinds, confirm, as_run.gpu_ms_pct, as_run.tok_per_s_pct, "own", max_rounds,
         ))
     if as_run.gpu_ms_pct is not None and as_run.tok_per_s_pct is not None and as_run.gpu_ms_pct > FLOOR_PCT:
         # what a quieter runner, calibrated to the floor, would have made of the same pairs:
         # the smallest regression the guard can be set to catch
         decisions.append(decide(
             "re-decided at the calibration floor",
-            pairs, kinds, confirm, FLOOR_PCT, as_run.tok_per_s_pct, "floor",
+            pairs, kinds, confirm, FLOOR_PCT, as_run.tok_per_s_pct, "floor", max_rounds,
         ))
     decisions.append(decide(
         f"re-decided at the default threshold, {DEFAULT_THRESHOLD_PCT:g}%", pairs, kinds, confirm,
-        DEFAULT_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT, "default",
+        DEFAULT_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT, "default", max_rounds,
     ))
     return Summary(
         settings=settings,
@@ -202,8 +227,8 @@ def summarise(
         complete=all(sum(1 for p in pairs if p.facts.kind == k) >= n for k, n in planned.items()),
         environment=_environment([p.facts for p in pairs], sizing),
         sizing=sizing,
-        thresholds=(calibration or {}).get("suggested"),
-        calibration=calibration,
+        thresholds=record.suggested if record is not None else None,
+        calibration=record,
         decisions=decisions,
         pairs=[p.facts for p in pairs],
     )
