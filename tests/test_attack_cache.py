@@ -100,7 +100,9 @@ def test_a_workload_that_poisons_the_cached_base_does_not_hide_the_next_regressi
     assert again.returncode in (0, 1), again.stderr
     assert again.stderr.count("unchanged since it was built") == 2, again.stderr
     again_report = json.loads((tmp_path / "out-again" / "report.json").read_text())
-    assert all(50 < batch["gpu_ms_change"]["pct"] < 300 for batch in again_report["batch_sizes"])
+    # the same bounds as above, for the same shared CPU: a reuse of a poisoned base would read near -90%
+    changes = [batch["gpu_ms_change"]["pct"] for batch in again_report["batch_sizes"]]
+    assert all(15 < pct < 300 for pct in changes), changes
 
 
 # ---- what a change to the cached worktree looks like, each way it can be made ------------------
