@@ -94,9 +94,7 @@ def run_process(
             _kill_group(proc.pid)
             proc.wait()
             _live.pop(proc.pid, None)
-            swept = sweep(user)
-            _count_swept(swept)
-            _say_swept(stdout, swept)
+            _sweep_after(stdout, user)
     return proc.returncode if exited else None
 
 
@@ -181,9 +179,7 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
                     proc.wait()
                     _live.pop(proc.pid, None)
             for user in users:
-                swept = sweep(user)
-                _count_swept(swept)
-                _say_swept(launches[0].stdout, swept)
+                _sweep_after(launches[0].stdout, user)
     return Together(codes, failed)
 
 
@@ -241,10 +237,13 @@ def sweeps_of(owner: str) -> Iterator[None]:
         _owner.reset(token)
 
 
-def _count_swept(count: int) -> None:
+def _sweep_after(log: IO[Any] | int, user: PrUser | None) -> None:
+    """The sweep when a launch ends: what it ended counted for the current owner and said in the log."""
+    count = sweep(user)
     tally = _tally.get()
     if count and tally is not None:
         tally[_owner.get()] += count
+    _say_swept(log, count)
 
 
 def sweep(user: PrUser | None) -> int:
