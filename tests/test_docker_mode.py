@@ -44,8 +44,9 @@ def base_container(client, **limits) -> Container:
     return Container(image=client.images.get(BASE_IMAGE).id, **settings)
 
 
-def ours(client) -> list:
-    return client.containers.list(all=True, filters={"label": LABEL})
+def ours(client) -> list[dict]:
+    """The guard's containers as one listing gives them (no inspection each, which a removal races)."""
+    return client.api.containers(all=True, filters={"label": LABEL})
 
 
 # --- what needs no engine ---------------------------------------------------------------
@@ -180,7 +181,8 @@ def test_a_killed_guard_leaves_no_container(client, tmp_path: Path) -> None:
         deadline = time.monotonic() + 120
         mine = []
         while not mine and time.monotonic() < deadline:
-            mine = [c for c in ours(client) if c.labels.get(LABEL_PID) == str(guard.pid) and c.status == "running"]
+            mine = [c for c in ours(client)
+                    if (c.get("Labels") or {}).get(LABEL_PID) == str(guard.pid) and c["State"] == "running"]
             time.sleep(0.5)
         assert mine, "the container never started"
         guard.send_signal(signal.SIGKILL)
@@ -209,7 +211,7 @@ def test_the_sweep_removes_containers_of_guards_that_are_gone_and_keeps_the_othe
                                                       LABEL_START: str(process_start(os.getpid()))})
     try:
         assert remove_orphans(client) == 1
-        left = {c.id for c in ours(client)}
+        left = {c["Id"] for c in ours(client)}
         assert alive.id in left and gone.id not in left
     finally:
         for container in (gone, alive):
@@ -218,6 +220,40 @@ def test_the_sweep_removes_containers_of_guards_that_are_gone_and_keeps_the_othe
             except docker.errors.NotFound:
                 pass
 
+
+def test_the_sweep_survives_containers_removed_while_it_looks(client) -> None:
+    """Another guard's watchdog removes its containers whenever it likes. Here it removes one
+    at the worst moment, just after the engine listed it to this sweep: the sweep must take
+    the rest and go on, not fail the run with "No such container"."""
+    from guard.sandbox._reaper import remove_orphans
+
+    image = client.images.get(BASE_IMAGE).id
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    labels = {LABEL: "race-test", LABEL_BOOT: boot_id(), LABEL_PID: str(dead.pid), LABEL_START: "1"}
+    made = [client.containers.create(image, ["sleep", "1"], network_mode="none", labels=labels).id
+            for _ in range(2)]
+    sweeper = docker.from_env()  # this guard's connection; `client` plays the other guard
+    listing = sweeper.api.containers
+
+    def listed_then_one_removed(*args, **kwargs):  # type: ignore[no-untyped-def]
+        rows = listing(*args, **kwargs)
+        raced = next((row["Id"] for row in rows if row["Id"] in made), None)
+        if raced is not None:
+            client.api.remove_container(raced, force=True)  # the engine really no longer has it
+            made.remove(raced)
+        return rows
+
+    sweeper.api.containers = listed_then_one_removed
+    try:
+        assert remove_orphans(sweeper) == 1  # the one the other guard did not take
+        assert not {c["Id"] for c in ours(client)} & set(made)
+    finally:
+        for found in made:
+            try:
+                client.api.remove_container(found, force=True)
+            except docker.errors.NotFound:
+                pass
 
 DOCKERFILE = """
 ARG BASE_IMAGE=scratch

@@ -14,36 +14,46 @@ from typing import Any
 from guard.sandbox._container import LABEL, LABEL_BOOT, LABEL_PID, LABEL_START, boot_id, engine, process_start
 
 
+def listed(client: Any, label: str) -> list[dict[str, Any]]:
+    """The engine's one listing of the containers carrying `label`: id and labels of each.
+
+    One request, no inspection per container: `containers.list` inspects each in turn, and
+    one removed meanwhile (by its guard's watchdog, or by another guard's sweep) made the
+    whole listing fail with "No such container"."""
+    return [{"id": row["Id"], "labels": row.get("Labels") or {}}
+            for row in client.api.containers(all=True, filters={"label": label})]
+
+
 def remove_labelled(client: Any, run_id: str) -> int:
     """Remove the containers of the guard run `run_id`; how many there were."""
-    return _remove(client, client.containers.list(all=True, filters={"label": f"{LABEL}={run_id}"}))
+    return _remove(client, [row["id"] for row in listed(client, f"{LABEL}={run_id}")])
 
 
 def remove_orphans(client: Any) -> int:
     """Remove the containers of guards of this host (this boot) that no longer run; how many."""
     this_boot = boot_id()
     orphans = []
-    for found in client.containers.list(all=True, filters={"label": LABEL}):
-        labels = found.labels
+    for found in listed(client, LABEL):
+        labels = found["labels"]
         if labels.get(LABEL_BOOT) != this_boot:
             continue  # another host's, or one from before a reboot: its own guard's or a later sweep's
         try:
             pid = int(labels.get(LABEL_PID, ""))
         except ValueError:
-            orphans.append(found)
+            orphans.append(found["id"])
             continue
         if str(process_start(pid)) != labels.get(LABEL_START):
-            orphans.append(found)
+            orphans.append(found["id"])
     return _remove(client, orphans)
 
 
-def _remove(client: Any, containers: list[Any]) -> int:
+def _remove(client: Any, ids: list[str]) -> int:
     from docker.errors import DockerException
 
     removed = 0
-    for found in containers:
+    for found in ids:
         try:
-            client.api.remove_container(found.id, force=True, v=True)
+            client.api.remove_container(found, force=True, v=True)
             removed += 1
         except DockerException:
             pass  # gone already, or the engine is going: the next sweep takes it
