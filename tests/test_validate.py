@@ -188,18 +188,18 @@ def test_redecide_uses_the_compare_stage_at_other_thresholds() -> None:
     # 4 processes per arm, spread 0.2%: at 1 batch size and 2 looks each bound is wrong 0.25% of
     # the time, t(6 df) = 4.3, so the bounds sit about 0.25% either side of the change
     record = _record("kernel-1", 1, BASE, [v * 1.008 for v in BASE])
-    assert redecide(record, 0.5, 0.5, confirm=True) == ("regression", False)  # +0.8%: above 0.5% + 0.25%
-    assert redecide(_record("kernel-1", 1, BASE, [v * 1.003 for v in BASE]), 1.0, 1.0, confirm=True) == (
+    assert redecide(record, 0.5, 0.5, confirm=True, max_rounds=2) == ("regression", False)  # +0.8%: above 0.5% + 0.25%
+    assert redecide(_record("kernel-1", 1, BASE, [v * 1.003 for v in BASE]), 1.0, 1.0, confirm=True, max_rounds=2) == (
         "pass", False)  # +0.3%: its upper bound is under 1%
     # +1.2% against 1%: the first round cannot tell them apart, a second round was wanted and none was run
     near = _record("kernel-1", 2, BASE, [v * 1.012 for v in BASE])
-    assert redecide(near, 1.0, 1.0, confirm=True) == ("at_threshold", True)
-    assert redecide(near, 1.0, 1.0, confirm=False) == ("at_threshold", False)  # one look: final
+    assert redecide(near, 1.0, 1.0, confirm=True, max_rounds=2) == ("at_threshold", True)
+    assert redecide(near, 1.0, 1.0, confirm=False, max_rounds=2) == ("at_threshold", False)  # one look: final
     # with a second round recorded, both rounds decide: twice the processes narrow the bounds past 1%
     two = _record("kernel-1", 3, BASE * 2, [v * 1.012 for v in BASE] * 2, rounds=2)
-    assert redecide(two, 1.0, 1.0, confirm=True) == ("regression", False)
+    assert redecide(two, 1.0, 1.0, confirm=True, max_rounds=2) == ("regression", False)
     invalid = _record("aa", 1, BASE, BASE, verdict="invalid")
-    assert redecide(invalid, 1.0, 1.0, confirm=True) == ("invalid", False)
+    assert redecide(invalid, 1.0, 1.0, confirm=True, max_rounds=2) == ("invalid", False)
     # a run that allowed 4 rounds split alpha over 4 looks: the same +0.8% is not yet told from 0.5%
     assert redecide(record, 0.5, 0.5, confirm=True, max_rounds=4) == ("at_threshold", True)
 
@@ -229,15 +229,16 @@ def test_criteria_count_regressions_with_the_right_cause() -> None:
         + [_record("kernel-1", i, BASE, same, cause=idle) for i in range(8, 10)]  # regression, wrong cause
     )
     kinds = [KIND_BY_NAME[k] for k in ("aa", "idle-1", "kernel-1")]
-    decision = decide("as run", records, kinds, confirm=True)
+    decision = decide("as run", records, kinds, confirm=True, max_rounds=2)
     by_kind = {k.kind: k for k in decision.kinds}
     assert by_kind["idle-1"].regressions == 9 and by_kind["idle-1"].right_cause == 9
     assert by_kind["kernel-1"].regressions == 10 and by_kind["kernel-1"].right_cause == 8
     assert by_kind["idle-1"].detection_rate == pytest.approx(0.9)
     assert [c.status for c in decision.criteria] == ["met", "met", "not met"]
-    early = decide("as run", records[:5] + records[10:13], kinds, confirm=True)
+    early = decide("as run", records[:5] + records[10:13], kinds, confirm=True, max_rounds=2)
     assert [c.status for c in early.criteria] == ["incomplete", "incomplete", "incomplete"]
-    failed_aa = decide("as run", [_record("aa", 1, BASE, same, verdict="inconclusive")], kinds, confirm=True)
+    failed_aa = decide("as run", [_record("aa", 1, BASE, same, verdict="inconclusive")], kinds,
+                       confirm=True, max_rounds=2)
     assert failed_aa.criteria[0].status == "not met"
 
 

@@ -43,6 +43,11 @@ KINDS: tuple[Kind, ...] = (
 KIND_BY_NAME = {k.name: k for k in KINDS}
 
 
+# The rounds a pair could take in runs from before `max_rounds` was a setting: the first and
+# one confirmation. Their settings.json has no `max_rounds` and reads as this.
+ROUNDS_BEFORE_THE_SETTING = 2
+
+
 class RunSettings(BaseModel):
     """The settings every measurement of one validation run shares; a resumed run must match them."""
 
@@ -62,8 +67,8 @@ class RunSettings(BaseModel):
     alpha: float
     confidence: float
     timeout_s: float
-    # rounds a pair may take, the first included (measure.max_rounds); runs from before the setting took 2
-    max_rounds: int = 2
+    # rounds a pair may take, the first included (measure.max_rounds); runs from before the setting
+    max_rounds: int = ROUNDS_BEFORE_THE_SETTING
 
 
 class SizingPoint(BaseModel):

@@ -18,6 +18,7 @@ from guard.config import MeasureConfig
 from guard.measure import ArmMeasurement, BatchRun, RepeatResult
 
 from ._models import (
+    ROUNDS_BEFORE_THE_SETTING,
     CalibrationRecord, Criterion, Decision, DecisionRole, Kind, KindSummary, PairFacts, RunSettings, Sizing, Summary,
 )
 from ._pairs import Pair
@@ -29,7 +30,7 @@ VERDICTS: tuple[Verdict, ...] = ("pass", "regression", "at_threshold", "inconclu
 
 
 def redecide(
-    pair: Pair, gpu_pct: float, tok_pct: float, confirm: bool, max_rounds: int = 2,
+    pair: Pair, gpu_pct: float, tok_pct: float, confirm: bool, max_rounds: int,
 ) -> tuple[Verdict, bool]:
     """The verdict `compare` gives the pair's recorded repeats at other thresholds, with the
     pipeline's confirmation rule: the first round alone, then both when the first leaves the
@@ -77,8 +78,8 @@ def _measurement(arm: ArmStats, batch_size: int, steps: int, count: int) -> ArmM
 
 
 def decide(
-    label: str, pairs: list[Pair], kinds: list[Kind], confirm: bool,
-    gpu_pct: float | None = None, tok_pct: float | None = None, role: DecisionRole = "as run", max_rounds: int = 2,
+    label: str, pairs: list[Pair], kinds: list[Kind], confirm: bool, max_rounds: int,
+    gpu_pct: float | None = None, tok_pct: float | None = None, role: DecisionRole = "as run",
 ) -> Decision:
     """Without thresholds: the verdicts the pairs got as they ran. With them: re-decided."""
     verdicts: dict[str, Verdict] = {}
@@ -196,29 +197,29 @@ def summarise(
     calibration: dict[str, Any] | None,
 ) -> Summary:
     confirm = settings.confirm if settings is not None else True
-    max_rounds = settings.max_rounds if settings is not None else 2
+    max_rounds = settings.max_rounds if settings is not None else ROUNDS_BEFORE_THE_SETTING
     record = calibration_record(calibration)
     refused = record.refused if record is not None else None
     as_run = decide("as run, at measure.threshold_pct (the calibration was refused)" if refused
-                    else "as run, at the calibrated thresholds", pairs, kinds, confirm)
+                    else "as run, at the calibrated thresholds", pairs, kinds, confirm, max_rounds)
     decisions = [as_run]
     if as_run.gpu_ms_pct is not None and as_run.tok_per_s_pct is not None:
         # pairs kept from before the interval rule were decided by the significance rule as they
         # ran: the rule of today, on their own figures at their own thresholds
         decisions.append(decide(
             "re-decided by the interval rule at the thresholds they ran with",
-            pairs, kinds, confirm, as_run.gpu_ms_pct, as_run.tok_per_s_pct, "own", max_rounds,
+            pairs, kinds, confirm, max_rounds, as_run.gpu_ms_pct, as_run.tok_per_s_pct, "own",
         ))
     if as_run.gpu_ms_pct is not None and as_run.tok_per_s_pct is not None and as_run.gpu_ms_pct > FLOOR_PCT:
         # what a quieter runner, calibrated to the floor, would have made of the same pairs:
         # the smallest regression the guard can be set to catch
         decisions.append(decide(
             "re-decided at the calibration floor",
-            pairs, kinds, confirm, FLOOR_PCT, as_run.tok_per_s_pct, "floor", max_rounds,
+            pairs, kinds, confirm, max_rounds, FLOOR_PCT, as_run.tok_per_s_pct, "floor",
         ))
     decisions.append(decide(
         f"re-decided at the default threshold, {DEFAULT_THRESHOLD_PCT:g}%", pairs, kinds, confirm,
-        DEFAULT_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT, "default", max_rounds,
+        max_rounds, DEFAULT_THRESHOLD_PCT, DEFAULT_THRESHOLD_PCT, "default",
     ))
     return Summary(
         settings=settings,
