@@ -85,7 +85,7 @@ def _run_guard(
     started = time.time()
     repo = repo.resolve()
     out_dir = out_dir.resolve()
-    swept = builds_in_use.enter_context(counting_sweeps())  # what each arm's code left running, by arm
+    left = builds_in_use.enter_context(counting_sweeps())  # what each arm's code left behind, by arm
     # the guard's before anything of the pull request runs, which then cannot make it its own
     check_out_dir(out_dir)
     base_ref, head_ref, config, files, change = _arms_and_config(repo, base, head, config, config_dir)
@@ -207,7 +207,7 @@ def _run_guard(
     for info in arms:
         m = measurements[info.name]
         info.repeats = len(m.repeats)
-        info.swept = swept[info.name]
+        info.swept, info.temp_removed = left.processes[info.name], left.temp_entries[info.name]
         if m.error and info.status == "ok":
             info.status, info.error, info.log_tail = "run_failed", m.error, m.log_tail
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -487,8 +488,11 @@ def test_what_a_build_leaves_running_ends_when_the_build_step_does(tmp_path: Pat
 @pytest.mark.slow
 def test_what_a_build_leaves_running_in_a_session_of_its_own_ends_with_the_step_too(tmp_path: Path) -> None:
     # setsid: out of the step's process group, which the group kill alone would miss
+    # and a file where every user may write, for the other arm's processes (the same user) to find
+    planted = f"/dev/shm/guard-planted-{os.getpid()}-{tmp_path.name}"
     sleepers = _builds_leave_sleepers(
-        tmp_path, 'setsid sleep 300 < /dev/null > /dev/null 2>&1 & echo $! >> \\"$PROBE_DUMP/sleeper.pid\\"')
+        tmp_path, 'setsid sleep 300 < /dev/null > /dev/null 2>&1 & echo $! >> \\"$PROBE_DUMP/sleeper.pid\\"; '
+                  f'mkdir -p {planted} && touch {planted}/\\"$$\\"')
     try:
         for sleeper in sleepers:  # killed, and reaped by the guard they had come to
             assert not Path(f"/proc/{sleeper}").exists(), Path(f"/proc/{sleeper}/stat").read_text()
@@ -499,7 +503,13 @@ def test_what_a_build_leaves_running_in_a_session_of_its_own_ends_with_the_step_
         assert {a["name"]: a.get("swept", 0) for a in report["arms"]} == {"base": 1, "head": 1}
         assert "killed by the guard as the step that started them ended: base 1 process, head 1 process" in (
             tmp_path / "out" / "comment.md").read_text()
+        # the planted folder went with the step that made it: the second build did not find the first's
+        assert not os.path.lexists(planted)
+        assert all(a.get("temp_removed", 0) >= 1 for a in report["arms"]), report["arms"]
+        assert "removed by the guard as the step that wrote them ended" in (tmp_path / "out" / "comment.md").read_text()
+        assert logs.count("this process left in the shared temp folders") == 2
     finally:
+        shutil.rmtree(planted, ignore_errors=True)
         for sleeper in sleepers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(sleeper, signal.SIGKILL)

@@ -422,3 +422,18 @@ def test_what_the_arms_left_running_is_each_arms_fact_and_said_once_from_it() ->
     with pytest.raises(ValueError):  # a count read back from a report is checked, not trusted
         Report.model_validate_json(report.model_copy(update={"arms": arms}).model_dump_json().replace(
             '"swept":2', '"swept":-1'))
+
+
+def test_what_the_arms_left_in_the_shared_temp_folders_is_each_arms_fact_and_said_once_from_it() -> None:
+    report = _pair_report("h200", "kernel-1-07")
+    assert "temp_removed" not in report.model_dump(mode="json")["arms"][0]  # a report without it reads as before
+    assert "removed by the guard" not in render_comment(report)
+    arms = [a.model_copy(update={"temp_removed": 1}) if a.name == report.head else a for a in report.arms]
+    left = Report.model_validate_json(report.model_copy(update={"arms": arms}).model_dump_json())
+    assert [a.temp_removed for a in left.arms if a.name == report.head] == [1]
+    comment = render_comment(left)
+    assert comment.count("removed by the guard") == 1
+    assert f"wrote them ended: {left.head} 1 file or folder." in comment
+    with pytest.raises(ValueError):  # a count read back from a report is checked, not trusted
+        Report.model_validate_json(report.model_copy(update={"arms": arms}).model_dump_json().replace(
+            '"temp_removed":1', '"temp_removed":-3'))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -15,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from guard._errors import GuardError
-from guard.sandbox import MARKER, handed_over, pr_user, run_process, seal_children, shared_folder
+from guard.sandbox import (
+    MARKER, counting_sweeps, handed_over, pr_user, run_process, seal_children, shared_folder, sweeps_of,
+)
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the second user is used only by a guard run as root")
 
@@ -119,7 +122,7 @@ try:
 except FileNotFoundError:
     state = "gone"
 print(json.dumps({"code": code, "daemon": daemon, "state": state, "log": (folder / "log").read_text(),
-                  "tally": dict(tally)}))
+                  "tally": dict(tally.processes)}))
 '''
 
 
@@ -149,6 +152,45 @@ def test_a_daemon_in_a_session_of_its_own_does_not_outlive_its_process(tmp_path:
         assert kept["tally"] == {}
     finally:
         os.kill(kept["daemon"], signal.SIGKILL)
+
+
+@needs_root
+def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(tmp_path: Path) -> None:
+    """A head process that leaves a file where every user may write, for a base process (the
+    same user) to find: removed as it ends, counted for its arm, said in its log."""
+    user = pr_user("guard-pr")
+    tag = f"guard-test-{os.getpid()}-{tmp_path.name}"
+    sticky = Path("/tmp") / f"{tag}-sticky"  # another's folder that all may write, as /tmp/.X11-unix
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    guards = Path("/tmp") / f"{tag}-guards"  # the guard's own: not the user's to lose
+    guards.write_text("kept\n")
+    hostname = Path("/etc/hostname").read_bytes()
+    leaves = (f"echo x > /tmp/{tag}-file && mkdir -p /dev/shm/{tag}-dir/deep && echo y > /dev/shm/{tag}-dir/deep/f && "
+              f"ln -s /etc/hostname /var/tmp/{tag}-link && ln -s /etc /dev/shm/{tag}-dir/deep/etc && "
+              f"echo z > {sticky}/inside && echo w > \"$TMPDIR/in-its-home\"")
+    planted = [Path(f"/tmp/{tag}-file"), Path(f"/dev/shm/{tag}-dir"), Path(f"/var/tmp/{tag}-link"), sticky / "inside"]
+    try:
+        with (tmp_path / "log").open("w") as log, counting_sweeps() as left, sweeps_of("head"):
+            assert run_process(leaves, stdout=log, timeout_s=30, cwd=Path("/"), env=os.environ, user=user) == 0
+        assert [p for p in planted if os.path.lexists(p)] == []
+        # its home went with it, as before, and is not counted: it was the guard's to give
+        assert dict(left.temp_entries) == {"head": 4} and dict(left.processes) == {}
+        assert "guard: removed 4 file(s) or folder(s) this process left in the shared temp folders" in (
+            tmp_path / "log").read_text()
+        assert sticky.is_dir() and guards.read_text() == "kept\n"
+        assert Path("/etc/hostname").read_bytes() == hostname and Path("/etc").is_dir()  # links not followed
+        # as the guard's own user nothing is removed: the guard's own files look the same
+        own = Path(f"/tmp/{tag}-own")
+        with (tmp_path / "log").open("w") as log, counting_sweeps() as kept:
+            assert run_process(f"echo o > {own}", stdout=log, timeout_s=30, env=os.environ) == 0
+        assert own.read_text() == "o\n" and dict(kept.temp_entries) == {}
+    finally:
+        for path in (*planted, sticky, guards, Path(f"/tmp/{tag}-own")):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.lexists(path):
+                path.unlink()
 
 
 @needs_root

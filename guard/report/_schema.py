@@ -55,6 +55,10 @@ class ArmInfo(BaseModel):
     # of their own, which the guard killed when the process that started them ended (as root,
     # with build.user: guard/sandbox/_process.py); 0 where none, or not countable
     swept: int = Field(default=0, ge=0, exclude_if=lambda value: value == 0)
+    # files and folders the arm's code left in the folders every user may write (/tmp, /var/tmp,
+    # /dev/shm, /run/lock), which the guard removed when the process that wrote them ended,
+    # before any other process ran (as root, with build.user); 0 where none, or not countable
+    temp_removed: int = Field(default=0, ge=0, exclude_if=lambda value: value == 0)
 
 
 class Environment(BaseModel):

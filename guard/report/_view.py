@@ -364,6 +364,8 @@ def _environment_blocks(report: Report) -> list[Block]:
         blocks.append(_p(text(slow_processes_sentence(report.slow_processes, gpu=_gpu(report)))))
     if swept := [a for a in report.arms if a.swept]:
         blocks.append(_p(text(words.swept_sentence([(a.name, a.swept) for a in swept]))))
+    if left := [a for a in report.arms if a.temp_removed]:
+        blocks.append(_p(text(words.temp_removed_sentence([(a.name, a.temp_removed) for a in left]))))
     if report.warnings:
         blocks.append(Block(kind="bullets", lines=[text(w) for w in report.warnings]))
     files = report.changed_files

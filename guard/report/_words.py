@@ -177,6 +177,14 @@ def swept_sentence(by_arm: list[tuple[str, int]]) -> str:
             f"that started them ended: {counts}. None ran on into a later step; the step's log says so too.")
 
 
+def temp_removed_sentence(by_arm: list[tuple[str, int]]) -> str:
+    """What the arms' code left in the folders every user may write, and the guard removed."""
+    counts = ", ".join(f"{name} {plural(count, 'file or folder', 'files or folders')}" for name, count in by_arm)
+    return (f"Files the arms' code left where every user may write (/tmp, /dev/shm and the like), removed by "
+            f"the guard as the step that wrote them ended: {counts}. No later step found them; the step's log "
+            "says so too.")
+
+
 # Why a run took no further round, in a short phrase beside its processes.
 ROUNDS_STOPPED: dict[RoundsStop, str] = {
     "decided": "until every batch size was decided",

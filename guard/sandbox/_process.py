@@ -14,7 +14,15 @@ becomes the guard's child rather than init's; and when a launch ends, every chil
 guard that runs as that user and that no running launch started is killed and reaped, so
 nothing of one process outlives it to disturb the next (the other arm's among them). Run
 as the guard's own user (no build.user), nothing is swept: the guard cannot tell its own
-helpers from what the pull request left; a PID namespace (Docker mode) covers that case."""
+helpers from what the pull request left; a PID namespace (Docker mode) covers that case.
+
+Files go the same way. What the pull-request user owns in the folders every user may write
+(/tmp, /var/tmp, /dev/shm, /run/lock, the guard's temp folder, and the world-writable
+folders directly in them) is removed when a launch ends, but the homes of launches still
+running, and before a launch starts (what a killed guard's run left), uncounted: a head
+process cannot leave a file there for a base process to find. A mount namespace with a
+private /tmp would hide the guard's own work folders too, which are under /tmp as often as
+not."""
 
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -53,6 +62,8 @@ _subreaper: bool | None = None
 _previous: dict[int, Any] = {}
 _installed = False
 _reachable: set[tuple[int, str]] = set()
+_homes: set[str] = set()  # the fresh homes of the launches that run: theirs until they end
+_SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # where every user may write on Debian
 
 
 class LaunchError(GuardError):
@@ -79,6 +90,7 @@ def run_process(
     if user is not None:
         check_reachable(user, [p for p in (cwd, *reads, Path(tempfile.gettempdir())) if p is not None])
     _adopt_orphans(user)
+    clear_shared_temp(user)  # what a run before this one left (killed, it could not): nobody's to count
     with _fresh_home(user) as home:
         given = None if env is None and not home else dict(os.environ if env is None else env) | home
         with _spawning:
@@ -134,6 +146,7 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
     users = {launch.user for launch in launches if launch.user is not None}
     for user in users:
         _adopt_orphans(user)
+        clear_shared_temp(user)
     procs: list[subprocess.Popen[bytes]] = []
     codes: list[int | None] = [None] * len(launches)
     failed: int | None = None
@@ -210,16 +223,23 @@ def _adopt_orphans(user: PrUser | None) -> None:
         _subreaper = False
 
 
+class Leftovers(NamedTuple):
+    """What the sweeps of one run ended and removed, by the arm whose process left it."""
+
+    processes: Counter[str]  # left running in a session of their own, killed
+    temp_entries: Counter[str]  # files and folders left in the shared temp folders, removed
+
+
 # What the sweeps of one run ended, by the arm whose process left them (`counting_sweeps`,
 # `sweeps_of`): the report's fact, besides the line in each process's log.
-_tally: ContextVar[Counter[str] | None] = ContextVar("guard_sweep_tally", default=None)
+_tally: ContextVar[Leftovers | None] = ContextVar("guard_sweep_tally", default=None)
 _owner: ContextVar[str] = ContextVar("guard_sweep_owner", default="")
 
 
 @contextmanager
-def counting_sweeps() -> Iterator[Counter[str]]:
-    """Counts, by owner (`sweeps_of`), the processes every sweep in this context ends."""
-    tally: Counter[str] = Counter()
+def counting_sweeps() -> Iterator[Leftovers]:
+    """Counts, by owner (`sweeps_of`), what every sweep in this context ends and removes."""
+    tally = Leftovers(Counter(), Counter())
     token = _tally.set(tally)
     try:
         yield tally
@@ -238,12 +258,55 @@ def sweeps_of(owner: str) -> Iterator[None]:
 
 
 def _sweep_after(log: IO[Any] | int, user: PrUser | None) -> None:
-    """The sweep when a launch ends: what it ended counted for the current owner and said in the log."""
-    count = sweep(user)
+    """The sweep when a launch ends: what it ended and removed counted for the current owner
+    and said in the log."""
+    count, removed = sweep(user), clear_shared_temp(user)
     tally = _tally.get()
-    if count and tally is not None:
-        tally[_owner.get()] += count
-    _say_swept(log, count)
+    if tally is not None:
+        tally.processes.update({_owner.get(): count} if count else {})
+        tally.temp_entries.update({_owner.get(): removed} if removed else {})
+    _say_swept(log, count, removed)
+
+
+def clear_shared_temp(user: PrUser | None) -> int:
+    """Remove what `user` owns in the shared temp folders, and in the world-writable folders
+    directly in them, but the homes of running launches; how many files and folders (a
+    folder with all it holds is one). Links are removed, never followed."""
+    if user is None:
+        return 0
+    return sum(_clear(folder, user.uid, 1) for folder in dict.fromkeys((tempfile.gettempdir(), *_SHARED_TEMP)))
+
+
+def _clear(folder: str, uid: int, depth: int) -> int:
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    removed = 0
+    for entry in entries:
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if info.st_uid == uid:
+            if entry.path not in _homes:
+                removed += _remove_entry(entry.path, info)
+        elif depth and stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
+            removed += _clear(entry.path, uid, depth - 1)  # another's sticky folder (.X11-unix, say)
+    return removed
+
+
+def _remove_entry(path: str, info: os.stat_result) -> int:
+    try:
+        if stat.S_ISDIR(info.st_mode):
+            shutil.rmtree(path)  # by file descriptor: a link inside is removed, not followed
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        return 0
+    except OSError:
+        return 0 if os.path.lexists(path) else 1
+    return 1
 
 
 def sweep(user: PrUser | None) -> int:
@@ -283,13 +346,18 @@ def _uid_of(pid: int) -> int | None:
         return None
 
 
-def _say_swept(log: IO[Any] | int, count: int) -> None:
-    """One line in the process's log (a text file), so that what the code left behind is seen,
-    not only ended."""
-    if count and not isinstance(log, int):
+def _say_swept(log: IO[Any] | int, count: int, removed: int) -> None:
+    """A line each in the process's log (a text file), so that what the code left behind is
+    seen, not only ended."""
+    if isinstance(log, int) or not (count or removed):
+        return
+    if count:
         log.write(f"\nguard: killed {count} process(es) this process left running in a session of its own "
                   "(they had become the guard's)\n")
-        log.flush()
+    if removed:
+        log.write(f"\nguard: removed {removed} file(s) or folder(s) this process left in the shared temp folders "
+                  f"({', '.join(_SHARED_TEMP)})\n")
+    log.flush()
 
 
 def check_reachable(user: PrUser, paths: Sequence[Path]) -> None:
@@ -371,6 +439,7 @@ def _fresh_home(user: PrUser | None) -> Iterator[dict[str, str]]:
         yield {}
         return
     home = Path(tempfile.mkdtemp(prefix=f"{user.name}-home-"))
+    _homes.add(str(home))
     try:
         os.chown(home, user.uid, user.gid)
         # git in a build (a version from `git describe`) refuses the checkout's git data,
@@ -380,6 +449,7 @@ def _fresh_home(user: PrUser | None) -> Iterator[dict[str, str]]:
                "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
     finally:
         shutil.rmtree(home, ignore_errors=True)
+        _homes.discard(str(home))
 
 
 def _wait_exited(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
