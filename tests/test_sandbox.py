@@ -170,10 +170,15 @@ def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(t
               f"ln -s /etc/hostname /var/tmp/{tag}-link && ln -s /etc /dev/shm/{tag}-dir/deep/etc && "
               f"echo z > {sticky}/inside && echo w > \"$TMPDIR/in-its-home\"")
     planted = [Path(f"/tmp/{tag}-file"), Path(f"/dev/shm/{tag}-dir"), Path(f"/var/tmp/{tag}-link"), sticky / "inside"]
+    handed = Path("/tmp") / f"{tag}-handed"  # a folder the guard gives it, right in /tmp: the guard's to seal
+    handed.mkdir()
+    leaves += f" && echo h > {handed}/built"
     try:
-        with (tmp_path / "log").open("w") as log, counting_sweeps() as left, sweeps_of("head"):
+        with (tmp_path / "log").open("w") as log, counting_sweeps() as left, sweeps_of("head"), \
+                handed_over(user, [handed]):
             assert run_process(leaves, stdout=log, timeout_s=30, cwd=Path("/"), env=os.environ, user=user) == 0
         assert [p for p in planted if os.path.lexists(p)] == []
+        assert (handed / "built").read_text() == "h\n" and handed.stat().st_uid == 0  # kept, then sealed
         # its home went with it, as before, and is not counted: it was the guard's to give
         assert dict(left.temp_entries) == {"head": 4} and dict(left.processes) == {}
         assert "guard: removed 4 file(s) or folder(s) this process left in the shared temp folders" in (
@@ -186,7 +191,7 @@ def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(t
             assert run_process(f"echo o > {own}", stdout=log, timeout_s=30, env=os.environ) == 0
         assert own.read_text() == "o\n" and dict(kept.temp_entries) == {}
     finally:
-        for path in (*planted, sticky, guards, Path(f"/tmp/{tag}-own")):
+        for path in (*planted, sticky, guards, handed, Path(f"/tmp/{tag}-own")):
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
             elif os.path.lexists(path):

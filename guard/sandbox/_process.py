@@ -49,7 +49,7 @@ from typing import IO, Any, NamedTuple
 
 from guard._errors import GuardError
 from guard.sandbox._container import stat_fields
-from guard.sandbox._user import PrUser
+from guard.sandbox._user import PrUser, handed_now
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _CHECK_READABLE = 'for p do if [ ! -r "$p" ] || { [ -d "$p" ] && [ ! -x "$p" ]; }; then printf "%s\\n" "$p"; fi; done'
@@ -274,10 +274,11 @@ def clear_shared_temp(user: PrUser | None) -> int:
     folder with all it holds is one). Links are removed, never followed."""
     if user is None:
         return 0
-    return sum(_clear(folder, user.uid, 1) for folder in dict.fromkeys((tempfile.gettempdir(), *_SHARED_TEMP)))
+    keep = _homes | handed_now()  # a folder the guard gave it, in /tmp itself, is the guard's to seal
+    return sum(_clear(folder, user.uid, 1, keep) for folder in dict.fromkeys((tempfile.gettempdir(), *_SHARED_TEMP)))
 
 
-def _clear(folder: str, uid: int, depth: int) -> int:
+def _clear(folder: str, uid: int, depth: int, keep: set[str] | frozenset[str]) -> int:
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -289,10 +290,10 @@ def _clear(folder: str, uid: int, depth: int) -> int:
         except OSError:
             continue
         if info.st_uid == uid:
-            if entry.path not in _homes:
+            if os.path.abspath(entry.path) not in keep:
                 removed += _remove_entry(entry.path, info)
         elif depth and stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
-            removed += _clear(entry.path, uid, depth - 1)  # another's sticky folder (.X11-unix, say)
+            removed += _clear(entry.path, uid, depth - 1, keep)  # another's sticky folder (.X11-unix, say)
     return removed
 
 

@@ -115,6 +115,9 @@ def seal(user: PrUser, path: Path) -> None:
             os.chmod(entry, mode | ((mode & 0o500) >> 3) | ((mode & 0o500) >> 6))
 
 
+_handed: set[str] = set()  # what is the user's to write now (`handed_over`): no temp clean-up takes it
+
+
 @contextmanager
 def handed_over(user: PrUser | None, paths: Iterable[Path]) -> Iterator[None]:
     """`paths` are the user's to write inside the block, and sealed after it, however it ends."""
@@ -122,12 +125,20 @@ def handed_over(user: PrUser | None, paths: Iterable[Path]) -> Iterator[None]:
     if user is None:
         yield
         return
-    hand_over(user, folders)
+    names = {os.path.abspath(folder) for folder in folders} - _handed
+    _handed.update(names)
     try:
+        hand_over(user, folders)
         yield
     finally:
+        _handed.difference_update(names)
         for folder in folders:
             seal(user, folder)
+
+
+def handed_now() -> frozenset[str]:
+    """The paths the user is handed at this moment, absolute."""
+    return frozenset(_handed)
 
 
 def writable_file(user: PrUser | None, path: Path) -> None:
