@@ -410,30 +410,22 @@ def test_every_block_of_the_comment_starts_after_a_blank_line() -> None:
     assert joined == []
 
 
-def test_what_the_arms_left_running_is_each_arms_fact_and_said_once_from_it() -> None:
+@pytest.mark.parametrize(("field", "count", "said", "once"), [
+    ("swept", 2, "started them ended: {head} 2 processes.", "killed by the guard"),
+    ("temp_removed", 1, "wrote them ended: {head} 1 file or folder.", "removed by the guard"),
+])
+def test_what_the_arms_left_behind_is_each_arms_fact_and_said_once_from_it(
+    field: str, count: int, said: str, once: str,
+) -> None:
     report = _pair_report("h200", "kernel-1-07")
-    assert all(a.swept == 0 for a in report.arms) and "killed by the guard" not in render_comment(report)
-    assert "swept" not in report.model_dump(mode="json")["arms"][0]  # a report without it reads as before
-    arms = [a.model_copy(update={"swept": 2}) if a.name == report.head else a for a in report.arms]
-    swept = Report.model_validate_json(report.model_copy(update={"arms": arms}).model_dump_json())
-    comment = render_comment(swept)
-    assert comment.count("killed by the guard") == 1
-    assert f"started them ended: {swept.head} 2 processes." in comment
-    with pytest.raises(ValueError):  # a count read back from a report is checked, not trusted
-        Report.model_validate_json(report.model_copy(update={"arms": arms}).model_dump_json().replace(
-            '"swept":2', '"swept":-1'))
-
-
-def test_what_the_arms_left_in_the_shared_temp_folders_is_each_arms_fact_and_said_once_from_it() -> None:
-    report = _pair_report("h200", "kernel-1-07")
-    assert "temp_removed" not in report.model_dump(mode="json")["arms"][0]  # a report without it reads as before
-    assert "removed by the guard" not in render_comment(report)
-    arms = [a.model_copy(update={"temp_removed": 1}) if a.name == report.head else a for a in report.arms]
+    assert all(getattr(a, field) == 0 for a in report.arms) and once not in render_comment(report)
+    assert field not in report.model_dump(mode="json")["arms"][0]  # a report without it reads as before
+    arms = [a.model_copy(update={field: count}) if a.name == report.head else a for a in report.arms]
     left = Report.model_validate_json(report.model_copy(update={"arms": arms}).model_dump_json())
-    assert [a.temp_removed for a in left.arms if a.name == report.head] == [1]
+    assert [getattr(a, field) for a in left.arms if a.name == report.head] == [count]
     comment = render_comment(left)
-    assert comment.count("removed by the guard") == 1
-    assert f"wrote them ended: {left.head} 1 file or folder." in comment
+    assert comment.count(once) == 1
+    assert said.format(head=left.head) in comment
     with pytest.raises(ValueError):  # a count read back from a report is checked, not trusted
         Report.model_validate_json(report.model_copy(update={"arms": arms}).model_dump_json().replace(
-            '"temp_removed":1', '"temp_removed":-3'))
+            f'"{field}":{count}', f'"{field}":-1'))
