@@ -185,6 +185,24 @@ def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(t
             tmp_path / "log").read_text()
         assert sticky.is_dir() and guards.read_text() == "kept\n"
         assert Path("/etc/hostname").read_bytes() == hostname and Path("/etc").is_dir()  # links not followed
+        # while another guard of this host runs as the same user (one per GPU), nothing is removed:
+        # what its running processes keep there (a home, NCCL's /dev/shm) is not this guard's
+        other = subprocess.Popen(
+            [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+             "fcntl.lockf(fd, fcntl.LOCK_SH); print('held', flush=True); sys.stdin.read()",
+             f"/run/regression-guard-user-{user.uid}.lock"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert other.stdout is not None and other.stdout.readline() == "held\n"
+            with (tmp_path / "log").open("w") as log, counting_sweeps() as shared:
+                assert run_process(f"echo x > /tmp/{tag}-file", stdout=log, timeout_s=30, cwd=Path("/"),
+                                   env=os.environ, user=user) == 0
+            assert planted[0].read_text() == "x\n" and dict(shared.temp_entries) == {}
+            assert f"another guard on this host runs as '{user.name}' now" in (tmp_path / "log").read_text()
+        finally:
+            other.communicate(timeout=30)
+        with (tmp_path / "log").open("w") as log:  # alone again: the next launch's clean-up takes it
+            assert run_process("true", stdout=log, timeout_s=30, cwd=Path("/"), env=os.environ, user=user) == 0
+        assert not planted[0].exists()
         # as the guard's own user nothing is removed: the guard's own files look the same
         own = Path(f"/tmp/{tag}-own")
         with (tmp_path / "log").open("w") as log, counting_sweeps() as kept:

@@ -20,14 +20,18 @@ Files go the same way. What the pull-request user owns in the folders every user
 (/tmp, /var/tmp, /dev/shm, /run/lock, the guard's temp folder, and the world-writable
 folders directly in them) is removed when a launch ends, but the homes of launches still
 running, and before a launch starts (what a killed guard's run left), uncounted: a head
-process cannot leave a file there for a base process to find. A mount namespace with a
-private /tmp would hide the guard's own work folders too, which are under /tmp as often as
-not."""
+process cannot leave a file there for a base process to find. Only a guard that is alone on
+the host with that user does it: each holds a shared lock on /run/regression-guard-user-UID.lock
+while it runs and cleans only when it can turn that lock exclusive, so a guard per GPU of
+one host never removes what another's running processes use (a home, NCCL's /dev/shm). A
+mount namespace with a private /tmp would hide the guard's own work folders too, which are
+under /tmp as often as not."""
 
 from __future__ import annotations
 
 import atexit
 import ctypes
+import fcntl
 import json
 import os
 import select
@@ -64,6 +68,8 @@ _installed = False
 _reachable: set[tuple[int, str]] = set()
 _homes: set[str] = set()  # the fresh homes of the launches that run: theirs until they end
 _SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # where every user may write on Debian
+_USER_LOCK = "/run/regression-guard-user-{uid}.lock"  # in a folder only root writes
+_user_locks: dict[int, int | None] = {}  # uid -> the descriptor that holds this guard's shared lock
 
 
 class LaunchError(GuardError):
@@ -265,17 +271,49 @@ def _sweep_after(log: IO[Any] | int, user: PrUser | None) -> None:
     if tally is not None:
         tally.processes.update({_owner.get(): count} if count else {})
         tally.temp_entries.update({_owner.get(): removed} if removed else {})
-    _say_swept(log, count, removed)
+    _say_swept(log, count, removed, user)
 
 
-def clear_shared_temp(user: PrUser | None) -> int:
+def clear_shared_temp(user: PrUser | None) -> int | None:
     """Remove what `user` owns in the shared temp folders, and in the world-writable folders
     directly in them, but the homes of running launches; how many files and folders (a
-    folder with all it holds is one). Links are removed, never followed."""
+    folder with all it holds is one). Links are removed, never followed. None, and nothing
+    removed, where another guard of this host runs as `user` (or the lock cannot be had)."""
     if user is None:
         return 0
-    keep = _homes | handed_now()  # a folder the guard gave it, in /tmp itself, is the guard's to seal
-    return sum(_clear(folder, user.uid, 1, keep) for folder in dict.fromkeys((tempfile.gettempdir(), *_SHARED_TEMP)))
+    lock = _user_lock(user)
+    if lock is None:
+        return None
+    try:
+        fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # atomic: refused, the shared lock stays
+    except OSError:
+        return None
+    try:
+        keep = _homes | handed_now()  # a folder the guard gave it, in /tmp itself, is the guard's to seal
+        folders = dict.fromkeys((tempfile.gettempdir(), *_SHARED_TEMP))
+        return sum(_clear(folder, user.uid, 1, keep) for folder in folders)
+    finally:
+        fcntl.lockf(lock, fcntl.LOCK_SH)
+
+
+def _user_lock(user: PrUser) -> int | None:
+    """This guard's shared lock on `user`'s lock file, taken once and held until it exits
+    (the descriptor is not inherited); None where the file cannot be the guard's own."""
+    if user.uid in _user_locks:
+        return _user_locks[user.uid]
+    lock: int | None = None
+    try:
+        lock = os.open(_USER_LOCK.format(uid=user.uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        found = os.fstat(lock)
+        if found.st_uid != os.geteuid() or not stat.S_ISREG(found.st_mode):
+            raise OSError("not the guard's own file")
+        fcntl.lockf(lock, fcntl.LOCK_SH)  # waits only for another guard's clean-up, milliseconds
+    except OSError:
+        if lock is not None:
+            os.close(lock)
+        lock = None
+    _user_locks[user.uid] = lock
+    return lock
 
 
 def _clear(folder: str, uid: int, depth: int, keep: set[str] | frozenset[str]) -> int:
@@ -347,10 +385,10 @@ def _uid_of(pid: int) -> int | None:
         return None
 
 
-def _say_swept(log: IO[Any] | int, count: int, removed: int) -> None:
+def _say_swept(log: IO[Any] | int, count: int, removed: int | None, user: PrUser | None) -> None:
     """A line each in the process's log (a text file), so that what the code left behind is
     seen, not only ended."""
-    if isinstance(log, int) or not (count or removed):
+    if isinstance(log, int) or not (count or removed or (user is not None and removed is None)):
         return
     if count:
         log.write(f"\nguard: killed {count} process(es) this process left running in a session of its own "
@@ -358,6 +396,10 @@ def _say_swept(log: IO[Any] | int, count: int, removed: int) -> None:
     if removed:
         log.write(f"\nguard: removed {removed} file(s) or folder(s) this process left in the shared temp folders "
                   f"({', '.join(_SHARED_TEMP)})\n")
+    if removed is None and user is not None:
+        log.write(f"\nguard: what this process left in the shared temp folders ({', '.join(_SHARED_TEMP)}) is "
+                  f"left there: another guard on this host runs as '{user.name}' now (Docker build mode gives each "
+                  "arm its own)\n")
     log.flush()
 
 
