@@ -203,6 +203,12 @@ def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(t
         with (tmp_path / "log").open("w") as log:  # alone again: the next launch's clean-up takes it
             assert run_process("true", stdout=log, timeout_s=30, cwd=Path("/"), env=os.environ, user=user) == 0
         assert not planted[0].exists()
+        # and between its launches this guard holds no lock: another guard alone may clean
+        takes = subprocess.run(
+            [sys.executable, "-c", "import fcntl, os, sys; fcntl.lockf(os.open(sys.argv[1], os.O_RDWR), "
+             "fcntl.LOCK_EX | fcntl.LOCK_NB)", f"/run/regression-guard-user-{user.uid}.lock"],
+            capture_output=True, text=True, timeout=30)
+        assert takes.returncode == 0, takes.stderr
         # as the guard's own user nothing is removed: the guard's own files look the same
         own = Path(f"/tmp/{tag}-own")
         with (tmp_path / "log").open("w") as log, counting_sweeps() as kept:

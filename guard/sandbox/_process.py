@@ -22,8 +22,9 @@ folders directly in them) is removed when a launch ends, but the homes of launch
 running, and before a launch starts (what a killed guard's run left), uncounted: a head
 process cannot leave a file there for a base process to find. Only a guard that is alone on
 the host with that user does it: each holds a shared lock on /run/regression-guard-user-UID.lock
-while it runs and cleans only when it can turn that lock exclusive, so a guard per GPU of
-one host never removes what another's running processes use (a home, NCCL's /dev/shm). A
+while a process of its runs as the user, and cleans only when it can turn that lock
+exclusive, so a guard per GPU of one host never removes what another's running processes
+use (a home, NCCL's /dev/shm). A
 mount namespace with a private /tmp would hide the guard's own work folders too, which are
 under /tmp as often as not."""
 
@@ -44,9 +45,9 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any, NamedTuple
@@ -69,7 +70,8 @@ _reachable: set[tuple[int, str]] = set()
 _homes: set[str] = set()  # the fresh homes of the launches that run: theirs until they end
 _SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # where every user may write on Debian
 _USER_LOCK = "/run/regression-guard-user-{uid}.lock"  # in a folder only root writes
-_user_locks: dict[int, int | None] = {}  # uid -> the descriptor that holds this guard's shared lock
+_lock_files: dict[int, int | None] = {}  # uid -> the guard's descriptor of that user's lock file
+_held: dict[int, int] = {}  # uid -> that descriptor, while a launch of this guard runs as the user
 
 
 class LaunchError(GuardError):
@@ -96,8 +98,8 @@ def run_process(
     if user is not None:
         check_reachable(user, [p for p in (cwd, *reads, Path(tempfile.gettempdir())) if p is not None])
     _adopt_orphans(user)
-    clear_shared_temp(user)  # what a run before this one left (killed, it could not): nobody's to count
-    with _fresh_home(user) as home:
+    with _holding([user]), _fresh_home(user) as home:
+        clear_shared_temp(user)  # what a run before this one left (killed, it could not): nobody's to count
         given = None if env is None and not home else dict(os.environ if env is None else env) | home
         with _spawning:
             proc = subprocess.Popen(
@@ -152,7 +154,6 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
     users = {launch.user for launch in launches if launch.user is not None}
     for user in users:
         _adopt_orphans(user)
-        clear_shared_temp(user)
     procs: list[subprocess.Popen[bytes]] = []
     codes: list[int | None] = [None] * len(launches)
     failed: int | None = None
@@ -166,6 +167,9 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
         reaped.add(index)
 
     with ExitStack() as homes:
+        homes.enter_context(_holding(users))
+        for user in users:
+            clear_shared_temp(user)  # what a run before this one left: nobody's to count
         try:
             for launch in launches:
                 home = homes.enter_context(_fresh_home(launch.user))
@@ -278,10 +282,11 @@ def clear_shared_temp(user: PrUser | None) -> int | None:
     """Remove what `user` owns in the shared temp folders, and in the world-writable folders
     directly in them, but the homes of running launches; how many files and folders (a
     folder with all it holds is one). Links are removed, never followed. None, and nothing
-    removed, where another guard of this host runs as `user` (or the lock cannot be had)."""
+    removed, where a launch of another guard of this host runs as `user` (or no lock can be
+    had). Called within `_holding`."""
     if user is None:
         return 0
-    lock = _user_lock(user)
+    lock = _held.get(user.uid)
     if lock is None:
         return None
     try:
@@ -296,23 +301,47 @@ def clear_shared_temp(user: PrUser | None) -> int | None:
         fcntl.lockf(lock, fcntl.LOCK_SH)
 
 
-def _user_lock(user: PrUser) -> int | None:
-    """This guard's shared lock on `user`'s lock file, taken once and held until it exits
-    (the descriptor is not inherited); None where the file cannot be the guard's own."""
-    if user.uid in _user_locks:
-        return _user_locks[user.uid]
+@contextmanager
+def _holding(users: Iterable[PrUser | None]) -> Iterator[None]:
+    """A shared lock on each user's lock file for the block (a launch, its clean-ups included):
+    while this guard's processes run as a user, no other guard of the host cleans that user's
+    files, and this one cleans only when no other's run."""
+    taken = []
+    try:
+        for user in users:
+            lock = None if user is None or user.uid in _held else _lock_file(user)
+            if lock is None:
+                continue
+            try:
+                fcntl.lockf(lock, fcntl.LOCK_SH)  # waits only for another guard's clean-up, milliseconds
+            except OSError:
+                continue
+            _held[user.uid] = lock
+            taken.append(user.uid)
+        yield
+    finally:
+        for uid in taken:
+            lock = _held.pop(uid)
+            with suppress(OSError):
+                fcntl.lockf(lock, fcntl.LOCK_UN)
+
+
+def _lock_file(user: PrUser) -> int | None:
+    """The guard's descriptor of `user`'s lock file, opened once (not inherited); None where
+    the file cannot be the guard's own."""
+    if user.uid in _lock_files:
+        return _lock_files[user.uid]
     lock: int | None = None
     try:
         lock = os.open(_USER_LOCK.format(uid=user.uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         found = os.fstat(lock)
         if found.st_uid != os.geteuid() or not stat.S_ISREG(found.st_mode):
             raise OSError("not the guard's own file")
-        fcntl.lockf(lock, fcntl.LOCK_SH)  # waits only for another guard's clean-up, milliseconds
     except OSError:
         if lock is not None:
             os.close(lock)
         lock = None
-    _user_locks[user.uid] = lock
+    _lock_files[user.uid] = lock
     return lock
 
 
@@ -398,8 +427,8 @@ def _say_swept(log: IO[Any] | int, count: int, removed: int | None, user: PrUser
                   f"({', '.join(_SHARED_TEMP)})\n")
     if removed is None and user is not None:
         log.write(f"\nguard: what this process left in the shared temp folders ({', '.join(_SHARED_TEMP)}) is "
-                  f"left there: another guard on this host runs as '{user.name}' now (Docker build mode gives each "
-                  "arm its own)\n")
+                  f"left there: another guard on this host runs as '{user.name}' now, or no lock in /run says "
+                  "otherwise (Docker build mode gives each arm its own)\n")
     log.flush()
 
 
