@@ -20,13 +20,12 @@ Files go the same way. What the pull-request user owns in the folders every user
 (/tmp, /var/tmp, /dev/shm, /run/lock, the guard's temp folder, and the world-writable
 folders directly in them) is removed when a launch ends, but the homes of launches still
 running, and before a launch starts (what a killed guard's run left), uncounted: a head
-process cannot leave a file there for a base process to find. Only a guard that is alone on
-the host with that user does it: each holds a shared lock on /run/regression-guard-user-UID.lock
+process cannot leave a file there for a base process to find. Only a guard alone on the
+host with that user does it: each holds a shared lock on /run/regression-guard-user-UID.lock
 while a process of its runs as the user, and cleans only when it can turn that lock
 exclusive, so a guard per GPU of one host never removes what another's running processes
-use (a home, NCCL's /dev/shm). A
-mount namespace with a private /tmp would hide the guard's own work folders too, which are
-under /tmp as often as not."""
+use (a home, NCCL's /dev/shm). A mount namespace with a private /tmp would hide the guard's
+own work folders too, which are under /tmp as often as not."""
 
 from __future__ import annotations
 
