@@ -21,8 +21,8 @@ from guard.config import (
 from guard.harness import HARNESS_SCRIPT
 from guard.measure import (
     BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, RATE_CONFIDENCE, SPREAD_LIMIT_CONFIDENCE, ArmMeasurement,
-    ArmTarget, HarnessSpec, RunnerNoise, SlowMetric, SlowProcesses, check_cpus, fill_compile_caches,
-    prepare_reference, run_interleaved, runner_noise, share_compile_caches, slow_processes,
+    ArmTarget, Harness, HarnessSpec, RunnerNoise, SlowMetric, SlowProcesses, check_cpus, fill_compile_caches,
+    prepare_reference, run_interleaved, run_ranks, runner_noise, share_compile_caches, slow_processes,
 )
 from guard.pipeline import Progress
 from guard.report import share, slow_processes_sentence
@@ -94,11 +94,12 @@ def rule_level(config: GuardConfig, batch_sizes: int) -> float:
 
 def calibrate(
     repo: Path, ref: str, config: GuardConfig | None, out: Path, progress: Progress = lambda _: None,
-    cache_dir: Path | None = None, thresholds_pct: list[float] | None = None,
+    cache_dir: Path | None = None, thresholds_pct: list[float] | None = None, harness: Harness = run_ranks,
 ) -> Calibration:
     """`config` None: guard.toml (and its reference_file) as the commit `ref` holds it.
     `thresholds_pct`: thresholds, besides measure.threshold_pct, to estimate the repeats of.
-    Raises RunnerTooNoisy, writing nothing, when a suggestion would be refused."""
+    Raises RunnerTooNoisy, writing nothing, when a suggestion would be refused. `harness` runs
+    each process (pipeline.run_guard's)."""
     repo = repo.resolve()
     require_repo(repo)
     arm_ref = ArmRef(name="aa", ref=ref, sha=resolve_commit(repo, ref))
@@ -124,13 +125,13 @@ def calibrate(
         runs = out.parent / f"{out.stem}-runs"
         spec, reference = prepare_reference(targets[0], spec, runs, config.measure.timeout_s,
                                             config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress,
-                                            files=CommitFiles(repo=repo, sha=arm_ref.sha))
+                                            files=CommitFiles(repo=repo, sha=arm_ref.sha), harness=harness)
         filled = fill_compile_caches(targets, "a", not config.workload.reference_file, spec, reference, runs,
-                                     config.measure.timeout_s, progress)
+                                     config.measure.timeout_s, progress, harness=harness)
         progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
         measurements = run_interleaved(
             targets, spec, config.measure.repeats, runs, config.measure.timeout_s, progress,
-            reference=reference.tokens if spec.reference else None,
+            reference=reference.tokens if spec.reference else None, harness=harness,
         )
     failed = [m.error for m in measurements.values() if m.error]
     if failed:

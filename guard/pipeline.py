@@ -1,9 +1,12 @@
-"""The pipeline `guard run` and `guard demo` share: resolve, build, measure, compare, report."""
+"""The pipeline `guard run` and `guard demo` share: resolve, build, measure, decide in rounds,
+report. Each stage is a function of its own; the one that starts processes is passed in (a
+`Harness`), so the whole pipeline runs in-process over recorded or synthetic processes too."""
 
 from __future__ import annotations
 
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -18,23 +21,29 @@ from guard.checkout import (
     ArmRef, BuiltArm, build_arm, check_interpreter_reach, commit_subject, default_cache_dir, persisted_credentials,
     resolve_arms, require_distinct, uncommitted_changes,
 )
-from guard.compare import Comparison, compare, confirm_undecided
+from guard.compare import Comparison, RoundsStop, compare, confirm_undecided
 from guard.config import (
     DEFAULT_CONFIG_NAME, CalibratedSpread, CommitFiles, ConfigChange, ConfigOverrides, Files, FolderFiles, GuardConfig,
     ThresholdSource, ThresholdSources, apply_overrides, check_entry, config_change, config_paths, load_commit_config,
     read_thresholds,
 )
 from guard.measure import (
-    ArmMeasurement, ArmTarget, HarnessSpec, RepeatResult, ReferenceOutcome, RoundsBudget, check_cpus, mix_report,
-    prepare_reference, rank_trace_paths, run_interleaved, share_compile_caches, slow_processes, fill_compile_caches,
+    ArmMeasurement, ArmTarget, Harness, HarnessSpec, ReferenceOutcome, RoundsBudget, check_cpus,
+    mix_report, prepare_reference, rank_trace_paths, run_interleaved, run_ranks, share_compile_caches,
+    slow_processes, fill_compile_caches,
 )
 from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, write_report,
 )
-from guard.sandbox import counting_sweeps, sweeps_of
+from guard.sandbox import Leftovers, counting_sweeps, sweeps_of
 from guard.trace import mix_trace_section, rank_trace_sections, trace_sections
 
 Progress = Callable[[str], None]
+# Measures the named arms again with `spec` (their undecided batch sizes alone), each process
+# numbered from `first_repeat` on: a confirmation round's new processes, by arm.
+MeasureRound = Callable[[list[str], HarnessSpec, int], dict[str, ArmMeasurement]]
+# Decides on `measurements`: per batch size the round it is decided at, and the mix's.
+Decide = Callable[[dict[str, ArmMeasurement], dict[int, int], int], Comparison]
 
 
 def run_guard(
@@ -49,15 +58,32 @@ def run_guard(
     github_repo: str | None = None,
     server_url: str = "https://github.com",
     overrides: ConfigOverrides | None = None,
+    harness: Harness = run_ranks,
 ) -> Report:
     """`config` None: guard.toml and the files it names come from the base commit, as git holds
     it. A config the caller gives (--config, the demo) is used as it is, with the files it names
     in `config_dir` (default: the repository). `overrides` replace some of its values (the
-    command line's), and the report says which."""
+    command line's), and the report says which. `harness` runs each process of an arm: the
+    arm's interpreter in its sandbox, or a stand-in that answers as one would."""
+    started = time.time()
+    repo, out_dir = repo.resolve(), out_dir.resolve()
     # the arms' cached builds stay locked until the report is written: no other run rebuilds them meanwhile
     with ExitStack() as builds_in_use:
-        return _run_guard(repo, base, head, config, out_dir, cache_dir, progress, config_dir, github_repo, server_url,
-                          builds_in_use, overrides or ConfigOverrides())
+        left = builds_in_use.enter_context(counting_sweeps())  # what each arm's code left behind, by arm
+        # the guard's before anything of the pull request runs, which then cannot make it its own
+        check_out_dir(out_dir)
+        plan = plan_run(repo, base, head, config, config_dir, overrides or ConfigOverrides(), progress)
+        built = build_arms(repo, plan, cache_dir or default_cache_dir(repo), progress, builds_in_use)
+        first = measure_first_round(repo, plan, built, out_dir / "runs", progress, harness)
+        measure = round_measure(built.targets, first.spec, plan.config.measure.repeats, out_dir / "runs",
+                                plan.config.measure.timeout_s, first.reference, progress, harness)
+        outcome = decide_in_rounds(first.measurements, (plan.base.name, plan.head.name), first.spec,
+                                   plan.config.measure.repeats, plan.config.measure.confirm_budget_s,
+                                   decider(plan, built.arms, first), measure, progress)
+        report = assemble_report(repo, plan, built, first, outcome, left, progress, out_dir,
+                                 github_repo=github_repo, server_url=server_url, started=started)
+        write_report(report, out_dir)
+        return report
 
 
 def run_config(
@@ -68,27 +94,36 @@ def run_config(
     return _arms_and_config(repo.resolve(), base, head, config, config_dir).config
 
 
-def _run_guard(
-    repo: Path,
-    base: str | None,
-    head: str,
-    config: GuardConfig | None,
-    out_dir: Path,
-    cache_dir: Path | None,
-    progress: Progress,
-    config_dir: Path | None,
-    github_repo: str | None,
-    server_url: str,
-    builds_in_use: ExitStack,
-    overrides: ConfigOverrides,
-) -> Report:
-    started = time.time()
-    repo = repo.resolve()
-    out_dir = out_dir.resolve()
-    left = builds_in_use.enter_context(counting_sweeps())  # what each arm's code left behind, by arm
-    # the guard's before anything of the pull request runs, which then cannot make it its own
-    check_out_dir(out_dir)
-    base_ref, head_ref, config, files, change = _arms_and_config(repo, base, head, config, config_dir)
+class Thresholds(NamedTuple):
+    """The thresholds a run decides by, in percent, the spreads it may borrow, and where each came from."""
+
+    gpu_ms_pct: float
+    tok_per_s_pct: float
+    end_to_end_ms_pct: float
+    spreads: list[CalibratedSpread]
+    sources: ThresholdSources
+
+
+@dataclass
+class Plan:
+    """What a run compares and by which rule, before anything is built."""
+
+    base: ArmRef
+    head: ArmRef
+    config: GuardConfig
+    files: Files  # where the files the config names are read from
+    change: ConfigChange | None  # the head's changes to the config, not used
+    overrides: ConfigOverrides
+    thresholds: Thresholds
+    security: list[str]  # warnings about the checkout itself
+
+
+def plan_run(
+    repo: Path, base: str | None, head: str, given: GuardConfig | None, config_dir: Path | None,
+    overrides: ConfigOverrides, progress: Progress,
+) -> Plan:
+    """The arms and the config, checked before anything of theirs runs; the progress says where each came from."""
+    base_ref, head_ref, config, files, change = _arms_and_config(repo, base, head, given, config_dir)
     progress(f"base {base_ref.ref} = {base_ref.sha[:12]}, head {head_ref.ref} = {head_ref.sha[:12]}")
     if dirty := uncommitted_changes(repo):
         progress(f"warning: {len(dirty)} file(s) in the working tree have uncommitted changes ({dirty[0]}"
@@ -97,78 +132,149 @@ def _run_guard(
         progress(f"config: from the base commit; the head's changes to {', '.join(change.paths)} are not used")
     if overrides.given():
         config = apply_overrides(config, overrides)
-        given = ", ".join(f"{name} {value}" for name, value in overrides.given().items())
-        progress(f"config: overridden on the command line: {given}")
-    gpu_pct, tok_pct, end_to_end_pct, spreads, threshold_sources = _thresholds(config, files)
+        given_text = ", ".join(f"{name} {value}" for name, value in overrides.given().items())
+        progress(f"config: overridden on the command line: {given_text}")
+    thresholds = _thresholds(config, files)
     require_distinct(base_ref, head_ref)  # after the config: its errors are the ones to fix first
     check_cpus(config.measure.cpus)
     check_interpreter_reach(config.build, [HARNESS_SCRIPT])
-    cache_dir = cache_dir or default_cache_dir(repo)
-    exposed = persisted_credentials(repo)
     security = []
-    if exposed:
+    if exposed := persisted_credentials(repo):
         security.append(
             f"the checkout keeps a credential in .git/config ({', '.join(exposed)}), which the pull request's "
             "code can read: check out with `persist-credentials: false`"
         )
         progress("warning: " + security[0])
+    return Plan(base_ref, head_ref, config, files, change, overrides, thresholds, security)
 
-    arms: list[ArmInfo] = []
-    targets: list[ArmTarget] = []
-    measurements: dict[str, ArmMeasurement] = {}
-    for ref in (base_ref, head_ref):
+
+@dataclass
+class Built:
+    """The arms as built: each one's facts, where the healthy ones run, and what failed already."""
+
+    arms: list[ArmInfo]
+    targets: list[ArmTarget]
+    failed: dict[str, ArmMeasurement] = field(default_factory=dict)  # an arm that did not build, by name
+
+
+def build_arms(repo: Path, plan: Plan, cache_dir: Path, progress: Progress, builds_in_use: ExitStack) -> Built:
+    """Base and head built (a failed build keeps the other arm), then the ablation arms on their builds."""
+    config = plan.config
+    built = Built(arms=[], targets=[])
+    for ref in (plan.base, plan.head):
         info, arm = _build(repo, ref, config, cache_dir, progress, builds_in_use)
-        arms.append(info)
+        built.arms.append(info)
         if arm is not None:
             check_entry(config.workload.entry, arm.worktree)
-            targets.append(ArmTarget(name=arm.name, python=arm.python, worktree=arm.worktree, env=arm.env,
-                                   pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus,
-                                   container=arm.container))
+            built.targets.append(ArmTarget(
+                name=arm.name, python=arm.python, worktree=arm.worktree, env=arm.env, pass_env=config.build.pass_env,
+                user=config.build.user, cpus=config.measure.cpus, container=arm.container))
         else:
-            measurements[ref.name] = ArmMeasurement(arm=ref.name, error=info.error, log_tail=info.log_tail)
-    _add_ablation_arms(config, arms, targets, measurements)
+            built.failed[ref.name] = ArmMeasurement(arm=ref.name, error=info.error, log_tail=info.log_tail)
+    _add_ablation_arms(config, built)
     if config.measure.compile_cache:  # every round of this run, the reference process's too (base's)
-        targets = share_compile_caches(targets, builds_in_use)
-        if shared := [t.compile_cache for t in targets if t.compile_cache is not None]:
+        built.targets = share_compile_caches(built.targets, builds_in_use)
+        if shared := [t.compile_cache for t in built.targets if t.compile_cache is not None]:
             progress(f"compile caches: a folder per arm under {shared[0].parent}, shared by that arm's processes")
+    return built
 
+
+@dataclass
+class FirstRound:
+    """What the first round measured, and the spec and reference every later round reuses."""
+
+    spec: HarnessSpec
+    reference: ReferenceOutcome
+    filled: list[str]  # the arms whose compile caches an unmeasured process filled
+    measurements: dict[str, ArmMeasurement]  # every arm's, a failed build's error included
+
+
+def measure_first_round(
+    repo: Path, plan: Plan, built: Built, runs: Path, progress: Progress, harness: Harness
+) -> FirstRound:
+    """The reference process (base's), the compile fill, then every arm `repeats` times, interleaved."""
+    config = plan.config
     spec = HarnessSpec.of(config.workload)
-    repeats = config.measure.repeats
-    base_target = next((t for t in targets if t.name == base_ref.name), None)
+    base_target = next((t for t in built.targets if t.name == plan.base.name), None)
     reference = ReferenceOutcome()
     if base_target is not None:
         spec, reference = prepare_reference(
-            base_target, spec, out_dir / "runs", config.measure.timeout_s, config.workload.reference_file,
-            f"base {base_ref.sha[:8]}", progress, files=CommitFiles(repo=repo, sha=base_ref.sha),
+            base_target, spec, runs, config.measure.timeout_s, config.workload.reference_file,
+            f"base {plan.base.sha[:8]}", progress, files=CommitFiles(repo=repo, sha=plan.base.sha), harness=harness,
         )
     reference_ran = base_target is not None and not config.workload.reference_file
-    filled_arms = fill_compile_caches(targets, base_ref.name, reference_ran, spec, reference, out_dir / "runs",
-                                      config.measure.timeout_s, progress)
-    if targets:
+    filled = fill_compile_caches(built.targets, plan.base.name, reference_ran, spec, reference, runs,
+                                 config.measure.timeout_s, progress, harness=harness)
+    measurements = dict(built.failed)
+    if built.targets:
         progress(
-            f"measuring {len(targets)} arm(s) x {repeats} repeats, interleaved; "
+            f"measuring {len(built.targets)} arm(s) x {config.measure.repeats} repeats, interleaved; "
             f"batch sizes {spec.batch_sizes}, {spec.warmup_steps} warmup + {spec.steps} timed steps"
         )
-        measurements |= run_interleaved(targets, spec, repeats, out_dir / "runs", config.measure.timeout_s, progress,
-                                        reference=reference.tokens if spec.reference else None)
+        measurements |= run_interleaved(built.targets, spec, config.measure.repeats, runs, config.measure.timeout_s,
+                                        progress, reference=reference.tokens if spec.reference else None,
+                                        harness=harness)
+    return FirstRound(spec, reference, filled, measurements)
 
-    looks = config.measure.looks  # alpha is split over the most rounds the run may take
 
-    schedule = spec.mix_schedule()
-    verdict_arms = (base_ref.name, head_ref.name)
+def round_measure(
+    targets: list[ArmTarget], spec: HarnessSpec, repeats: int, runs: Path, timeout_s: float,
+    reference: ReferenceOutcome, progress: Progress, harness: Harness,
+) -> MeasureRound:
+    """A confirmation round's measure step: `repeats` more processes of each named arm, interleaved."""
+    by_name = {t.name: t for t in targets}
+
+    def measure(arms: list[str], round_spec: HarnessSpec, first_repeat: int) -> dict[str, ArmMeasurement]:
+        return run_interleaved([by_name[name] for name in arms], round_spec, repeats, runs, timeout_s, progress,
+                               first_repeat=first_repeat,
+                               reference=reference.tokens if round_spec.reference else None, harness=harness)
+
+    return measure
+
+
+def decider(plan: Plan, arms: list[ArmInfo], first: FirstRound) -> Decide:
+    """The run's rule, applied to whatever has been measured so far."""
+    measure, thresholds, spec = plan.config.measure, plan.thresholds, first.spec
+    tokens = first.reference.tokens
+
+    def decide(measurements: dict[str, ArmMeasurement], look: dict[int, int], mix_look: int) -> Comparison:
+        return compare(
+            {a.name: measurements[a.name] for a in arms}, plan.base.name, plan.head.name, spec.batch_sizes,
+            thresholds.gpu_ms_pct, measure.confidence, measure.alpha, thresholds.tok_per_s_pct,
+            reference=tokens.source if tokens else None, looks=measure.looks, look=look,
+            mix_schedule=spec.mix_schedule(), mix_look=mix_look,
+            end_to_end_threshold_pct=thresholds.end_to_end_ms_pct, spreads=thresholds.spreads,
+        )
+
+    return decide
+
+
+@dataclass
+class RoundsOutcome:
+    """What the rounds of a run came to: the deciding comparison, every process measured, the
+    rounds taken, why no further one ran, and the budget they were paid from."""
+
+    comparison: Comparison
+    measurements: dict[str, ArmMeasurement]
+    rounds: int
+    stopped: RoundsStop
+    budget: RoundsBudget
+
+
+def decide_in_rounds(
+    measurements: dict[str, ArmMeasurement], verdict_arms: tuple[str, str], spec: HarnessSpec, repeats: int,
+    budget_s: float, decide: Decide, measure: MeasureRound, progress: Progress = lambda _: None,
+) -> RoundsOutcome:
+    """Decide on the first round, then, while a batch size or the mix is undecided and the run
+    may look again, measure base and head alone again at what is undecided (a round fits where
+    the last round's process times say it does) and decide those at the next look. The
+    measurements are merged into `measurements`, which the outcome holds."""
     decided_at: dict[int, int] = {}  # batch size -> the last round that measured it
     mix_at = 1
-    budget = RoundsBudget(config.measure.confirm_budget_s)
-    budget.measured(_verdict_processes(measurements, verdict_arms), confirmation=False)
-
-    def decide() -> Comparison:
-        return compare(
-            {a.name: measurements[a.name] for a in arms},
-            base_ref.name, head_ref.name, spec.batch_sizes,
-            gpu_pct, config.measure.confidence, config.measure.alpha, tok_pct,
-            reference=reference.tokens.source if reference.tokens else None, looks=looks, look=decided_at,
-            mix_schedule=schedule, mix_look=mix_at, end_to_end_threshold_pct=end_to_end_pct, spreads=spreads,
-        )
+    budget = RoundsBudget(budget_s)
+    budget.measured([r for name in verdict_arms if name in measurements for r in measurements[name].repeats],
+                    confirmation=False)
+    first = decide(measurements, decided_at, mix_at)
 
     def fits(_undecided: list[int], _mix: bool) -> bool:
         return budget.fits(2 * repeats)
@@ -177,18 +283,14 @@ def _run_guard(
         nonlocal mix_at
         round_no = budget.rounds + 1
         what = ([f"batch size(s) {undecided}"] if undecided else []) + (["the batch-size mix"] if mix else [])
-        progress(f"{' and '.join(what)} undecided: confirmation round {round_no} of at most {looks}, "
+        progress(f"{' and '.join(what)} undecided: confirmation round {round_no} of at most {first.looks}, "
                  f"{repeats} repeats per arm of those alone (about {budget.estimate_s(2 * repeats):.0f} s of "
                  f"the {budget.left_s():.0f} s left)")
+        # base and head alone: the verdict is theirs, and an ablation arm's row stands on its first round;
         # a mix decided in an earlier round is not measured again: its verdict stands on that round
+        healthy = [name for name in verdict_arms if name in measurements and measurements[name].error is None]
         alone = {"batch_sizes": undecided} | ({} if mix else {"batch_mix": None, "batch_mix_steps": None})
-        # base and head alone: the verdict is theirs, and an ablation arm's row stands on its first round
-        healthy = [t for t in targets if measurements[t.name].error is None and t.name in verdict_arms]
-        more = run_interleaved(
-            healthy, spec.model_copy(update=alone), repeats, out_dir / "runs",
-            config.measure.timeout_s, progress, first_repeat=(round_no - 1) * repeats,
-            reference=reference.tokens if spec.reference else None,
-        )
+        more = measure(healthy, spec.model_copy(update=alone), (round_no - 1) * repeats)
         budget.measured([r for extra in more.values() for r in extra.repeats], confirmation=True)
         for name, extra in more.items():
             merged = measurements[name]
@@ -196,14 +298,27 @@ def _run_guard(
             merged.error, merged.log_tail = merged.error or extra.error, merged.log_tail or extra.log_tail
         decided_at.update({size: round_no for size in undecided})
         mix_at = round_no if mix else mix_at
-        return decide()
+        return decide(measurements, decided_at, mix_at)
 
-    comparison, rounds, stopped, _ = confirm_undecided(decide(), confirmation_round, fits)
+    comparison, rounds, stopped, _ = confirm_undecided(first, confirmation_round, fits)
     progress(f"rounds: {rounds}, stopped: {stopped}")
+    return RoundsOutcome(comparison, measurements, rounds, stopped, budget)
+
+
+def assemble_report(
+    repo: Path, plan: Plan, built: Built, first: FirstRound, outcome: RoundsOutcome, left: Leftovers,
+    progress: Progress, out_dir: Path, *, github_repo: str | None = None, server_url: str = "https://github.com",
+    started: float | None = None,
+) -> Report:
+    """The report of a decided run: each arm's facts, slow processes, the traces analysed, the
+    changes to capture, the mix, and the explanation, as typed fields (words come at render time)."""
+    config, spec, measurements, comparison = plan.config, first.spec, outcome.measurements, outcome.comparison
+    base, head = plan.base.name, plan.head.name
+    schedule = spec.mix_schedule()
     slow = slow_processes(measurements.values(), spec.batch_sizes, schedule)
     gpu_timed = any(a.timer == "cuda_event" for b in comparison.batch_sizes for a in b.arms)
     progress(slow_processes_sentence(slow, gpu=gpu_timed))
-
+    arms = built.arms
     for info in arms:
         m = measurements[info.name]
         info.repeats = len(m.repeats)
@@ -214,17 +329,16 @@ def _run_guard(
     traces = _trace_paths(measurements)
     if traces:
         progress(f"analysing {sum(len(v) for by in traces.values() for v in by.values())} profiler traces")
-    sections = trace_sections(traces, base_ref.name, head_ref.name, spec.batch_sizes, spec.profile_steps, out_dir)
-    mix_traces = mix_trace_section(_mix_trace_paths(measurements), base_ref.name, head_ref.name, spec.profile_steps,
-                                   out_dir)
-    rank_traces = rank_trace_sections(rank_trace_paths(measurements), base_ref.name, head_ref.name, spec.batch_sizes,
+    sections = trace_sections(traces, base, head, spec.batch_sizes, spec.profile_steps, out_dir)
+    mix_traces = mix_trace_section(_mix_trace_paths(measurements), base, head, spec.profile_steps, out_dir)
+    rank_traces = rank_trace_sections(rank_trace_paths(measurements), base, head, spec.batch_sizes,
                                       _profiled_steps(measurements), out_dir)
-    capture = _capture_changes(repo, base_ref.sha, head_ref.sha, config.capture.globs, progress)
+    capture = _capture_changes(repo, plan.base.sha, plan.head.sha, config.capture.globs, progress)
     mix = mix_report(schedule, spec.batch_mix_file or "batch_mix", spec.batch_mix_seed, spec.steps,
                      measurements, [a.name for a in arms])
     explanation = explain(
         comparison.verdict, comparison.batch_sizes, {s.batch_size: s.diff for s in sections if s.diff is not None},
-        base_ref.name, head_ref.name, threshold_pct=comparison.threshold_pct, confidence=comparison.confidence,
+        base, head, threshold_pct=comparison.threshold_pct, confidence=comparison.confidence,
         ablation_builds={a.name: a.source for a in arms if a.source is not None and a.status == "ok"},
         capture=capture, mix=mix, mix_trace=mix_traces.diff if mix_traces is not None else None,
         mix_decision=comparison.mix_comparison,
@@ -232,47 +346,47 @@ def _run_guard(
         compiled=comparison.compiled,
         tok_threshold_pct=comparison.tok_threshold_pct, end_to_end_threshold_pct=comparison.end_to_end_threshold_pct,
     )
-    report = Report(
+    budget, looks, reference = outcome.budget, config.measure.looks, first.reference
+    started = time.time() if started is None else started
+    return Report(
         # the comparison's own fields (a report is a comparison), the security notes among its warnings
-        **{**dict(comparison), "warnings": security + comparison.warnings},
+        **{**dict(comparison), "warnings": plan.security + comparison.warnings},
         tool_version=guard.__version__,
-        base=base_ref.name,
-        head=head_ref.name,
+        base=base,
+        head=head,
         arms=arms,
-        rounds=rounds,
-        rounds_stopped=stopped,
-        confirm_s=round(budget.confirm_s, 1) if rounds > 1 else None,
+        rounds=outcome.rounds,
+        rounds_stopped=outcome.stopped,
+        confirm_s=round(budget.confirm_s, 1) if outcome.rounds > 1 else None,
         confirm_budget_s=budget.budget_s if looks > 1 else None,
         slow_processes=slow,
         compile_caches=True if config.measure.compile_cache else None,
-        compile_filled=filled_arms,
+        compile_filled=first.filled,
         workload=WorkloadInfo(
-            **spec.model_dump(exclude={"reference"}), repeats=repeats,
-            described=_described(measurements, head_ref.name),
+            **spec.model_dump(exclude={"reference"}), repeats=config.measure.repeats,
+            described=_described(measurements, head),
             reference=reference.tokens.source if reference.tokens else None,
             reference_error=reference.error,
         ),
-        environment=_environment(measurements, [base_ref.name, head_ref.name]),
+        environment=_environment(measurements, [base, head]),
         traces=sections,
         changed_files=capture.changed_files if capture else [],  # from the one diff capture detection reads
-        config_change=change,
-        overrides=overrides if overrides.given() else None,
+        config_change=plan.change,
+        overrides=plan.overrides if plan.overrides.given() else None,
         capture=capture,
         mix=mix,
         mix_traces=mix_traces,
         rank_traces=rank_traces,
-        record=run_record(measurements, [base_ref.name, head_ref.name], mix),
+        record=run_record(measurements, [base, head], mix),
         github_repo=github_repo,
         server_url=server_url,
         repo=str(repo),
         started_at=datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
         duration_s=round(time.time() - started, 1),
         explanation=explanation,
-        threshold_sources=threshold_sources,
+        threshold_sources=plan.thresholds.sources,
         at_threshold_status=config.measure.at_threshold,
     )
-    write_report(report, out_dir)
-    return report
 
 
 def _capture_changes(
@@ -323,23 +437,13 @@ def _arms_and_config(
     return _Resolved(base_ref, head_ref, config, CommitFiles(repo=repo, sha=base_ref.sha), change)
 
 
-class _Thresholds(NamedTuple):
-    """The thresholds a run decides by, in percent, the spreads it may borrow, and where each came from."""
-
-    gpu_ms_pct: float
-    tok_per_s_pct: float
-    end_to_end_ms_pct: float
-    spreads: list[CalibratedSpread]
-    sources: ThresholdSources
-
-
-def _thresholds(config: GuardConfig, files: Files) -> _Thresholds:
+def _thresholds(config: GuardConfig, files: Files) -> Thresholds:
     """GPU ms, tok/s and end-to-end ms thresholds in percent: calibrated ones when a file is named,
     with the spreads they were calibrated at, which the rule may borrow; and where each came from.
     A metric the file wrote no threshold for (tok/s too noisy to gate) takes GPU ms's."""
     measure = config.measure
     if measure.thresholds_file is None:
-        return _Thresholds(measure.threshold_pct, measure.threshold_pct,
+        return Thresholds(measure.threshold_pct, measure.threshold_pct,
                            measure.end_to_end_threshold_pct or measure.threshold_pct, [],
                            ThresholdSources(gpu_ms="configured", tok_per_s="configured", end_to_end_ms="configured"))
     calibrated = read_thresholds(files, measure.thresholds_file)
@@ -348,27 +452,25 @@ def _thresholds(config: GuardConfig, files: Files) -> _Thresholds:
         return (calibrated.gpu_ms_pct, "gpu_ms_fallback") if pct is None else (pct, "calibrated")
 
     (tok, tok_from), (end, end_from) = own(calibrated.tok_per_s_pct), own(calibrated.end_to_end_ms_pct)
-    return _Thresholds(calibrated.gpu_ms_pct, tok, end, calibrated.spreads,
+    return Thresholds(calibrated.gpu_ms_pct, tok, end, calibrated.spreads,
                        ThresholdSources(gpu_ms="calibrated", tok_per_s=tok_from, end_to_end_ms=end_from))
 
 
-def _add_ablation_arms(
-    config: GuardConfig, arms: list[ArmInfo], targets: list[ArmTarget], measurements: dict[str, ArmMeasurement]
-) -> None:
+def _add_ablation_arms(config: GuardConfig, built: Built) -> None:
     """Each [[arms]] entry reuses the build of base or head and runs with its env overrides."""
-    by_name = {t.name: t for t in targets}
-    infos = {a.name: a for a in arms}
+    by_name = {t.name: t for t in built.targets}
+    infos = {a.name: a for a in built.arms}
     for extra in config.arms:
         source = infos[extra.source]
         info = source.model_copy(
             update={"name": extra.name, "label": extra.label or extra.name, "source": extra.source, "env": extra.env}
         )
-        arms.append(info)
+        built.arms.append(info)
         if extra.source in by_name:
-            built = by_name[extra.source]
-            targets.append(built.model_copy(update={"name": extra.name, "env": built.env | extra.env}))
+            target = by_name[extra.source]
+            built.targets.append(target.model_copy(update={"name": extra.name, "env": target.env | extra.env}))
         else:
-            measurements[extra.name] = ArmMeasurement(
+            built.failed[extra.name] = ArmMeasurement(
                 arm=extra.name, error=f"its source arm '{extra.source}' did not build", log_tail=""
             )
 
@@ -397,10 +499,6 @@ def _environment(measurements: dict[str, ArmMeasurement], order: list[str]) -> E
         if m and m.repeats:
             return Environment.model_validate(m.repeats[0].environment, strict=False)
     return Environment()
-
-
-def _verdict_processes(measurements: dict[str, ArmMeasurement], arms: tuple[str, str]) -> list[RepeatResult]:
-    return [r for name in arms if name in measurements for r in measurements[name].repeats]
 
 
 def _trace_paths(measurements: dict[str, ArmMeasurement]) -> dict[str, dict[int, list[tuple[int, Path]]]]:

@@ -1,14 +1,11 @@
 """Rounds that adapt: `guard run` takes confirmation rounds while a batch size is undecided, up
 to measure.max_rounds and while each round fits measure.confirm_budget_s, and the report says
-how many it took and why it stopped; the rounds' budget by itself."""
+how many it took and why it stopped; the rounds' budget by itself. The pipeline runs in-process,
+its processes answered by the stand-in (tests/standin.py) with figures the test chose."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,31 +13,29 @@ from scipy import stats
 
 from guard.compare import METRICS_PER_LOOK, alpha_per_look
 from guard.measure import RepeatResult, RoundsBudget
-from tests.conftest import commit_all, writable_by_all
+from tests.conftest import commit_all
+from tests.standin import StandIn, run_in_process
 from tests.test_pipeline import CONFIG, make_repo
-from tests.workload_sources import ROUNDS_WORKLOAD
 
-# 2 processes per arm and round, a 20% threshold, a head 1.5 times as slow: with the workload's
-# within-arm sd of about 7%, each bound at 0.01 / (4 rounds x 2 metrics x 1 batch size) leaves the
-# threshold inside the interval after 1 and 2 rounds (t of about 2 and 6 degrees of freedom) and
-# puts the lower bound past it after 3
+# 2 processes per arm and round, a 20% threshold, a head 1.5 times as slow: with a within-arm sd
+# of about 7%, each bound at 0.01 / (4 rounds x 3 metrics x 1 batch size) leaves the threshold
+# inside the interval after 1 and 2 rounds (t of about 2 and 6 degrees of freedom) and puts the
+# lower bound past it after 3 (the test recomputes all three)
 ROUNDS_CONFIG = CONFIG.format(method="none", install="", repeats=2).replace("[1, 2]", "[1]").replace(
-    "[measure]", 'pass_env = ["ROUNDS_COUNTER"]\n[measure]\nthreshold_pct = 20.0').replace(
-    "max_rounds = 2", "max_rounds = 4")
+    "[measure]", "[measure]\nthreshold_pct = 20.0").replace("max_rounds = 2", "max_rounds = 4")
+# each process's step time, by arm and repeat: base's about 1 ms, head's 1.5 times that
+SHARES = {"base": [0.91, 1.09, 1.0, 1.045, 0.955, 1.0], "head": [1.09, 0.91, 0.955, 1.0, 1.0, 1.045]}
 
 
-def _slower_head(tmp_path: Path, config: str) -> tuple[Path, Path]:
-    repo = make_repo(tmp_path, config=config, files={"wl.py": ROUNDS_WORKLOAD})
-    (repo / "wl.py").write_text(ROUNDS_WORKLOAD.replace("HEAD_FACTOR = 1.0", "HEAD_FACTOR = 1.5"))
+def _slower_head(tmp_path: Path, config: str) -> Path:
+    repo = make_repo(tmp_path, config=config)
+    (repo / "note.txt").write_text("every step half as long again\n")
     commit_all(repo, "every step half as long again")
-    return repo, writable_by_all(tmp_path / "notes") / "count"
+    return repo
 
 
-def _run(repo: Path, out: Path, counter: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, env=os.environ | {"ROUNDS_COUNTER": str(counter)},
-    )
+def _half_as_long_again() -> StandIn:
+    return StandIn(step_ms=lambda p, _bs: (1.5 if p.arm == "head" else 1.0) * SHARES[p.arm][p.repeat % 6])
 
 
 def _log_bounds(base: list[float], head: list[float], alpha: float) -> tuple[float, float]:
@@ -53,53 +48,47 @@ def _log_bounds(base: list[float], head: list[float], alpha: float) -> tuple[flo
     return math.expm1(diff - half) * 100, math.expm1(diff + half) * 100
 
 
-@pytest.mark.slow
 def test_a_run_that_needs_three_rounds_takes_them_and_stops_decided(tmp_path: Path) -> None:
-    repo, counter = _slower_head(tmp_path, ROUNDS_CONFIG)
-    out = tmp_path / "out"
-    proc = _run(repo, out, counter)
-    assert proc.returncode == 1, proc.stderr  # a regression
-    report = json.loads((out / "report.json").read_text())
-    assert (report["rounds"], report["rounds_stopped"], report["looks"]) == (3, "decided", 4), proc.stderr
-    assert "confirmation round 2 of at most 4" in proc.stderr and "confirmation round 3 of at most 4" in proc.stderr
-    assert "confirmation round 4" not in proc.stderr
-    (batch,) = report["batch_sizes"]
-    assert batch["verdict"] == "regression" and batch["look"] == 3
-    assert [a["repeats"] for a in batch["arms"]] == [6, 6]
+    standin = _half_as_long_again()
+    run = run_in_process(_slower_head(tmp_path, ROUNDS_CONFIG), tmp_path / "out", standin)
+    assert run.exit_code == 1  # a regression
+    report = run.report
+    assert (report.rounds, report.rounds_stopped, report.looks) == (3, "decided", 4), run.text
+    assert "confirmation round 2 of at most 4" in run.text and "confirmation round 3 of at most 4" in run.text
+    assert "confirmation round 4" not in run.text
+    (batch,) = report.batch_sizes
+    assert batch.verdict == "regression" and batch.look == 3
+    assert [a.repeats for a in batch.arms] == [6, 6]
     # the bounds again from the processes' own figures, and at the first two rounds' processes alone
     each = 0.01 / (4 * METRICS_PER_LOOK * 1)  # split over the 4 rounds it might have taken, not the 3 it took
-    assert batch["alpha_per_look"] == pytest.approx(each)
-    figures = {arm: [json.loads((out / "runs" / f"{arm}-{r}.json").read_text())["runs"][0]["gpu_ms_per_step"]
-                     for r in range(6)] for arm in ("base", "head")}
+    assert batch.alpha_per_look == pytest.approx(each)
+    figures = {arm: [run.result(arm, r)["runs"][0]["gpu_ms_per_step"] for r in range(6)] for arm in ("base", "head")}
     low, high = _log_bounds(figures["base"], figures["head"], each)
-    assert batch["gpu_ms_bounds"]["ci_low_pct"] == pytest.approx(low, rel=1e-6) and low > 20
-    assert batch["gpu_ms_bounds"]["ci_high_pct"] == pytest.approx(high, rel=1e-6)
+    assert batch.gpu_ms_bounds is not None
+    assert batch.gpu_ms_bounds.ci_low_pct == pytest.approx(low, rel=1e-6) and low > 20
+    assert batch.gpu_ms_bounds.ci_high_pct == pytest.approx(high, rel=1e-6)
     for processes in (2, 4):
         low, high = _log_bounds(figures["base"][:processes], figures["head"][:processes], each)
         assert low < 20 < high  # undecided then: the round after it was needed
-    # the reference process, then 2 arms x 2 repeats x 3 rounds
-    assert counter.read_text() == "13"
-    assert report["confirm_s"] > 0 and report["confirm_budget_s"] == 180
-    comment = (out / "comment.md").read_text()
-    assert "2 more in each of 2 confirmation rounds for batch size 1 (until every batch size was decided)" in comment
+    # the reference process, then 2 arms x 2 repeats x 3 rounds, each round base's and head's alone
+    assert len(standin.asked) == 13
+    assert [(p.arm, p.repeat) for p in standin.asked[5:9]] == [("base", 2), ("head", 2), ("head", 3), ("base", 3)]
+    assert report.confirm_s is not None and report.confirm_s >= 0 and report.confirm_budget_s == 180
+    assert ("2 more in each of 2 confirmation rounds for batch size 1 (until every batch size was decided)"
+            in run.comment)
 
 
-@pytest.mark.slow
 def test_a_round_that_would_not_fit_the_budget_is_not_run(tmp_path: Path) -> None:
     """A budget under one round's processes: the first round stands, undecided, and says why."""
-    repo, counter = _slower_head(tmp_path, ROUNDS_CONFIG + "confirm_budget_s = 0.5\n")
-    out = tmp_path / "out"
-    proc = _run(repo, out, counter)
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads((out / "report.json").read_text())
-    assert (report["rounds"], report["rounds_stopped"]) == (1, "budget"), proc.stderr
-    assert report["verdict"] in ("at_threshold", "inconclusive")
-    assert "confirm_s" not in report and report["confirm_budget_s"] == 0.5
-    assert counter.read_text() == "5"  # the reference process and the first round's 4
-    processes = [json.loads((out / "runs" / f"{arm}-{r}.json").read_text()) for arm in ("base", "head")
-                 for r in range(2)]
-    assert all(p["process_s"] * 4 > 0.5 for p in processes if p.get("process_s"))
-    assert "(stopped at the time budget)" in (out / "comment.md").read_text()
+    standin = _half_as_long_again()
+    run = run_in_process(_slower_head(tmp_path, ROUNDS_CONFIG + "confirm_budget_s = 0\n"), tmp_path / "out", standin)
+    assert run.exit_code == 0, run.text
+    report = run.report
+    assert (report.rounds, report.rounds_stopped) == (1, "budget"), run.text
+    assert report.verdict in ("at_threshold", "inconclusive")
+    assert report.confirm_s is None and report.confirm_budget_s == 0
+    assert len(standin.asked) == 5  # the reference process and the first round's 4
+    assert "(stopped at the time budget)" in run.comment
 
 
 def _process(seconds: float | None) -> RepeatResult:

@@ -115,37 +115,3 @@ class Workload:
 def make(**options):
     return Workload()
 '''
-
-ROUNDS_WORKLOAD = PROCESS_COUNTER + '''
-# Steps of sleep, each process's scaled by exp(-0.07) or exp(+0.07) by its number in the file
-# ROUNDS_COUNTER names: in the run order of two processes per arm and round (base head head base)
-# each arm gets one of each per round, a within-arm sd of the log of about 7%. HEAD_FACTOR (the
-# head's commit sets it) makes every step that many times as long.
-import math
-
-STEP_S = 0.004
-HEAD_FACTOR = 1.0
-
-
-def _delay_s():
-    n = _process_number("ROUNDS_COUNTER") or 0
-    return STEP_S * HEAD_FACTOR * math.exp(-0.07 if n % 4 in (1, 2) else 0.07)
-
-
-_DELAY_S = _delay_s()
-
-
-class Workload:
-    def setup(self, batch_size):
-        self.batch_size = batch_size
-        self.t = 0
-
-    def step(self):
-        time.sleep(_DELAY_S)
-        self.t += 1
-        return [self.t % 7 + row for row in range(self.batch_size)]
-
-
-def make(**options):
-    return Workload()
-'''

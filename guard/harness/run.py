@@ -119,8 +119,11 @@ class Feed:
         if rows is not None:
             if any(len(row) != batch_size for row in rows):
                 raise WorkloadError(f"the reference tokens for batch size {batch_size} have rows of another width")
-            ids = torch.tensor(rows, dtype=torch.int64, device=device if device is not None else "cpu")
-            self.views = list(ids.unbind(0))
+            if torch is None:  # a workload without torch gets each step's ids as a list of ints
+                self.views = [list(row) for row in rows]
+            else:
+                ids = torch.tensor(rows, dtype=torch.int64, device=device if device is not None else "cpu")
+                self.views = list(ids.unbind(0))
         self.k = 0
 
     def reset(self) -> None:
@@ -320,6 +323,7 @@ def run_batch(
     t0 = time.perf_counter()
     workload.setup(batch_size)
     setup_s = time.perf_counter() - t0
+    torch = loaded_torch(torch)  # a workload may import it as it sets up
     describe = getattr(workload, "describe", None)
     described = describe() if callable(describe) else {}
     feed = Feed(torch, reference, workload_device(workload), batch_size) if reference is not None else None
@@ -448,6 +452,7 @@ def reference_batch(
     if that is longer. Its outputs are the ids every measured process is forced with; with the
     workload's step_logits(), each output's two largest logits beside them."""
     workload.setup(batch_size)
+    torch = loaded_torch(torch)
     tokens: list[list[int]] = []
     total = warmup_steps + steps
     takes_ids = accepts_tokens(workload)
@@ -536,8 +541,12 @@ class MixFeed:
             for k, size in enumerate(covered, start=1):
                 inputs.extend(last[:size])
                 last[:size] = rows[k]
-            flat = torch.tensor(inputs, dtype=torch.int64, device=device if device is not None else "cpu")
-            self.views = list(flat.split(covered)) if covered else []
+            if torch is None:  # as a fixed size's: lists of ints without torch
+                ends = [sum(covered[: k + 1]) for k in range(len(covered))]
+                self.views = [inputs[end - size: end] for end, size in zip(ends, covered)]
+            else:
+                flat = torch.tensor(inputs, dtype=torch.int64, device=device if device is not None else "cpu")
+                self.views = list(flat.split(covered)) if covered else []
 
     def input(self, k: int) -> Any:
         """The ids of schedule step k (0-based, after the lead step)."""
@@ -546,6 +555,8 @@ class MixFeed:
                 raise WorkloadError(f"the reference tokens hold {len(self.views)} mix steps, fewer than this pass "
                                     "needs (on a GPU, warmup_steps + 2 x steps)")
             return self.views[k]
+        if self.torch is None:
+            return self.last[: self.schedule[k]]
         return self.torch.tensor(self.last[: self.schedule[k]], dtype=self.torch.int64,
                                  device=self.device if self.device is not None else "cpu")
 
@@ -683,6 +694,7 @@ def run_mix(
     t0 = time.perf_counter()
     workload.setup(width)
     setup_s = time.perf_counter() - t0
+    torch = loaded_torch(torch)
     describe = getattr(workload, "describe", None)
     described = describe() if callable(describe) else {}
     warmup = settle_mix(workload, torch, schedule, warmup_steps + steps, warmup_max_s, reference, window_s, peers)
@@ -756,6 +768,7 @@ def reference_mix(
     if not accepts_tokens(workload):
         return {"tokens": []}
     workload.setup(max(schedule))
+    torch = loaded_torch(torch)
     tokens: list[list[int]] = []
     logits = logits_of.StepLogits(workload, WorkloadError)
     feed, lead = _mix_start(workload, torch, schedule, None, tokens)
@@ -851,6 +864,20 @@ def _fingerprint(torch: Any) -> dict[str, Any]:
 # --- end GPU fingerprint -------------------------------------------------------------------
 
 
+def _import_torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def loaded_torch(torch: Any) -> Any:
+    """`torch` as given, else torch where the workload has imported it by now, else None:
+    the harness times and feeds with the torch its workload uses, and imports none itself."""
+    return torch if torch is not None else sys.modules.get("torch")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -874,6 +901,7 @@ def main(argv: list[str]) -> int:
         "pid": os.getpid(),
         "started_at": time.time(),
         "timings_s": timings,
+        "environment": environment(None),
     }
     if spec.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
         message = (f"the guard speaks harness protocol {spec['protocol']} and this harness {PROTOCOL_VERSION}: "
@@ -893,25 +921,32 @@ def main(argv: list[str]) -> int:
             out_path.write_text(json.dumps(result))
             log(f"failed at pin: {message}")
             return 3
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    phase("import torch")
-    result["fingerprint"] = {"before": _fingerprint(torch)}  # GPU fingerprint
-    result["environment"] = environment(torch)
-    phase("fingerprint")
+    # torch is imported where the work needs it, and only there: several ranks join through
+    # torch.distributed before the workload is made, and a workload that imports it (every GPU
+    # engine) has it on loading; one that does not (a pure-Python test workload) never pays for it
+    world_size = int(spec.get("world_size", 1))
+    torch = _import_torch() if world_size > 1 else None
+    if torch is not None:
+        phase("import torch")
     stage = "join ranks"
+    result["fingerprint"] = {"before": {"available": False, "reason": "the process failed before it looked"}}
     try:
-        peers = ranks.join(torch, int(spec.get("world_size", 1)))
+        peers = ranks.join(torch, world_size)
         if peers.world_size > 1:
             result |= {"rank": peers.rank, "world_size": peers.world_size}
             phase("join ranks")
         stage = "load"
         root = Path(spec["root"])
         factory = load_entry(spec["entry"], root)
+        torch = loaded_torch(torch)
+        phase("import")  # the workload's module, and torch with it where it uses torch
+        result["fingerprint"]["before"] = _fingerprint(torch)  # GPU fingerprint, before the workload is made
+        result["environment"] = environment(torch)
+        phase("fingerprint")
         stage = "make"
         workload = factory(**spec.get("options", {}))
+        if torch is None and (torch := loaded_torch(None)) is not None:  # imported as it was made
+            result["environment"] = environment(torch)
         phase("engine")
         for name in ("setup", "step"):
             if not callable(getattr(workload, name, None)):
@@ -951,6 +986,7 @@ def main(argv: list[str]) -> int:
             log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch size {batch_size}, "
                 f"{spec['warmup_steps']} warmup + {spec['steps']} timed steps"
                 + (", inputs forced" if reference is not None else ""))
+            torch = loaded_torch(torch)
             runs.append(run_batch(workload, torch, batch_size, spec["steps"], spec["warmup_steps"], reference,
                                   spec.get("tok_per_s_min_s", 0.0), spec.get("warmup_max_s", 0.0), phase,
                                   spec.get("tok_per_s_window_s", host.WINDOW_S), peers, compiled))
@@ -959,6 +995,7 @@ def main(argv: list[str]) -> int:
             stage = "batch-size mix"
             log(f"{spec.get('arm')} repeat {spec.get('repeat')}: batch-size mix up to {max(schedule)}, "
                 f"{spec['warmup_steps']} warmup + {spec['steps']} timed steps")
+            torch = loaded_torch(torch)
             result["mix"] = run_mix(workload, torch, schedule, spec["steps"], spec["warmup_steps"],
                                     references.get("mix"), spec.get("warmup_max_s", 0.0),
                                     spec.get("tok_per_s_window_s", host.WINDOW_S), peers, compiled)

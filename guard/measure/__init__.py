@@ -18,7 +18,7 @@ from guard.measure._reference import (
     ReferenceOutcome, parse_mix_file, parse_reference_file, make_reference, prepare_reference, rows_needed,
     with_mix_file, write_reference,
 )
-from guard.measure._runner import ArmTarget, HarnessSpec, check_cpus, run_interleaved
+from guard.measure._runner import ArmTarget, Harness, HarnessSpec, RunFailed, check_cpus, run_interleaved, run_ranks
 from guard.measure._budget import RoundsBudget
 from guard.measure._fill import fill_compile_caches
 from guard.measure._schedule import interleave
@@ -72,6 +72,7 @@ __all__ = [
     "CompileStats",
     "Change",
     "PriorSpread",
+    "Harness",
     "HarnessSpec",
     "HostUsage",
     "RankRun",
@@ -112,6 +113,8 @@ __all__ = [
     "rank_trace_paths",
     "rows_needed",
     "run_interleaved",
+    "run_ranks",
+    "RunFailed",
     "spread",
     "write_reference",
 ]

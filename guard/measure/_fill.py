@@ -7,12 +7,12 @@ from pathlib import Path
 
 from guard.measure._compile_cache import to_fill
 from guard.measure._reference import ReferenceOutcome
-from guard.measure._runner import ArmTarget, HarnessSpec, run_interleaved
+from guard.measure._runner import ArmTarget, Harness, HarnessSpec, run_interleaved, run_ranks
 
 
 def fill_compile_caches(
     targets: list[ArmTarget], first: str, reference_ran: bool, spec: HarnessSpec, reference: ReferenceOutcome,
-    runs: Path, timeout_s: float, progress: Callable[[str], None],
+    runs: Path, timeout_s: float, progress: Callable[[str], None], harness: Harness = run_ranks,
 ) -> list[str]:
     """Runs one unmeasured process for each arm `to_fill` names (`first`: the arm whose reference
     process ran, which filled its cache), the measured processes' work without the profiler, so
@@ -29,5 +29,5 @@ def fill_compile_caches(
              f"{first}'s reference process did, so that no measured process is the one that compiles")
     run_interleaved(fill, unprofiled, 1, runs / "compile-fill", timeout_s,
                     lambda line: progress(f"compile caches: {line}"),
-                    reference=reference.tokens if spec.reference else None)
+                    reference=reference.tokens if spec.reference else None, harness=harness)
     return [t.name for t in fill]

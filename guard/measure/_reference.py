@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from guard._errors import ConfigError
 from guard.config import MAX_BATCH_SIZE, MAX_MIX_SIZES, MAX_REFERENCE_BYTES, Files
 from guard.measure._models import REFERENCE_FORMAT, ReferenceTokens, TopLogits
-from guard.measure._runner import ArmTarget, HarnessSpec, RunFailed, run_ranks
+from guard.measure._runner import ArmTarget, Harness, HarnessSpec, RunFailed, run_ranks
 
 REFERENCE_STEM = "reference"
 REFERENCE_FILE = "reference-tokens.json"
@@ -69,7 +69,7 @@ def rows_needed(spec: HarnessSpec) -> int:
 
 
 def make_reference(
-    target: ArmTarget, spec: HarnessSpec, run_dir: Path, timeout_s: float, source: str
+    target: ArmTarget, spec: HarnessSpec, run_dir: Path, timeout_s: float, source: str, harness: Harness = run_ranks,
 ) -> ReferenceOutcome:
     """Run the reference process on `target` (the base build) and write the file the measured
     processes read. A workload whose step() takes no ids is not forced."""
@@ -78,7 +78,7 @@ def make_reference(
     started = time.perf_counter()
     payload = spec.model_dump() | {"mode": "reference", "reference": None, "reference_sha256": None}
     try:
-        data = run_ranks(target, payload, REFERENCE_STEM, run_dir, timeout_s)[0]  # rank 0's ids force every rank
+        data = harness(target, payload, REFERENCE_STEM, run_dir, timeout_s)[0]  # rank 0's ids force every rank
     except RunFailed as failed:
         return ReferenceOutcome(error=failed.message, seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
@@ -237,6 +237,7 @@ def prepare_reference(
     source: str,
     progress: Callable[[str], None] = lambda _: None,
     files: Files | None = None,
+    harness: Harness = run_ranks,
 ) -> tuple[HarnessSpec, ReferenceOutcome]:
     """The spec every measured process gets, forcing from the reference when there is one, and
     the reference stage's outcome. `target` is the base build; a `reference_file` is read
@@ -257,7 +258,7 @@ def prepare_reference(
             tokens=tokens, accepts_tokens=True, path=written
         )
     progress(f"reference: a free-running greedy pass of {source}, untimed, for the ids every process is forced with")
-    outcome = make_reference(target, spec, run_dir, timeout_s, source)
+    outcome = make_reference(target, spec, run_dir, timeout_s, source, harness)
     if outcome.error:
         progress(f"reference: failed ({outcome.error}); the measured processes run free")
     elif not outcome.accepts_tokens:

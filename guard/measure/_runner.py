@@ -9,7 +9,7 @@ import socket
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -51,6 +51,16 @@ class ArmTarget(BaseModel):
     compile_cache: Path | None = None
 
 
+class Harness(Protocol):
+    """Runs one harness process of `target` (a process per rank, started together) on `spec`,
+    its files named `stem` in `run_dir`, and answers each rank's result JSON in rank order, or
+    raises RunFailed. `run_ranks` starts the arm's interpreter in its sandbox; a test's stand-in
+    answers as a process would, in-process."""
+
+    def __call__(self, target: ArmTarget, spec: dict[str, Any], stem: str, run_dir: Path, timeout_s: float,
+                 repeat: int = 0) -> list[dict[str, Any]]: ...
+
+
 # tok/s is the median over windows of at least this much decode: a value shorter than that
 # is one pause away from being 10% off
 TOK_PER_S_WINDOW_S = 0.1
@@ -86,11 +96,13 @@ def run_interleaved(
     progress: Callable[[str], None] = lambda _: None,
     first_repeat: int = 0,
     reference: ReferenceTokens | None = None,
+    harness: Harness | None = None,
 ) -> dict[str, ArmMeasurement]:
     """Run every arm `repeats` times, alternating arms in mirrored rounds. An arm that fails stops being
     scheduled; the others go on, so their results are kept. Repeat indices start at
     `first_repeat`, so a confirmation round does not overwrite the first round's files.
-    With `reference` (and `spec.reference` its file) every process is forced from it."""
+    With `reference` (and `spec.reference` its file) every process is forced from it. `harness`
+    runs each process (default `run_ranks`)."""
     if (reference is None) != (spec.reference is None):
         raise ValueError("run_interleaved: give the reference tokens and spec.reference together")
     run_dir = run_dir.resolve()  # the harness runs in the arm's worktree: a relative path would miss
@@ -108,7 +120,7 @@ def run_interleaved(
             # the trace comparison needs a couple per arm: a confirmation round adds none
             profiled = not spec.profile_repeats or repeat < spec.profile_repeats
             result = _run_one(by_name[arm], spec if profiled else spec.model_copy(update={"profile_steps": 0}),
-                              repeat, run_dir, timeout_s, reference)
+                              repeat, run_dir, timeout_s, reference, harness or run_ranks)
         except RunFailed as failed:
             measurement.error = failed.message
             measurement.log_tail = failed.log_tail
@@ -157,14 +169,14 @@ class RunFailed(Exception):
 
 def _run_one(
     target: ArmTarget, spec: HarnessSpec, repeat: int, run_dir: Path, timeout_s: float,
-    reference: ReferenceTokens | None = None,
+    reference: ReferenceTokens | None, harness: Harness,
 ) -> RepeatResult:
     stem = f"{target.name}-{repeat}"
     if reference is not None and spec.reference is not None:
         # written again before every process, from the guard's own copy: an earlier process
         # (the arm's code) may have changed the file, and the harness checks its hash
         Path(spec.reference).write_text(reference.model_dump_json())
-    answers = run_ranks(target, spec.model_dump(), stem, run_dir, timeout_s, repeat=repeat)
+    answers = harness(target, spec.model_dump(), stem, run_dir, timeout_s, repeat=repeat)
     results = []
     for rank, data in enumerate(answers):
         name = stem if len(answers) == 1 else rank_stem(stem, rank)

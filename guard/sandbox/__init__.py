@@ -5,8 +5,8 @@ guard (`_process`), started by a guard that holds no secret itself (`_reexec`)."
 from guard.sandbox._container import Container, ContainerError, Mount, engine, run_container
 from guard.sandbox._env import COMPILE_CACHES, STEP_FILES, check_pass_env, guard_environment, is_allowed, pr_environment
 from guard.sandbox._process import (
-    Launch, LaunchError, Together, check_interpreter, check_reachable, counting_sweeps, end_all, run_process,
-    run_together, sweeps_of,
+    Launch, LaunchError, Leftovers, Together, check_interpreter, check_reachable, counting_sweeps, end_all,
+    run_process, run_together, sweeps_of,
 )
 from guard.sandbox._reexec import MARKER, restart_clean
 from guard.sandbox._user import (
@@ -23,6 +23,7 @@ __all__ = [
     "Together",
     "Launch",
     "LaunchError",
+    "Leftovers",
     "Mount",
     "PrUser",
     "check_interpreter",
