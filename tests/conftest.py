@@ -55,7 +55,9 @@ def _temp_folders_reachable_by_the_build_user(tmp_path_factory: pytest.TempPathF
     if os.geteuid() != 0:
         return
     base = tmp_path_factory.getbasetemp()
-    base.chmod(base.stat().st_mode | 0o011)
+    # under pytest-xdist a worker's base is a folder of the session's, which pytest made 0700 too
+    for folder in (base, base.parent) if os.environ.get("PYTEST_XDIST_WORKER") else (base,):
+        folder.chmod(folder.stat().st_mode | 0o011)
     made = tmp_path_factory.mktemp
 
     def mktemp(basename: str, numbered: bool = True) -> Path:

@@ -289,7 +289,7 @@ confirm = false
 
 
 def write_noisy(repo: Path, flip: float, shift: int = 0, work: int = 2000, forcing: bool = True, at: int = 0) -> None:
-    params, force = ("self, tokens=None", "if tokens is not None: self.last = tokens.tolist()") if forcing \
+    params, force = ("self, tokens=None", "if tokens is not None: self.last = [int(t) for t in tokens]") if forcing \
         else ("self", "pass")
     (repo / "wl.py").write_text(NOISY.format(flip=flip, shift=shift, work=work, at=at, params=params, force=force))
 

@@ -82,7 +82,7 @@ class W:
         self._note({"setup": batch_size})
 
     def step(self, tokens=None):
-        given = None if tokens is None else tokens.tolist()
+        given = None if tokens is None else [int(t) for t in tokens]
         end = time.perf_counter() + self.step_s
         while time.perf_counter() < end:
             pass

@@ -282,7 +282,7 @@ class Workload:
         self.rows = self.padded = batch_size
 
     def step(self, tokens=None):
-        ids = list(range(self.rows)) if tokens is None else [int(t) for t in tokens.tolist()]
+        ids = list(range(self.rows)) if tokens is None else [int(t) for t in tokens]
         self.rows = len(ids)
         up = [c for c in CAPTURED if c >= self.rows]
         self.padded = self.rows if (FALLBACK or not up) and self.rows not in CAPTURED else up[0]
