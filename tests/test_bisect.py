@@ -1,5 +1,6 @@
 """`guard bisect`: the search on its own, the range it accepts, and end to end on a throwaway
-repository of the reference engine where one commit of six makes decode slower."""
+repository of a small installed engine (pure Python, built into each arm's venv) where one
+commit of six makes decode slower."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ from pathlib import Path
 import pytest
 
 from guard.bisect import commits_between, first_bad
-from guard.demo._repo import make_demo_repo
-from guard.demo._scenarios import SCENARIOS
 from tests.conftest import commit_all, git
 
 
@@ -87,7 +86,9 @@ entry = "bench/guard_workload.py:make"
 batch_sizes = [1]
 steps = 8
 warmup_steps = 2
-options = { layers = 2, max_len = 64 }
+# one timed pass after the warmup steps: the step the bisect looks for is ten times the step
+tok_per_s_min_s = 0
+warmup_max_s = 0
 
 [build]
 method = "venv"
@@ -103,27 +104,61 @@ threshold_pct = 20
 confirm = false
 """
 
+# The engine is a package each arm's venv installs, so that every step of the bisect builds the
+# commit it measures; the workload in bench/ only drives it. Its step sleeps 2 ms (steady on a
+# loaded CPU); the culprit adds 20 ms.
+PYPROJECT = """[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "toyengine"
+version = "0.1.0"
+
+[tool.setuptools]
+py-modules = ["toyengine"]
+"""
+ENGINE = """import time
+
+STEP_S = 0.002
+
+
+def decode(last):
+    time.sleep(STEP_S)
+    return [(t * 7 + 3) % 101 for t in last]
+"""
+WORKLOAD = """import toyengine
+
+
+class Workload:
+    def setup(self, batch_size):
+        self.last = list(range(batch_size))
+
+    def step(self, tokens=None):
+        self.last = toyengine.decode(self.last if tokens is None else [int(t) for t in tokens])
+        return self.last
+
+
+def make():
+    return Workload()
+"""
 CULPRIT = 3  # of the six commits after good, the third makes decode slower
-SLEEP = "        self.positions_used += 1\n"
 
 
 def _engine_line(repo: Path) -> tuple[str, list[str]]:
-    """Good (the reference engine) then six commits on main; the third captures decode piecewise
-    at one padded size and, so that a loaded CPU cannot hide it, sleeps 20 ms per step."""
-    make_demo_repo(repo)
-    (repo / "guard.toml").write_text(CONFIG)
-    good = commit_all(repo, "guard: a short workload at batch size 1")
-    engine = repo / "refengine" / "engine.py"
+    """Good (the engine and its workload) then six commits on main; the third makes each
+    step sleep 20 ms more."""
+    (repo / "bench").mkdir(parents=True)
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    for name, text in {"pyproject.toml": PYPROJECT, "toyengine.py": ENGINE, "bench/guard_workload.py": WORKLOAD,
+                       "guard.toml": CONFIG}.items():
+        (repo / name).write_text(text)
+    good = commit_all(repo, "engine, and guard: a short workload at batch size 1")
     shas = []
     for number in range(1, 7):
         if number == CULPRIT:
-            source = engine.read_text()
-            assert SLEEP in source
-            for old, new in SCENARIOS["piecewise"].edits:  # the demo's own capture change
-                assert old in source
-                source = source.replace(old, new)
-            engine.write_text(source.replace(SLEEP, "        time.sleep(0.02)\n" + SLEEP))
-            message = "engine: capture decode piecewise, one graph per layer, at one padded size"
+            (repo / "toyengine.py").write_text(ENGINE.replace("STEP_S = 0.002", "STEP_S = 0.022"))
+            message = "engine: a step that waits on the host"
         else:
             (repo / "NOTES.md").write_text(f"note {number}\n")
             message = f"notes: revision {number}"
@@ -142,7 +177,7 @@ def test_bisect_finds_the_commit_that_made_decode_slower(tmp_path):
     result = json.loads((out / "bisect.json").read_text())
     assert result["outcome"] == "found" and result["commits"] == shas
     assert result["first_bad_sha"] == shas[CULPRIT - 1] and result["last_good_sha"] == shas[CULPRIT - 2]
-    assert result["first_bad_subject"].startswith("engine: capture decode piecewise")
+    assert result["first_bad_subject"] == "engine: a step that waits on the host"
     # bad first, then halves: commits 3 (bad), 1 (good), 2 (good) of six
     steps = result["steps"]
     assert [s["sha"] for s in steps] == [shas[5], shas[2], shas[0], shas[1]]
@@ -154,7 +189,7 @@ def test_bisect_finds_the_commit_that_made_decode_slower(tmp_path):
         worst = max(b["gpu_ms_change"]["pct"] for b in report["batch_sizes"])
         assert step["worst_gpu_ms_change_pct"] == worst
         if step["bad"]:
-            assert worst > 100  # 20 ms of sleep on a step of a few ms
+            assert worst > 100  # 20 ms more sleep on a step of 2 ms
     assert [s["good_build_reused"] for s in steps] == [False, True, True, True]  # good built once
     for step in steps:  # the chain of measurements, one line per run
         assert f"{step['sha'][:12]}" in proc.stdout and step["verdict"] in proc.stdout
@@ -164,9 +199,7 @@ def test_bisect_finds_the_commit_that_made_decode_slower(tmp_path):
 @pytest.mark.slow
 def test_a_step_that_cannot_be_compared_stops_the_bisect(tmp_path):
     repo = tmp_path / "engine-repo"
-    make_demo_repo(repo)
-    (repo / "guard.toml").write_text(CONFIG)
-    good = commit_all(repo, "guard: a short workload at batch size 1")
+    good, _ = _engine_line(repo)
     (repo / "pyproject.toml").write_text("[project\n")  # pip cannot read it: the build fails
     broken = commit_all(repo, "build: a pyproject.toml pip cannot read")
     out = tmp_path / "bisect"

@@ -6,26 +6,25 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from guard.calibrate import NoiseFloor, calibration_path, gap_noise, gap_noise_line, rule_level
+from guard._errors import GuardError
+from guard.calibrate import (NoiseFloor, RunnerTooNoisy, calibrate, calibration_path, gap_noise, gap_noise_line,
+                             rule_level)
 from guard.compare import METRICS_PER_LOOK, agreement
 from guard.compare import disagreement_noise as noise_of
 from guard.config import load_thresholds, parse_config
 from guard.measure import PASS_RATE, RunnerNoise, relative_change, runner_noise
-from tests.conftest import commit_all, git, writable_by_all
+from tests.conftest import commit_all
+from tests.standin import Process, StandIn
 from tests.test_forcing import CONFIG as FORCED_CONFIG
-from tests.test_forcing import forced_runs, noisy_repo
-from tests.test_pipeline import CONFIG, SLEEPY_STEPS, SLOW_ENV, guard_run, make_repo
-from tests.workload_sources import JITTER_WORKLOAD, SLEEPY_WORKLOAD
+from tests.test_forcing import forced_runs, noisy_model
+from tests.test_pipeline import CONFIG, SLEEPY_STEPS, guard_run, make_repo
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "traces"
 ONE_GRAPH = FIXTURES / "h200-harness-guard-step-one-graph.json.gz"
@@ -122,19 +121,20 @@ def test_the_suggestion_holds_at_the_rules_level_not_at_the_shown_95_percent() -
     assert passes(at_shown) < 0.75
 
 
-# --- the A/A on a CPU, in real subprocesses -------------------------------------------------
+# --- the A/A, in-process: its processes answered by a model (tests/standin.py) -------------------
 
-# batch size 1, the tests' pure-Python workloads, no confirmation round
+# batch size 1, no confirmation round
 AA_CONFIG = CONFIG.format(method="none", install="", repeats=4).replace("[1, 2]", "[1]").replace(
-    "[measure]", f"{SLOW_ENV}[measure]\nconfirm = false")
+    "[measure]", "[measure]\nconfirm = false")
 SLEEPY_CONFIG = AA_CONFIG.replace("steps = 12", SLEEPY_STEPS)
+STAND_IN_WORKLOAD = "# answered by the stand-in\n"
 
 
-def _calibrate(repo: Path, out: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "guard", "calibrate", "--repo", str(repo), "--ref", "main", "--out", str(out), *extra],
-        capture_output=True, text=True, timeout=600, env=os.environ | env,
-    )
+def _calibrate(repo: Path, out: Path, standin: StandIn, thresholds_pct: list[float] | None = None) -> list[str]:
+    """`guard calibrate --repo REPO --ref main --out OUT` in this process; its progress lines."""
+    lines: list[str] = []
+    calibrate(repo, "main", None, out, lines.append, thresholds_pct=thresholds_pct, harness=standin)
+    return lines
 
 
 def _process_figures(runs: Path) -> dict[tuple[str, int], tuple[float, float]]:
@@ -149,15 +149,14 @@ def _process_figures(runs: Path) -> dict[tuple[str, int], tuple[float, float]]:
     return figures
 
 
-@pytest.mark.slow
 def test_a_slow_process_is_named_counted_and_left_out_of_the_spread(tmp_path: Path) -> None:
-    """Steps of 4 ms of sleep, and one process (the 5th of the A/A) three times as slow: it is
-    named with how far off it was, counted, and kept out of the spread the thresholds come from."""
-    repo = make_repo(tmp_path, config=SLEEPY_CONFIG, files={"wl.py": SLEEPY_WORKLOAD})
-    counter = writable_by_all(tmp_path / "notes") / "count"  # the workload, as build.user, counts there
+    """Steps of 4 ms, a few tenths of a percent apart between processes, and one process (the
+    5th of the A/A) three times as slow: it is named with how far off it was, counted, and kept
+    out of the spread the thresholds come from."""
+    repo = make_repo(tmp_path, config=SLEEPY_CONFIG, files={"wl.py": STAND_IN_WORKLOAD})
     out = tmp_path / "thr.toml"
-    proc = _calibrate(repo, out, {"SLOW_COUNTER": str(counter), "SLOW_AT": "5"})
-    assert proc.returncode == 0, proc.stderr
+    _calibrate(repo, out, StandIn(
+        step_ms=lambda p, _bs: 4.0 * (1 + 0.002 * ((p.number * 7) % 5 - 2)) * (3.0 if p.number == 5 else 1.0)))
     text = out.read_text()
     # its step() takes no ids: nothing to count disagreements of, and the file says so
     assert "bs 1: the workload ran free (its step() takes no input ids): no disagreement figures." in text
@@ -216,22 +215,28 @@ def test_a_slow_process_is_named_counted_and_left_out_of_the_spread(tmp_path: Pa
     assert load_thresholds(out).gpu_ms_pct < 100 * math.sqrt(pooled_with_it)
 
 
-@pytest.mark.slow
+def _jitter(process: Process, _batch_size: int) -> float:
+    """1, 2 or 3 ms a step by the pair of processes (the A/A's two sides take turns, in either
+    order), so each side runs at all three."""
+    return float(1 + (process.number - 1) // 2 % 3)
+
+
 def test_a_runner_too_noisy_to_guard_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
     """Steps of 1, 2 or 3 ms per process on both sides: a noisy CPU, which once had a
-    calibration write gpu_ms_pct = 279.4 and tok_per_s_pct = 1901.8. Now exit 2, one message
-    that says what to do, and the thresholds file already there is left as it was."""
-    config = AA_CONFIG.replace("repeats = 4", "repeats = 3").replace(SLOW_ENV, 'pass_env = ["JITTER_COUNTER"]\n')
-    repo = make_repo(tmp_path, config=config, files={"wl.py": JITTER_WORKLOAD})
-    counter = writable_by_all(tmp_path / "notes") / "count"
+    calibration write gpu_ms_pct = 279.4 and tok_per_s_pct = 1901.8. Now refused (exit 2 from
+    the CLI, as every GuardError), one line that says what to do, and the thresholds file
+    already there is left as it was."""
+    config = AA_CONFIG.replace("repeats = 4", "repeats = 3")
+    repo = make_repo(tmp_path, config=config, files={"wl.py": STAND_IN_WORKLOAD})
     out = tmp_path / "thr.toml"
     out.write_text("[thresholds]\ngpu_ms_pct = 1\ntok_per_s_pct = 2\n")
-    proc = _calibrate(repo, out, {"JITTER_COUNTER": str(counter)}, "--threshold-pct", "5")
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("guard: error: ")]
-    assert len(errors) == 1 and errors[0] == proc.stderr.strip().splitlines()[-1], proc.stderr
-    message = errors[0]
+    lines: list[str] = []
+    with pytest.raises(RunnerTooNoisy) as refused:
+        calibrate(repo, "main", None, out, lines.append, thresholds_pct=[5],
+                  harness=StandIn(step_ms=_jitter))
+    assert isinstance(refused.value, GuardError)
+    message = str(refused.value)
+    assert "\n" not in message
     asked = re.search(r"at 3 repeats per side an unchanged commit would need a threshold of (over 1,000|[\d.]+)% in "
                       r"GPU ms per step \(refused at 25% or more: a decode a quarter slower would pass\)", message)
     assert asked and (asked.group(1) == "over 1,000" or 25 <= float(asked.group(1)) < 1000), message
@@ -241,9 +246,9 @@ def test_a_runner_too_noisy_to_guard_is_refused_and_nothing_is_written(tmp_path:
     assert out.read_text() == "[thresholds]\ngpu_ms_pct = 1\ntok_per_s_pct = 2\n"
     assert not calibration_path(out).exists()
     # what it saw went to the progress output, the thresholds asked about with it
-    assert "bs 1, GPU ms per step: within-side sd " in proc.stderr
-    assert "repeats per arm for 5%." in proc.stderr
-    assert proc.stdout == ""
+    progress = "\n".join(lines)
+    assert "bs 1, GPU ms per step: within-side sd " in progress
+    assert "repeats per arm for 5%." in progress
 
 
 @pytest.mark.slow
@@ -287,35 +292,22 @@ def _counted(runs: Path, side: str, repeats: int) -> tuple[list[int], int]:
     return counts, len(rows)
 
 
-def _steady_noisy_repo(tmp_path: Path, flip: float) -> Path:
-    """test_forcing's noisy argmax, each step a sleep of 2 ms instead of a loop, for 96 steps: its
-    timings steady enough on a busy host for the A/A to suggest thresholds."""
-    repo = noisy_repo(tmp_path, flip=flip, config=FORCED_CONFIG.replace("steps = 40", "steps = 96"))
-    git(repo, "checkout", "--quiet", "main")
-    workload = (repo / "wl.py").read_text()
-    steady = workload.replace("import random\n", "import random\nimport time\n").replace(
-        "        for i in range(WORK):\n            acc += i * i\n", "        time.sleep(0.002)\n")
-    assert steady.count("time.") == 1 and "range(WORK)" not in steady
-    (repo / "wl.py").write_text(steady)
-    commit_all(repo, "steps of sleep")
-    return repo
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize(("flip", "room"), [(0.05, True), (0.4, False)])
 def test_a_forced_workloads_disagreements_are_counted_per_side_against_the_rules_floor(
     tmp_path: Path, flip: float, room: bool
 ) -> None:
     """A teacher-forced decode whose argmax takes the runner-up in `flip` of its outputs, its
-    own way in every process: each side's D per process are those its tokens give against the
-    reference, its rate has its Clopper-Pearson interval, and the file says whether that noise
-    stays under the share of outputs the agreement rule calls a change of output."""
-    repo = _steady_noisy_repo(tmp_path, flip)
+    own way in every process (test_forcing's model), steps of 2 ms a few tenths of a percent
+    apart: each side's D per process are those its tokens give against the reference, its rate
+    has its Clopper-Pearson interval, and the file says whether that noise stays under the share
+    of outputs the agreement rule calls a change of output."""
+    config = FORCED_CONFIG.replace("steps = 40", "steps = 96").replace('pass_env = ["NOISY_COUNTER"]\n', "")
+    repo = make_repo(tmp_path, config=config, files={"wl.py": STAND_IN_WORKLOAD})
     out = tmp_path / "thr.toml"
-    proc = _calibrate(repo, out, {"NOISY_COUNTER": str(writable_by_all(tmp_path / "notes") / "count")})
-    assert proc.returncode == 0, proc.stderr
+    standin = noisy_model(flip=flip)
+    standin.step_ms = lambda p, _bs: 2.0 * (1 + 0.002 * ((p.number * 7) % 5 - 2))
+    _calibrate(repo, out, standin)
     text = out.read_text()
-    assert proc.stdout == text
     (noise,) = json.loads(calibration_path(out).read_text())["noise"]
     found = noise["disagreement"]
     highs = []

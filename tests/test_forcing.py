@@ -18,6 +18,7 @@ from guard.compare import agreement, false_alarm_bound
 from guard.measure import REFERENCE_FORMAT, BatchRun, TokenMismatch
 from guard.measure._disagreements import count_disagreements
 from tests.conftest import commit_all, git, writable_by_all
+from tests.standin import Process, Run, StandIn, run_in_process
 from tests.test_harness import engine_spec, run_harness
 
 STEPS, WARMUP = 8, 3
@@ -320,90 +321,131 @@ def run_guard(repo: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[s
     return proc, json.loads((out / "report.json").read_text()), (out / "comment.md").read_text()
 
 
-@pytest.mark.slow
+# The pipeline's reading of forced processes, in-process: each process's ids come from a model
+# of a greedy decode whose argmax breaks near-ties its own way in every process (as bf16 does on
+# a GPU, where each process picks its own kernels). A clean step's id is `_clean`; with rate
+# `flip` a process's output there is the runner-up instead, drawn from a seed of the process and
+# the position, so every run of a test is the same. Forced from the reference (base's untimed
+# process), a process disagrees with it where one of the two flipped and the other did not.
+FORCED_STEPS, FORCED_WARMUP = 40, 4
+FORCED_CONFIG = CONFIG.replace('pass_env = ["NOISY_COUNTER"]\n', "")
+
+
+def _clean(step: int, row: int) -> int:
+    return (step * 7 + row * 13 + 3) % 101
+
+
+def _flipped(process: Process, step: int, row: int, rate: float) -> bool:
+    return rate > 0 and random.Random(f"{process.number}/{step}/{row}").random() < rate
+
+
+def noisy_model(flip: float, head_flip: float | None = None, shift: int = 0, at: int = 0,
+                head_ms: float = 1.0) -> StandIn:
+    """Base (and the reference) flip at `flip`, head at `head_flip` (default `flip`); head's ids are
+    `shift` higher, and at step `at` one higher; head's steps take `head_ms`, base's 1 ms (each
+    process a thousandth apart)."""
+    def token(process: Process, _size: int, step: int, row: int) -> int:
+        head = process.arm == "head"
+        best = (_clean(step, row) + (shift + (step == at) if head else 0)) % 101
+        return (best + _flipped(process, step, row, head_flip if head and head_flip is not None else flip)) % 101
+
+    def step_ms(process: Process, _size: int) -> float:
+        return (head_ms if process.arm == "head" else 1.0) * (1 + 0.001 * (process.number % 3))
+
+    return StandIn(step_ms=step_ms, token=token, accepts_tokens=True)
+
+
+def _expected_disagreements(standin: StandIn, arm: str) -> list[int]:
+    """Per measured process of `arm`, the outputs the model says differ from the reference's."""
+    reference = next(p for p in standin.asked if p.mode == "reference")
+    total = FORCED_WARMUP + FORCED_STEPS
+    return [sum(standin.token(p, 1, step, 0) != standin.token(reference, 1, step, 0) for step in range(1, total + 1))
+            for p in standin.asked if p.mode == "measure" and p.arm == arm]
+
+
+def forced_run(tmp_path: Path, standin: StandIn, note: str = "a change") -> Run:
+    repo = tmp_path / "engine"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    (repo / "guard.toml").write_text(FORCED_CONFIG)
+    (repo / "wl.py").write_text("# answered by the stand-in\n")
+    commit_all(repo, "engine")
+    git(repo, "checkout", "--quiet", "-b", "feature")
+    (repo / "note.txt").write_text(note + "\n")
+    commit_all(repo, note)
+    return run_in_process(repo, tmp_path / "out", standin)
+
+
 def test_noisy_argmax_a_a_is_judged_not_invalid(tmp_path: Path) -> None:
-    repo = noisy_repo(tmp_path, flip=0.05)
-    (repo / "note.txt").write_text("no code change\n")
-    commit_all(repo, "a change that cannot matter")
-    proc, report, comment = run_guard(repo, tmp_path)
+    run = forced_run(tmp_path, noisy_model(flip=0.05))
+    report = run.report.model_dump(mode="json")
     assert report["verdict"] in ("pass", "at_threshold", "inconclusive"), report["reasons"]
-    assert proc.returncode == 0, proc.stderr
+    assert run.exit_code == 0, run.text
     found = report["batch_sizes"][0]["agreement"]
     assert found["exact"] is False
     assert all(any(d > 0 for d in arm["disagreements"]) for arm in found["arms"])  # every arm is noisy
     assert found["arms"][1]["output_changed"] is False
-    assert "numerical noise" in comment and "like for like" in comment
-    # free-running, these processes would have parted ways: their own reference tokens differ
-    assert len({r["sha256"] for r in report["batch_sizes"][0]["arms"]}) >= 1
+    assert "numerical noise" in run.comment and "like for like" in run.comment
 
 
-@pytest.mark.slow
 def test_noisy_argmax_with_another_output_is_invalid(tmp_path: Path) -> None:
-    repo = noisy_repo(tmp_path, flip=0.05)
-    write_noisy(repo, flip=0.05, shift=1)  # the next token is another one: the model changed
-    commit_all(repo, "shift every output by one")
-    proc, report, comment = run_guard(repo, tmp_path)
-    assert proc.returncode == 2
-    assert report["verdict"] == "invalid"
+    run = forced_run(tmp_path, noisy_model(flip=0.05, shift=1))  # the next token is another one: the model changed
+    report = run.report.model_dump(mode="json")
+    assert run.exit_code == 2 and report["verdict"] == "invalid"
     head = report["batch_sizes"][0]["agreement"]["arms"][1]
     assert head["arm"] == "head" and head["output_changed"] is True
     assert min(head["disagreements"]) > 0.8 * head["compared"]
-    assert "the output of head changed" in comment
-    assert "the head's output changed at batch size 1, first at step 1" in comment.splitlines()[1]
+    assert "the output of head changed" in run.comment
+    assert "the head's output changed at batch size 1, first at step 1" in run.comment.splitlines()[1]
 
 
-@pytest.mark.slow
 def test_noisy_argmax_slower_head_is_a_regression(tmp_path: Path) -> None:
-    repo = noisy_repo(tmp_path, flip=0.05)
-    write_noisy(repo, flip=0.05, work=20000)  # ten times the work per step, the same tokens
-    commit_all(repo, "ten times the work")
-    proc, report, comment = run_guard(repo, tmp_path)
+    run = forced_run(tmp_path, noisy_model(flip=0.05, head_ms=10.0))  # ten times the time per step, the same ids
+    report = run.report.model_dump(mode="json")
     assert report["verdict"] == "regression", report["reasons"]
-    assert proc.returncode == 1
+    assert run.exit_code == 1
     assert report["batch_sizes"][0]["gpu_ms_change"]["pct"] > 100
-    assert "numerical noise" in comment
+    assert "numerical noise" in run.comment
 
 
-@pytest.mark.slow
 def test_an_exact_engine_whose_head_changes_one_token_is_judged_and_says_its_arithmetic_changed(
     tmp_path: Path,
 ) -> None:
-    repo = noisy_repo(tmp_path, flip=0.0)
-    write_noisy(repo, flip=0.0, at=20, work=20000)  # one other token, at step 20, in every process; slower
-    commit_all(repo, "one token changes, and decode is slower")
-    proc, report, comment = run_guard(repo, tmp_path)
+    # one other id, at step 20, in every process of head; and head is slower
+    run = forced_run(tmp_path, noisy_model(flip=0.0, at=20, head_ms=10.0))
+    report = run.report.model_dump(mode="json")
     assert report["verdict"] == "regression", report["reasons"]
     found = report["batch_sizes"][0]["agreement"]
     assert found["exact"] is True
     head = found["arms"][1]
     assert head["disagreements"] == [1, 1, 1, 1] and head["first_disagreement"]["step"] == 20
     assert (head["output_changed"], head["numerics_changed"]) == (False, True)
-    assert "The head's arithmetic changed" in comment and "1, 1, 1, 1 of 44 outputs" in comment
+    total = FORCED_WARMUP + FORCED_STEPS
+    assert "The head's arithmetic changed" in run.comment and f"1, 1, 1, 1 of {total} outputs" in run.comment
 
 
-@pytest.mark.slow
 def test_an_exact_base_and_a_head_with_rare_flips_is_judged_and_the_flips_reported(tmp_path: Path) -> None:
-    repo = noisy_repo(tmp_path, flip=0.0)
-    write_noisy(repo, flip=0.01)  # near-ties in some processes, not all: not a change by the rule
-    commit_all(repo, "a rounding change")
-    proc, report, comment = run_guard(repo, tmp_path)
+    standin = noisy_model(flip=0.0, head_flip=0.01)  # near-ties in some processes, not all: not a change
+    run = forced_run(tmp_path, standin, "a rounding change")
+    report = run.report.model_dump(mode="json")
     head = report["batch_sizes"][0]["agreement"]["arms"][1]
-    assert min(head["disagreements"]) == 0 < max(head["disagreements"])  # the seeds give this mix
+    expected = _expected_disagreements(standin, "head")
+    assert min(expected) == 0 < max(expected)  # the model's seeds give this mix, which the test is about
+    assert head["disagreements"] == expected
     assert head["output_changed"] is False and head["some_disagree"] is True
     assert report["verdict"] != "invalid", report["reasons"]
-    assert "not in every process" in comment
+    assert "not in every process" in run.comment
 
 
-@pytest.mark.slow
 def test_a_free_running_noisy_workload_is_told_how_to_support_forcing(tmp_path: Path) -> None:
-    repo = noisy_repo(tmp_path, flip=0.05, forcing=False)
-    (repo / "note.txt").write_text("no code change\n")
-    commit_all(repo, "a change that cannot matter")
-    proc, report, comment = run_guard(repo, tmp_path)
+    standin = noisy_model(flip=0.05)
+    standin.accepts_tokens = False  # its step() takes no ids: every process runs free, flips and all
+    run = forced_run(tmp_path, standin)
+    report = run.report.model_dump(mode="json")
     assert report["verdict"] == "invalid"
     assert report["batch_sizes"][0]["agreement"] is None
-    assert "is not deterministic" in comment
-    assert "`def step(self, tokens=None):`" in comment and "self.input_ids.copy_(tokens)" in comment
+    assert "is not deterministic" in run.comment
+    assert "`def step(self, tokens=None):`" in run.comment and "self.input_ids.copy_(tokens)" in run.comment
 
 
 def test_a_reference_name_that_carries_markdown_does_not_load_from_a_report() -> None:

@@ -54,37 +54,6 @@ def _process_number(variable):
     return n
 '''
 
-JITTER_WORKLOAD = PROCESS_COUNTER + '''
-# Each process takes the next delay from a fixed cycle, counted in a file named by
-# JITTER_COUNTER. Runs come in base/head pairs (in either order), so both arms get
-# the same delays {1, 2, 3} ms: no true change, and a spread far too large to decide.
-_PAIRS = [(0.001, 0.003), (0.002, 0.002), (0.003, 0.001)]
-
-def _next_delay():
-    n = _process_number("JITTER_COUNTER")
-    if n is None:
-        return 0.001
-    pair, side = divmod(n, 2)
-    return _PAIRS[pair % len(_PAIRS)][side]
-
-_DELAY_S = _next_delay()
-
-class Workload:
-    def setup(self, batch_size):
-        self.batch_size = batch_size
-        self.t = 0
-        self.delay_s = _DELAY_S
-
-    def step(self):
-        time.sleep(self.delay_s * float(os.environ.get("SLOWER", "1")))
-        self.t += 1
-        return [self.t % 7 + row for row in range(self.batch_size)]
-
-def make(**options):
-    return Workload()
-'''
-
-
 SLEEPY_WORKLOAD = PROCESS_COUNTER + '''
 # Steps of sleep: steady to about 0.1% between processes, even on a busy host (run it for
 # SLEEPY_STEPS steps: one late wake-up then moves tok/s little). With
