@@ -10,7 +10,7 @@ WORKFLOWS := action.yml $(wildcard .github/workflows/*.yml) $(wildcard examples/
 # The CPU build the tests pin; on a GPU runner the runner's own torch is used instead.
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup demo schema test test-gpu test-docker lint clean
+.PHONY: setup demo schema test test-fast test-gpu test-docker lint clean
 
 setup: $(STAMP)
 
@@ -35,8 +35,18 @@ demo: setup
 schema: setup
 	$(PY) -m guard.report._json_schema docs/report.schema.json
 
+# Every test, in two parts: those that may share the machine on all its cores (pytest-xdist;
+# a file's tests on one worker, the Docker engine's files on one between them: tests/conftest.py),
+# then those marked `alone`, one at a time.
+TEST_WORKERS ?= auto
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not alone"
+	$(PY) -m pytest -q -m alone
+
+# The fast tier, for the edit-test loop: what starts no whole pipeline, engine or build.
+test-fast: setup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not alone"
+	$(PY) -m pytest -q -m "alone and not slow" || test $$? -eq 5  # 5: no such test
 
 test-gpu: setup
 	$(PY) -m pytest -q -m gpu

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,3 +93,22 @@ def writable_by_all(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o1777)
     return folder
+
+
+if importlib.util.find_spec("xdist") is not None:  # the hook exists only with pytest-xdist installed
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        """`--dist loadfile` (as `make test` runs the tests), with the files named test_docker_*
+        as one: a file's tests go to one worker, so that its module-wide fixtures (a PostgreSQL
+        cluster, a reference process) are made once, and the tests of the one Docker engine,
+        its disk and its images, run one at a time."""
+        if config.getvalue("dist") != "loadfile":
+            return None
+        from xdist.scheduler import LoadScopeScheduling
+
+        class ByFile(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                path = nodeid.split("::", 1)[0]
+                return "tests/test_docker_*" if Path(path).name.startswith("test_docker_") else path
+
+        return ByFile(config, log)

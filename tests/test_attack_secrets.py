@@ -343,6 +343,9 @@ entry = "wl.py:make"
 batch_sizes = [1]
 steps = 3
 warmup_steps = 1
+# one timed pass, no timed warmup: these tests are about processes, not figures
+tok_per_s_min_s = 0
+warmup_max_s = 0
 [build]
 method = "{method}"
 install = "{install}"
@@ -486,6 +489,7 @@ def test_what_a_build_leaves_running_ends_when_the_build_step_does(tmp_path: Pat
 
 @needs_root
 @pytest.mark.slow
+@pytest.mark.alone  # the shared temp folders are cleaned only where no other run's launch uses build.user
 def test_what_a_build_leaves_running_in_a_session_of_its_own_ends_with_the_step_too(tmp_path: Path) -> None:
     # setsid: out of the step's process group, which the group kill alone would miss
     # and a file where every user may write, for the other arm's processes (the same user) to find

@@ -155,6 +155,7 @@ def test_a_daemon_in_a_session_of_its_own_does_not_outlive_its_process(tmp_path:
 
 
 @needs_root
+@pytest.mark.alone  # the shared temp folders are cleaned only where no other run's launch uses build.user
 def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(tmp_path: Path) -> None:
     """A head process that leaves a file where every user may write, for a base process (the
     same user) to find: removed as it ends, counted for its arm, said in its log."""
