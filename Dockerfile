@@ -7,20 +7,17 @@ ARG BASE_IMAGE=pytorch/pytorch:2.11.0-cuda13.0-cudnn9-runtime
 FROM ${BASE_IMAGE}
 # on every layer this file makes, so that a runner can find (and prune) them by it
 LABEL org.opencontainers.image.title=regression-guard
-
-# git, and git allowed to read the worktrees of a mounted repository, which belong to
-# another user; one step, since each step is a whole copy of the image under Docker's vfs driver
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends git \
-    && rm -rf /var/lib/apt/lists/* \
-    && git config --system --add safe.directory '*'
-
-WORKDIR /opt/regression-guard
-COPY pyproject.toml README.md ./
-COPY guard ./guard
-COPY templates ./templates
-# nvidia-ml-py: the driver version and GPU state for the report's Environment section.
-RUN python -m pip install --no-cache-dir . nvidia-ml-py \
+# Few steps: under Docker's vfs storage driver (and its classic builder) every step is a whole
+# copy of the image. What .dockerignore lets through: pyproject.toml, README.md, guard/, templates/.
+COPY . /opt/regression-guard/
+# git where the base lacks it, and git allowed to read the worktrees of a mounted repository,
+# which belong to another user; nvidia-ml-py: the driver version and GPU state for the
+# report's Environment section. Then the import check.
+RUN (command -v git >/dev/null || (apt-get update \
+        && apt-get install -y --no-install-recommends git \
+        && rm -rf /var/lib/apt/lists/*)) \
+    && git config --system --add safe.directory '*' \
+    && python -m pip install --no-cache-dir /opt/regression-guard nvidia-ml-py \
     && python -c "import guard, torch; print('guard', guard.__version__, 'torch', torch.__version__)"
+# `docker run IMAGE` alone prints guard's usage
 ENTRYPOINT ["guard"]
-CMD ["--help"]

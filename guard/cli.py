@@ -117,6 +117,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--steps", type=int, default=128, help="timed decode steps per batch size")
     demo.add_argument("--warmup-steps", type=int, default=16)
     demo.add_argument("--repeats", type=int, default=5)
+    demo.add_argument("--max-rounds", type=int, default=None,
+                      help="rounds at most, the first included (default: measure.max_rounds's); 1 for a quick try")
     demo.add_argument("--options", default="", help="workload options as TOML inline-table body, e.g. 'layers = 4'")
     demo.add_argument("--scenario", default="piecewise",
                       help="the change the demo stages: piecewise (default; one padded graph per layer), fallback "
@@ -473,6 +475,7 @@ def _demo(args: argparse.Namespace) -> int:
         options_toml=args.options,
         progress=_progress,
         scenario=args.scenario,
+        max_rounds=args.max_rounds,
     )
     return _finish(report, args.out, print_comment=True)
 

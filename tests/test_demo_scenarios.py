@@ -96,7 +96,7 @@ def test_a_fallback_scenario_end_to_end_on_cpu(tmp_path: Path, scenario: str) ->
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "guard", "demo", "--scenario", scenario, "--out", str(out), "--workdir",
-         str(tmp_path / "work"), "--steps", "20", "--warmup-steps", "2", "--repeats", "2",
+         str(tmp_path / "work"), "--steps", "20", "--warmup-steps", "2", "--repeats", "2", "--max-rounds", "1",
          "--options", CPU_OPTIONS[scenario]],
         capture_output=True, text=True, timeout=900,
     )

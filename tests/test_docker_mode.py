@@ -268,8 +268,8 @@ entry = "wl.py:make"
 batch_sizes = [1]
 steps = 12
 warmup_steps = 2
-tok_per_s_min_s = 0.2
-warmup_max_s = 0.1
+tok_per_s_min_s = 0.0  # one timed pass per process: the containers are the point, not the figures
+warmup_max_s = 0.0
 [build]
 method = "docker"
 [build.docker]

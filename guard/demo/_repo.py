@@ -35,7 +35,9 @@ __all__ = ["make"]
 '''
 
 
-def _config(scenario: Scenario, steps: int, warmup_steps: int, repeats: int, options_toml: str) -> str:
+def _config(
+    scenario: Scenario, steps: int, warmup_steps: int, repeats: int, options_toml: str, max_rounds: int | None = None,
+) -> str:
     given = parse_toml(f"options = {{ {options_toml} }}".encode(), "--options",
                        "give the body of a TOML inline table, e.g. 'layers = 4, max_len = 128'")["options"]
     ours = [f"{name} = {value}" for name, value in scenario.options if name not in given]
@@ -43,6 +45,8 @@ def _config(scenario: Scenario, steps: int, warmup_steps: int, repeats: int, opt
     mix = f"batch_mix = {scenario.batch_mix}\n" if scenario.batch_mix else ""
     # --repeats under MIN_REPEATS asks for a quick try: the config says it allows so few
     few = "allow_few_repeats = true\n" if repeats < MIN_REPEATS else ""
+    # --max-rounds: a quick try stops after so many rounds (measure.max_rounds), decided or not
+    rounds = f"max_rounds = {max_rounds}\n" if max_rounds is not None else ""
     return f"""# regression-guard configuration
 [workload]
 entry = "bench/guard_workload.py:make"
@@ -58,7 +62,7 @@ install = "pip install --no-deps --no-build-isolation --no-index ."
 
 [measure]
 repeats = {repeats}
-{few}{scenario.arms}"""
+{few}{rounds}{scenario.arms}"""
 
 
 def scenario_named(name: str) -> Scenario:
@@ -74,11 +78,12 @@ def _git(repo: Path, *args: str) -> str:
 
 def make_demo_repo(
     repo: Path, steps: int = 128, warmup_steps: int = 16, repeats: int = 5, options_toml: str = "",
-    scenario: str = DEFAULT_SCENARIO,
+    scenario: str = DEFAULT_SCENARIO, max_rounds: int | None = None,
 ) -> tuple[str, str]:
     """Create the repository at `repo` (must not exist) for `scenario`; return (base sha, head branch)."""
     staged = scenario_named(scenario)
-    config = _config(staged, steps, warmup_steps, repeats, options_toml)  # a bad --options fails before any file
+    # a bad --options fails before any file
+    config = _config(staged, steps, warmup_steps, repeats, options_toml, max_rounds)
     repo.mkdir(parents=True)
     _git(repo, "init", "--quiet", "--initial-branch=main")
     package = repo / "refengine"

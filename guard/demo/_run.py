@@ -21,6 +21,7 @@ def run_demo(
     options_toml: str = "",
     progress: Callable[[str], None] = lambda _: None,
     scenario: str = DEFAULT_SCENARIO,
+    max_rounds: int | None = None,
 ) -> Report:
     staged = scenario_named(scenario)  # before anything is made
     if workdir is None:
@@ -31,7 +32,7 @@ def run_demo(
     repo = parent / "engine-repo"
     if repo.exists():
         raise FileExistsError(f"{repo} exists; pass an empty --workdir")
-    _, head = make_demo_repo(repo, steps, warmup_steps, repeats, options_toml, scenario)
+    _, head = make_demo_repo(repo, steps, warmup_steps, repeats, options_toml, scenario, max_rounds)
     progress(f"demo repository at {repo} ({staged.name}): base is main, head is branch {head} ({staged.summary})")
     # config None: guard.toml from the base commit, as `guard run` reads it
     return run_guard(repo, None, head, None, out_dir.resolve(), progress=progress)
