@@ -212,6 +212,7 @@ def test_out_on_a_read_only_disk_is_refused_before_any_build(tmp_path: Path) -> 
         assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.slow
 def test_a_full_disk_keeps_the_earlier_report_whole(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, repeats=2)
     (repo / "note.txt").write_text("no code change\n")
@@ -278,6 +279,7 @@ def _spaces_gzip(size: int) -> bytes:
     return b"".join(pack.compress(block) for _ in range(size // len(block))) + pack.flush()
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_is_refused_without_holding_it(tmp_path: Path) -> None:
     """5 GiB of trace in 5 MB of gzip (members repeated, so the trailer tells 64 MiB): the
     default cap of 2 GiB refuses it, and the guard never holds more than a little of it."""
@@ -369,6 +371,7 @@ def test_a_next_link_back_to_its_own_page_stops(api: GitHubStandIn, tmp_path: Pa
     assert len(api.requests("GET", "/comments$")) == 1 and api.comments(REPO, PR) == []
 
 
+@pytest.mark.slow
 def test_next_links_without_end_stop_at_the_page_limit(api: GitHubStandIn, tmp_path: Path) -> None:
     api.plan("GET", rf"/repos/{REPO}/issues/{PR}/comments", "endless-next")
     line = one_error_line(comment(api, tmp_path))
@@ -498,6 +501,7 @@ os._exit = _rewrite_and_exit
 '''
 
 
+@pytest.mark.slow
 def test_a_workload_that_rewrites_its_result_gets_messages(tmp_path: Path) -> None:
     workload = busy_workload(work=3000)
     # in the base too: the reference pass runs the base's code

@@ -221,6 +221,7 @@ FORGERIES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FORGERIES)
 def test_a_forged_report_posts_nothing_and_exits_2(api: GitHubStandIn, tmp_path: Path, name: str) -> None:
     forge, expected = FORGERIES[name]
@@ -463,6 +464,7 @@ def _post_and_summarize(api: GitHubStandIn, tmp_path: Path, path: Path) -> tuple
     return comment["body"], (tmp_path / "summary.md").read_text(), summary.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_hostile_strings_are_posted_as_text(api: GitHubStandIn, tmp_path: Path) -> None:
     path, report = _hostile_report(tmp_path)
     assert report.verdict == "regression" and report.capture and report.traces
@@ -485,6 +487,7 @@ def test_hostile_strings_are_posted_as_text(api: GitHubStandIn, tmp_path: Path) 
     assert "verdict=regression" in outputs and "gate=failure" in outputs
 
 
+@pytest.mark.slow
 def test_a_hostile_log_tail_stays_in_its_code_block(api: GitHubStandIn, tmp_path: Path) -> None:
     path, report = _hostile_report(tmp_path, failed=True)
     failed = next(a for a in report.arms if a.status != "ok")

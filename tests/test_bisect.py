@@ -66,6 +66,7 @@ def _guard(*args: str, cwd: Path | None = None, timeout: float = 60) -> subproce
                           timeout=timeout, cwd=cwd)
 
 
+@pytest.mark.slow
 def test_bad_ranges_are_one_message_and_exit_2(tmp_path):
     repo, shas = _line(tmp_path)
     cases = {

@@ -72,6 +72,7 @@ def test_a_run_noisier_than_its_calibration_does_not_borrow() -> None:
     assert borrowing(quiet, "gpu_ms", 2, spreads) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("noisier", "most"), [(1.0, 1.0), (1.5, 1.0), (2.0, 3.0)])
 def test_each_bound_errs_about_as_often_as_alpha_allows(noisier: float, most: float) -> None:
     """Unchanged pairs of 3 processes per arm, each with its own 5-per-side calibration: the

@@ -221,6 +221,7 @@ def _jitter(process: Process, _batch_size: int) -> float:
     return float(1 + (process.number - 1) // 2 % 3)
 
 
+@pytest.mark.slow
 def test_a_runner_too_noisy_to_guard_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
     """Steps of 1, 2 or 3 ms per process on both sides: a noisy CPU, which once had a
     calibration write gpu_ms_pct = 279.4 and tok_per_s_pct = 1901.8. Now refused (exit 2 from

@@ -10,6 +10,8 @@ import json
 import re
 from fractions import Fraction
 
+import pytest
+
 from benchmarks.capture_corpus import CORPUS, INDEX, load_corpus, measure
 from guard.cause import find_capture_changes
 
@@ -18,6 +20,7 @@ PRECISION_FLOOR = Fraction(44, 47)
 RECALL_FLOOR = Fraction(44, 46)
 
 
+@pytest.mark.slow
 def test_detection_on_the_corpus_keeps_its_precision_and_recall():
     result = measure(find_capture_changes)
 

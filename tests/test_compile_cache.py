@@ -98,6 +98,7 @@ def _seen(measured: dict[str, object], arm: str) -> list[dict[str, object]]:
     return [r.runs[0].workload for r in m.repeats]  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_the_processes_of_an_arm_share_its_folder_across_rounds_and_no_other_arm_s(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -146,6 +147,7 @@ def test_the_processes_of_an_arm_share_its_folder_across_rounds_and_no_other_arm
         assert planted == "wrote"  # one user for guard and arms: nothing to hold it back
 
 
+@pytest.mark.slow
 def test_without_the_cache_a_process_is_given_no_cache_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "runner-cache"))
     monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "runner-bytecode"))
@@ -302,6 +304,7 @@ def test_no_measured_process_of_either_arm_is_the_one_that_compiles(tmp_path: Pa
     assert report["compile_caches"] is True and report["compile_filled"] == ["head"]  # a field, not only a line
 
 
+@pytest.mark.slow
 @needs_root
 def test_no_measured_process_of_a_calibration_is_the_one_that_compiles(tmp_path: Path) -> None:
     """`guard calibrate` fills its second side's cache as `guard run` fills head's: on the H200

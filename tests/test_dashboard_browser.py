@@ -96,6 +96,7 @@ def _pixels_near(path: Path, colour: tuple[int, int, int], tolerance: int = 12) 
                    if all(abs(a - b) <= tolerance for a, b in zip(pixel, colour)))
 
 
+@pytest.mark.slow
 def test_repository_page_in_chromium(server, tmp_path):
     url = f"{server}/repos/acme/engine"
     shot = tmp_path / "repo.png"
@@ -114,6 +115,7 @@ def test_repository_page_in_chromium(server, tmp_path):
     assert filtered.count('class="series"') == 1 and "#43" not in filtered
 
 
+@pytest.mark.slow
 def test_pull_request_page_in_chromium(server, tmp_path):
     url = f"{server}/repos/acme/engine/pulls/42"
     shot = tmp_path / "pull.png"

@@ -33,15 +33,15 @@ def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
         [
             sys.executable, "-m", "guard", "demo", "--out", str(out), "--workdir", str(tmp_path / "work"),
             "--steps", "10", "--warmup-steps", "2", "--repeats", "4", "--options", "layers = 2, max_len = 128",
-            "--max-rounds", "2",  # a CPU's undecided batch size would take rounds until the time budget
+            "--max-rounds", "1",  # a CPU's undecided batch size would take rounds until the time budget
         ],
         capture_output=True, text=True, timeout=900,
     )
     report = json.loads((out / "report.json").read_text())
     comment = (out / "comment.md").read_text()
     assert proc.stdout.strip() == comment.strip()  # the demo prints the comment it wrote
-    # the interval rule, over the 2 rounds asked for
-    assert report["schema_version"] == SCHEMA_VERSION and report["looks"] == 2
+    # the interval rule, over the one round asked for (test_rounds runs the later rounds in-process)
+    assert report["schema_version"] == SCHEMA_VERSION and report["looks"] == 1
     # every process was forced with base's reference, and on a CPU in float32 each reproduced it
     assert report["hash_match"] is None and report["workload"]["reference"].startswith("base ")
     for batch in report["batch_sizes"]:

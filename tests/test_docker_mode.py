@@ -122,6 +122,7 @@ json.dump(found, open("/guard/out/found.json", "w"))
 '''
 
 
+@pytest.mark.slow
 def test_isolation_seen_from_inside(client, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_secret_value")
@@ -153,6 +154,7 @@ def test_isolation_seen_from_inside(client, tmp_path: Path, monkeypatch) -> None
     assert ours(client) == []
 
 
+@pytest.mark.slow
 def test_a_container_past_its_time_is_killed_and_removed(client, tmp_path: Path) -> None:
     started = time.monotonic()
     with (tmp_path / "log").open("wb") as sink:
@@ -173,6 +175,7 @@ with open({log!r}, "wb") as sink:
 """
 
 
+@pytest.mark.slow
 def test_a_killed_guard_leaves_no_container(client, tmp_path: Path) -> None:
     script = HOLDER.format(root=str(ROOT), container=base_container(client).model_dump_json(),
                            log=str(tmp_path / "log"))
@@ -196,6 +199,7 @@ def test_a_killed_guard_leaves_no_container(client, tmp_path: Path) -> None:
             guard.kill()
 
 
+@pytest.mark.slow
 def test_the_sweep_removes_containers_of_guards_that_are_gone_and_keeps_the_others(client) -> None:
     from guard.sandbox._reaper import remove_orphans
 
@@ -221,6 +225,7 @@ def test_the_sweep_removes_containers_of_guards_that_are_gone_and_keeps_the_othe
                 pass
 
 
+@pytest.mark.slow
 def test_the_sweep_survives_containers_removed_while_it_looks(client) -> None:
     """Another guard's watchdog removes its containers whenever it likes. Here it removes one
     at the worst moment, just after the engine listed it to this sweep: the sweep must take

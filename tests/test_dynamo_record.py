@@ -114,6 +114,7 @@ def arms(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "eager": _run(tmp, base, "eager", compiled=False), "head_source": (head / "model.py").read_text()}
 
 
+@pytest.mark.slow
 def test_the_harness_records_each_break_where_it_is_in_the_callee(arms: dict[str, Any]) -> None:
     lines = _break_lines(arms["head_source"])
     assert len(lines) == 2
@@ -147,17 +148,20 @@ def test_on_a_gpu_the_cudagraph_trees_record_graphs_and_the_breaks_are_named(tmp
     assert found["head"]["graphs"] > found["base"]["graphs"]
 
 
+@pytest.mark.slow
 def test_a_fullgraph_compile_is_recorded_though_dynamo_counts_no_frames_for_it(tmp_path: Path) -> None:
     whole = _run(tmp_path, _tree(tmp_path / "whole", 0), "whole", fullgraph=True)["dynamo"]
     assert whole is not None  # dynamo's "frames" counters stay empty under fullgraph=True
     assert whole["graphs"] == len(BATCH_SIZES) and whole["break_count"] == 0 and whole["breaks"] == []
 
 
+@pytest.mark.slow
 def test_a_process_that_never_compiled_records_nothing(arms: dict[str, Any]) -> None:
     assert "dynamo" not in arms["eager"]
     assert RepeatResult.model_validate(arms["eager"]).dynamo is None
 
 
+@pytest.mark.slow
 def test_base_against_head_names_the_breaks_head_added(arms: dict[str, Any]) -> None:
     measured = {name: ArmMeasurement(arm=name, repeats=[RepeatResult.model_validate(arms[name])] * 2)
                 for name in ("base", "head")}

@@ -27,6 +27,7 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     return [json.loads((out / f"rank{rank}.json").read_text()) for rank in range(2)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [c[0] for c in CASES])
 def test_each_rank_decodes_the_tokens_of_one_process(ranks: list[dict[str, Any]], case: str) -> None:
     _, options, batch_size = next(c for c in CASES if c[0] == case)
@@ -45,6 +46,7 @@ def test_each_rank_decodes_the_tokens_of_one_process(ranks: list[dict[str, Any]]
     assert not torch.equal(torch.tensor(ranks[0][case]["k_cache"]), torch.tensor(ranks[1][case]["k_cache"]))
 
 
+@pytest.mark.slow
 def test_ranks_say_how_they_split(ranks: list[dict[str, Any]]) -> None:
     for rank in range(2):
         described = ranks[rank]["tp"]["described"]
@@ -59,6 +61,7 @@ def _runs(order: list[str], pattern: list[str]) -> int:
     return sum(order[i:i + len(pattern)] == pattern for i in range(len(order)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode, collective", [("tp", "c10d::allreduce_"), ("ep", "c10d::alltoall_base_")])
 def test_serialize_comm_starts_the_mlp_collective_only_after_the_shared_expert(
     ranks: list[dict[str, Any]], mode: str, collective: str

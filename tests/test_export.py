@@ -32,6 +32,7 @@ def _arm(report: Report, batch_size: int, arm: str):  # noqa: ANN202
     return next(a for a in batch.arms if a.arm == arm)
 
 
+@pytest.mark.slow
 def test_pyperf_loads_the_export_and_compares_base_with_head(tmp_path: Path) -> None:
     report = committed(RICH)
     files = {}
@@ -122,6 +123,7 @@ def test_an_unfounded_report_is_refused_and_nothing_is_written(tmp_path: Path) -
     assert "Traceback" not in proc.stderr and not out.exists()
 
 
+@pytest.mark.slow
 def test_an_arm_without_measurements_is_one_message(tmp_path: Path) -> None:
     report = remeasured(committed(RICH), 1.0)
     failed = explained(report.model_copy(update={

@@ -130,6 +130,7 @@ def test_the_guard_counts_disagreements_whatever_the_process_claims() -> None:
     assert counted.first_disagreement == TokenMismatch(step=2, sequence=1, expected=8, found=9)
 
 
+@pytest.mark.slow
 def test_a_reference_file_changed_since_the_guard_wrote_it_is_refused(tmp_path: Path, reference_run) -> None:
     rows = {r["batch_size"]: r["tokens"] for r in reference_run["runs"]}
     path = write_reference(tmp_path / "r.json", rows)
@@ -198,6 +199,7 @@ def test_arms_that_ran_free_are_named_not_judged() -> None:
     assert found.unforced == ["head"] and found.arm("head") is None
 
 
+@pytest.mark.slow
 def test_the_false_alarm_bound_is_what_a_simulation_of_alike_arms_gives() -> None:
     """Alike arms (D drawn from one distribution, here rare: 1% per output of 100, so that a
     base of 5 clean processes happens), 5 processes each: 'every head above every base' calls a

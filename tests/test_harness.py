@@ -60,6 +60,7 @@ def engine_runs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[int, dic
     return [run_harness(tmp, engine_spec(repeat=i), name=f"run{i}") for i in range(2)]
 
 
+@pytest.mark.slow
 def test_engine_run_succeeds(engine_runs: list[tuple[int, dict[str, Any], str]]) -> None:
     for rc, result, stderr in engine_runs:
         assert rc == 0, stderr
@@ -69,6 +70,7 @@ def test_engine_run_succeeds(engine_runs: list[tuple[int, dict[str, Any], str]])
         assert result["environment"]["torch"]  # torch was importable and reported
 
 
+@pytest.mark.slow
 def test_engine_run_records_every_step(engine_runs: list[tuple[int, dict[str, Any], str]]) -> None:
     _, result, _ = engine_runs[0]
     for run in result["runs"]:
@@ -82,6 +84,7 @@ def test_engine_run_records_every_step(engine_runs: list[tuple[int, dict[str, An
         assert run["sha256"] == expected_sha(tokens)
 
 
+@pytest.mark.slow
 def test_engine_run_timings(engine_runs: list[tuple[int, dict[str, Any], str]]) -> None:
     _, result, _ = engine_runs[0]
     for run in result["runs"]:
@@ -99,6 +102,7 @@ def test_engine_run_timings(engine_runs: list[tuple[int, dict[str, Any], str]]) 
         assert run["workload"]["device"] == "cpu"
 
 
+@pytest.mark.slow
 def test_engine_is_deterministic_across_processes(engine_runs: list[tuple[int, dict[str, Any], str]]) -> None:
     (_, first, _), (_, second, _) = engine_runs
     assert first["pid"] != second["pid"]
@@ -109,6 +113,7 @@ def test_engine_is_deterministic_across_processes(engine_runs: list[tuple[int, d
     assert len({t for row in first["runs"][1]["tokens"] for t in row}) > 1
 
 
+@pytest.mark.slow
 def test_engine_prompts_are_per_row(engine_runs: list[tuple[int, dict[str, Any], str]]) -> None:
     _, result, _ = engine_runs[0]
     runs = {r["batch_size"]: r for r in result["runs"]}
@@ -273,6 +278,7 @@ def test_file_workload_with_dataclass_and_future_annotations(tmp_path: Path) -> 
     assert [r["batch_size"] for r in result["runs"]] == [1, 2]
 
 
+@pytest.mark.slow
 def test_no_warmup_records_the_first_generated_token(
     tmp_path: Path, engine_runs: list[tuple[int, dict[str, Any], str]]
 ) -> None:

@@ -56,6 +56,7 @@ def test_two_steps_in_one_series_are_both_found():
     assert [(c.after_sha, c.direction) for c in found] == [(_sha(30), "slower"), (_sha(60), "faster")]
 
 
+@pytest.mark.slow
 def test_false_alarm_rate_on_step_free_noise(capsys):
     """The share of 60-point series of pure noise, normal and heavy-tailed, that report any
     change point: the figure docs/dashboard.md states."""

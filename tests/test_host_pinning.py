@@ -8,10 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = REPO_ROOT / "benchmarks" / "host_pinning.py"
 
 
+@pytest.mark.slow
 def test_pinned_and_unpinned_side_by_side(tmp_path: Path) -> None:
     usable = sorted(os.sched_getaffinity(0))
     out = tmp_path / "pinning.json"

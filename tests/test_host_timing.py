@@ -298,6 +298,7 @@ def test_context_switches_cpu_time_and_cpus_are_recorded_for_the_timed_passes(tm
 # -- the results, written and read back -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_new_fields_are_read_back_and_results_without_them_still_load(tmp_path: Path) -> None:
     rc, result, stderr = run_harness(tmp_path, engine_spec(tok_per_s_min_s=0.2, warmup_max_s=0.2))
     assert rc == 0, stderr

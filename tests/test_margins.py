@@ -85,6 +85,7 @@ def own_confident_count(tokens: list[list[int]], reference: ReferenceTokens, dty
     return count, outputs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_the_reference_engine_records_its_top_logits_and_an_a_a_is_not_changed(tmp_path: Path, dtype: str) -> None:
     reference, runs = arm_runs(tmp_path, dtype, "")
@@ -107,6 +108,7 @@ def test_the_reference_engine_records_its_top_logits_and_an_a_a_is_not_changed(t
                                                           getattr(torch, dtype))[1] > 0
 
 
+@pytest.mark.slow
 def test_a_sign_flip_changes_the_output_at_confident_outputs_in_every_process(tmp_path: Path) -> None:
     reference, runs = arm_runs(tmp_path, "bfloat16", FLIPPED)
     found = agreement(runs, "base", "ref")

@@ -157,6 +157,7 @@ def mixed_arms(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unt
     return spec, outcome.tokens, results
 
 
+@pytest.mark.slow
 def test_every_process_decodes_the_schedule_like_for_like(mixed_arms) -> None:  # type: ignore[no-untyped-def]
     spec, reference, results = mixed_arms
     schedule = spec.mix_schedule()
@@ -172,6 +173,7 @@ def test_every_process_decodes_the_schedule_like_for_like(mixed_arms) -> None:  
             assert mix.disagreements == 0 and mix.compared == sum(len(r) for r in reference.mix)
 
 
+@pytest.mark.slow
 def test_the_report_figures_follow_the_policy(mixed_arms) -> None:  # type: ignore[no-untyped-def]
     spec, _, results = mixed_arms
     schedule = spec.mix_schedule()

@@ -66,6 +66,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
     return spec, outcome.tokens, results
 
 
+@pytest.mark.slow
 def test_the_reference_records_the_engines_own_top_logits_of_every_mix_output(mixed) -> None:  # type: ignore[no-untyped-def]
     spec, reference, _ = mixed
     schedule = spec.mix_schedule()
@@ -88,6 +89,7 @@ def test_the_reference_records_the_engines_own_top_logits_of_every_mix_output(mi
         last[:size] = ids
 
 
+@pytest.mark.slow
 def test_a_mix_that_disagrees_at_confident_outputs_in_every_process_changed_its_output(mixed) -> None:  # type: ignore[no-untyped-def]
     spec, reference, results = mixed
     schedule = spec.mix_schedule()

@@ -42,6 +42,7 @@ def test_a_longer_profiled_pass_extends_the_schedule_and_changes_none_of_its_tim
     assert len(longer) == 4 + 64 and longer[:24] == short
 
 
+@pytest.mark.slow
 def test_the_mix_settles_then_decodes_its_schedule_from_setup_again(tmp_path: Path) -> None:
     """In real harness processes: with warmup_max_s the mix pass warms up first, and its timed
     steps still decode the reference's outputs exactly, so the warmup left nothing behind."""

@@ -309,6 +309,7 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           env=os.environ | env, cwd=REPO_ROOT)
 
 
+@pytest.mark.slow
 def test_cli_comment_and_summary(api: GitHubStandIn, tmp_path: Path) -> None:
     path, report = _report(tmp_path)
     outputs, summary = tmp_path / "out.txt", tmp_path / "summary.md"

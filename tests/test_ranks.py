@@ -93,6 +93,7 @@ def lagging(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RepeatResul
     return tmp / "runs", found.repeats[0]
 
 
+@pytest.mark.slow
 def test_every_rank_is_a_process_of_its_own_with_the_rendezvous_and_multicast_off(
     lagging: tuple[Path, RepeatResult],
 ) -> None:
@@ -110,6 +111,7 @@ def test_every_rank_is_a_process_of_its_own_with_the_rendezvous_and_multicast_of
     assert spec_files == ["head-0.rank0.spec.json", "head-0.rank1.spec.json"]
 
 
+@pytest.mark.slow
 def test_a_step_takes_as_long_as_its_slowest_rank(lagging: tuple[Path, RepeatResult]) -> None:
     run_dir, result = lagging
     raw = [r["runs"][0] for r in _rank_results(run_dir, "head-0", 2)]
@@ -129,6 +131,7 @@ def test_a_step_takes_as_long_as_its_slowest_rank(lagging: tuple[Path, RepeatRes
     assert run.ranks[1].finish_lag_us is not None and run.ranks[1].finish_lag_us > 2000
 
 
+@pytest.mark.slow
 def test_compare_names_the_rank_that_held_the_others_back(lagging: tuple[Path, RepeatResult]) -> None:
     _, result = lagging
     found = arm_ranks([result.run_for(2)])
@@ -139,6 +142,7 @@ def test_compare_names_the_rank_that_held_the_others_back(lagging: tuple[Path, R
     assert [p.field for p in found.paths] == ["env"]  # this workload's describe() holds its own RANK
 
 
+@pytest.mark.slow
 def test_a_rank_that_fails_fails_the_process_and_ends_the_others(tmp_path: Path) -> None:
     target = ArmTarget(name="base", python=Path(sys.executable), worktree=_worktree(tmp_path, fail_rank=1))
     started = time.perf_counter()
@@ -164,6 +168,7 @@ def test_the_guard_s_own_sandbox_ends_a_group_at_its_first_failure(tmp_path: Pat
     assert late.codes == [None] and late.failed is None
 
 
+@pytest.mark.slow
 def test_forced_ranks_read_one_reference_and_agree(tmp_path: Path) -> None:
     from guard.measure import prepare_reference
 
@@ -180,6 +185,7 @@ def test_forced_ranks_read_one_reference_and_agree(tmp_path: Path) -> None:
     assert outcome.tokens.rows_for(2) == passes[0] == passes[1]  # rank 0's ids, which rank 1 generated too
 
 
+@pytest.mark.slow
 def test_expert_parallel_ranks_decode_a_forced_batch_size_mix_together(tmp_path: Path) -> None:
     from guard.measure import prepare_reference
 

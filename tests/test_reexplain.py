@@ -37,6 +37,7 @@ def _explain(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120, cwd=REPO_ROOT)
 
 
+@pytest.mark.slow
 def test_a_report_explained_by_an_earlier_stage_is_made_again_and_then_accepted(tmp_path: Path) -> None:
     stale = _as_run(tmp_path)
     with pytest.raises(UnfoundedReport, match=r"explanation\.causes"):

@@ -15,6 +15,7 @@ def _draw(rng: np.random.Generator, sigma: float, n: int) -> list[float]:
     return list(3.0 * np.exp(rng.normal(0.0, sigma, n)))
 
 
+@pytest.mark.slow
 def test_the_spread_is_the_pooled_within_side_sd_of_the_logs() -> None:
     sides = [[1.0, 1.02, 0.99, 1.01], [2.0, 2.01, 1.97]]  # each side's level is set aside
     noise = runner_noise(sides, repeats=5, confidence=0.95, thresholds_pct=[1.0])
@@ -48,6 +49,7 @@ def test_an_unchanged_commit_passes_the_smallest_threshold_at_least_as_often_as_
     assert np.mean(passed) >= PASS_RATE
 
 
+@pytest.mark.slow
 def test_the_repeats_needed_pass_a_threshold_at_the_spread_limit() -> None:
     rng = np.random.default_rng(3)
     sigma = 0.01

@@ -40,6 +40,7 @@ def test_the_secret_is_not_taken_twice(tmp_path: Path) -> None:
     assert done.returncode == 2 and "set twice" in done.stderr
 
 
+@pytest.mark.slow
 def test_an_app_key_that_is_not_a_key_is_refused(tmp_path: Path) -> None:
     (tmp_path / "id").write_text("12\n")
     (tmp_path / "key").write_text("not a key\n")

@@ -390,6 +390,7 @@ GLOO_RANK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_on_the_cpu(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():

@@ -30,6 +30,7 @@ def two_file_repo(tmp_path: Path) -> Path:
     return make_repo(CASES["two-file"], tmp_path / "work", args)
 
 
+@pytest.mark.slow
 def test_the_two_files_import_what_they_use_and_decode_as_the_one_file_workload(tmp_path):
     repo = two_file_repo(tmp_path)
     model = ast.parse((repo / "engine" / "model.py").read_text())

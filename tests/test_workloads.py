@@ -60,6 +60,7 @@ def harness_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tup
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", WORKLOADS)
 def test_the_harness_runs_each_workload_free_running(name: str, harness_runs: dict) -> None:
     runs = harness_runs[name]
@@ -83,6 +84,7 @@ def test_the_harness_runs_each_workload_free_running(name: str, harness_runs: di
         assert a["sha256"] == b["sha256"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", WORKLOADS)
 def test_the_harness_tokens_are_those_decoded_in_this_process(name: str, harness_runs: dict) -> None:
     _, result, _ = harness_runs[name][0]
@@ -143,6 +145,7 @@ def test_forced_outputs_follow_the_forced_ids(name: str) -> None:
     assert changed > len(schedule) * batch_size // 2  # other inputs, other outputs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", WORKLOADS)
 def test_the_compiled_path_decodes_as_the_eager_one(name: str) -> None:
     """torch.compile on a CPU (inductor, no graphs), whole-graph: the decode step has no graph break."""
@@ -224,6 +227,7 @@ def test_a_local_model_directory_decodes_as_the_model_it_holds(tmp_path: Path) -
     assert decode(loaded, [None] * 12) == decode(built, [None] * 12)
 
 
+@pytest.mark.slow
 def test_the_mode_default_comes_from_guard_compile_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     code = "from guard.workloads.compiled import make; print(make(layers=1, d_model=32, vocab=64).mode)"
     env = os.environ | {"GUARD_COMPILE_MODE": "default"}
@@ -260,6 +264,7 @@ def test_a_bad_option_reaches_the_harness_result_as_a_message(tmp_path: Path) ->
     assert "mode must be one of" in result["error"]["message"]
 
 
+@pytest.mark.slow
 def test_compiled_is_one_file_of_stdlib_and_torch_that_runs_alone(tmp_path: Path) -> None:
     """Validation copies it into a throwaway repository and edits its mode line there."""
     source = (REPO_ROOT / "guard" / "workloads" / "compiled.py").read_text()
@@ -287,6 +292,7 @@ def test_the_workloads_import_only_what_an_arm_environment_has(module: str, allo
     assert imported - sys.stdlib_module_names - {"__future__"} <= allowed
 
 
+@pytest.mark.slow
 def test_the_smoke_script_runs_on_a_cpu(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(SMOKE), "--out", str(tmp_path), "--cases", "compiled:none,hf:none", "--steps", "8",
