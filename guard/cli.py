@@ -117,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--steps", type=int, default=128, help="timed decode steps per batch size")
     demo.add_argument("--warmup-steps", type=int, default=16)
     demo.add_argument("--repeats", type=int, default=5)
-    demo.add_argument("--max-rounds", type=int, default=None,
+    demo.add_argument("--max-rounds", type=_positive_int, default=None,
                       help="rounds at most, the first included (default: measure.max_rounds's); 1 for a quick try")
     demo.add_argument("--options", default="", help="workload options as TOML inline-table body, e.g. 'layers = 4'")
     demo.add_argument("--scenario", default="piecewise",

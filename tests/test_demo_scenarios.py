@@ -178,3 +178,15 @@ def test_removing_the_fallback_where_traffic_is_captured_is_not_flagged_on_gpu(t
     assert head["capture_coverage"] > base["capture_coverage"] >= 0.9
     assert head["padding_waste"] < 0.05
     assert report["mix_traces"] is not None
+
+
+def test_max_rounds_under_one_is_refused_by_name_before_anything_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from guard.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["demo", "--out", str(tmp_path / "out"), "--workdir", str(tmp_path / "work"), "--max-rounds", "0"])
+    assert stopped.value.code == 2
+    assert "argument --max-rounds: expected a whole number of 1 or more, got '0'" in capsys.readouterr().err
+    assert not (tmp_path / "work").exists() and not (tmp_path / "out").exists()
