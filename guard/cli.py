@@ -287,8 +287,8 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from guard._resolve import run_config
     from guard.config import ConfigOverrides, load_caller_config
-    from guard.pipeline import run_config, run_guard
 
     check_out_dir(args.out)
     # without --config, the pipeline reads guard.toml from the base commit
@@ -296,6 +296,8 @@ def _run(args: argparse.Namespace) -> int:
     config_dir = args.config.resolve().parent if args.config else None
     if args.own_process:  # before anything is built: this process, too, then holds no secret
         restart_clean(run_config(args.repo, args.base, args.head, config, config_dir).build.pass_env)
+    from guard.pipeline import run_guard  # after the restart: the process that exec()s needs none of it
+
     report = run_guard(
         args.repo, args.base, args.head, config, args.out, args.cache_dir, _progress,
         config_dir=config_dir, github_repo=args.github_repo,
@@ -309,7 +311,7 @@ def _run(args: argparse.Namespace) -> int:
 def _bisect(args: argparse.Namespace) -> int:
     from guard.bisect import BISECT_FILE, chain_text, commits_between, run_bisect
     from guard.config import load_caller_config
-    from guard.pipeline import run_config
+    from guard._resolve import run_config
 
     check_out_dir(args.out)
     commits_between(args.repo, args.good, args.bad)  # a bad range is the first thing to fix

@@ -12,20 +12,20 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 import guard
-from guard._errors import BuildError, ConfigError, GuardError
+from guard._errors import BuildError, GuardError
 from guard._output import check_out_dir
+from guard._resolve import arms_and_config
 from guard.cause import CaptureChanges, find_capture_changes
 from guard.explain import explain
 from guard.harness import HARNESS_SCRIPT
 from guard.checkout import (
     ArmRef, BuiltArm, build_arm, check_interpreter_reach, commit_subject, default_cache_dir, persisted_credentials,
-    resolve_arms, require_distinct, uncommitted_changes,
+    require_distinct, uncommitted_changes,
 )
 from guard.compare import Comparison, RoundsStop, compare, confirm_undecided
 from guard.config import (
-    DEFAULT_CONFIG_NAME, CalibratedSpread, CommitFiles, ConfigChange, ConfigOverrides, Files, FolderFiles, GuardConfig,
-    ThresholdSource, ThresholdSources, apply_overrides, check_entry, config_change, config_paths, load_commit_config,
-    read_thresholds,
+    CalibratedSpread, CommitFiles, ConfigChange, ConfigOverrides, Files, GuardConfig,
+    ThresholdSource, ThresholdSources, apply_overrides, check_entry, read_thresholds,
 )
 from guard.measure import (
     ArmMeasurement, ArmTarget, Harness, HarnessSpec, ReferenceOutcome, RoundsBudget, check_cpus,
@@ -86,14 +86,6 @@ def run_guard(
         return report
 
 
-def run_config(
-    repo: Path, base: str | None, head: str, config: GuardConfig | None, config_dir: Path | None = None
-) -> GuardConfig:
-    """The config `run_guard` runs with, from the same arguments: the caller's, or the base
-    commit's. `guard run` needs its build.pass_env before it restarts itself clean."""
-    return _arms_and_config(repo.resolve(), base, head, config, config_dir).config
-
-
 class Thresholds(NamedTuple):
     """The thresholds a run decides by, in percent, the spreads it may borrow, and where each came from."""
 
@@ -123,7 +115,7 @@ def plan_run(
     overrides: ConfigOverrides, progress: Progress,
 ) -> Plan:
     """The arms and the config, checked before anything of theirs runs; the progress says where each came from."""
-    base_ref, head_ref, config, files, change = _arms_and_config(repo, base, head, given, config_dir)
+    base_ref, head_ref, config, files, change = arms_and_config(repo, base, head, given, config_dir)
     progress(f"base {base_ref.ref} = {base_ref.sha[:12]}, head {head_ref.ref} = {head_ref.sha[:12]}")
     if dirty := uncommitted_changes(repo):
         progress(f"warning: {len(dirty)} file(s) in the working tree have uncommitted changes ({dirty[0]}"
@@ -400,41 +392,6 @@ def _capture_changes(
     if found.files:
         progress(f"changes to CUDA graph capture: {', '.join(f.path for f in found.files)}")
     return found
-
-
-class _Resolved(NamedTuple):
-    base: ArmRef
-    head: ArmRef
-    config: GuardConfig
-    files: Files  # where the files the config names are read from
-    change: ConfigChange | None  # the head's changes to the config, not used
-
-
-def _arms_and_config(
-    repo: Path, base: str | None, head: str, given: GuardConfig | None, config_dir: Path | None
-) -> _Resolved:
-    if given is not None:
-        base_ref, head_ref = resolve_arms(repo, base, head, given.target_branch)
-        # beside a config from outside the checkout, named files must be outside it too
-        files = FolderFiles(folder=config_dir, checkout=repo) if config_dir else FolderFiles(folder=repo)
-        return _Resolved(base_ref, head_ref, given, files, None)
-    # Without --base the target branch picks the base; the head must not pick it, so it starts
-    # as the default and moves only where the base's own config says.
-    default = GuardConfig().target_branch
-    base_ref, head_ref = resolve_arms(repo, base, head, default)
-    config = load_commit_config(repo, base_ref.sha)
-    if base is None and config.target_branch != default:
-        base_ref, head_ref = resolve_arms(repo, None, head, config.target_branch)
-        moved = load_commit_config(repo, base_ref.sha)
-        if moved.target_branch != config.target_branch:
-            raise ConfigError(
-                f"the config at the merge-base with {default} names target_branch '{config.target_branch}', but "
-                f"the one at the merge-base with '{config.target_branch}' names '{moved.target_branch}'; "
-                "pass --base to say which base to compare with"
-            )
-        config = moved
-    change = config_change(repo, base_ref.sha, head_ref.sha, config_paths(config, DEFAULT_CONFIG_NAME))
-    return _Resolved(base_ref, head_ref, config, CommitFiles(repo=repo, sha=base_ref.sha), change)
 
 
 def _thresholds(config: GuardConfig, files: Files) -> Thresholds:

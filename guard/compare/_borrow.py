@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from guard.config import CalibratedSpread
 from guard.measure import SPREAD_LIMIT_CONFIDENCE, PriorSpread
 from guard.measure._stats import BORROW_CHECK_ALPHA as CHECK_ALPHA
-from guard.measure._stats import _pooled_log_variance
+from guard.measure._stats import _pooled_log_variance, chi2_quantile, f_quantile
 
 Metric = Literal["gpu_ms", "end_to_end_ms", "tok_per_s"]  # MetricKey, which _models defines after this module
 
@@ -51,15 +51,13 @@ def borrowing(
 ) -> Borrowing | None:
     """The check for `metric` at `batch_size` on the arms' `values`; None where the calibration
     has no spread for it (or a report from before spreads were kept)."""
-    from scipy import stats  # here, not at the top: reading a report needs no scipy
-
     found = next((s for s in spreads if s.batch_size == batch_size and s.metric == metric), None)
     run_dof = sum(len(v) - 1 for v in values if len(v) >= 2)
     if found is None or run_dof < 1:
         return None
     run_sd = math.sqrt(_pooled_log_variance(values)) * 100
     dof = found.degrees_of_freedom
-    limit = found.sd_pct * math.sqrt(float(stats.f.ppf(1 - CHECK_ALPHA, run_dof, dof)))
-    upper = found.sd_pct * math.sqrt(dof / float(stats.chi2.ppf(1 - SPREAD_LIMIT_CONFIDENCE, dof)))
+    limit = found.sd_pct * math.sqrt(float(f_quantile(1 - CHECK_ALPHA, run_dof, dof)))
+    upper = found.sd_pct * math.sqrt(dof / float(chi2_quantile(1 - SPREAD_LIMIT_CONFIDENCE, dof)))
     return Borrowing(metric=metric, calibrated_sd_pct=found.sd_pct, calibrated_dof=dof, calibrated_limit_pct=upper,
                      run_sd_pct=run_sd, run_dof=run_dof, limit_sd_pct=limit, borrowed=run_sd <= limit)

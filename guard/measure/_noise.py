@@ -19,7 +19,9 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
-from guard.measure._stats import BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, _pooled_log_variance
+from guard.measure._stats import (
+    BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, _pooled_log_variance, chi2_quantile, f_quantile, t_quantile,
+)
 
 # One-sided confidence of the upper limit on the spread.
 SPREAD_LIMIT_CONFIDENCE = 0.95
@@ -47,12 +49,11 @@ def _welch_upper(base: Any, head: Any, tail: float) -> Any:
     """Each drawn pair's upper bound of head - base (rows of processes): Welch's t at the `tail`
     quantile, on that pair's own Welch degrees of freedom."""
     import numpy as np
-    from scipy import stats  # here, not at the top: reading a report needs no scipy
 
     repeats = base.shape[1]
     se2_b, se2_h = base.var(axis=1, ddof=1) / repeats, head.var(axis=1, ddof=1) / repeats
     dof = (se2_b + se2_h) ** 2 / ((se2_b**2 + se2_h**2) / (repeats - 1))
-    return head.mean(axis=1) - base.mean(axis=1) + stats.t.ppf(tail, dof) * np.sqrt(se2_b + se2_h)
+    return head.mean(axis=1) - base.mean(axis=1) + t_quantile(tail, dof) * np.sqrt(se2_b + se2_h)
 
 
 @functools.lru_cache(maxsize=256)
@@ -65,7 +66,6 @@ def borrowed_upper_quantile(repeats: int, confidence: float, power: float, calib
     spread against the calibrated one as a run does: the limit pooled with it, Student's t on the
     summed degrees of freedom, where it passes; Welch on its own where not."""
     import numpy as np
-    from scipy import stats  # here, not at the top: reading a report needs no scipy
 
     rng = np.random.default_rng(20_251_203)
     base, head = rng.standard_normal((2, WELCH_DRAWS, repeats))
@@ -74,9 +74,9 @@ def borrowed_upper_quantile(repeats: int, confidence: float, power: float, calib
     tail = 0.5 + confidence / 2
     run_dof = 2 * repeats - 2
     run_var = (var_b + var_h) / 2
-    limit = calibrated_sd**2 * float(stats.f.ppf(1 - BORROW_CHECK_ALPHA, run_dof, calibrated_dof))
+    limit = calibrated_sd**2 * float(f_quantile(1 - BORROW_CHECK_ALPHA, run_dof, calibrated_dof))
     pooled = (calibrated_dof * 1.0 + run_dof * run_var) / (calibrated_dof + run_dof)  # the limit, in its own sds
-    borrowed = diff + float(stats.t.ppf(tail, calibrated_dof + run_dof)) * np.sqrt(2 * pooled / repeats)
+    borrowed = diff + float(t_quantile(tail, calibrated_dof + run_dof)) * np.sqrt(2 * pooled / repeats)
     return float(np.quantile(np.where(run_var <= limit, borrowed, _welch_upper(base, head, tail)), power))
 
 
@@ -135,13 +135,12 @@ def runner_noise(
 ) -> RunnerNoise:
     """The noise of an A/A's processes, each side's in run order with its slow ones left out.
     `borrowed`: the thresholds and repeats are those of a run that borrows this spread."""
-    from scipy import stats  # here, not at the top: reading a report needs no scipy
     sides = [values for values in kept_by_side if len(values) >= 2]
     dof = sum(len(values) - 1 for values in sides)
     if dof < 1:
         raise ValueError("needs at least two processes on a side")
     variance = _pooled_log_variance(sides)
-    limit = dof * variance / float(stats.chi2.ppf(1 - SPREAD_LIMIT_CONFIDENCE, dof))
+    limit = dof * variance / float(chi2_quantile(1 - SPREAD_LIMIT_CONFIDENCE, dof))
     borrow = Borrow(dof, math.sqrt(variance / limit)) if borrowed and limit > 0 else None
     alone = math.expm1(math.sqrt(limit) * welch_upper_quantile(repeats, confidence, PASS_RATE)) * 100
     return RunnerNoise(
