@@ -232,3 +232,31 @@ def test_detectable_change_falls_under_a_threshold_at_the_repeats_that_rule_it_o
     variance = (np.var(logs[0], ddof=1) + np.var(logs[1], ddof=1)) / 2
     t = stats.t.ppf(0.975, 8) + stats.t.ppf(0.95, 8)
     assert detectable_change_pct(by_arm, 5) == pytest.approx(np.expm1(t * np.sqrt(2 * variance / 5)) * 100)
+
+
+def test_the_distributions_are_scipy_stats_own_without_importing_it() -> None:
+    """scipy.special's functions give scipy.stats' quantiles and tails bit for bit (a second of
+    every guard process was its import), and the Clopper-Pearson bounds as beta quantiles agree
+    with scipy.stats' root-finding to its own precision."""
+    import subprocess
+    import sys
+
+    from guard.measure._stats import chi2_quantile, f_quantile, rate_interval, t_quantile, t_upper_tail
+
+    rng = np.random.default_rng(7)
+    q = np.concatenate([rng.uniform(0, 1, 400), [1e-9, 0.005, 0.025, 0.05, 0.5, 0.8, 0.95, 0.975, 0.9995]])
+    x = rng.uniform(-8, 8, 100)
+    for df in [1, 2, 3, 5, 8, 17, 30, 120, *rng.uniform(1.0, 300.0, 8)]:
+        assert np.array_equal(t_quantile(q, df), stats.t.ppf(q, df))
+        assert np.array_equal(t_upper_tail(x, df), stats.t.sf(x, df))
+        assert np.array_equal(chi2_quantile(q, df), stats.chi2.ppf(q, df))
+        for dfd in (1, 4, 9.5, 60):
+            assert np.array_equal(f_quantile(q, df, dfd), stats.f.ppf(q, df, dfd))
+    for trials in (1, 2, 3, 5, 8, 13, 20):
+        for count in range(trials + 1):
+            ci = stats.binomtest(count, trials).proportion_ci(0.95, method="exact")
+            assert rate_interval(count, trials, 0.95) == pytest.approx((ci.low, ci.high), abs=1e-11)
+    # a run's decision imports no scipy.stats
+    code = ("import sys; from guard.measure import relative_change, rate_interval; relative_change([1, 1.1], "
+            "[1.2, 1.3]); rate_interval(1, 4); print('scipy.stats' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
