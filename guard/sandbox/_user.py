@@ -75,44 +75,90 @@ def _create_user(name: str) -> pwd.struct_passwd:
         ) from None
 
 
-def _entries(root: Path) -> Iterator[Path]:
-    """`root` and everything under it, without following symbolic links."""
-    yield root
-    if root.is_dir() and not root.is_symlink():
-        for folder, dirs, files in os.walk(root, followlinks=False):
-            for name in (*dirs, *files):
-                yield Path(folder) / name
+# Every file and folder of a tree the user may be changing meanwhile is reached by name within
+# its folder's file descriptor, without following links (os.fwalk checks each folder it enters
+# is the one it listed), and changed through its own descriptor (fchown, fchmod): a folder
+# swapped for a link to another tree between the listing and the change cannot redirect root.
+_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class _Node:
+    """One entry of a tree: `fd` open on it, or, for a link or a socket (which cannot be opened
+    without following or connecting), None and its name within the folder `dir_fd`."""
+
+    fd: int | None
+    dir_fd: int | None
+    name: str
+    info: os.stat_result
+
+
+def _nodes(root: Path) -> Iterator[_Node]:
+    """`root` and everything under it, top down (a folder before what it holds). `root`'s own
+    path is followed by name: its parents are the guard's, never the user's."""
+    try:
+        fd = os.open(root, _OPEN)
+    except OSError:  # a link, a socket, or gone
+        try:
+            yield _Node(None, None, str(root), os.stat(root, follow_symlinks=False))
+        except FileNotFoundError:
+            pass
+        return
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISDIR(info.st_mode):
+            yield _Node(fd, None, str(root), info)
+            return
+    finally:
+        os.close(fd)
+    for _, _, files, dir_fd in os.fwalk(root, follow_symlinks=False):
+        yield _Node(dir_fd, None, ".", os.fstat(dir_fd))
+        for name in files:  # with follow_symlinks=False, a link to a folder is listed here too
+            yield from _child(dir_fd, name)
+
+
+def _child(dir_fd: int, name: str) -> Iterator[_Node]:
+    try:
+        fd = os.open(name, _OPEN, dir_fd=dir_fd)
+    except OSError:
+        try:
+            yield _Node(None, dir_fd, name, os.stat(name, dir_fd=dir_fd, follow_symlinks=False))
+        except FileNotFoundError:
+            pass
+        return
+    try:
+        yield _Node(fd, dir_fd, name, os.fstat(fd))
+    finally:
+        os.close(fd)
 
 
 def hand_over(user: PrUser, paths: Iterable[Path]) -> None:
     """Give the folders (or files) in `paths`, and all they hold, to `user` to write. A file
     with another name elsewhere (a hard link the user made to a file it could not write) is
-    not the folder's to give, and stays as it is."""
+    not the folder's to give, and stays as it is; so do links, which are not followed."""
     for path in paths:
-        for entry in _entries(path):
-            info = entry.lstat()
-            if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+        for node in _nodes(path):
+            if node.fd is None or (node.info.st_nlink > 1 and not stat.S_ISDIR(node.info.st_mode)):
                 continue
-            os.chown(entry, user.uid, user.gid, follow_symlinks=False)
+            os.fchown(node.fd, user.uid, user.gid)
 
 
 def seal(user: PrUser, path: Path) -> None:
     """Make what `user` owns in `path` the guard's, read-only to others: it can read and run
     it still, but no longer change it. Set-id bits go; links are not followed, and what
-    someone else owns (a hard link to another's file) is left as it was."""
+    someone else owns (a hard link to another's file) is left as it was. Top down: a folder
+    is the guard's before what it holds is looked at, so the user can no longer change it."""
     uid, gid = os.geteuid(), os.getegid()
-    for entry in _entries(path):
-        try:
-            info = entry.lstat()
-        except FileNotFoundError:
+    for node in _nodes(path):
+        if node.info.st_uid != user.uid:
             continue
-        if info.st_uid != user.uid:
+        if node.fd is None:  # a link or a socket, itself: by its one name in a folder already looked at
+            os.chown(node.name, uid, gid, dir_fd=node.dir_fd, follow_symlinks=False)
             continue
-        os.chown(entry, uid, gid, follow_symlinks=False)
-        if not stat.S_ISLNK(info.st_mode):
-            mode = stat.S_IMODE(info.st_mode) & 0o777 & _NO_WRITE
-            # group and others may read (and run) what the owner could: the user still loads it
-            os.chmod(entry, mode | ((mode & 0o500) >> 3) | ((mode & 0o500) >> 6))
+        os.fchown(node.fd, uid, gid)
+        mode = stat.S_IMODE(node.info.st_mode) & 0o777 & _NO_WRITE
+        # group and others may read (and run) what the owner could: the user still loads it
+        os.fchmod(node.fd, mode | ((mode & 0o500) >> 3) | ((mode & 0o500) >> 6))
 
 
 _handed: set[str] = set()  # what is the user's to write now (`handed_over`): no temp clean-up takes it
