@@ -57,6 +57,15 @@ def _swapper(user, cwd: Path, a: str, b: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"})
 
 
+def _stopped(racer: subprocess.Popen[str]) -> int:
+    """The racer's count of swaps once it has seen the stop file; killed if it has not in 30 s."""
+    try:
+        return int(racer.communicate(timeout=30)[0])
+    finally:
+        racer.kill()
+        racer.wait()
+
+
 def _kinds(folder: Path) -> dict[str, bool]:
     return {p.name: p.is_symlink() for p in folder.iterdir()}
 
@@ -96,7 +105,7 @@ def test_a_folder_swapped_for_a_link_mid_hand_over_gives_the_user_nothing_of_roo
     finally:
         hand_over(user, [tree])  # for the stop file
         (tree / "stop").touch()
-        swaps = int(swapper.communicate(timeout=60)[0])
+        swaps = _stopped(swapper)
     assert swaps > 0  # the race ran
     assert _owners(victim) == before  # no file of root's changed owner or mode
     assert errors == []
@@ -148,7 +157,7 @@ def test_a_file_swapped_for_a_link_mid_seal_leaves_roots_key_unreadable(tmp_path
                 errors.append(exc)
     finally:
         (tmp_path / "stop").touch()
-        swaps = int(racer.communicate(timeout=60)[0])
+        swaps = _stopped(racer)
     assert swaps > 0
     assert _owners(keys) == before  # still root's, still 0600
     assert errors == []
