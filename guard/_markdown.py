@@ -28,10 +28,23 @@ ZERO_WIDTH = "\u200b"
 _AFTER_RENDER = re.compile(r"(?<=@)(?=[A-Za-z0-9])|(?<=#)(?=\d)|(?i:(?<=\bGH-))(?=\d)")
 
 
+# What can hide, reorder or overwrite what a line shows: the C0 and C1 controls (but tab and
+# newline, which each caller places), the bidirectional marks, embeddings, overrides and
+# isolates, and the line and paragraph separators. A commit subject with U+202E would show its
+# text reversed, and the text after it in the title too.
+_UNSEEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def visible(value: object) -> str:
+    """`value` with each such character written as its code point, `<U+202E>`: plain text for
+    a title or a page, and the first step of every function here."""
+    return _UNSEEN.sub(lambda m: f"<U+{ord(m[0]):04X}>", str(value))
+
+
 def text(value: object) -> str:
     """Markdown inline text that renders as `value` and nothing else; one line."""
     # leading blanks would make an indented code block at a paragraph's start; shown, they collapse
-    line = _NEWLINES.sub(" ", str(value)).lstrip(" \t")
+    line = visible(_NEWLINES.sub(" ", str(value))).lstrip(" \t")
     line = _ALWAYS.sub(r"\\\1", line)
     line = _LEADING.sub(lambda m: "\\" + m[1] if m[1] in "-+=" else m[1] + "\\", line)
     line = _WWW.sub(r"\1\\.", _URL_SCHEME.sub(r"\\:", line))
@@ -42,7 +55,7 @@ def code(value: object) -> str:
     """An inline code span of `value`: fenced longer than any backtick run inside, so none
     can close it, and on one line, so no blank line can end its paragraph. Not for table
     cells, where GitHub splits a code span at '|'."""
-    inner = _NEWLINES.sub(" ", str(value)) or " "
+    inner = visible(_NEWLINES.sub(" ", str(value))) or " "
     fence = "`" * (_longest_run(inner) + 1)
     # A space on each side is taken off again by the renderer; it keeps a backtick at either
     # end off the fence, and keeps a value that starts and ends with a space as it is.
@@ -53,9 +66,10 @@ def code(value: object) -> str:
 def block(value: object, language: str = "") -> str:
     """A fenced code block of `value`, fenced longer than any backtick run in it, so no line
     of it can close the block. Starts and ends with its fence lines, without a newline after.
-    Control characters (but tab and newline), which could hide or reorder what it shows, are
-    replaced. `language` is the guard's own word (e.g. "diff"), never a report's string."""
-    body = _CONTROL.sub("\N{REPLACEMENT CHARACTER}", str(value).rstrip("\r\n"))
+    Control and bidirectional characters (but tab and newline), which could hide or reorder what
+    it shows, are written as their code points (`visible`); a carriage return ends a line. `language`
+    is the guard's own word (e.g. "diff"), never a report's string."""
+    body = visible(_NEWLINES.sub("\n", str(value)).rstrip("\n"))
     fence = "`" * max(3, _longest_run(body) + 1)
     return f"{fence}{language}\n{body}\n{fence}"
 
@@ -64,11 +78,8 @@ def html(value: object) -> str:
     """Text for inside an HTML element (a <summary>), on one line: every ASCII punctuation mark
     as a character reference, which the HTML and the Markdown reader alike show as itself, so
     it holds whether or not the element opens an HTML block; mentions broken as in `text`."""
-    line = _AFTER_RENDER.sub(ZERO_WIDTH, _NEWLINES.sub(" ", str(value)))
+    line = _AFTER_RENDER.sub(ZERO_WIDTH, visible(_NEWLINES.sub(" ", str(value))))
     return _PUNCTUATION.sub(lambda m: f"&#{ord(m[0])};", line)
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def _longest_run(value: str) -> int:

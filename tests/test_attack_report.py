@@ -24,7 +24,7 @@ import pytest
 from cmarkgfm.cmark import Options
 
 from guard._markdown import block, code, text
-from guard.report import Report, UnfoundedReport, build_view, read_report
+from guard.report import Report, UnfoundedReport, build_view, read_report, render_comment
 from tests.github_standin import GitHubStandIn
 from tests.report_fixtures import committed, current_file, explained, remeasured
 
@@ -343,7 +343,10 @@ PAYLOAD = (
     "[x](http://e.vil) ![](http://e.vil/p.png) <img src=x> <script>alert(1)</script> <a href=http://e.vil>a</a> "
     "**b** _e_ ~~s~~ `c` ` &lt;b&gt; <!-- hidden @org/team #12 www.e.vil a@e.vil | t | t |\n\n# heading\n"
     "```\n</details><img src=y>\n````\n::error::forged\n::set-output name=verdict::pass\n"
+    "\u202eright to left\u202c \u2066isolate\u2069 \x1b[31mred\x1b[0m \x08\u2028"
 )
+# What hides or reorders a line (bidirectional controls, terminal escapes): shown as code points
+UNSEEN = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 LEADS = ["", "# ", "- ", "1. ", "    ", "> ", "<div>", "=== ", "| ", "@org/team ", "```"]
 # Fields whose values are a closed set, a pattern or a commit sha: the schema or the check
 # refuses anything else, so they cannot carry markup. Keys of these dicts are rendered too.
@@ -446,6 +449,7 @@ def _assert_inert(markdown: str, folds: int) -> None:
     assert page.rows and len(set(page.rows)) == 1, page.rows  # no row broke out of the table's columns
     # the guard's own folds (a failed arm's log among them), and no other
     assert sum(tag == "details" for tag, _ in page.tags) == folds
+    assert not UNSEEN.search(markdown) and "<U+202E>right to left<U+202C>" in "".join(page.text)
     prose = "".join(page.prose)
     assert not re.search(r"@[A-Za-z0-9]|#\d|GH-\d", prose)  # no mention, no issue reference
     shown = "".join(page.text).replace("\u200b", "")
@@ -481,6 +485,8 @@ def test_hostile_strings_are_posted_as_text(api: GitHubStandIn, tmp_path: Path) 
     assert annotations[0].startswith("::error title=Decode regression::")
     assert all(re.match(r"::(error|warning) title=[^:]*::", line) for line in annotations)
     assert "%0A::set-output name=verdict::pass" in annotations[1]  # a warning's line breaks, escaped
+    assert not any(UNSEEN.search(line) for line in annotations) and "<U+202E>" in annotations[1]
+    assert not UNSEEN.search(build_view(report).title)
     outputs = (tmp_path / "outputs.txt").read_text().splitlines()
     assert [line.split("=", 1)[0] for line in outputs] == [
         "comment-url", "comment-action", "verdict", "gate", "tok-per-s-change", "gpu-ms-change", "report-path"]
@@ -502,6 +508,23 @@ def test_a_hostile_log_tail_stays_in_its_code_block(api: GitHubStandIn, tmp_path
         assert len(pre) == 1
     assert annotations[0].startswith("::error title=Decode comparison not valid::")
     assert all("\n" not in line and "\r" not in line for line in annotations)
+
+
+def test_a_subject_s_bidirectional_controls_are_shown_as_code_points_wherever_it_is_shown() -> None:
+    """U+202E in a commit subject would show the title reversed from there ("exe.txt" as "txt.exe");
+    the title, the comment, the job summary's annotations and the dashboard show its code point."""
+    from guard.dashboard._render import _shown
+
+    report = committed(RICH)
+    head = report.arm(report.head)
+    subject = "fix \u202etxt.exe\u202c and \u2067isolate\u2069"
+    forged = report.model_copy(update={"arms": [a.model_copy(update={"subject": subject}) if a is head else a
+                                                for a in report.arms]})
+    view = build_view(forged)
+    assert "fix <U+202E>txt.exe<U+202C>" in view.title
+    assert "fix \\<U+202E\\>txt.exe" in render_comment(forged)
+    assert _shown(subject) == "fix <U+202E>txt.exe<U+202C> and <U+2067>isolate<U+2069>"
+    assert not UNSEEN.search(render_comment(forged) + view.title + view.status)
 
 
 # --- the escaping functions, on GitHub's parser ---------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 import xml.etree.ElementTree as ET
 
+from guard._markdown import visible
 from guard._svg import axis_range, line, svg_document, text, y_scale, y_ticks
 from guard.dashboard._models import SeriesHistory
 from guard.history import ChangePoint, MainPoint
@@ -58,7 +59,7 @@ def _dot(svg: ET.Element, point: MainPoint, cx: float, cy: float, server_url: st
         "class": "point", "data-sha": point.sha, "data-ms": repr(point.gpu_ms_per_step),
         "cx": f"{cx:.2f}", "cy": f"{cy:.2f}", "r": "3.5", "fill": _DOT, "stroke": "#223355", "stroke-width": "0.5",
     })
-    ET.SubElement(dot, "title").text = f"{point.sha[:12]} {point.subject}: {point.gpu_ms_per_step:.4g} ms"
+    ET.SubElement(dot, "title").text = f"{point.sha[:12]} {visible(point.subject)}: {point.gpu_ms_per_step:.4g} ms"
 
 
 def _levels(svg, points, change_points, index, x, y) -> None:  # type: ignore[no-untyped-def]

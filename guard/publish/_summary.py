@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+from guard._markdown import visible
 from guard._output import append_whole
 from guard.report import Report, build_view
 
@@ -62,7 +63,8 @@ def _command(kind: str, heading: str, message: str) -> str:
 
 
 def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Line breaks as the runner's escapes; other control and bidirectional characters as code points."""
+    return visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_property(text: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from guard._markdown import visible
 from guard.compare import MetricKey
 from guard.report import _words as words
 from guard.report._reason_text import reason_short
@@ -27,7 +28,7 @@ def title(report: Report) -> str:
         change = f"{subject} ({sha})" if subject else sha
         return lead.format(change=change) + "".join(kept)
 
-    subject = head.subject
+    subject = visible(head.subject)  # the title is plain text where it is shown: no control reorders it
     for kept in (extras[:n] for n in range(len(extras), -1, -1)):
         if len(line(subject, kept)) < TITLE_LIMIT:
             return line(subject, kept)
