@@ -150,6 +150,26 @@ def test_healthz_says_what_the_service_cannot_do(service: Service) -> None:
     assert "verify-deliveries" not in cannot
 
 
+@pytest.mark.parametrize(("path", "query", "says"), [
+    ("/api/v1/jobs", "limit=-1", "limit: input should be greater than or equal to 1"),  # lifted the row cap once
+    ("/api/v1/jobs", "limit=1001", "limit: input should be less than or equal to 1000"),
+    ("/api/v1/jobs", "limit=ten", "limit: input should be a valid integer"),
+    ("/api/v1/jobs", "before=0", "before: input should be greater than or equal to 1"),
+    ("/api/v1/jobs", "state=lost", "state: input should be 'queued', 'running', 'done' or 'failed'"),
+    ("/api/v1/jobs", "repo=../etc", "repo: string should match pattern"),
+    ("/api/v1/jobs", "limit=1&limit=-1", "limit is given more than once; give it once"),
+    ("/api/v1/jobs", "order=id", "order: is not a parameter here (the parameters here: state, repo, limit, before)"),
+    ("/api/v1/history", "", "repo: field required"),
+    ("/api/v1/history", "repo=octo/engine&batch_size=-2", "batch_size: input should be greater than or equal to 1"),
+])
+def test_every_query_parameter_is_checked_and_a_bad_one_is_named(service: Service, path: str, query: str,
+                                                                  says: str) -> None:
+    answer = httpx.get(f"{service.url}{path}?{query}", timeout=30)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"] == "bad-query" and answer.json()["message"].startswith(says), answer.json()
+    assert len(httpx.get(f"{service.url}/api/v1/jobs?limit=1", timeout=30).json()["jobs"]) <= 1
+
+
 def test_without_a_secret_nothing_is_accepted_and_healthz_says_why(tmp_path) -> None:
     with Service(tmp_path / "service", "--workers", "0", env={"GUARD_WEBHOOK_SECRET": ""}) as bare:
         answer = _post(bare, *delivery("pull_request", _payload(1)))

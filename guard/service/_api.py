@@ -8,6 +8,9 @@ import hmac
 import re
 import tempfile
 from pathlib import Path
+from typing import Annotated, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -21,8 +24,11 @@ from guard.service._state import ServiceState
 from guard.service._tables import JOB_STATES, Job
 from guard.service._webhook import TooLarge, read_capped, refuse
 
-_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+# OWNER/NAME as GitHub allows them: an owner of letters, digits and inner hyphens; a name of
+# letters, digits, '-', '_' and '.', but not '.' or '..'
+_REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/(?!\.\.?$)[A-Za-z0-9_.-]{1,100}$")
 MAX_JOBS_LISTED = 1000
+Q = TypeVar("Q", bound="_Query")
 
 
 def _state(request: Request) -> ServiceState:
@@ -63,20 +69,49 @@ def job_json(job: Job) -> dict[str, object]:
     }
 
 
+class _Query(BaseModel):
+    """A request's query parameters, each checked, none unknown: a bad one is a 400 naming it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, regex_engine="python-re")
+
+
+class _JobsQuery(_Query):
+    state: Literal[JOB_STATES] | None = None  # type: ignore[valid-type]
+    repo: Annotated[str, StringConstraints(pattern=_REPO.pattern)] | None = None
+    limit: int = Field(default=100, ge=1, le=MAX_JOBS_LISTED)
+    before: int | None = Field(default=None, ge=1)
+
+
+class _HistoryQuery(_Query):
+    repo: Annotated[str, StringConstraints(pattern=_REPO.pattern)]
+    workload: str | None = None
+    batch_size: int | None = Field(default=None, ge=1)
+
+
+def _query(request: Request, model: type[Q]) -> Q | JSONResponse:
+    """The query parameters as `model`, or the 400 that says which one is wrong and why."""
+    given = request.query_params
+    repeated = sorted({k for k in given if len(given.getlist(k)) > 1})
+    if repeated:
+        return refuse(400, "bad-query", f"{repeated[0]} is given more than once; give it once")
+    try:
+        return model.model_validate(dict(given))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(part) for part in first["loc"]) or "query"
+        why = "is not a parameter here" if first["type"] == "extra_forbidden" else first["msg"].lower()
+        known = ", ".join(model.model_fields)
+        return refuse(400, "bad-query", f"{name}: {why} (the parameters here: {known})")
+
+
 async def jobs(request: Request) -> JSONResponse:
     state = _state(request)
-    wanted = request.query_params.get("state")
-    if wanted is not None and wanted not in JOB_STATES:
-        return refuse(400, "bad-state", f"state is one of {', '.join(JOB_STATES)}")
-    try:
-        limit = min(int(request.query_params.get("limit", "100")), MAX_JOBS_LISTED)
-        before = int(request.query_params["before"]) if "before" in request.query_params else None
-    except ValueError:
-        return refuse(400, "bad-number", "limit and before are whole numbers")
-    found = await run_in_threadpool(list_jobs, state.sessions, wanted, request.query_params.get("repo"), limit,
-                                    before)
+    query = _query(request, _JobsQuery)
+    if isinstance(query, JSONResponse):
+        return query
+    found = await run_in_threadpool(list_jobs, state.sessions, query.state, query.repo, query.limit, query.before)
     # the next page: the jobs before the last one listed
-    more = {"next_before": found[-1].id} if len(found) == limit else {}
+    more = {"next_before": found[-1].id} if len(found) == query.limit else {}
     return JSONResponse({"jobs": [job_json(j) for j in found]} | more)
 
 
@@ -95,15 +130,10 @@ async def bisect(request: Request) -> JSONResponse:
 
 
 async def history_of(request: Request) -> JSONResponse:
-    params = request.query_params
-    repo = params.get("repo", "")
-    if not _REPO.match(repo):
-        return refuse(400, "bad-repo", "give repo=OWNER/NAME")
-    batch = params.get("batch_size")
-    if batch is not None and not batch.isdigit():
-        return refuse(400, "bad-batch-size", "batch_size is a whole number")
-    found = await run_in_threadpool(history, _state(request).sessions, repo, params.get("workload"),
-                                    int(batch) if batch is not None else None)
+    query = _query(request, _HistoryQuery)
+    if isinstance(query, JSONResponse):
+        return query
+    found = await run_in_threadpool(history, _state(request).sessions, query.repo, query.workload, query.batch_size)
     return JSONResponse(found)
 
 
