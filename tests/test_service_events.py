@@ -63,6 +63,10 @@ def test_guard_run_is_a_command_from_a_person_on_a_pull_request() -> None:
     assert _decide("issue_comment", comment("lgtm /guard run")) == Ignored(reason="not-a-command")
     assert _decide("issue_comment", comment("/guard run", pr=False)) == Ignored(reason="not-a-command")
     assert _decide("issue_comment", comment("/guard run", kind="Bot")) == Ignored(reason="not-a-command")
+    # the commit the commenter reviewed, which the job then measures or refuses
+    assert _decide("issue_comment", comment("/guard run 1A2b3c4D please")).detail == {"named_sha": "1a2b3c4d"}
+    assert _decide("issue_comment", comment("/guard run please 1a2b3c4d")).detail == {}
+    assert _decide("issue_comment", comment("/guard run 1a2b3c")).detail == {}  # too short to name a commit
 
 
 def test_only_a_push_to_the_default_branch_with_a_parent_is_measured() -> None:

@@ -211,12 +211,12 @@ def test_a_job_retried_after_it_posted_posts_nothing_twice(tmp_path: Path) -> No
     db.close()
 
 
-def _command(sender: str, number: int) -> dict:
+def _command(sender: str, number: int, body: str = "/guard run please") -> dict:
     return {
         "action": "created", "installation": {"id": INSTALLATION},
         "repository": {"full_name": REPO, "private": False, "clone_url": "unused", "default_branch": "main"},
         "issue": {"number": number, "pull_request": {"url": "unused"}},
-        "comment": {"body": "/guard run please", "user": {"login": sender, "type": "User"}},
+        "comment": {"body": body, "user": {"login": sender, "type": "User"}},
     }
 
 
@@ -224,24 +224,37 @@ def test_guard_run_comment_runs_only_for_a_user_with_write_access(tmp_path: Path
     repo, base, head = origin(tmp_path / "origin")
     host = app_host(tmp_path / "app")
     host.api.state.permissions[(REPO, "maintainer")] = "write"
-    host.api.state.pulls[(REPO, 12)] = {"number": 12, "base": {"sha": base}, "head": {"sha": head}}
+    own, fork = {"repo": {"full_name": REPO}}, {"repo": {"full_name": "mallory/engine"}}
+    host.api.state.pulls[(REPO, 12)] = {"number": 12, "base": {"sha": base} | own, "head": {"sha": head} | own}
+    host.api.state.pulls[(REPO, 13)] = {"number": 13, "base": {"sha": base} | own, "head": {"sha": head} | fork}
     markers = tmp_path / "markers"
     markers.mkdir()
     with host.api, _service(tmp_path, host, env={"GUARD_TEST_MARKERS": str(markers)}) as service:
         # a command's job is measured from the repository's own clone URL, which the comment event carries
-        stranger = _command("stranger", 12)
-        stranger["repository"]["clone_url"] = str(repo)
-        _send(service, "issue_comment", stranger)
+        def command(sender: str, number: int, body: str = "/guard run please") -> dict:
+            event = _command(sender, number, body)
+            event["repository"]["clone_url"] = str(repo)
+            return event
+
+        _send(service, "issue_comment", command("stranger", 12))
         (refused,) = service.wait_jobs(1)
         assert refused["state"] == "failed" and refused["error"].startswith("not-permitted: stranger"), refused
+        # a fork's head is measured only at a commit the comment names, and only while it is the head
+        _send(service, "issue_comment", command("maintainer", 13))
+        _send(service, "issue_comment", command("maintainer", 13, f"/guard run {base[:10]}"))  # reviewed, then moved
+        unpinned = [j for j in service.wait_jobs(3) if j["pr"] == 13]
+        assert [j["state"] for j in unpinned] == ["failed", "failed"], unpinned
+        errors = sorted(j["error"] for j in unpinned)
+        assert errors[0].startswith("not-pinned: a pull request from a fork is measured only at the commit its "
+                                    f"reviewer names; comment `/guard run {head[:12]}`"), errors
+        assert errors[1] == (f"not-pinned: the pull request's head is now {head[:12]}, not the {base[:10]} the "
+                             f"command named; review it and comment `/guard run {head[:12]}` to measure it"), errors
         assert list(markers.iterdir()) == []  # nothing ran
-        maintainer = _command("maintainer", 12)
-        maintainer["repository"]["clone_url"] = str(repo)
-        _send(service, "issue_comment", maintainer)
-        jobs = service.wait_jobs(2)
-    ran = next(j for j in jobs if j["id"] != refused["id"])
+        _send(service, "issue_comment", command("maintainer", 12, f"/guard run {head[:10].upper()}"))
+        jobs = service.wait_jobs(4)
+    ran = next(j for j in jobs if j["pr"] == 12 and j["id"] != refused["id"])
     assert (ran["state"], ran["base_sha"], ran["head_sha"]) == ("done", base, head), ran
-    assert len(host.api.comments(REPO, 12)) == 1
+    assert len(host.api.comments(REPO, 12)) == 1 and host.api.comments(REPO, 13) == []
 
 
 def test_a_workflow_runs_report_is_fetched_checked_and_posted(tmp_path: Path) -> None:

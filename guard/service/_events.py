@@ -20,6 +20,7 @@ _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _NO_COMMIT = re.compile(r"^0+$")
 COMMAND = "/guard run"
+_NAMED_SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")  # a commit, as GitHub shows it (7 or more hex digits)
 _DISPATCHED = re.compile(r"\bguard-job (\d{1,12})\b")
 
 JobKind = Literal["pull_request", "command", "push", "rerun", "workflow_run"]
@@ -100,8 +101,12 @@ def _issue_comment(payload: dict[str, Any], repo: dict[str, Any], **_: Any) -> D
         return Ignored(reason="malformed")
     if user.get("type") == "Bot":
         return Ignored(reason="not-a-command")
-    # the shas are the pull request's when the job runs; write access is checked then, through the API
-    return _job("command", payload, repo, pr=issue["number"], sender=user["login"])
+    # `/guard run SHA`: the head the commenter reviewed, which the job measures or refuses; the
+    # shas are read when the job runs, and write access is checked then, through the API
+    words = body.strip()[len(COMMAND):].split()
+    named = words[0].lower() if words and _NAMED_SHA.match(words[0]) else None
+    return _job("command", payload, repo, pr=issue["number"], sender=user["login"],
+                detail={"named_sha": named} if named else {})
 
 
 def _push(payload: dict[str, Any], repo: dict[str, Any], **_: Any) -> Decision:

@@ -84,6 +84,24 @@ def failure_kind(exc: GuardError) -> FailureKind:
     return "internal"
 
 
+def _unpinned(job: Job, pull: dict, head: str) -> str | None:
+    """Why a `/guard run` may not measure the pull request's head as it is now, or None. The
+    command names the commit its author reviewed (`/guard run SHA`), and a head that moved
+    since is refused: the code that runs is the code that was read. A pull request from a fork
+    is measured only at a named commit, as anyone can push to a fork's branch."""
+    named = (job.detail or {}).get("named_sha")
+    if named:
+        if head.startswith(named):
+            return None
+        return (f"not-pinned: the pull request's head is now {head[:12]}, not the {named[:12]} the command named; "
+                f"review it and comment `/guard run {head[:12]}` to measure it")
+    repos = [((pull.get(side) or {}).get("repo") or {}).get("full_name") for side in ("head", "base")]
+    if repos[0] != repos[1]:
+        return (f"not-pinned: a pull request from a fork is measured only at the commit its reviewer names; "
+                f"comment `/guard run {head[:12]}` once you have read that commit")
+    return None
+
+
 def _run(job: Job, ctx: JobContext) -> JobOutcome:
     rest = None
     if ctx.app is not None:
@@ -98,6 +116,9 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
         if not all(isinstance(s, str) and _SHA.match(s) for s in shas):
             return JobOutcome(error=f"GET /repos/{job.repo}/pulls/{job.pr} gave no base and head shas",
                               failure="github")
+        refused = _unpinned(job, pull, shas[1])
+        if refused is not None:
+            return JobOutcome(error=refused)
         job.base_sha, job.head_sha = shas
         update_job(ctx.sessions, job.id, ctx.owner, base_sha=job.base_sha, head_sha=job.head_sha)
     if ctx.settings.dispatch_workflow and job.kind != "workflow_run":
