@@ -80,13 +80,34 @@ def test_only_a_push_to_the_default_branch_with_a_parent_is_measured() -> None:
 
 
 def test_workflow_runs_and_check_runs() -> None:
+    name = _repo(False)["full_name"]
     run = {"action": "completed", "repository": _repo(False),
            "workflow_run": {"id": 31, "name": "CI", "path": ".github/workflows/regression-guard.yml",
+                            "event": "pull_request_target", "repository": {"full_name": name},
+                            "head_repository": {"full_name": "mallory/fork"},
                             "head_sha": HEAD, "pull_requests": [{"number": 6}]}}
     job = _decide("workflow_run", run)
     assert isinstance(job, JobRequest) and (job.pr, job.detail) == (6, {"workflow_run_id": 31})
-    other = run | {"workflow_run": run["workflow_run"] | {"path": ".github/workflows/lint.yml"}}
-    assert _decide("workflow_run", other) == Ignored(reason="not-a-report-workflow")
+
+    def with_(**fields: object) -> dict:
+        return run | {"workflow_run": run["workflow_run"] | fields}
+
+    assert _decide("workflow_run", with_(path=".github/workflows/lint.yml")) == Ignored(reason="not-a-report-workflow")
+    # a name is no proof, nor a file of that name elsewhere
+    for path in ("lint.yml", ".github/regression-guard.yml", ".github/workflows/regression-guard.sh"):
+        named = with_(path=path, name="regression-guard")
+        assert _decide("workflow_run", named) == Ignored(reason="not-a-report-workflow")
+    # a fork's pull_request runs the fork's own copy of the file, which can upload any report
+    assert _decide("workflow_run", with_(event="pull_request")) == Ignored(reason="fork-defined-run")
+    assert _decide("workflow_run", with_(event="pull_request", head_repository=None)) == Ignored(
+        reason="fork-defined-run")
+    own = with_(event="pull_request", head_repository={"full_name": name})  # a branch of the repository itself
+    assert isinstance(_decide("workflow_run", own), JobRequest)
+    for event in ("workflow_dispatch", "push"):
+        assert isinstance(_decide("workflow_run", with_(event=event)), JobRequest)
+    assert _decide("workflow_run", with_(event="issue_comment")) == Ignored(reason="fork-defined-run")
+    assert _decide("workflow_run", with_(repository={"full_name": "mallory/fork"})) == Ignored(
+        reason="other-repository-run")
     check = {"action": "rerequested", "repository": _repo(True),
              "check_run": {"head_sha": HEAD, "external_id": "guard-job-3", "app": {"id": 99}}}
     assert isinstance(_decide("check_run", check), JobRequest)

@@ -136,6 +136,7 @@ def test_dispatch_mode_sends_the_job_to_the_measuring_workflow_and_posts_what_it
             "action": "completed", "installation": {"id": INSTALLATION},
             "repository": {"full_name": REPO, "private": True, "clone_url": "unused", "default_branch": "main"},
             "workflow_run": {"id": 700, "name": "regression-guard", "head_sha": head, "pull_requests": [],
+                             "event": "workflow_dispatch",
                              "display_title": f"regression-guard guard-job {job}",
                              "path": ".github/workflows/regression-guard.yml"},
         })
@@ -272,19 +273,25 @@ def test_a_workflow_runs_report_is_fetched_checked_and_posted(tmp_path: Path) ->
         archive.writestr("report.json", json.dumps(forged))
     host.api.state.artifacts[556] = ("regression-guard-report", buffer.getvalue())
 
-    def run_event(run_id: int, pr: int) -> dict:
+    def run_event(run_id: int, pr: int, event: str = "pull_request_target") -> dict:
         return {
             "action": "completed", "installation": {"id": INSTALLATION},
             "repository": {"full_name": REPO, "private": False, "clone_url": "unused", "default_branch": "main"},
             "workflow_run": {"id": run_id, "name": "regression-guard measure", "head_sha": head,
-                             "path": ".github/workflows/regression-guard-measure.yml",
+                             "path": ".github/workflows/regression-guard-measure.yml", "event": event,
+                             "repository": {"full_name": REPO}, "head_repository": {"full_name": "mallory/engine"},
                              "pull_requests": [{"number": pr}]},
         }
 
     with host.api, _service(tmp_path, host) as service:
+        # a fork's own workflow of the same file and name, on pull_request, with a report whose
+        # numbers hold up: not taken, whatever it says (it could be any numbers at all)
+        forged = _send(service, "workflow_run", run_event(555, 23, event="pull_request"))
+        assert (forged["ignored"], forged["job"]) == ("fork-defined-run", None), forged
         _send(service, "workflow_run", run_event(555, 21))
         _send(service, "workflow_run", run_event(556, 22))
         jobs = {j["pr"]: j for j in service.wait_jobs(2)}
+    assert 23 not in jobs and host.api.comments(REPO, 23) == [] and len(host.api.check_runs(REPO)) == 2
     assert jobs[21]["state"] == "done", jobs[21]
     assert Marker.parse(host.api.comments(REPO, 21)[0]["body"]).verdict == "regression"
     assert jobs[22]["state"] == "failed" and "numbers do not give" in jobs[22]["error"], jobs[22]

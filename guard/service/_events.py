@@ -20,6 +20,9 @@ _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _NO_COMMIT = re.compile(r"^0+$")
 COMMAND = "/guard run"
+WORKFLOWS = PurePosixPath(".github/workflows")
+# workflow_run events whose workflow file is the repository's own copy, whoever opened the pull request
+BASE_DEFINED = ("pull_request_target", "workflow_dispatch", "push", "schedule")
 _NAMED_SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")  # a commit, as GitHub shows it (7 or more hex digits)
 _DISPATCHED = re.compile(r"\bguard-job (\d{1,12})\b")
 
@@ -40,7 +43,7 @@ class JobRequest(BaseModel):
 
 class Ignored(BaseModel):
     # ping, unhandled-event, unhandled-action, malformed, needs-trust-label, not-a-command, not-default-branch,
-    # not-a-report-workflow, other-app
+    # not-a-report-workflow, other-repository-run, fork-defined-run, other-app
     reason: str
 
 
@@ -124,9 +127,20 @@ def _workflow_run(payload: dict[str, Any], repo: dict[str, Any], *, report_workf
     run = _dict(payload.get("workflow_run"))
     if payload.get("action") != "completed":
         return Ignored(reason="unhandled-action")
-    path = run.get("path") if isinstance(run.get("path"), str) else ""
-    if run.get("name") not in report_workflows and PurePosixPath(path).stem not in report_workflows:
+    path = PurePosixPath(run.get("path") if isinstance(run.get("path"), str) else "")
+    # by its file, never its name, which any workflow may take
+    if path.parent != WORKFLOWS or path.suffix not in (".yml", ".yaml") or path.stem not in report_workflows:
         return Ignored(reason="not-a-report-workflow")
+    # A report is taken only from a run whose steps the repository itself defined: a pull
+    # request's own workflow file runs on `pull_request`, so from a fork such a run (same path,
+    # same name) could upload any report it liked; `pull_request_target`, a dispatch or a push
+    # run the file as the repository holds it.
+    event, name = run.get("event"), repo["full_name"]
+    if _dict(run.get("repository")).get("full_name") not in (None, name):
+        return Ignored(reason="other-repository-run")
+    if event not in BASE_DEFINED and not (event == "pull_request"
+                                          and _dict(run.get("head_repository")).get("full_name") == name):
+        return Ignored(reason="fork-defined-run")
     if not _int(run.get("id")) or not _sha(run.get("head_sha")):
         return Ignored(reason="malformed")
     prs = [p.get("number") for p in run.get("pull_requests") or [] if isinstance(p, dict) and _int(p.get("number"))]

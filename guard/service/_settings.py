@@ -45,8 +45,9 @@ class ServiceSettings(BaseModel):
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     trust_label: str = DEFAULT_TRUST_LABEL
     comment_mode: Literal["on-regression", "always", "never"] = "on-regression"
-    # workflows whose completed runs carry a report to ingest (by name or file name without .yml)
-    report_workflows: list[str] = ["regression-guard", "regression-guard measure"]
+    # workflows whose completed runs carry a report to ingest: their files in .github/workflows,
+    # without .yml (a name is no proof: any workflow may take it)
+    report_workflows: list[str] = ["regression-guard", "regression-guard-measure"]
     # workflow_dispatch mode: jobs are sent to this workflow on the repository's self-hosted runners
     dispatch_workflow: str | None = None
     dispatch_ref: str = "main"
