@@ -501,7 +501,7 @@ def test_what_a_build_leaves_running_in_a_session_of_its_own_ends_with_the_step_
         for sleeper in sleepers:  # killed, and reaped by the guard they had come to
             assert not Path(f"/proc/{sleeper}").exists(), Path(f"/proc/{sleeper}/stat").read_text()
         logs = "".join(log.read_text() for log in (tmp_path / "cache").glob("*/build.log"))
-        assert logs.count("guard: killed 1 process(es) this process left running in a session of its own") == 2
+        assert logs.count("guard: killed 1 process(es) this process left running (its cgroup held them)") == 2
         # and the report holds it as each arm's fact, which the comment says
         report = json.loads((tmp_path / "out" / "report.json").read_text())
         assert {a["name"]: a.get("swept", 0) for a in report["arms"]} == {"base": 1, "head": 1}

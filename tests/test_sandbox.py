@@ -143,15 +143,66 @@ def test_a_daemon_in_a_session_of_its_own_does_not_outlive_its_process(tmp_path:
     swept = _leave_a_daemon(tmp_path, "user")
     assert swept["code"] == 0
     assert swept["state"] == "gone"  # killed and reaped by the guard it had come to
-    assert "guard: killed 1 process(es) this process left running in a session of its own" in swept["log"]
+    assert "guard: killed 1 process(es) this process left running (its cgroup held them)" in swept["log"]
     assert swept["tally"] == {"head": 1}  # counted for the arm the process ran for: the report's fact
-    # as the guard's own user nothing is swept (its own helpers look the same): the daemon goes on
+    # as the guard's own user too: the cgroup, not the user, says what the process started
     kept = _leave_a_daemon(tmp_path, "guard")
+    # (dead: with no second user the guard is not its subreaper, and init reaps it when it will)
+    assert kept["code"] == 0 and kept["state"] in ("gone", "Z") and kept["tally"] == {"head": 1}
+
+
+# A chain of forks, each link starting the next and then becoming `sleep MARK`, in a session
+# of its own: killing one generation hands the next to the guard, so a sweep that follows
+# parents needs a round for each. The last link says when the chain is whole.
+CHAIN_LINK = """
+n=$1
+if [ "$n" -gt 0 ]; then sh "$0" $((n - 1)) "$2" "$3" & else touch "$3"; fi
+exec sleep "$2"
+"""
+BUILDS_A_CHAIN = """
+import json, os, sys
+from pathlib import Path
+from guard.sandbox import counting_sweeps, pr_user, run_process, sweeps_of
+folder, depth, mark = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+cmd = (f"setsid sh {folder}/link.sh {depth} {mark} {folder}/whole </dev/null >/dev/null 2>&1 & "
+       f"while [ ! -e {folder}/whole ]; do sleep 0.05; done")
+with (folder / "log").open("w") as log, counting_sweeps() as tally, sweeps_of("head"):
+    code = run_process(cmd, stdout=log, timeout_s=120, cwd=folder, env=os.environ, user=pr_user("guard-pr"))
+print(json.dumps({"code": code, "tally": dict(tally.processes), "log": (folder / "log").read_text()}))
+"""
+
+
+def _marked(mark: str) -> list[int]:
+    """The processes that run `sleep MARK`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes() == f"sleep\0{mark}\0".encode():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@needs_root
+def test_a_chain_of_forks_deeper_than_any_sweep_does_not_outlive_its_process(tmp_path: Path) -> None:
+    folder = tmp_path / "chain"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)  # the second user marks the chain whole there
+    (folder / "link.sh").write_text(CHAIN_LINK)
+    (tmp_path / "builds_a_chain.py").write_text(BUILDS_A_CHAIN)
+    mark = f"{3000 + os.getpid() % 1000}.{time.monotonic_ns() % 10**6}"  # this test's sleeps alone
     try:
-        assert kept["code"] == 0 and kept["state"] in ("S", "R") and "guard: killed" not in kept["log"]
-        assert kept["tally"] == {}
+        done = subprocess.run([sys.executable, str(tmp_path / "builds_a_chain.py"), str(folder), "150", mark],
+                              capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
+        assert done.returncode == 0, done.stderr
+        ran = json.loads(done.stdout)
+        assert ran["code"] == 0 and (folder / "whole").exists()
+        assert _marked(mark) == []  # all 151 links ended with the process that started them
+        assert ran["tally"] == {"head": 151}  # and counted for its arm, each
     finally:
-        os.kill(kept["daemon"], signal.SIGKILL)
+        for pid in _marked(mark):
+            os.kill(pid, signal.SIGKILL)
 
 
 @needs_root

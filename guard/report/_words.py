@@ -173,8 +173,8 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 def swept_sentence(by_arm: list[tuple[str, int]]) -> str:
     """What the arms' code left running after its processes ended, and the guard killed."""
     counts = ", ".join(f"{name} {plural(count, 'process', 'processes')}" for name, count in by_arm)
-    return (f"Processes the arms' code left running in a session of their own, killed by the guard as the step "
-            f"that started them ended: {counts}. None ran on into a later step; the step's log says so too.")
+    return (f"Processes the arms' code left running, killed by the guard as the step that started them ended: "
+            f"{counts}. None ran on into a later step; the step's log says so too.")
 
 
 def temp_removed_sentence(by_arm: list[tuple[str, int]]) -> str:

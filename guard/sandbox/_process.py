@@ -1,6 +1,11 @@
 """Starting the guard's child processes: each in a session (process group) of its own, as
 the pull-request user where there is one, never outliving the guard.
 
+Each launch runs in a cgroup v2 of its own (guard/sandbox/_cgroup.py), killed whole when its
+first process ends: whatever it started, in any session, however deep, ends with it, and is
+counted. What follows (the group kill, the subreaper's sweep) is what remains where no cgroup
+can be made, and reaps what the cgroup's kill left as the guard's children.
+
 Each group is recorded while its first process runs. When that process ends, the whole
 group is killed, so what it left running in the background goes with it; when the guard
 gets SIGTERM, SIGINT or SIGHUP, or exits, it kills every recorded group first. The group
@@ -52,6 +57,7 @@ from types import FrameType
 from typing import IO, Any, NamedTuple
 
 from guard._errors import GuardError
+from guard.sandbox import _cgroup as cgroup
 from guard.sandbox._container import stat_fields
 from guard.sandbox._user import PrUser, handed_now
 
@@ -97,24 +103,53 @@ def run_process(
     if user is not None:
         check_reachable(user, [p for p in (cwd, *reads, Path(tempfile.gettempdir())) if p is not None])
     _adopt_orphans(user)
-    with _holding([user]), _fresh_home(user) as home:
+    with _holding([user]), _fresh_home(user) as home, cgroup.leaf() as box:
         clear_shared_temp(user)  # what a run before this one left (killed, it could not): nobody's to count
         given = None if env is None and not home else dict(os.environ if env is None else env) | home
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         with _spawning:
-            proc = subprocess.Popen(
-                cmd, shell=isinstance(cmd, str), cwd=cwd, env=given,
-                stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True,
-                **_identity(user),
-            )
+            proc = _spawn(argv, box, cwd=cwd, env=given, stdout=stdout, **_identity(user))
             _live[proc.pid] = proc
         try:
             exited = _wait_exited(proc, timeout_s)
         finally:
+            boxed = _end_box(box, proc)
             _kill_group(proc.pid)
             proc.wait()
             _live.pop(proc.pid, None)
-            _sweep_after(stdout, user)
+            _sweep_after(stdout, user, boxed)
     return proc.returncode if exited else None
+
+
+def _spawn(argv: list[str], box: Path | None, *, stdout: IO[Any] | int, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """`argv` in a session of its own; with `box`, in that cgroup from its first instruction on:
+    it waits at the gate (a line on its stdin) until the guard has moved it there."""
+    common = {"stdout": stdout, "stderr": subprocess.STDOUT, "start_new_session": True} | kwargs
+    if box is None:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, **common)
+    gate, go = os.pipe()
+    try:
+        proc = subprocess.Popen(["/bin/sh", "-c", cgroup.GATE, "guard-gate", *argv], stdin=gate, **common)
+        try:
+            cgroup.enter(box, proc.pid)
+        except OSError as exc:
+            _kill_group(proc.pid)
+            proc.wait()
+            raise LaunchError(f"could not put a process in its cgroup {box}: {exc.strerror}") from None
+        os.write(go, b"go\n")
+    finally:
+        os.close(gate)
+        os.close(go)
+    return proc
+
+
+def _end_box(box: Path | None, proc: subprocess.Popen[bytes]) -> int | None:
+    """Kill everything in `box`; how many processes besides `proc` still ran there (None: no box)."""
+    if box is None:
+        return None
+    left = [pid for pid in cgroup.members(box) if pid != proc.pid]
+    cgroup.kill(box)
+    return len(left)
 
 
 class Launch(NamedTuple):
@@ -158,8 +193,12 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
     failed: int | None = None
     reaped: set[int] = set()
 
+    boxes: list[Path | None] = []
+    boxed: list[int | None] = []
+
     def reap(index: int) -> None:
         proc = procs[index]
+        boxed.append(_end_box(boxes[index], proc))
         _kill_group(proc.pid)  # before the reap: the group's id is still this process's
         codes[index] = proc.wait()
         _live.pop(proc.pid, None)
@@ -172,13 +211,12 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
         try:
             for launch in launches:
                 home = homes.enter_context(_fresh_home(launch.user))
+                boxes.append(homes.enter_context(cgroup.leaf()))
                 env = launch.env
                 given = None if env is None and not home else dict(os.environ if env is None else env) | home
                 with _spawning:
-                    proc = subprocess.Popen(
-                        list(launch.cmd), cwd=launch.cwd, env=given, stdin=subprocess.DEVNULL, stdout=launch.stdout,
-                        stderr=subprocess.STDOUT, start_new_session=True, **_identity(launch.user),
-                    )
+                    proc = _spawn(list(launch.cmd), boxes[-1], cwd=launch.cwd, env=given, stdout=launch.stdout,
+                                  **_identity(launch.user))
                     _live[proc.pid] = proc
                 procs.append(proc)
             deadline = time.monotonic() + timeout_s
@@ -197,11 +235,13 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
         finally:
             for index, proc in enumerate(procs):  # what still runs is ended by the guard: no exit code
                 if index not in reaped:
+                    boxed.append(_end_box(boxes[index], proc))
                     _kill_group(proc.pid)
                     proc.wait()
                     _live.pop(proc.pid, None)
+            counted = None if not boxed or None in boxed else sum(n for n in boxed if n is not None)
             for user in users:
-                _sweep_after(launches[0].stdout, user)
+                _sweep_after(launches[0].stdout, user, counted)
     return Together(codes, failed)
 
 
@@ -266,15 +306,17 @@ def sweeps_of(owner: str) -> Iterator[None]:
         _owner.reset(token)
 
 
-def _sweep_after(log: IO[Any] | int, user: PrUser | None) -> None:
+def _sweep_after(log: IO[Any] | int, user: PrUser | None, boxed: int | None = None) -> None:
     """The sweep when a launch ends: what it ended and removed counted for the current owner
-    and said in the log."""
-    count, removed = sweep(user), clear_shared_temp(user)
+    and said in the log. `boxed`: the processes its cgroup still held when it ended, all
+    killed by then; the sweep then only reaps them (the guard is their subreaper)."""
+    swept, removed = sweep(user), clear_shared_temp(user)
+    count = swept if boxed is None else boxed
     tally = _tally.get()
     if tally is not None:
         tally.processes.update({_owner.get(): count} if count else {})
         tally.temp_entries.update({_owner.get(): removed} if removed else {})
-    _say_swept(log, count, removed, user)
+    _say_swept(log, count, removed, user, boxed is not None)
 
 
 def clear_shared_temp(user: PrUser | None) -> int | None:
@@ -413,14 +455,14 @@ def _uid_of(pid: int) -> int | None:
         return None
 
 
-def _say_swept(log: IO[Any] | int, count: int, removed: int | None, user: PrUser | None) -> None:
+def _say_swept(log: IO[Any] | int, count: int, removed: int | None, user: PrUser | None, boxed: bool) -> None:
     """A line each in the process's log (a text file), so that what the code left behind is
     seen, not only ended."""
     if isinstance(log, int) or not (count or removed or (user is not None and removed is None)):
         return
     if count:
-        log.write(f"\nguard: killed {count} process(es) this process left running in a session of its own "
-                  "(they had become the guard's)\n")
+        how = "(its cgroup held them)" if boxed else "in a session of its own (they had become the guard's)"
+        log.write(f"\nguard: killed {count} process(es) this process left running {how}\n")
     if removed:
         log.write(f"\nguard: removed {removed} file(s) or folder(s) this process left in the shared temp folders "
                   f"({', '.join(_SHARED_TEMP)})\n")

@@ -1,0 +1,200 @@
+"""A cgroup v2 of its own for every process the guard starts for a pull request, killed whole
+when that process ends (cgroup.kill): whatever it forked, in a session of its own or in a chain
+however deep, goes with it in one step, by the kernel, not by a sweep that follows parents.
+
+The guard's cgroups sit in one folder per guard process, `regression-guard-PID-START`, in the
+guard's own cgroup. Each launch gets a leaf there. The launch's first process waits at a gate until the guard has
+moved it into its leaf, so nothing it forks starts outside. A folder whose guard is gone (one
+killed with SIGKILL) is killed and removed by the next guard.
+
+Where cgroup v2 is not mounted (a host on the legacy or hybrid hierarchy), the guard, as
+root, mounts it at /run/regression-guard/cgroup2: the kernel has one v2 hierarchy, and mounting
+it changes nothing for the v1 controllers. Where the guard cannot make cgroups at all (not
+root and not delegated one, or in a container without a cgroup namespace of its own),
+`available()` says why and launches run without one."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+_MOUNT_AT = Path("/run/regression-guard/cgroup2")
+_KILL_WAIT_S = 10.0  # a process in uninterruptible sleep (a GPU driver call) ends within this
+_lock = threading.Lock()
+_state: dict[str, object] = {}  # "folder": Path | None, "why": str, "count": int
+# The gate: the first process of a launch reads a line on its stdin before it runs the command,
+# with /dev/null for stdin; the guard writes the line once the process is in its cgroup. EOF
+# (the guard died first) runs nothing.
+GATE = 'read -r _ || exit 125; exec "$@" </dev/null'
+
+
+def available() -> tuple[Path | None, str]:
+    """This guard's folder of cgroups, made on first use, or None and why there is none."""
+    with _lock:
+        if "folder" not in _state:
+            folder, why = _make_folder()
+            _state.update(folder=folder, why=why, count=0)
+            if folder is not None:
+                atexit.register(_remove_folder, folder)
+        return _state["folder"], str(_state["why"])  # type: ignore[return-value]
+
+
+@contextmanager
+def leaf() -> Iterator[Path | None]:
+    """A new, empty cgroup for one launch, killed and removed when the block ends; None where
+    cgroups cannot be made (`available` says why)."""
+    folder, _ = available()
+    if folder is None:
+        yield None
+        return
+    with _lock:
+        _state["count"] = int(_state["count"]) + 1  # type: ignore[call-overload]
+        path = folder / f"launch-{_state['count']}"
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        kill(path)
+        with suppress(OSError):
+            path.rmdir()
+
+
+def enter(path: Path, pid: int) -> None:
+    """Move process `pid` into the cgroup at `path` (OSError where the kernel refuses)."""
+    (path / "cgroup.procs").write_text(f"{pid}\n")
+
+
+def members(path: Path) -> list[int]:
+    """The processes in the cgroup at `path` now."""
+    try:
+        return [int(line) for line in (path / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def kill(path: Path) -> None:
+    """Kill every process in the cgroup at `path` and wait until none is left in it."""
+    try:
+        (path / "cgroup.kill").write_text("1\n")
+    except FileNotFoundError:
+        return
+    except OSError:  # a kernel before 5.14 has no cgroup.kill: each member, until none is left
+        _kill_each(path)
+    deadline = time.monotonic() + _KILL_WAIT_S
+    while _populated(path) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _kill_each(path: Path) -> None:
+    import signal
+
+    deadline = time.monotonic() + _KILL_WAIT_S
+    while (pids := members(path)) and time.monotonic() < deadline:
+        for pid in pids:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.005)
+
+
+def _populated(path: Path) -> bool:
+    try:
+        return "populated 1" in (path / "cgroup.events").read_text()
+    except OSError:
+        return False
+
+
+def _make_folder() -> tuple[Path | None, str]:
+    mount = _v2_mount()
+    if mount is None:
+        if os.geteuid() != 0:
+            return None, "cgroup v2 is not mounted here, and only root may mount it"
+        mount = _mount_v2()
+        if mount is None:
+            return None, f"cgroup v2 is not mounted here and could not be mounted at {_MOUNT_AT}"
+    # in the guard's own cgroup: whatever stops the guard's service (systemd, a runner) kills
+    # its launches' cgroups with it
+    parent = _own_cgroup(mount)
+    _remove_abandoned(parent)
+    name = f"regression-guard-{os.getpid()}-{_start_time(os.getpid())}"
+    folder = parent / name
+    try:
+        folder.mkdir()
+        probe = folder / "probe"
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        return None, (f"cannot make a cgroup in {parent} ({exc.strerror}): run the guard as root, or give it a "
+                      "delegated cgroup v2 subtree (systemd: Delegate=yes)")
+    return folder, ""
+
+
+def _v2_mount() -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted, from /proc/self/mountinfo; None where it is not."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split(" - ")
+        if len(fields) == 2 and fields[1].split()[0] == "cgroup2":
+            return Path(fields[0].split()[4].replace("\\040", " "))
+    return None
+
+
+def _mount_v2() -> Path | None:
+    mount = shutil.which("mount") or "/bin/mount"
+    try:
+        _MOUNT_AT.mkdir(parents=True, exist_ok=True, mode=0o700)
+        proc = subprocess.run([mount, "-t", "cgroup2", "-o", "nosuid,nodev,noexec", "cgroup2", str(_MOUNT_AT)],
+                              capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return _MOUNT_AT if proc.returncode == 0 else None
+
+
+def _own_cgroup(mount: Path) -> Path:
+    """The guard's own cgroup in the v2 hierarchy (its "0::" line); the mount's root where none."""
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            if line.startswith("0::"):
+                relative = line[3:].strip().lstrip("/")
+                own = mount / relative
+                return own if relative and own.is_dir() else mount
+    except OSError:
+        pass
+    return mount
+
+
+def _start_time(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2:].split()[19]
+    except (OSError, IndexError, ValueError):
+        return "0"
+
+
+def _remove_abandoned(parent: Path) -> None:
+    """The folders of guards that are gone (SIGKILL left them): their processes killed, removed."""
+    with suppress(OSError):
+        for folder in parent.glob("regression-guard-*-*"):
+            _, _, pid, start = folder.name.split("-", 3) if folder.name.count("-") >= 3 else ("", "", "", "")
+            if not pid.isdigit() or _start_time(int(pid)) == start:
+                continue  # its guard runs
+            _remove_folder(folder)
+
+
+def _remove_folder(folder: Path) -> None:
+    with suppress(OSError):
+        for launch in folder.iterdir():
+            if launch.is_dir():
+                kill(launch)
+                with suppress(OSError):
+                    launch.rmdir()
+        folder.rmdir()
