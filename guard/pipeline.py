@@ -36,6 +36,7 @@ from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, write_report,
 )
 from guard.sandbox import Leftovers, counting_sweeps, sweeps_of
+from guard.sandbox._cgroup import available as cgroup_available
 from guard.trace import mix_trace_section, rank_trace_sections, trace_sections
 
 Progress = Callable[[str], None]
@@ -137,6 +138,12 @@ def plan_run(
             "code can read: check out with `persist-credentials: false`"
         )
         progress("warning: " + security[0])
+    if config.build.method != "docker":  # a container is a box of its own
+        folder, why = cgroup_available()
+        if folder is None:
+            security.append(f"the pull request's processes ran without a cgroup of their own ({why}): what they "
+                            "left running was found by following parents, which a deep enough chain outlives")
+            progress("warning: " + security[-1])
     return Plan(base_ref, head_ref, config, files, change, overrides, thresholds, security)
 
 

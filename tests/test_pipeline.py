@@ -396,3 +396,22 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
     from guard.report import read_report
 
     assert read_report(run_out / "report.json").calibrated_spreads == thresholds.spreads  # holds up, read back
+
+
+def test_a_host_that_gives_no_cgroup_is_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no cgroup can be made (not root, no delegated subtree), the run says so before
+    anything is built, and the report keeps it among its warnings."""
+    from guard import pipeline
+    from guard.config import ConfigOverrides
+
+    repo = make_repo(tmp_path)
+    write_workload(repo, work=3001)
+    commit_all(repo, "head")
+    monkeypatch.setattr(pipeline, "cgroup_available", lambda: (None, "cgroup v2 is not mounted here"))
+    lines: list[str] = []
+    plan = pipeline.plan_run(repo, None, "feature", None, None, ConfigOverrides(), lines.append)
+    said = ("the pull request's processes ran without a cgroup of their own (cgroup v2 is not mounted here): what "
+            "they left running was found by following parents, which a deep enough chain outlives")
+    assert plan.security == [said] and f"warning: {said}" in lines
+    monkeypatch.setattr(pipeline, "cgroup_available", lambda: (tmp_path, ""))
+    assert pipeline.plan_run(repo, None, "feature", None, None, ConfigOverrides(), lines.append).security == []
