@@ -70,6 +70,15 @@ def _temp_folders_reachable_by_the_build_user(tmp_path_factory: pytest.TempPathF
     tmp_path_factory.mktemp = mktemp  # type: ignore[method-assign]  # tmp_path's folders come from it too
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _inductor_cache_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """torch.compile's cache of this session's own, not /tmp/torchinductor_USER, which every run
+    on the machine shares: a run killed while inductor wrote a kernel there left a truncated
+    .so that the next run's lookup loaded ("file too short"). The guard gives its arms' processes
+    caches of their own; this is for what the tests compile in-process."""
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor-cache"))
+
+
 def _cuda_available() -> bool:
     try:
         import torch
