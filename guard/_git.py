@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
 from guard._errors import GitError
 
@@ -149,6 +150,26 @@ def uncommitted_changes(repo: Path) -> list[str]:
     proc = checked_git(repo, "status", "--porcelain", "-z", "--untracked-files=no",
                        doing="check the working tree for uncommitted changes")
     return [entry[3:] for entry in proc.stdout.split("\0") if len(entry) > 3]
+
+
+class TreeSize(NamedTuple):
+    """What a commit's tree holds, as git records it: its files and links, and their bytes."""
+
+    files: int
+    bytes: int
+
+
+def tree_size(repo: Path, sha: str) -> TreeSize:
+    """The files (blobs: files and links) of `sha`'s whole tree and their sizes, from git's
+    objects, before anything is written: a pack of a megabyte can hold a gigabyte of zeros."""
+    proc = checked_git(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", sha, doing=f"list the tree of {sha[:12]}")
+    files = size = 0
+    for entry in proc.stdout.split("\0"):
+        fields = entry.split("\t", 1)[0].split()
+        if len(fields) == 4 and fields[1] == "blob" and fields[3].isdigit():  # a submodule is a commit: nothing
+            files += 1
+            size += int(fields[3])
+    return TreeSize(files, size)
 
 
 def add_worktree(repo: Path, dest: Path, sha: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from guard._errors import BuildError, GitError
+from guard._git import tree_size
 from guard.checkout import (
     ArmRef, BuiltArm, build_arm, require_distinct, resolve_arms, uncommitted_changes,
 )
@@ -240,6 +241,28 @@ def test_finished_build_is_reused_and_unfinished_one_rebuilt(repo: Repo, tmp_pat
     assert not rebuilt.reused
     assert not (rebuilt.worktree / "stale.txt").exists()
     assert git(rebuilt.worktree, "rev-parse", "HEAD") == base.sha
+
+
+def test_a_commit_over_the_checkout_limits_is_refused_before_anything_is_written(repo: Repo, tmp_path: Path) -> None:
+    """A pack of a few kilobytes that holds 3 MiB of zeros in 30 files: its size comes from
+    git's objects, so nothing of it is checked out when it is over a limit."""
+    git(repo.path, "checkout", "--quiet", "-b", "bomb", repo.feature_sha)
+    for i in range(30):
+        (repo.path / f"zeros-{i}.bin").write_bytes(bytes(100_000))
+    git(repo.path, "add", "-A")
+    git(repo.path, "commit", "-q", "-m", "thirty files of zeros")
+    bomb = ArmRef(name="head", ref="bomb", sha=git(repo.path, "rev-parse", "HEAD"))
+    assert tree_size(repo.path, bomb.sha).bytes > 3_000_000
+    for limits, said in (({"max_checkout_mib": 2}, "MiB, over build.max_checkout_mib (2)"),
+                         ({"max_checkout_files": 30}, "files, over build.max_checkout_files (30)")):
+        with pytest.raises(BuildError) as caught:
+            build_arm(repo.path, bomb, BuildConfig(method="none", **limits), tmp_path / "cache")
+        assert caught.value.arm == "head" and said in caught.value.message
+        assert caught.value.message.startswith(f"build of arm 'head' failed: its commit {bomb.sha[:12]} holds ")
+        assert "nothing of it was checked out" in caught.value.message
+        assert not list((tmp_path / "cache").rglob("zeros-*"))  # not one file of it written
+    built = build_arm(repo.path, bomb, BuildConfig(method="none", max_checkout_mib=4), tmp_path / "cache")
+    assert len(list(built.worktree.glob("zeros-*"))) == 30
 
 
 def test_missing_interpreter_is_a_build_error(repo: Repo, tmp_path: Path) -> None:

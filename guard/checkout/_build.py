@@ -23,7 +23,7 @@ from guard.checkout._cache import (
     mark_cache, prepare_folder, recorded_image, write_record,
 )
 from guard.checkout._docker import BuildFailed, arm_container, build_image, check_image, image_workdir
-from guard._git import add_worktree, prune_worktrees
+from guard._git import TreeSize, add_worktree, prune_worktrees, tree_size
 from guard.checkout._lock import FolderLock, LockTimeout
 from guard.checkout._models import ArmRef, BuiltArm
 from guard.config._models import BuildConfig
@@ -170,6 +170,7 @@ def _build_fresh(
                 f"arm: {arm.name}\nref: {arm.ref}\nsha: {arm.sha}\nmethod: {build.method}\n"
                 f"python: {python}\ninstall: {build.install}\n\n$ git worktree add --detach {worktree} {arm.sha}\n"
             )
+            _check_tree(arm, build, tree_size(repo, arm.sha), log, log_path)
             log.write(add_worktree(repo, worktree, arm.sha))
             deadline_s = started_s + build.timeout_s
             image = None
@@ -197,6 +198,22 @@ def _build_fresh(
         raise
     progress(f"{arm.name}: built {short_sha} ({build.method}) in {build_s:.1f} s")
     return _arm_in(folder, arm, build, python, reused=False, build_s=build_s)
+
+
+MIB = 1024 * 1024
+
+
+def _check_tree(arm: ArmRef, build: BuildConfig, size: TreeSize, log: TextIO, log_path: Path) -> None:
+    """Refuse a commit whose tree is over build.max_checkout_files or build.max_checkout_mib,
+    before anything of it is written."""
+    over = []
+    if size.files > build.max_checkout_files:
+        over.append(f"{size.files:,} files, over build.max_checkout_files ({build.max_checkout_files:,})")
+    if size.bytes > build.max_checkout_mib * MIB:
+        over.append(f"{size.bytes / MIB:,.0f} MiB, over build.max_checkout_mib ({build.max_checkout_mib:,})")
+    if over:
+        _fail(arm, f"its commit {arm.sha[:12]} holds {' and '.join(over)}; nothing of it was "
+              "checked out. Raise the limit in the base's guard.toml where the engine is that large", log, log_path)
 
 
 def _stale_image(folder: Path) -> str | None:

@@ -301,6 +301,15 @@ class BuildConfig(_Section):
         description="Interpreter the arm venvs are made from; default: the one running the guard.",
     )
     timeout_s: float = Field(default=1800, gt=0, le=MAX_TIMEOUT_S)
+    max_checkout_mib: int = Field(
+        default=2048, ge=1, le=1_048_576,
+        description="Most MiB an arm's commit may hold, its files' sizes as git records them, read before "
+        "anything is checked out: a small pack can hold a tree of gigabytes.",
+    )
+    max_checkout_files: int = Field(
+        default=200_000, ge=1, le=10_000_000,
+        description="Most files and links an arm's commit may hold, read before anything is checked out.",
+    )
     pass_env: list[str] = Field(
         default_factory=list, max_length=256,
         description=(
