@@ -4,6 +4,7 @@ report. Each stage is a function of its own; the one that starts processes is pa
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 import guard
-from guard._errors import BuildError, GuardError
+from guard._errors import BuildError, ConfigError, GuardError
 from guard._output import check_out_dir
 from guard._resolve import arms_and_config
 from guard.cause import CaptureChanges, find_capture_changes
@@ -140,6 +141,13 @@ def plan_run(
         progress("warning: " + security[0])
     if config.build.method != "docker":  # a container is a box of its own
         folder, why = cgroup_available()
+        if folder is None and os.geteuid() == 0 and config.build.isolation == "kernel":
+            raise ConfigError(
+                f"this host gives the pull request's processes no cgroup of their own ({why}), and run as root the "
+                "guard does not run them without one: mount cgroup v2 or run the guard where it can make cgroups "
+                "(a delegated subtree), use build.method = \"docker\", or set build.isolation = \"none\" in the "
+                "base's guard.toml to run them without, which the report then says"
+            )
         if folder is None:
             security.append(f"the pull request's processes ran without a cgroup of their own ({why}): what they "
                             "left running was found by following parents, which a deep enough chain outlives")

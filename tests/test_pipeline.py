@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import math
 import re
 import subprocess
@@ -398,20 +399,39 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
     assert read_report(run_out / "report.json").calibrated_spreads == thresholds.spreads  # holds up, read back
 
 
-def test_a_host_that_gives_no_cgroup_is_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where no cgroup can be made (not root, no delegated subtree), the run says so before
-    anything is built, and the report keeps it among its warnings."""
+def test_a_host_that_gives_no_cgroup_stops_a_root_guard_or_is_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where no cgroup can be made (not root, no delegated subtree, a container without its own),
+    a guard run as root stops before anything is built, saying what the host lacks, unless the
+    base's config says build.isolation = "none"; then, and for a guard not run as root, the run
+    says so and the report keeps it among its warnings."""
     from guard import pipeline
+    from guard._errors import ConfigError
     from guard.config import ConfigOverrides
 
     repo = make_repo(tmp_path)
     write_workload(repo, work=3001)
     commit_all(repo, "head")
     monkeypatch.setattr(pipeline, "cgroup_available", lambda: (None, "cgroup v2 is not mounted here"))
-    lines: list[str] = []
-    plan = pipeline.plan_run(repo, None, "feature", None, None, ConfigOverrides(), lines.append)
     said = ("the pull request's processes ran without a cgroup of their own (cgroup v2 is not mounted here): what "
             "they left running was found by following parents, which a deep enough chain outlives")
+    lines: list[str] = []
+    if os.geteuid() == 0:
+        with pytest.raises(ConfigError) as caught:
+            pipeline.plan_run(repo, None, "feature", None, None, ConfigOverrides(), lines.append)
+        assert caught.value.message.startswith(
+            "this host gives the pull request's processes no cgroup of their own (cgroup v2 is not mounted here), "
+            "and run as root the guard does not run them without one: ")
+        assert caught.value.message.endswith('set build.isolation = "none" in the base\'s guard.toml to run them '
+                                             "without, which the report then says")
+        git(repo, "checkout", "--quiet", "main")  # the base's config decides, never the head's
+        config = repo / "guard.toml"
+        config.write_text(config.read_text().replace("[build]\n", '[build]\nisolation = "none"\n'))
+        commit_all(repo, "isolation none")
+        git(repo, "checkout", "--quiet", "feature")
+        git(repo, "merge", "--quiet", "--no-edit", "main")
+    plan = pipeline.plan_run(repo, None, "feature", None, None, ConfigOverrides(), lines.append)
     assert plan.security == [said] and f"warning: {said}" in lines
     monkeypatch.setattr(pipeline, "cgroup_available", lambda: (tmp_path, ""))
     assert pipeline.plan_run(repo, None, "feature", None, None, ConfigOverrides(), lines.append).security == []

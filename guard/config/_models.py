@@ -325,6 +325,12 @@ class BuildConfig(_Section):
             "'' runs them as root, which lets them read every process's environment and write the cache."
         ),
     )
+    isolation: Literal["kernel", "none"] = Field(
+        default="kernel",
+        description="'kernel': run as root, the guard starts no pull request's code where it cannot give each "
+        "process a cgroup of its own, and stops before building with what the host lacks; 'none': it runs the "
+        "code there without one, and the report and the comment say so.",
+    )
     docker: DockerConfig = Field(default_factory=DockerConfig)
 
 
