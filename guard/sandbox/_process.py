@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -127,6 +128,15 @@ def _spawn(argv: list[str], box: Path | None, *, stdout: IO[Any] | int, **kwargs
     common = {"stdout": stdout, "stderr": subprocess.STDOUT, "start_new_session": True} | kwargs
     if box is None:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, **common)
+    # what Popen would say of a program that is not there, before the gate (which would exit 127)
+    program, env, cwd = argv[0], kwargs.get("env"), kwargs.get("cwd")
+    if "/" in program:  # a path, from the process's own folder where relative
+        path = program if os.path.isabs(program) or cwd is None else os.path.join(cwd, program)
+        found = os.access(path, os.X_OK) and not os.path.isdir(path)
+    else:
+        found = shutil.which(program, path=(os.environ if env is None else env).get("PATH", os.defpath)) is not None
+    if not found:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
     gate, go = os.pipe()
     try:
         proc = subprocess.Popen(["/bin/sh", "-c", cgroup.GATE, "guard-gate", *argv], stdin=gate, **common)
