@@ -51,10 +51,15 @@ def _owners(folder: Path) -> dict[str, tuple[int, int, int]]:
             for p in [folder, *folder.iterdir()]}
 
 
+def _as_user(user, cwd: Path, code: str, *args: str) -> subprocess.Popen[str]:
+    """`code` run by Python as `user` in `cwd`, with no other group: the attacker's process."""
+    return subprocess.Popen([sys.executable, "-c", code, *args], cwd=cwd, user=user.uid, group=user.gid,
+                            extra_groups=[], text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={"PATH": "/usr/bin:/bin"})
+
+
 def _swapper(user, cwd: Path, a: str, b: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", SWAPPER, a, b, str(cwd / "stop")], cwd=cwd, user=user.uid,
-                            group=user.gid, extra_groups=[], text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"})
+    return _as_user(user, cwd, SWAPPER, a, b, str(cwd / "stop"))
 
 
 def _stopped(racer: subprocess.Popen[str]) -> int:
@@ -143,9 +148,7 @@ def test_a_file_swapped_for_a_link_mid_seal_leaves_roots_key_unreadable(tmp_path
     before = _root_only(keys, 1)
     traces = tmp_path / "traces"
     shared_folder(user, traces)  # the user may add files here, as a profiler's traces
-    racer = subprocess.Popen([sys.executable, "-c", SEAL_RACER, str(keys / "secret-0"), str(tmp_path / "stop")],
-                             cwd=traces, user=user.uid, group=user.gid, extra_groups=[], text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"})
+    racer = _as_user(user, traces, SEAL_RACER, str(keys / "secret-0"), str(tmp_path / "stop"))
     errors = []
     try:
         _started(racer, traces)
