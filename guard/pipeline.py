@@ -4,7 +4,6 @@ report. Each stage is a function of its own; the one that starts processes is pa
 
 from __future__ import annotations
 
-import os
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, write_report,
 )
 from guard.sandbox import Leftovers, counting_sweeps, sweeps_of
-from guard.sandbox._cgroup import available as cgroup_available
+from guard.sandbox._isolation import Isolation, host_isolation
 from guard.trace import mix_trace_section, rank_trace_sections, trace_sections
 
 Progress = Callable[[str], None]
@@ -110,6 +109,7 @@ class Plan:
     overrides: ConfigOverrides
     thresholds: Thresholds
     security: list[str]  # warnings about the checkout itself
+    isolation: Isolation  # what the kernel gives the pull request's processes on this host
 
 
 def plan_run(
@@ -139,20 +139,19 @@ def plan_run(
             "code can read: check out with `persist-credentials: false`"
         )
         progress("warning: " + security[0])
-    if config.build.method != "docker":  # a container is a box of its own
-        folder, why = cgroup_available()
-        if folder is None and os.geteuid() == 0 and config.build.isolation == "kernel":
-            raise ConfigError(
-                f"this host gives the pull request's processes no cgroup of their own ({why}), and run as root the "
-                "guard does not run them without one: mount cgroup v2 or run the guard where it can make cgroups "
-                "(a delegated subtree), use build.method = \"docker\", or set build.isolation = \"none\" in the "
-                "base's guard.toml to run them without, which the report then says"
-            )
-        if folder is None:
-            security.append(f"the pull request's processes ran without a cgroup of their own ({why}): what they "
-                            "left running was found by following parents, which a deep enough chain outlives")
-            progress("warning: " + security[-1])
-    return Plan(base_ref, head_ref, config, files, change, overrides, thresholds, security)
+    isolation, why = host_isolation(config.build.isolation, container=config.build.method == "docker")
+    if not isolation.boxed() and isolation.as_root and config.build.isolation == "kernel":
+        raise ConfigError(
+            f"this host cannot box the pull request's processes ({'; '.join(why)}), and run as root the guard "
+            "does not run them unboxed: run it as root where cgroup v2 can be mounted and util-linux's unshare "
+            "makes PID, IPC and mount namespaces, use build.method = \"docker\", or set build.isolation = \"none\" "
+            "in the base's guard.toml to run them so, which the report and the comment then say"
+        )
+    for reason in why:
+        progress(f"warning: the pull request's processes run without the kernel's box: {reason}")
+    if config.build.isolation == "none":
+        progress('warning: the pull request\'s processes run without a cgroup or namespaces (build.isolation = "none")')
+    return Plan(base_ref, head_ref, config, files, change, overrides, thresholds, security, isolation)
 
 
 @dataclass
@@ -380,6 +379,7 @@ def assemble_report(
         changed_files=capture.changed_files if capture else [],  # from the one diff capture detection reads
         config_change=plan.change,
         overrides=plan.overrides if plan.overrides.given() else None,
+        isolation=plan.isolation,
         capture=capture,
         mix=mix,
         mix_traces=mix_traces,

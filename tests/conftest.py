@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def sleep_mark() -> str:
+    """A duration for `sleep` that no other process of the machine uses (3000-4000 s and a
+    fraction): the test finds its sleeps by their command line (`marked`), in whatever PID
+    namespace they ran, where their own pids mean nothing to the test."""
+    return f"{3000 + os.getpid() % 1000}.{time.monotonic_ns() % 10**6}"
+
+
+def marked(mark: str) -> list[int]:
+    """The processes that run `sleep MARK`, as this test sees them."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes() == f"sleep\0{mark}\0".encode():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def writable_by_all(folder: Path) -> Path:

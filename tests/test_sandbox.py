@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from guard._errors import GuardError
+from tests.conftest import marked, sleep_mark
 from guard.sandbox import (
     MARKER, counting_sweeps, handed_over, pr_user, run_process, seal_children, shared_folder, sweeps_of,
 )
@@ -75,17 +76,16 @@ def test_a_marker_with_an_unclean_environment_is_refused_not_restarted_again(tmp
 
 
 def test_a_process_past_its_time_is_killed_with_its_group(tmp_path: Path) -> None:
-    pid_file = tmp_path / "child.pid"
+    mark = sleep_mark()  # found by its command line
     started = time.monotonic()
     with (tmp_path / "log").open("w") as log:
-        code = run_process(f"sleep 60 & echo $! > {pid_file}; wait", stdout=log, timeout_s=1.0, env=os.environ)
+        code = run_process(f"sleep {mark} & wait", stdout=log, timeout_s=1.0, env=os.environ)
     assert code is None and time.monotonic() - started < 20
-    child = Path(f"/proc/{pid_file.read_text().strip()}/stat")
     # SIGKILL is sent to the group; the kernel may take a moment to finish the exit
     deadline = time.monotonic() + 10
-    while child.exists() and not _gone(child) and time.monotonic() < deadline:
+    while [pid for pid in marked(mark) if not _gone(Path(f"/proc/{pid}/stat"))] and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not child.exists() or _gone(child)
+    assert [pid for pid in marked(mark) if not _gone(Path(f"/proc/{pid}/stat"))] == []
 
 
 def _gone(stat: Path) -> bool:
@@ -109,19 +109,22 @@ LEAVES_A_DAEMON = '''
 import json, os, sys
 from pathlib import Path
 from guard.sandbox import counting_sweeps, pr_user, run_process, sweeps_of
-folder, as_user = Path(sys.argv[1]), sys.argv[2] == "user"
-pid_file = folder / "daemon.pid"
-cmd = (f"setsid sh -c 'echo $$ > {pid_file}.new && mv {pid_file}.new {pid_file} && exec sleep 300' "
-       f"</dev/null >/dev/null 2>&1 & while [ ! -s {pid_file} ]; do sleep 0.01; done")
+folder, as_user, mark = Path(sys.argv[1]), sys.argv[2] == "user", sys.argv[3]
+flag = folder / "daemon.runs"
+# found by its command line, `sleep MARK`: in a PID namespace its own pid means nothing here
+cmd = (f"setsid sh -c 'touch {flag} && exec sleep {mark}' "
+       f"</dev/null >/dev/null 2>&1 & while [ ! -e {flag} ]; do sleep 0.01; done")
 with (folder / "log").open("w") as log, counting_sweeps() as tally, sweeps_of("head"):
     code = run_process(cmd, stdout=log, timeout_s=30, cwd=folder, env=os.environ,
                        user=pr_user("guard-pr") if as_user else None)
-daemon = int(pid_file.read_text())
-try:
-    state = Path(f"/proc/{daemon}/stat").read_text().rpartition(")")[2].split()[0]
-except FileNotFoundError:
-    state = "gone"
-print(json.dumps({"code": code, "daemon": daemon, "state": state, "log": (folder / "log").read_text(),
+state = "gone"
+for entry in Path("/proc").iterdir():
+    try:
+        if entry.name.isdigit() and (entry / "cmdline").read_bytes() == f"sleep\\0{mark}\\0".encode():
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        continue
+print(json.dumps({"code": code, "state": state, "log": (folder / "log").read_text(),
                   "tally": dict(tally.processes)}))
 '''
 
@@ -132,7 +135,8 @@ def _leave_a_daemon(tmp_path: Path, who: str) -> dict:
     folder.chmod(0o777)  # the second user writes the pid there
     script = tmp_path / "leaves_a_daemon.py"
     script.write_text(LEAVES_A_DAEMON)
-    done = subprocess.run([sys.executable, str(script), str(folder), who], capture_output=True, text=True,
+    mark = sleep_mark()  # this test's sleep alone
+    done = subprocess.run([sys.executable, str(script), str(folder), who, mark], capture_output=True, text=True,
                           timeout=120, cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -172,18 +176,6 @@ print(json.dumps({"code": code, "tally": dict(tally.processes), "log": (folder /
 """
 
 
-def _marked(mark: str) -> list[int]:
-    """The processes that run `sleep MARK`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and (entry / "cmdline").read_bytes() == f"sleep\0{mark}\0".encode():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 @needs_root
 def test_a_chain_of_forks_deeper_than_any_sweep_does_not_outlive_its_process(tmp_path: Path) -> None:
     folder = tmp_path / "chain"
@@ -191,25 +183,112 @@ def test_a_chain_of_forks_deeper_than_any_sweep_does_not_outlive_its_process(tmp
     folder.chmod(0o777)  # the second user marks the chain whole there
     (folder / "link.sh").write_text(CHAIN_LINK)
     (tmp_path / "builds_a_chain.py").write_text(BUILDS_A_CHAIN)
-    mark = f"{3000 + os.getpid() % 1000}.{time.monotonic_ns() % 10**6}"  # this test's sleeps alone
+    mark = sleep_mark()  # this test's sleeps alone
     try:
         done = subprocess.run([sys.executable, str(tmp_path / "builds_a_chain.py"), str(folder), "150", mark],
                               capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
         assert done.returncode == 0, done.stderr
         ran = json.loads(done.stdout)
         assert ran["code"] == 0 and (folder / "whole").exists()
-        assert _marked(mark) == []  # all 151 links ended with the process that started them
+        assert marked(mark) == []  # all 151 links ended with the process that started them
         assert ran["tally"] == {"head": 151}  # and counted for its arm, each
     finally:
-        for pid in _marked(mark):
+        for pid in marked(mark):
             os.kill(pid, signal.SIGKILL)
+
+
+# Run as the second user in its space: what it can see of /tmp and the host's processes, then
+# what it leaves: a file in each temp folder and a SysV shared memory segment (1 MiB).
+LOOKS_AROUND = """
+import ctypes, json, os, sys
+tag, other, guard_pid, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+seen = {"other": os.path.exists(other), "tmp": sorted(os.listdir("/tmp")),
+        "guard": os.path.exists(f"/proc/{guard_pid}"),
+        "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
+for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+    with open(f"{folder}/{tag}-left", "w") as f:
+        f.write("left")
+libc = ctypes.CDLL(None, use_errno=True)
+seen["shm"] = libc.shmget(0, 1 << 20, 0o1000 | 0o600)  # IPC_PRIVATE, IPC_CREAT
+with open(out, "w") as f:
+    json.dump(seen, f)
+"""
+
+
+def _user_segments(uid: int) -> int:
+    """The SysV shared memory segments of `uid` this process's IPC namespace holds."""
+    rows = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    return sum(1 for row in rows if row.split()[7] == str(uid))
+
+
+@needs_root
+def test_a_process_has_its_own_temp_folders_pids_and_ipc_and_leaves_nothing_in_them(tmp_path: Path) -> None:
+    from guard.sandbox import _namespace
+
+    if why := _namespace.available():
+        pytest.skip(f"no namespaces here: {why}")
+    user = pr_user("guard-pr")
+    assert user is not None
+    tag = f"guard-test-{os.getpid()}-{tmp_path.name}"
+    other = Path("/tmp") / f"{tag}-another-job"  # what another job keeps in /tmp
+    other.write_text("another job's\n")
+    folder = tmp_path / "looks"
+    folder.mkdir()
+    folder.chmod(0o777)
+    (folder / "looks.py").write_text(LOOKS_AROUND)
+    segments = _user_segments(user.uid)
+    try:
+        with (tmp_path / "log").open("w") as log, counting_sweeps() as left:
+            argv = [sys.executable, "looks.py", tag, str(other), str(os.getpid()), str(folder / "seen.json")]
+            code = run_process(argv, stdout=log, timeout_s=60, cwd=folder, env={"PATH": os.defpath}, user=user)
+        assert code == 0, (tmp_path / "log").read_text()
+        seen = json.loads((folder / "seen.json").read_text())
+        assert seen["other"] is False and not seen["guard"]  # another job's file and the host's processes: unseen
+        assert max(seen["pids"]) < 100  # its own PID namespace (the host's run to thousands)
+        # its /tmp holds what it was given: its folder (the test's temp tree), interpreter and home
+        homes = [name for name in seen["tmp"] if name.startswith(f"{user.name}-home-")]
+        assert len(homes) == 1, seen["tmp"]
+        assert sorted(set(seen["tmp"]) - set(homes)) == sorted(_namespace.kept_names([folder, sys.executable]))
+        assert seen["shm"] >= 0  # the segment was made
+        assert [f for f in ("/tmp", "/var/tmp", "/dev/shm") if os.path.exists(f"{f}/{tag}-left")] == []
+        assert _user_segments(user.uid) == segments  # gone with its IPC namespace
+        assert dict(left.temp_entries) == {}  # nothing reached the shared folders to be removed
+        assert other.read_text() == "another job's\n"
+    finally:
+        other.unlink(missing_ok=True)
+        for f in ("/tmp", "/var/tmp", "/dev/shm"):
+            Path(f"{f}/{tag}-left").unlink(missing_ok=True)
+
+
+@needs_root
+def test_processes_started_together_share_their_space(tmp_path: Path) -> None:
+    """Ranks of one workload share /dev/shm (NCCL's shared memory goes there)."""
+    from guard.sandbox import Launch, run_together
+
+    user = pr_user("guard-pr")
+    tag = f"guard-test-{os.getpid()}-{tmp_path.name}"
+    folder = tmp_path / "ranks"
+    folder.mkdir(mode=0o755)
+    with (tmp_path / "log").open("w") as log:
+        ended = run_together([
+            Launch(["sh", "-c", f"echo 0 > /dev/shm/{tag} && sleep 0.5"], log, cwd=folder, env=os.environ, user=user),
+            Launch(["sh", "-c", f"until [ -e /dev/shm/{tag} ]; do sleep 0.02; done"], log, cwd=folder,
+                   env=os.environ, user=user),
+        ], timeout_s=30)
+    assert ended.codes == [0, 0] and not os.path.exists(f"/dev/shm/{tag}")
 
 
 @needs_root
 @pytest.mark.alone  # the shared temp folders are cleaned only where no other run's launch uses build.user
-def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(tmp_path: Path) -> None:
-    """A head process that leaves a file where every user may write, for a base process (the
-    same user) to find: removed as it ends, counted for its arm, said in its log."""
+def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the guard can make no namespaces (not root, or a kernel that refuses): a head
+    process that leaves a file where every user may write, for a base process (the same user)
+    to find: removed as it ends, counted for its arm, said in its log."""
+    from guard.sandbox import _namespace
+
+    monkeypatch.setattr(_namespace, "available", lambda: "none for this test")
     user = pr_user("guard-pr")
     tag = f"guard-test-{os.getpid()}-{tmp_path.name}"
     sticky = Path("/tmp") / f"{tag}-sticky"  # another's folder that all may write, as /tmp/.X11-unix

@@ -325,11 +325,12 @@ class BuildConfig(_Section):
             "'' runs them as root, which lets them read every process's environment and write the cache."
         ),
     )
-    isolation: Literal["kernel", "none"] = Field(
+    isolation: Literal["kernel", "auto", "none"] = Field(
         default="kernel",
-        description="'kernel': run as root, the guard starts no pull request's code where it cannot give each "
-        "process a cgroup of its own, and stops before building with what the host lacks; 'none': it runs the "
-        "code there without one, and the report and the comment say so.",
+        description="'kernel': each process of the pull request in a cgroup v2 and PID, IPC and mount namespaces of "
+        "its own, with private temp folders; run as root, the guard stops before building where the host cannot "
+        "give them, and says what it lacks. 'auto': those where the host gives them, and the report and the "
+        "comment say what it did not. 'none': none of them (the report and the comment say so).",
     )
     docker: DockerConfig = Field(default_factory=DockerConfig)
 

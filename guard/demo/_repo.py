@@ -60,8 +60,8 @@ method = "venv"
 # No network on a GPU runner: build with what the runner's environment has.
 install = "pip install --no-deps --no-build-isolation --no-index ."
 # The demo's code is the guard's own, not a pull request's: it runs where the host gives no
-# cgroup too (a container), and the report says so; each process still gets one where it can.
-isolation = "none"
+# box too (a container), and the report says so; each process still gets one where it can.
+isolation = "auto"
 
 [measure]
 repeats = {repeats}

@@ -11,6 +11,7 @@ from guard.compare import Comparison, RoundsStop
 from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides, ThresholdSources, Workload
 from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
+from guard.sandbox._isolation import Isolation
 from guard.trace import MixTraceSection, RankTraceSection, TraceSection
 
 SCHEMA_VERSION = 7
@@ -28,7 +29,8 @@ SCHEMA_VERSION = 7
 # 3 metrics), rounds that adapt (`rounds_stopped`), what dynamo compiled (`compiled`), logit
 # margins in agreement, and the calibrated spreads the rule borrowed (`calibrated_spreads`,
 # `batch_sizes[].borrowed`); none of these keys appears where the run had none of them.
-# Later in 7: where each threshold came from (`threshold_sources`; no key in reports written before).
+# Later in 7: where each threshold came from (`threshold_sources`; no key in reports written before);
+# what boxed the pull request's processes (`isolation`; no key in reports written before).
 # Read: the current version, schema 6 (decided as it says: `end_to_end_threshold_pct` absent, over
 # 2 metrics) and schema 5 without a mix, which state nothing schema 7 would state otherwise; a
 # report of an older one is made again by `guard run`.
@@ -169,6 +171,8 @@ class Report(Comparison):
     # what an at_threshold verdict sets (`measure.at_threshold`): neutral, or failing (guard/report/_gate.py)
     at_threshold_status: Literal["neutral", "fail"] = Field(default="neutral",
                                                             exclude_if=lambda value: value == "neutral")
+    # what held the pull request's processes on this host (guard/sandbox/_isolation.py); None: a report from before
+    isolation: Isolation | None = Field(default=None, exclude_if=lambda value: value is None)
 
     def arm(self, name: str) -> ArmInfo:
         return next(a for a in self.arms if a.name == name)

@@ -366,8 +366,10 @@ def _environment_blocks(report: Report) -> list[Block]:
         blocks.append(_p(text(words.swept_sentence([(a.name, a.swept) for a in swept]))))
     if left := [a for a in report.arms if a.temp_removed]:
         blocks.append(_p(text(words.temp_removed_sentence([(a.name, a.temp_removed) for a in left]))))
-    if report.warnings:
-        blocks.append(Block(kind="bullets", lines=[text(w) for w in report.warnings]))
+    unboxed = words.unboxed_sentence(report.isolation) if report.isolation is not None else None
+    if report.warnings or unboxed:
+        lines = [*([unboxed] if unboxed else []), *(text(w) for w in report.warnings)]
+        blocks.append(Block(kind="bullets", lines=lines))
     files = report.changed_files
     if files:
         named = ", ".join(code(f) for f in files[:MAX_FILES_NAMED])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from guard.compare import MIX_BATCH, MetricKey, ReasonKind, RoundsStop, Slowdown, Verdict, time_ratio
 from guard.explain import CauseKind, MixPartKind, RankCauseKind
 from guard.measure import Change
+from guard.sandbox._isolation import Isolation
 
 # A step is timed with CUDA events on a GPU and by the host's clock on a CPU: a CPU run never says GPU.
 _STEP = {True: "GPU ms per step", False: "CPU ms per step"}
@@ -175,6 +176,18 @@ def swept_sentence(by_arm: list[tuple[str, int]]) -> str:
     counts = ", ".join(f"{name} {plural(count, 'process', 'processes')}" for name, count in by_arm)
     return (f"Processes the arms' code left running, killed by the guard as the step that started them ended: "
             f"{counts}. None ran on into a later step; the step's log says so too.")
+
+
+def unboxed_sentence(isolation: Isolation) -> str | None:
+    """What the kernel did not give the pull request's processes on this host; None where it held them."""
+    if isolation.boxed():
+        return None
+    missing = [part for part, had in (("a cgroup of their own", isolation.cgroup),
+                                      ("PID, IPC and mount namespaces of their own", isolation.namespaces)) if not had]
+    chosen = f' (build.isolation = "{isolation.requested}")' if isolation.requested != "kernel" else ""
+    return (f"The pull request's processes ran without {' or '.join(missing)}{chosen}: what they left running "
+            "or in the shared temp folders was found by following parents and owners, which a determined process "
+            "can outrun.")
 
 
 def temp_removed_sentence(by_arm: list[tuple[str, int]]) -> str:

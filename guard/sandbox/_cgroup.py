@@ -29,6 +29,7 @@ _MOUNT_AT = Path("/run/regression-guard/cgroup2")
 _KILL_WAIT_S = 10.0  # a process in uninterruptible sleep (a GPU driver call) ends within this
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "folder": Path | None, "why": str, "count": int
+enabled = True  # False: launches get no cgroup (build.isolation = "none": guard/sandbox/_isolation.py)
 # The gate: the first process of a launch reads a line on its stdin before it runs the command,
 # with /dev/null for stdin; the guard writes the line once the process is in its cgroup. EOF
 # (the guard died first) runs nothing.
@@ -50,7 +51,7 @@ def available() -> tuple[Path | None, str]:
 def leaf() -> Iterator[Path | None]:
     """A new, empty cgroup for one launch, killed and removed when the block ends; None where
     cgroups cannot be made (`available` says why)."""
-    folder, _ = available()
+    folder = available()[0] if enabled else None
     if folder is None:
         yield None
         return

@@ -52,13 +52,14 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any, NamedTuple
 
 from guard._errors import GuardError
 from guard.sandbox import _cgroup as cgroup
+from guard.sandbox import _namespace as namespace
 from guard.sandbox._container import stat_fields
 from guard.sandbox._user import PrUser, handed_now
 
@@ -104,12 +105,12 @@ def run_process(
     if user is not None:
         check_reachable(user, [p for p in (cwd, *reads, Path(tempfile.gettempdir())) if p is not None])
     _adopt_orphans(user)
-    with _holding([user]), _fresh_home(user) as home, cgroup.leaf() as box:
+    argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+    with _holding([user]), _fresh_home(user) as home, _space(argv, cwd, reads, home) as space, cgroup.leaf() as box:
         clear_shared_temp(user)  # what a run before this one left (killed, it could not): nobody's to count
         given = None if env is None and not home else dict(os.environ if env is None else env) | home
-        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         with _spawning:
-            proc = _spawn(argv, box, cwd=cwd, env=given, stdout=stdout, **_identity(user))
+            proc = _spawn(argv, box, space, user, cwd=cwd, env=given, stdout=stdout)
             _live[proc.pid] = proc
         try:
             exited = _wait_exited(proc, timeout_s)
@@ -122,14 +123,40 @@ def run_process(
     return proc.returncode if exited else None
 
 
-def _spawn(argv: list[str], box: Path | None, *, stdout: IO[Any] | int, **kwargs: Any) -> subprocess.Popen[bytes]:
-    """`argv` in a session of its own; with `box`, in that cgroup from its first instruction on:
-    it waits at the gate (a line on its stdin) until the guard has moved it there."""
+def _space(
+    argv: Sequence[str] | Sequence[Sequence[str]], cwd: Path | None | Sequence[Path | None],
+    reads: Sequence[Path] | Sequence[Sequence[Path]], home: Mapping[str, str] | Sequence[Mapping[str, str]],
+) -> AbstractContextManager[namespace.Space | None]:
+    """Namespaces of their own for one launch (its command, folder, reads and home) or for
+    several started together (a sequence of each), whose private /tmp keeps what they name
+    there, and what the guard has handed over now; none where the guard runs unboxed or cannot
+    make them."""
+    several = isinstance(home, Sequence)
+    launches = zip(argv, cwd, reads, home, strict=True) if several else [(argv, cwd, reads, home)]  # type: ignore[arg-type]
+    keep: list[Path | str | None] = [*handed_now()]
+    for command, folder, read, given in launches:
+        program = str(command[0])
+        keep += [program if os.path.isabs(program) else None, folder or Path.cwd(), *read, given.get("HOME")]
+    return namespace.space(keep)
+
+
+def _spawn(
+    argv: list[str], box: Path | None, space: namespace.Space | None, user: PrUser | None, *,
+    stdout: IO[Any] | int, cwd: Path | None, env: Mapping[str, str] | None,
+) -> subprocess.Popen[bytes]:
+    """`argv` in a session of its own, as `user`; with `box`, in that cgroup from its first
+    instruction on: it waits at the gate (a line on its stdin) until the guard has moved it
+    there; with `space`, in those namespaces, where setpriv drops it to `user`."""
+    kwargs: dict[str, Any] = {"cwd": cwd, "env": env}
+    if space is None:
+        kwargs |= _identity(user)
+    elif user is not None:  # setpriv makes it the user in the space
+        kwargs["umask"] = _identity(user)["umask"]
     common = {"stdout": stdout, "stderr": subprocess.STDOUT, "start_new_session": True} | kwargs
-    if box is None:
+    if box is None and space is None:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, **common)
     # what Popen would say of a program that is not there, before the gate (which would exit 127)
-    program, env, cwd = argv[0], kwargs.get("env"), kwargs.get("cwd")
+    program = argv[0]
     if "/" in program:  # a path, from the process's own folder where relative
         path = program if os.path.isabs(program) or cwd is None else os.path.join(cwd, program)
         found = os.access(path, os.X_OK) and not os.path.isdir(path)
@@ -137,6 +164,10 @@ def _spawn(argv: list[str], box: Path | None, *, stdout: IO[Any] | int, **kwargs
         found = shutil.which(program, path=(os.environ if env is None else env).get("PATH", os.defpath)) is not None
     if not found:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    if space is not None:
+        argv = space.enter(argv, cwd, *((user.uid, user.gid) if user is not None else (None, None)))
+    if box is None:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, **common)
     gate, go = os.pipe()
     try:
         proc = subprocess.Popen(["/bin/sh", "-c", cgroup.GATE, "guard-gate", *argv], stdin=gate, **common)
@@ -157,9 +188,17 @@ def _end_box(box: Path | None, proc: subprocess.Popen[bytes]) -> int | None:
     """Kill everything in `box`; how many processes besides `proc` still ran there (None: no box)."""
     if box is None:
         return None
-    left = [pid for pid in cgroup.members(box) if pid != proc.pid]
+    own = {proc.pid, *_children_of_process(proc.pid)}  # in a space, nsenter's one child is the command itself
+    left = [pid for pid in cgroup.members(box) if pid not in own]
     cgroup.kill(box)
     return len(left)
+
+
+def _children_of_process(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
 
 
 class Launch(NamedTuple):
@@ -219,14 +258,17 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
         for user in users:
             clear_shared_temp(user)  # what a run before this one left: nobody's to count
         try:
-            for launch in launches:
-                home = homes.enter_context(_fresh_home(launch.user))
+            given_homes = [homes.enter_context(_fresh_home(launch.user)) for launch in launches]
+            # one space for all: ranks of one workload share their /dev/shm and IPC (NCCL's shared memory)
+            space = homes.enter_context(_space(*zip(*((launch.cmd, launch.cwd, launch.reads, home)
+                                                      for launch, home in zip(launches, given_homes, strict=True)))))
+            for launch, home in zip(launches, given_homes, strict=True):
                 boxes.append(homes.enter_context(cgroup.leaf()))
                 env = launch.env
                 given = None if env is None and not home else dict(os.environ if env is None else env) | home
                 with _spawning:
-                    proc = _spawn(list(launch.cmd), boxes[-1], cwd=launch.cwd, env=given, stdout=launch.stdout,
-                                  **_identity(launch.user))
+                    proc = _spawn(list(launch.cmd), boxes[-1], space, launch.user, cwd=launch.cwd, env=given,
+                                  stdout=launch.stdout)
                     _live[proc.pid] = proc
                 procs.append(proc)
             deadline = time.monotonic() + timeout_s

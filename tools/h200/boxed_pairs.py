@@ -1,0 +1,128 @@
+"""On the GPU: an A/A pair and a regression pair of the demo's engine, each run unboxed
+(build.isolation = "none") and in the kernel's box ("kernel": a cgroup v2 and PID, IPC and
+mount namespaces per process), alternating, so that the box's cost on the figures is seen
+side by side on one machine in one call. Each `guard run` is kept in OUT/RUN/ (report.json,
+comment.md, stderr.txt; traces left out) and its figures appended to OUT/boxed_pairs.jsonl
+as it ends; a run already there is skipped (a second call continues).
+
+    python3 tools/h200/boxed_pairs.py --out "$OUT/boxed" --work /tmp/boxed [--budget-s 540]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from guard.demo._repo import make_demo_repo
+
+CONFIG = """target_branch = "main"
+
+[workload]
+entry = "bench/guard_workload.py:make"
+batch_sizes = [1, 2]
+steps = {steps}
+warmup_steps = 32
+options = {{ layers = {layers} }}
+
+[build]
+method = "venv"
+install = "pip install --no-deps --no-build-isolation --no-index ."
+isolation = "{isolation}"
+
+[measure]
+repeats = {repeats}
+allow_few_repeats = {few}
+max_rounds = 1
+"""
+RUNS = [("aa", "none"), ("aa", "kernel"), ("regression", "none"), ("regression", "kernel")]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--work", type=Path, required=True)
+    p.add_argument("--budget-s", type=float, default=540.0)
+    p.add_argument("--steps", type=int, default=128)
+    p.add_argument("--layers", type=int, default=30)
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args()
+    started = time.monotonic()
+    args.out.mkdir(parents=True, exist_ok=True)
+    repo = args.work / "repo"
+    if not repo.exists():
+        make_demo_repo(repo, steps=args.steps, repeats=args.repeats)
+        _git(repo, "checkout", "--quiet", "-b", "aa", "main")
+        engine = repo / "refengine" / "engine.py"
+        engine.write_text(engine.read_text() + "\n# A comment, nothing else.\n")
+        _git(repo, "commit", "--quiet", "-am", "engine: a comment, nothing else")
+        _git(repo, "checkout", "--quiet", "main")
+    heads = {"aa": "aa", "regression": "piecewise-capture"}
+    done = {(r["pair"], r["isolation"]) for r in _lines(args.out / "boxed_pairs.jsonl")}
+    for pair, isolation in RUNS:
+        if (pair, isolation) in done:
+            continue
+        if time.monotonic() - started > args.budget_s - 150:
+            print(f"boxed_pairs: stopping before {pair}/{isolation}: the budget is spent; call again", flush=True)
+            return 3
+        config = args.work / f"guard-{isolation}.toml"
+        config.write_text(CONFIG.format(steps=args.steps, layers=args.layers, isolation=isolation,
+                                        repeats=args.repeats, few=str(args.repeats < 5).lower()))
+        name = f"{pair}-{isolation}"
+        out = args.work / "runs" / name
+        shutil.rmtree(out, ignore_errors=True)
+        t = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "guard", "run", "--repo", str(repo), "--base", "main",
+                               "--head", heads[pair], "--config", str(config), "--out", str(out)],
+                              capture_output=True, text=True, check=False)
+        wall = time.monotonic() - t
+        kept = args.out / name
+        kept.mkdir(exist_ok=True)
+        (kept / "stderr.txt").write_text(proc.stderr[-20000:])
+        for f in ("report.json", "comment.md"):
+            if (out / f).exists():
+                shutil.copyfile(out / f, kept / f)
+        line = {"pair": pair, "isolation": isolation, "exit": proc.returncode, "wall_s": round(wall, 1)}
+        if (out / "report.json").exists():
+            line |= _figures(json.loads((out / "report.json").read_text()))
+        with (args.out / "boxed_pairs.jsonl").open("a") as f:
+            f.write(json.dumps(line) + "\n")
+        print(json.dumps(line), flush=True)
+    return 0
+
+
+def _figures(report: dict) -> dict:
+    """What the comparison needs: the verdict, the box, each batch size's base and head GPU ms
+    per step (median of processes) and the change with its interval."""
+    sizes = {}
+    for b in report["batch_sizes"]:
+        arms = {a["arm"]: a for a in b["arms"]}
+        base_ms = arms[report["base"]]["gpu_ms_per_step"]
+        change = b.get("gpu_ms_change") or {}
+        sizes[str(b["batch_size"])] = {
+            "base_ms": arms[report["base"]]["gpu_ms_per_step"]["median"],
+            "head_ms": arms[report["head"]]["gpu_ms_per_step"]["median"],
+            "base_range_ms": [base_ms["min"], base_ms["max"]],
+            "change_pct": change.get("pct"), "ci_pct": [change.get("ci_low_pct"), change.get("ci_high_pct")],
+            "verdict": b["verdict"],
+        }
+    return {"verdict": report["verdict"], "isolation_field": report.get("isolation"),
+            "swept": {a["name"]: a.get("swept", 0) for a in report["arms"]}, "duration_s": report["duration_s"],
+            "sizes": sizes}
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=Boxed", "-c", "user.email=boxed@example.invalid", *args], cwd=repo,
+                   check=True, capture_output=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
