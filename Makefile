@@ -36,16 +36,18 @@ schema: setup
 	$(PY) -m guard.report._json_schema docs/report.schema.json
 
 # Every test, in two parts: those that may share the machine on all its cores (pytest-xdist;
-# a file's tests on one worker, the Docker engine's files on one between them: tests/conftest.py),
-# then those marked `alone`, one at a time.
+# a file's tests on one worker, the Docker engine's files on one between them, the heaviest
+# files first, not xdist's most-tests-first: tests/conftest.py), then those marked `alone`,
+# one at a time.
 TEST_WORKERS ?= auto
+XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not alone"
+	$(PY) -m pytest -q $(XDIST) -m "not alone"
 	$(PY) -m pytest -q -m alone
 
 # The fast tier, for the edit-test loop: what starts no whole pipeline, engine or build.
 test-fast: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not alone"
+	$(PY) -m pytest -q $(XDIST) -m "not slow and not alone"
 	$(PY) -m pytest -q -m "alone and not slow" || test $$? -eq 5  # 5: no such test
 
 test-gpu: setup

@@ -33,9 +33,11 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the build user exists
 MARKING_WORKLOAD = '''
 import os
 import sys
+import uuid
 from pathlib import Path
 
 NAMES = {names!r}
+ME = uuid.uuid4().hex[:12]  # this process, whatever PID namespace it runs in
 
 
 class Marking:
@@ -46,7 +48,7 @@ class Marking:
         if folder:
             os.makedirs(folder, exist_ok=True)  # as inductor makes it
             self.earlier = sorted(p.name for p in Path(folder).glob("mark-*"))
-            Path(folder, f"mark-{{os.getpid()}}").write_text("")
+            Path(folder, f"mark-{{ME}}").write_text("")
             self.wrote = True
         self.other = None
         if os.environ.get("OTHER_CACHE"):
@@ -64,7 +66,7 @@ class Marking:
 
     def describe(self):
         return {{"env": self.env, "earlier": self.earlier, "wrote": self.wrote, "other": self.other,
-                 "pid": os.getpid(), "uid": os.getuid(), "dont_write_bytecode": sys.dont_write_bytecode}}
+                 "me": ME, "uid": os.getuid(), "dont_write_bytecode": sys.dont_write_bytecode}}
 
 
 def make():
@@ -130,8 +132,8 @@ def test_the_processes_of_an_arm_share_its_folder_across_rounds_and_no_other_arm
         assert [s["env"] for s in seen] == [expected] * 3  # one folder for the arm's every process, its own
         assert all(s["wrote"] for s in seen) and not any(s["dont_write_bytecode"] for s in seen)
         # each process finds the marks of the arm's earlier processes, in either round, and no other arm's
-        pids = [s["pid"] for s in seen]
-        assert [s["earlier"] for s in seen] == [sorted(f"mark-{p}" for p in pids[:k]) for k in range(3)]
+        mes = [s["me"] for s in seen]
+        assert [s["earlier"] for s in seen] == [sorted(f"mark-{p}" for p in mes[:k]) for k in range(3)]
     assert caches["base"] != caches["head"]
     assert not any((tmp_path / name).exists() for name in ("runner-cache", "runner-triton", "runner-bytecode"))
     planted = _seen(second, "head")[0]["other"]

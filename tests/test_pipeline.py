@@ -399,39 +399,64 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
     assert read_report(run_out / "report.json").calibrated_spreads == thresholds.spreads  # holds up, read back
 
 
-def test_a_host_that_gives_no_cgroup_stops_a_root_guard_or_is_a_warning(
+def test_a_host_that_cannot_box_stops_a_root_guard_or_runs_as_the_base_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where no cgroup can be made (not root, no delegated subtree, a container without its own),
-    a guard run as root stops before anything is built, saying what the host lacks, unless the
-    base's config says build.isolation = "none"; then, and for a guard not run as root, the run
-    says so and the report keeps it among its warnings."""
+    """Where no cgroup or no namespaces can be made (not root, no delegated subtree, a
+    container without its own), a guard run as root stops before anything is built, saying
+    what the host lacks, unless the base's config says build.isolation = "auto" (what the host
+    gives) or "none" (nothing); the plan then holds what the processes get, the report's fact."""
     from guard import pipeline
     from guard._errors import ConfigError
     from guard.config import ConfigOverrides
+    from guard.sandbox import _cgroup, _namespace
+    from guard.sandbox._isolation import Isolation
 
+    monkeypatch.setattr(_cgroup, "enabled", True)  # restored after: "none" turns them off for the process
+    monkeypatch.setattr(_namespace, "enabled", True)
     repo = make_repo(tmp_path)
     write_workload(repo, work=3001)
     commit_all(repo, "head")
-    monkeypatch.setattr(pipeline, "cgroup_available", lambda: (None, "cgroup v2 is not mounted here"))
-    said = ("the pull request's processes ran without a cgroup of their own (cgroup v2 is not mounted here): what "
-            "they left running was found by following parents, which a deep enough chain outlives")
-    lines: list[str] = []
-    if os.geteuid() == 0:
-        with pytest.raises(ConfigError) as caught:
-            pipeline.plan_run(repo, None, "feature", None, None, ConfigOverrides(), lines.append)
-        assert caught.value.message.startswith(
-            "this host gives the pull request's processes no cgroup of their own (cgroup v2 is not mounted here), "
-            "and run as root the guard does not run them without one: ")
-        assert caught.value.message.endswith('set build.isolation = "none" in the base\'s guard.toml to run them '
-                                             "without, which the report then says")
-        git(repo, "checkout", "--quiet", "main")  # the base's config decides, never the head's
+    root = os.geteuid() == 0
+
+    def plan(lines: list[str]) -> pipeline.Plan:
+        return pipeline.plan_run(repo, None, "feature", None, None, ConfigOverrides(), lines.append)
+
+    def base_says(isolation: str) -> None:  # the base's config decides, never the head's
+        git(repo, "checkout", "--quiet", "main")
         config = repo / "guard.toml"
-        config.write_text(config.read_text().replace("[build]\n", '[build]\nisolation = "none"\n'))
-        commit_all(repo, "isolation none")
+        text = re.sub(r'(?m)^isolation = ".*"\n', "", config.read_text())
+        config.write_text(text.replace("[build]\n", f'[build]\nisolation = "{isolation}"\n', 1))
+        commit_all(repo, f"isolation {isolation}")
         git(repo, "checkout", "--quiet", "feature")
         git(repo, "merge", "--quiet", "--no-edit", "main")
-    plan = pipeline.plan_run(repo, None, "feature", None, None, ConfigOverrides(), lines.append)
-    assert plan.security == [said] and f"warning: {said}" in lines
-    monkeypatch.setattr(pipeline, "cgroup_available", lambda: (tmp_path, ""))
-    assert pipeline.plan_run(repo, None, "feature", None, None, ConfigOverrides(), lines.append).security == []
+
+    monkeypatch.setattr(_cgroup, "available", lambda: (None, "cgroup v2 is not mounted here"))
+    monkeypatch.setattr(_namespace, "available", lambda: "")
+    lines: list[str] = []
+    if root:
+        with pytest.raises(ConfigError) as caught:
+            plan(lines)
+        assert caught.value.message.startswith(
+            "this host cannot box the pull request's processes (cgroup v2 is not mounted here), and run as root the "
+            "guard does not run them unboxed: ")
+        assert caught.value.message.endswith('set build.isolation = "none" in the base\'s guard.toml to run them '
+                                             "so, which the report and the comment then say")
+        monkeypatch.setattr(_cgroup, "available", lambda: (tmp_path, ""))
+        monkeypatch.setattr(_namespace, "available", lambda: "unshare not found")
+        with pytest.raises(ConfigError, match=r"cannot box the pull request's processes \(unshare not found\)"):
+            plan(lines)
+        monkeypatch.setattr(_cgroup, "available", lambda: (None, "cgroup v2 is not mounted here"))
+        monkeypatch.setattr(_namespace, "available", lambda: "")
+        base_says("auto")
+    got = plan(lines)
+    assert got.isolation == Isolation(requested="auto" if root else "kernel", cgroup=False, namespaces=True,
+                                      as_root=root)
+    assert "warning: the pull request's processes run without the kernel's box: cgroup v2 is not mounted here" in lines
+    assert _cgroup.enabled and _namespace.enabled  # what the host gives is used
+    base_says("none")
+    assert plan(lines).isolation == Isolation(requested="none", as_root=root)
+    assert not _cgroup.enabled and not _namespace.enabled  # nothing, even where the host could
+    monkeypatch.setattr(_cgroup, "available", lambda: (tmp_path, ""))
+    base_says("kernel")
+    assert plan(lines).isolation.boxed() and _cgroup.enabled and _namespace.enabled

@@ -429,3 +429,27 @@ def test_what_the_arms_left_behind_is_each_arms_fact_and_said_once_from_it(
     with pytest.raises(ValueError):  # a count read back from a report is checked, not trusted
         Report.model_validate_json(report.model_copy(update={"arms": arms}).model_dump_json().replace(
             f'"{field}":{count}', f'"{field}":-1'))
+
+
+def test_what_boxed_the_arms_code_is_the_reports_fact_and_a_missing_box_is_said_once() -> None:
+    from guard.sandbox._isolation import Isolation
+
+    report = _pair_report("h200", "kernel-1-07")  # written before the field: no key, nothing said
+    assert report.isolation is None and "ran without" not in render_comment(report)
+    boxed = Isolation(cgroup=True, namespaces=True, as_root=True)
+    for isolation, said in [
+        (boxed, None),
+        (Isolation(container=True, as_root=True), None),
+        (Isolation(requested="auto", namespaces=True, as_root=True),
+         'ran without a cgroup of their own (build.isolation = "auto")'),
+        (Isolation(requested="none", as_root=True),
+         "ran without a cgroup of their own or PID, IPC and mount namespaces of their own "
+         '(build.isolation = "none")'),
+    ]:
+        again = Report.model_validate_json(report.model_copy(update={"isolation": isolation}).model_dump_json())
+        assert again.isolation == isolation  # read back as written
+        comment = render_comment(again)
+        if said is None:
+            assert "ran without" not in comment
+        else:
+            assert comment.count("ran without") == 1 and said in comment, comment

@@ -11,11 +11,25 @@ for tool in dockerd debootstrap; do
     command -v "$tool" >/dev/null || { echo "start-docker: no $tool (Debian: apt-get install docker.io debootstrap)" >&2; exit 1; }
 done
 if ! docker info >/dev/null 2>&1; then
-    # vfs: no overlay module needed; no bridge or iptables: the tests' containers have no network
-    nohup dockerd --storage-driver=vfs --iptables=false --bridge=none >/tmp/ci-dockerd.log 2>&1 &
-    for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+    # overlay2 where the kernel mounts overlayfs on Docker's disk: a layer or a container is then
+    # a mount, not a copy (the runner image's test: docs/measurements/test-suite.md); vfs where it
+    # cannot (no overlay module, or a disk that is itself an overlay), which copies every layer.
+    # No bridge or iptables: the tests' containers have no network.
+    for driver in ${DOCKER_STORAGE_DRIVERS:-overlay2 vfs}; do
+        nohup dockerd --storage-driver="$driver" --iptables=false --bridge=none >/tmp/ci-dockerd.log 2>&1 &
+        pid=$!
+        for _ in $(seq 60); do
+            docker info >/dev/null 2>&1 && break
+            kill -0 "$pid" 2>/dev/null || break  # refused the driver: exited
+            sleep 1
+        done
+        docker info >/dev/null 2>&1 && break
+        echo "start-docker: the $driver storage driver did not start: $(tail -1 /tmp/ci-dockerd.log)" >&2
+        kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    done
     docker info >/dev/null 2>&1 || { tail -5 /tmp/ci-dockerd.log >&2; exit 1; }
 fi
+echo "start-docker: storage driver $(docker info --format '{{.Driver}}')"
 # What earlier runs left and nothing names (the tests remove what they build, a run that was
 # killed may not): under the vfs driver every image is a whole copy of its base, and a few
 # runs' worth filled this machine's disk once. Then say how much room the engine has.
