@@ -119,6 +119,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--repeats", type=int, default=5)
     demo.add_argument("--max-rounds", type=_positive_int, default=None,
                       help="rounds at most, the first included (default: measure.max_rounds's); 1 for a quick try")
+    demo.add_argument("--tok-per-s-min-s", type=_seconds, default=None,
+                      help="seconds of timed decode per batch size at the least (workload.tok_per_s_min_s; "
+                           "default: its default); 0 for a quick try: one pass")
+    demo.add_argument("--warmup-max-s", type=_seconds, default=None,
+                      help="most seconds of untimed warmup per batch size (workload.warmup_max_s); 0 for a quick try")
     demo.add_argument("--options", default="", help="workload options as TOML inline-table body, e.g. 'layers = 4'")
     demo.add_argument("--scenario", default="piecewise",
                       help="the change the demo stages: piecewise (default; one padded graph per layer), fallback "
@@ -466,6 +471,7 @@ def _clean(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from guard.demo import run_demo
+    from guard.demo._repo import DemoPasses
 
     check_out_dir(args.out)
     report = run_demo(
@@ -478,6 +484,7 @@ def _demo(args: argparse.Namespace) -> int:
         progress=_progress,
         scenario=args.scenario,
         max_rounds=args.max_rounds,
+        passes=DemoPasses(args.tok_per_s_min_s, args.warmup_max_s),
     )
     return _finish(report, args.out, print_comment=True)
 
@@ -540,6 +547,16 @@ def _days(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and 0 <= value <= 36500):
         raise argparse.ArgumentTypeError(f"expected a number of days from 0 to 36500, e.g. 7; got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= 600):
+        raise argparse.ArgumentTypeError(f"expected seconds from 0 to 600, e.g. 0.2; got {text!r}")
     return value
 
 

@@ -34,6 +34,7 @@ def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
             sys.executable, "-m", "guard", "demo", "--out", str(out), "--workdir", str(tmp_path / "work"),
             "--steps", "10", "--warmup-steps", "2", "--repeats", "4", "--options", "layers = 2, max_len = 128",
             "--max-rounds", "1",  # a CPU's undecided batch size would take rounds until the time budget
+            "--tok-per-s-min-s", "0", "--warmup-max-s", "0",  # one pass each: the pipeline is the point
         ],
         capture_output=True, text=True, timeout=900,
     )
@@ -87,3 +88,14 @@ def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
     head_arm = next(a for a in bs1["arms"] if a["arm"] == "head")
     # without padding the head build runs batch size 1 as base does: clearly faster than head
     assert unpadded["gpu_ms_per_step"]["median"] < head_arm["gpu_ms_per_step"]["median"]
+
+
+@pytest.mark.parametrize("flag", ["--tok-per-s-min-s", "--warmup-max-s"])
+@pytest.mark.parametrize("value", ["-1", "nan", "601", "soon"])
+def test_a_bad_pass_length_is_one_message_and_exit_2(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from guard.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["demo", flag, value])
+    assert exited.value.code == 2
+    assert f"expected seconds from 0 to 600, e.g. 0.2; got {value!r}" in capsys.readouterr().err

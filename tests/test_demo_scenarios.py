@@ -97,7 +97,7 @@ def test_a_fallback_scenario_end_to_end_on_cpu(tmp_path: Path, scenario: str) ->
     proc = subprocess.run(
         [sys.executable, "-m", "guard", "demo", "--scenario", scenario, "--out", str(out), "--workdir",
          str(tmp_path / "work"), "--steps", "20", "--warmup-steps", "2", "--repeats", "2", "--max-rounds", "1",
-         "--options", CPU_OPTIONS[scenario]],
+         "--tok-per-s-min-s", "0", "--warmup-max-s", "0", "--options", CPU_OPTIONS[scenario]],
         capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode in (0, 1), proc.stderr

@@ -55,7 +55,8 @@ def image_runs_the_demo(client, image) -> None:  # type: ignore[no-untyped-def]
     container = client.containers.run(
         # test_demo's small engine, one round: the image is the point
         image.id, ["demo", "--out", "/tmp/demo", "--steps", "16", "--warmup-steps", "4", "--repeats", "2",
-                   "--max-rounds", "1", "--options", "layers = 2, max_len = 128"],
+                   "--max-rounds", "1", "--tok-per-s-min-s", "0", "--warmup-max-s", "0",
+                   "--options", "layers = 2, max_len = 128"],
         network_mode="none", detach=True,
     )
     try:

@@ -354,6 +354,7 @@ TINY = [
     "--steps", "12", "--warmup-steps", "2", "--repeats", "2", "--calibrate-repeats", "2", "--pairs", "1",
     "--options", "layers = 2, long_kv_len = 8192", "--build", "none", "--sizing-repeats", "1",
     "--idle-grid-us", "1000,3000", "--long-kv-grid", "1", "--max-rounds", "1",  # resuming is the point, not rounds
+    "--tok-per-s-min-s", "0", "--warmup-max-s", "0",  # one timed pass per batch size, no settling warmup
 ]
 
 

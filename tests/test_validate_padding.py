@@ -52,6 +52,7 @@ def test_the_padding_pair_states_the_padding_it_was_given_on_cpu(tmp_path: Path)
         [sys.executable, "-m", "validation", "injected", "--padding", "--out", str(out),
          "--workdir", str(tmp_path / "work"),
          "--steps", "10", "--warmup-steps", "2", "--repeats", "2", "--build", "none",
+         "--tok-per-s-min-s", "0", "--warmup-max-s", "0",  # one timed pass: the padding is the point
          "--options", "layers = 1, max_len = 96"], capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
     assert proc.returncode == 0, proc.stderr
     check = json.loads((out / "padding.json").read_text())

@@ -78,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="rounds a pair may take, the first included (measure.max_rounds; the guard's default is "
                    f"{MeasureConfig.model_fields['max_rounds'].default}, the suite's estimates assume 2)")
     p.add_argument("--alpha", type=float, default=MeasureConfig.model_fields["alpha"].default)
+    p.add_argument("--tok-per-s-min-s", type=float, default=None,
+                   help="workload.tok_per_s_min_s of every process (default: the config's); 0: one timed pass")
+    p.add_argument("--warmup-max-s", type=float, default=None,
+                   help="workload.warmup_max_s of every process (default: the config's); 0: warmup_steps alone")
     p.add_argument("--timeout-s", type=float, default=300.0, help="limit for one harness process")
     p.add_argument("--sizing-repeats", type=int, default=3, help="processes per sizing setting")
     p.add_argument("--idle-grid-us", default="1,3,6,12", help="idle_us values measured for sizing")
@@ -247,6 +251,8 @@ def _sizing(run: Run, points: list[PointSpec], base_sha: str, long_kv_len: int) 
     spec = HarnessSpec(
         entry=ENTRY, options=run.settings.options, batch_sizes=[run.settings.batch_size],
         steps=run.settings.steps, warmup_steps=run.settings.warmup_steps, profile_steps=0,
+        **{name: value for name, value in (("tok_per_s_min_s", run.settings.tok_per_s_min_s),
+                                           ("warmup_max_s", run.settings.warmup_max_s)) if value is not None},
     )
     measurer = Measurer(arm, spec, run.workdir / "sizing-runs", run.settings.timeout_s,
                         lambda m: run.log.detail(f"sizing {m}"))

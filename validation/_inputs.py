@@ -27,7 +27,7 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         options=workload_options(args.options),
         options_toml=args.options, build=args.build, confirm=not args.no_confirm, alpha=args.alpha,
         confidence=MeasureConfig.model_fields["confidence"].default, timeout_s=args.timeout_s,
-        max_rounds=args.max_rounds,
+        max_rounds=args.max_rounds, tok_per_s_min_s=args.tok_per_s_min_s, warmup_max_s=args.warmup_max_s,
     )
 
 

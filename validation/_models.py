@@ -69,6 +69,9 @@ class RunSettings(BaseModel):
     timeout_s: float
     # rounds a pair may take, the first included (measure.max_rounds); runs from before the setting
     max_rounds: int = ROUNDS_BEFORE_THE_SETTING
+    # workload.tok_per_s_min_s and workload.warmup_max_s of every process (None: the config's defaults)
+    tok_per_s_min_s: float | None = None
+    warmup_max_s: float | None = None
 
 
 class SizingPoint(BaseModel):

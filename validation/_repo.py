@@ -108,6 +108,9 @@ def write_config(
         f"profile_steps = {settings.profile_steps}\n"
         f"profile_repeats = {settings.profile_repeats}\n"
         f"options = {{ {settings.options_toml} }}\n"
+        + "".join(f"{name} = {value:g}\n" for name, value in (("tok_per_s_min_s", settings.tok_per_s_min_s),
+                                                               ("warmup_max_s", settings.warmup_max_s))
+                  if value is not None)
         + mix_line
         + f"\n[build]\n{build}\n"
         "[measure]\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 from guard._errors import ConfigError
 from guard._git import made_git
@@ -37,6 +38,7 @@ __all__ = ["make"]
 
 def _config(
     scenario: Scenario, steps: int, warmup_steps: int, repeats: int, options_toml: str, max_rounds: int | None = None,
+    passes: DemoPasses | None = None,
 ) -> str:
     given = parse_toml(f"options = {{ {options_toml} }}".encode(), "--options",
                        "give the body of a TOML inline table, e.g. 'layers = 4, max_len = 128'")["options"]
@@ -47,13 +49,16 @@ def _config(
     few = "allow_few_repeats = true\n" if repeats < MIN_REPEATS else ""
     # --max-rounds: a quick try stops after so many rounds (measure.max_rounds), decided or not
     rounds = f"max_rounds = {max_rounds}\n" if max_rounds is not None else ""
+    # --tok-per-s-min-s, --warmup-max-s: shorter passes for a quick try (workload's defaults otherwise)
+    timing = "".join(f"{name} = {value:g}\n" for name, value in (passes or DemoPasses())._asdict().items()
+                     if value is not None)
     return f"""# regression-guard configuration
 [workload]
 entry = "bench/guard_workload.py:make"
 {scenario.comment}batch_sizes = [{", ".join(map(str, scenario.batch_sizes))}]
 steps = {steps}
 warmup_steps = {warmup_steps}
-options = {{ {options} }}
+{timing}options = {{ {options} }}
 {mix}
 [build]
 method = "venv"
@@ -66,6 +71,14 @@ isolation = "auto"
 [measure]
 repeats = {repeats}
 {few}{rounds}{scenario.arms}"""
+
+
+class DemoPasses(NamedTuple):
+    """How long the demo's timed passes and warmup run (workload.tok_per_s_min_s and
+    workload.warmup_max_s; None: the config's defaults)."""
+
+    tok_per_s_min_s: float | None = None
+    warmup_max_s: float | None = None
 
 
 def scenario_named(name: str) -> Scenario:
@@ -81,12 +94,12 @@ def _git(repo: Path, *args: str) -> str:
 
 def make_demo_repo(
     repo: Path, steps: int = 128, warmup_steps: int = 16, repeats: int = 5, options_toml: str = "",
-    scenario: str = DEFAULT_SCENARIO, max_rounds: int | None = None,
+    scenario: str = DEFAULT_SCENARIO, max_rounds: int | None = None, passes: DemoPasses | None = None,
 ) -> tuple[str, str]:
     """Create the repository at `repo` (must not exist) for `scenario`; return (base sha, head branch)."""
     staged = scenario_named(scenario)
     # a bad --options fails before any file
-    config = _config(staged, steps, warmup_steps, repeats, options_toml, max_rounds)
+    config = _config(staged, steps, warmup_steps, repeats, options_toml, max_rounds, passes)
     repo.mkdir(parents=True)
     _git(repo, "init", "--quiet", "--initial-branch=main")
     package = repo / "refengine"

@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from guard.demo._repo import make_demo_repo, scenario_named
+from guard.demo._repo import DemoPasses, make_demo_repo, scenario_named
 from guard.demo._scenarios import DEFAULT_SCENARIO
 from guard.pipeline import run_guard
 from guard.report import Report
@@ -22,6 +22,7 @@ def run_demo(
     progress: Callable[[str], None] = lambda _: None,
     scenario: str = DEFAULT_SCENARIO,
     max_rounds: int | None = None,
+    passes: DemoPasses | None = None,
 ) -> Report:
     staged = scenario_named(scenario)  # before anything is made
     if workdir is None:
@@ -32,7 +33,7 @@ def run_demo(
     repo = parent / "engine-repo"
     if repo.exists():
         raise FileExistsError(f"{repo} exists; pass an empty --workdir")
-    _, head = make_demo_repo(repo, steps, warmup_steps, repeats, options_toml, scenario, max_rounds)
+    _, head = make_demo_repo(repo, steps, warmup_steps, repeats, options_toml, scenario, max_rounds, passes)
     progress(f"demo repository at {repo} ({staged.name}): base is main, head is branch {head} ({staged.summary})")
     # config None: guard.toml from the base commit, as `guard run` reads it
     return run_guard(repo, None, head, None, out_dir.resolve(), progress=progress)

@@ -256,6 +256,25 @@ def warm_up(
     return {"warmup_s": elapsed, "warmup_settled": is_settled}
 
 
+# The guard's clock (GUARD_CLOCK_FD, a pipe): a byte as each end-to-end pass starts (s) and
+# ends (e), written as it happens; the guard, which runs none of the arm's code, timestamps
+# them with its own clock and holds the pass's step times to them (guard/measure/_clock.py).
+_clock_fd: list[int | None] = []
+
+
+def mark_pass(what: bytes) -> None:
+    if not _clock_fd:
+        given = os.environ.get("GUARD_CLOCK_FD", "")
+        _clock_fd.append(int(given) if given.isdigit() else None)
+    fd = _clock_fd[0]
+    if fd is None:
+        return
+    try:
+        os.write(fd, what)
+    except OSError:
+        _clock_fd[0] = None  # the guard stopped reading: it sees the passes it saw
+
+
 def _end_to_end_pass(
     workload: Any, torch: Any, batch_size: int, steps: int, feed: Feed | None, cuda_ok: bool, meter: Any,
     peers: Any = ALONE,
@@ -277,6 +296,7 @@ def _end_to_end_pass(
     peers.barrier()  # the ranks start their timed steps together
     meter.start()
     meter.count_start()
+    mark_pass(b"s")
     stamp = time.perf_counter()
     for i in range(steps):
         if cuda_ok:
@@ -295,6 +315,7 @@ def _end_to_end_pass(
         on_cuda = on_cuda or uses_cuda(out)
         if meter.window(step_s[-1]):
             stamp = time.perf_counter()  # reading the window's host state is not the next step's time
+    mark_pass(b"e")
     if cuda_ok:
         torch.cuda.synchronize()
     meter.count_stop(steps)

@@ -235,6 +235,11 @@ class RepeatResult(BaseModel):
     dynamo: DynamoRecord | None = Field(default=None, exclude_if=lambda value: value is None)
     # what torch.compile cost it and what the arm's compile cache gave (rank 0's); None: nothing compiled
     compile: CompileStats | None = Field(default=None, exclude_if=lambda value: value is None)
+    # the guard's own clock over its end-to-end passes (guard/measure/_clock.py), put there by the
+    # guard over whatever the process wrote: whether it watched, and each pass's seconds as it saw
+    # them (None: the marks did not pair up, or it did not watch: a container)
+    clock_watched: bool = False
+    seen_pass_s: list[float] | None = None
 
     def run_for(self, batch_size: int) -> BatchRun:
         for run in self.runs:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from guard._errors import ConfigError
 from guard.config import Workload
 from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION, draw_schedule, pass_lengths
+from guard.measure import _clock as clock
 from guard.measure._compile_cache import compile_cache_environment
 from guard.measure._disagreements import UNCOUNTED, with_disagreements
 from guard.measure._in_container import container_environment, run_in_container
@@ -186,6 +187,7 @@ def _run_one(
             raise RunFailed(f"harness result {run_dir / name}.json is malformed: {exc}",
                             _tail(run_dir / f"{name}.log")) from None
         _check_traces(result, run_dir / "traces", run_dir / name)
+        _check_clock(result, run_dir / name)
         results.append(result)
     try:
         result = merge_ranks(results)
@@ -224,6 +226,7 @@ def _run_ranks(
     stems = [rank_stem(stem, rank) for rank in range(world)]
     launches = []
     with ExitStack() as logs:
+        watches = [logs.enter_context(clock.watching()) for _ in stems]
         for rank, name in enumerate(stems):
             spec_path = run_dir / f"{name}.spec.json"
             spec_path.write_text(json.dumps(_payload(target, spec, repeat, trace_dir) | {"cpus": cpus[rank]},
@@ -231,8 +234,12 @@ def _run_ranks(
             writable_file(user, run_dir / f"{name}.json")
             log = logs.enter_context((run_dir / f"{name}.log").open("w"))
             cmd = [str(target.python), str(HARNESS_SCRIPT), str(spec_path), str(run_dir / f"{name}.json")]
-            launches.append(Launch(cmd, log, cwd=target.worktree, env=base_env | rank_environment(rank, world, port),
-                                   user=user, reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)]))
+            fd = watches[rank].fd
+            assert fd is not None
+            launches.append(Launch(cmd, log, cwd=target.worktree,
+                                   env=base_env | rank_environment(rank, world, port) | {clock.CLOCK_ENV: str(fd)},
+                                   user=user, reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)],
+                                   pass_fds=[fd]))
         try:
             with handed_over(user, _cache(target)):
                 ended = run_together(launches, timeout_s=timeout_s)
@@ -260,7 +267,7 @@ def _run_ranks(
             raise RunFailed(f"rank {rank} of {world}: {failed.message}", failed.log_tail) from None
         if data.get("rank", rank) != rank:
             raise RunFailed(f"rank {rank} of {world}: its result says rank {data.get('rank')!r}", "")
-        answers[rank] = data
+        answers[rank] = data | _seen(watches[rank])
     return [answers[rank] for rank in range(world)]
 
 
@@ -330,18 +337,21 @@ def run_harness(
     if target.container is not None:
         exit_code = _run_contained(target, target.container, payload, run_dir / f"{stem}.box", result_path,
                                    trace_dir, log_path, timeout_s)
-        return _harness_answer(exit_code, result_path, log_path, timeout_s)
+        return _harness_answer(exit_code, result_path, log_path, timeout_s) | _seen(None)
     # the process (the arm's code) may write its result file and add traces, nothing else here
     user = pr_user(target.user)
     writable_file(user, result_path)
     shared_folder(user, trace_dir)
     env = _process_environment(target)
     cmd = [str(target.python), str(HARNESS_SCRIPT), str(spec_path), str(result_path)]
-    with log_path.open("w") as log:
+    with log_path.open("w") as log, clock.watching() as watch:
+        assert watch.fd is not None
         try:
             with handed_over(user, _cache(target)):  # the arm's to write while its process runs, sealed after
-                exit_code = run_process(cmd, stdout=log, timeout_s=timeout_s, cwd=target.worktree, env=env,
-                                        user=user, reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)])
+                exit_code = run_process(cmd, stdout=log, timeout_s=timeout_s, cwd=target.worktree,
+                                        env=env | {clock.CLOCK_ENV: str(watch.fd)}, user=user,
+                                        reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)],
+                                        pass_fds=[watch.fd])
         except LaunchError as exc:
             raise RunFailed(exc.message, "") from None
         except OSError as exc:
@@ -350,7 +360,13 @@ def run_harness(
             if user is not None:  # what it wrote is the guard's now: a later process cannot change it
                 seal(user, result_path)
                 seal_children(user, trace_dir)
-    return _harness_answer(exit_code, result_path, log_path, timeout_s)
+    return _harness_answer(exit_code, result_path, log_path, timeout_s) | _seen(watch)
+
+
+def _seen(watch: clock.Watch | None) -> dict[str, Any]:
+    """What the guard saw of a process's passes on its own clock, put over whatever the
+    process's result said of it: None where the guard did not watch (in a container)."""
+    return {"clock_watched": watch is not None, "seen_pass_s": watch.passes_s() if watch is not None else None}
 
 
 def _process_environment(target: ArmTarget) -> dict[str, str]:
@@ -405,6 +421,16 @@ def _check_traces(result: RepeatResult, trace_dir: Path, stem: Path) -> None:
         if path.parent != trace_dir or not path.is_file() or path.is_symlink():
             raise RunFailed(f"harness result {stem}.json names the trace {trace}, which is not a file the "
                             f"process wrote in {trace_dir}", "")
+
+
+def _check_clock(result: RepeatResult, stem: Path) -> None:
+    """A process's step times must fit the passes the guard saw on its own clock."""
+    if not result.clock_watched:
+        return
+    claims = [(run.timed_s if run.timed_s is not None else run.wall_s, run.timed_passes) for run in result.runs]
+    why = clock.misfit(claims, result.seen_pass_s)
+    if why is not None:
+        raise RunFailed(f"harness result {stem}.json is refused: {why}", "")
 
 
 def check_cpus(cpus: list[int]) -> None:

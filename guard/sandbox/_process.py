@@ -94,11 +94,13 @@ def run_process(
     env: Mapping[str, str] | None = None,
     user: PrUser | None = None,
     reads: Sequence[Path] = (),
+    pass_fds: Sequence[int] = (),
 ) -> int | None:
     """Exit code of `cmd` (a string runs in the shell), with stdout and stderr to `stdout`;
     None when it ran past `timeout_s`. Its group is killed when it ends, however it ends.
     With `user`, it runs as that user, with no other group, a fresh home and temp folder,
-    and `cwd` and `reads` are checked to be in its reach first."""
+    and `cwd` and `reads` are checked to be in its reach first. `pass_fds`: descriptors it
+    inherits (a pipe the guard reads, say)."""
     _install_handlers()
     if timeout_s <= 0:
         return None
@@ -110,7 +112,7 @@ def run_process(
         clear_shared_temp(user)  # what a run before this one left (killed, it could not): nobody's to count
         given = None if env is None and not home else dict(os.environ if env is None else env) | home
         with _spawning:
-            proc = _spawn(argv, box, space, user, cwd=cwd, env=given, stdout=stdout)
+            proc = _spawn(argv, box, space, user, cwd=cwd, env=given, stdout=stdout, pass_fds=pass_fds)
             _live[proc.pid] = proc
         try:
             exited = _wait_exited(proc, timeout_s)
@@ -142,7 +144,7 @@ def _space(
 
 def _spawn(
     argv: list[str], box: Path | None, space: namespace.Space | None, user: PrUser | None, *,
-    stdout: IO[Any] | int, cwd: Path | None, env: Mapping[str, str] | None,
+    stdout: IO[Any] | int, cwd: Path | None, env: Mapping[str, str] | None, pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
     """`argv` in a session of its own, as `user`; with `box`, in that cgroup from its first
     instruction on: it waits at the gate (a line on its stdin) until the guard has moved it
@@ -152,7 +154,8 @@ def _spawn(
         kwargs |= _identity(user)
     elif user is not None:  # setpriv makes it the user in the space
         kwargs["umask"] = _identity(user)["umask"]
-    common = {"stdout": stdout, "stderr": subprocess.STDOUT, "start_new_session": True} | kwargs
+    common = {"stdout": stdout, "stderr": subprocess.STDOUT, "start_new_session": True,
+              "pass_fds": tuple(pass_fds)} | kwargs
     if box is None and space is None:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, **common)
     # what Popen would say of a program that is not there, before the gate (which would exit 127)
@@ -210,6 +213,7 @@ class Launch(NamedTuple):
     env: Mapping[str, str] | None = None
     user: PrUser | None = None
     reads: Sequence[Path] = ()
+    pass_fds: Sequence[int] = ()  # descriptors it inherits
 
 
 class Together(NamedTuple):
@@ -268,7 +272,7 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
                 given = None if env is None and not home else dict(os.environ if env is None else env) | home
                 with _spawning:
                     proc = _spawn(list(launch.cmd), boxes[-1], space, launch.user, cwd=launch.cwd, env=given,
-                                  stdout=launch.stdout)
+                                  stdout=launch.stdout, pass_fds=launch.pass_fds)
                     _live[proc.pid] = proc
                 procs.append(proc)
             deadline = time.monotonic() + timeout_s
