@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 # A pass's step times add up to less than the pass the guard saw: the host state read between
-# windows and the two marks' own latency are left out of them. Honest processes stay above
-# FLOOR of it (docs/measurements/clock-check.md: 0.93 and up over the suite's runs), or within
-# SLACK_S of it where a pass is short, its marks' latency then its greater part.
+# windows and the two marks' own latency are left out of them. Honest processes stay far above
+# FLOOR of it (docs/measurements/clock-check.md: 0.99 and up, on a GPU host and on CI's CPU),
+# and within SLACK_S of it where a pass is short, its marks' latency then its greater part.
 FLOOR = 0.5
 SLACK_S = 0.25
 CLOCK_ENV = "GUARD_CLOCK_FD"
