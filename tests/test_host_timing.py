@@ -202,6 +202,10 @@ def make(ramp):
 """
 
 
+# Alone: whether a window of the 0.35 s ramp looks faster than the last is the host's to spoil;
+# beside another worker's processes one preempted window made the ramp look settled (a fast-tier
+# run of c67b908 failed so, 1 in 3).
+@pytest.mark.alone
 @pytest.mark.parametrize(("ramp", "tok_per_s_min_s", "warmup_max_s", "warmup_s", "is_settled", "first_call"), [
     # while the steps speed up, each window is faster than the last: the warmup outlasts the
     # ramp, so every timed step (its token is the call's number) came after it
