@@ -540,24 +540,23 @@ def _batch_sizes(text: str) -> list[int]:
     return sizes
 
 
-def _days(text: str) -> float:
+def _number_from(text: str, low: float, high: float, what: str) -> float:
+    """`text` as a finite number from `low` to `high`, or the argparse error that says `what`."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and 0 <= value <= 36500):
-        raise argparse.ArgumentTypeError(f"expected a number of days from 0 to 36500, e.g. 7; got {text!r}")
+    if not (math.isfinite(value) and low <= value <= high):
+        raise argparse.ArgumentTypeError(f"expected {what}; got {text!r}")
     return value
+
+
+def _days(text: str) -> float:
+    return _number_from(text, 0, 36500, "a number of days from 0 to 36500, e.g. 7")
 
 
 def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 <= value <= 600):
-        raise argparse.ArgumentTypeError(f"expected seconds from 0 to 600, e.g. 0.2; got {text!r}")
-    return value
+    return _number_from(text, 0, 600, "seconds from 0 to 600, e.g. 0.2")
 
 
 def _percent(text: str) -> float:

@@ -108,7 +108,8 @@ def run_process(
         check_reachable(user, [p for p in (cwd, *reads, Path(tempfile.gettempdir())) if p is not None])
     _adopt_orphans(user)
     argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-    with _holding([user]), _fresh_home(user) as home, _space(argv, cwd, reads, home) as space, cgroup.leaf() as box:
+    with _holding([user]), _fresh_home(user) as home, _space([_Named(argv, cwd, reads, home)]) as space, \
+            cgroup.leaf() as box:
         clear_shared_temp(user)  # what a run before this one left (killed, it could not): nobody's to count
         given = None if env is None and not home else dict(os.environ if env is None else env) | home
         with _spawning:
@@ -125,20 +126,24 @@ def run_process(
     return proc.returncode if exited else None
 
 
-def _space(
-    argv: Sequence[str] | Sequence[Sequence[str]], cwd: Path | None | Sequence[Path | None],
-    reads: Sequence[Path] | Sequence[Sequence[Path]], home: Mapping[str, str] | Sequence[Mapping[str, str]],
-) -> AbstractContextManager[namespace.Space | None]:
-    """Namespaces of their own for one launch (its command, folder, reads and home) or for
-    several started together (a sequence of each), whose private /tmp keeps what they name
-    there, and what the guard has handed over now; none where the guard runs unboxed or cannot
-    make them."""
-    several = isinstance(home, Sequence)
-    launches = zip(argv, cwd, reads, home, strict=True) if several else [(argv, cwd, reads, home)]  # type: ignore[arg-type]
+class _Named(NamedTuple):
+    """What one launch names that its space's private /tmp must keep."""
+
+    argv: Sequence[str]
+    cwd: Path | None
+    reads: Sequence[Path]
+    home: Mapping[str, str]
+
+
+def _space(launches: Sequence[_Named]) -> AbstractContextManager[namespace.Space | None]:
+    """Namespaces of their own for launches started together, whose private /tmp keeps what
+    they name there (their program, folder, reads and home) and what the guard has handed
+    over now; none where the guard runs unboxed or cannot make them."""
     keep: list[Path | str | None] = [*handed_now()]
-    for command, folder, read, given in launches:
-        program = str(command[0])
-        keep += [program if os.path.isabs(program) else None, folder or Path.cwd(), *read, given.get("HOME")]
+    for launch in launches:
+        program = str(launch.argv[0])
+        keep += [program if os.path.isabs(program) else None, launch.cwd or Path.cwd(), *launch.reads,
+                 launch.home.get("HOME")]
     return namespace.space(keep)
 
 
@@ -264,8 +269,8 @@ def run_together(launches: Sequence[Launch], *, timeout_s: float) -> Together:
         try:
             given_homes = [homes.enter_context(_fresh_home(launch.user)) for launch in launches]
             # one space for all: ranks of one workload share their /dev/shm and IPC (NCCL's shared memory)
-            space = homes.enter_context(_space(*zip(*((launch.cmd, launch.cwd, launch.reads, home)
-                                                      for launch, home in zip(launches, given_homes, strict=True)))))
+            space = homes.enter_context(_space([_Named(launch.cmd, launch.cwd, launch.reads, home)
+                                                for launch, home in zip(launches, given_homes, strict=True)]))
             for launch, home in zip(launches, given_homes, strict=True):
                 boxes.append(homes.enter_context(cgroup.leaf()))
                 env = launch.env
