@@ -3,9 +3,15 @@
 mount namespaces per process), alternating, so that the box's cost on the figures is seen
 side by side on one machine in one call. Each `guard run` is kept in OUT/RUN/ (report.json,
 comment.md, stderr.txt; traces left out) and its figures appended to OUT/boxed_pairs.jsonl
-as it ends; a run already there is skipped (a second call continues).
+as it ends; a run already there is skipped (a second call continues). `--dtype` picks the
+engine's dtype (float32, the demo's, or bfloat16); runs are kept per dtype.
 
-    python3 tools/h200/boxed_pairs.py --out "$OUT/boxed" --work /tmp/boxed [--budget-s 540]
+`--start-cost N` then times N launches of a trivial process (`python3 -c pass`, as the build
+user, through the guard's own launcher) unboxed and boxed, alternating, to OUT/start_cost.json:
+what the box adds to each process's start.
+
+    python3 tools/h200/boxed_pairs.py --out "$OUT/boxed" --work /tmp/boxed [--budget-s 540] \
+        [--dtype bfloat16] [--start-cost 40]
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ entry = "bench/guard_workload.py:make"
 batch_sizes = [1, 2]
 steps = {steps}
 warmup_steps = 32
-options = {{ layers = {layers} }}
+options = {{ layers = {layers}, dtype = "{dtype}" }}
 
 [build]
 method = "venv"
@@ -50,6 +56,8 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=128)
     p.add_argument("--layers", type=int, default=30)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p.add_argument("--start-cost", type=int, default=0, metavar="N")
     args = p.parse_args()
     started = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -62,17 +70,17 @@ def main() -> int:
         _git(repo, "commit", "--quiet", "-am", "engine: a comment, nothing else")
         _git(repo, "checkout", "--quiet", "main")
     heads = {"aa": "aa", "regression": "piecewise-capture"}
-    done = {(r["pair"], r["isolation"]) for r in _lines(args.out / "boxed_pairs.jsonl")}
+    done = {(r["pair"], r["isolation"], r.get("dtype", "float32")) for r in _lines(args.out / "boxed_pairs.jsonl")}
     for pair, isolation in RUNS:
-        if (pair, isolation) in done:
+        if (pair, isolation, args.dtype) in done:
             continue
         if time.monotonic() - started > args.budget_s - 150:
             print(f"boxed_pairs: stopping before {pair}/{isolation}: the budget is spent; call again", flush=True)
             return 3
-        config = args.work / f"guard-{isolation}.toml"
-        config.write_text(CONFIG.format(steps=args.steps, layers=args.layers, isolation=isolation,
+        config = args.work / f"guard-{isolation}-{args.dtype}.toml"
+        config.write_text(CONFIG.format(steps=args.steps, layers=args.layers, isolation=isolation, dtype=args.dtype,
                                         repeats=args.repeats, few=str(args.repeats < 5).lower()))
-        name = f"{pair}-{isolation}"
+        name = f"{pair}-{isolation}-{args.dtype}"
         out = args.work / "runs" / name
         shutil.rmtree(out, ignore_errors=True)
         t = time.monotonic()
@@ -86,13 +94,46 @@ def main() -> int:
         for f in ("report.json", "comment.md"):
             if (out / f).exists():
                 shutil.copyfile(out / f, kept / f)
-        line = {"pair": pair, "isolation": isolation, "exit": proc.returncode, "wall_s": round(wall, 1)}
+        line = {"pair": pair, "isolation": isolation, "dtype": args.dtype, "exit": proc.returncode, "wall_s": round(wall, 1)}
         if (out / "report.json").exists():
             line |= _figures(json.loads((out / "report.json").read_text()))
         with (args.out / "boxed_pairs.jsonl").open("a") as f:
             f.write(json.dumps(line) + "\n")
         print(json.dumps(line), flush=True)
+    if args.start_cost:
+        costs = _start_cost(args.start_cost)
+        (args.out / "start_cost.json").write_text(json.dumps(costs, indent=1) + "\n")
+        print(json.dumps({k: v["median_ms"] for k, v in costs.items()}), flush=True)
     return 0
+
+
+def _start_cost(n: int) -> dict[str, dict[str, float]]:
+    """Wall ms of launching `python3 -c pass` as the build user through the guard's launcher,
+    unboxed and boxed, `n` times each, alternating (the same host state for both)."""
+    import statistics
+
+    from guard.sandbox import _cgroup, _namespace
+    from guard.sandbox._isolation import host_isolation
+    from guard.sandbox._process import run_process
+    from guard.sandbox._user import pr_user
+
+    user = pr_user("guard-pr")
+    times: dict[str, list[float]] = {"none": [], "kernel": []}
+    for _ in range(n):
+        for isolation in ("none", "kernel"):
+            got, why = host_isolation(isolation, container=False)  # type: ignore[arg-type]
+            if isolation == "kernel" and not got.boxed():
+                raise SystemExit(f"boxed_pairs: this host gives no box: {why}")
+            t = time.perf_counter()
+            code = run_process([sys.executable, "-c", "pass"], stdout=subprocess.DEVNULL, timeout_s=60,
+                               cwd=Path("/"), user=user)
+            times[isolation].append((time.perf_counter() - t) * 1000)
+            if code != 0:
+                raise SystemExit(f"boxed_pairs: the trivial process exited {code} ({isolation})")
+    _cgroup.enabled = _namespace.enabled = True
+    return {k: {"n": len(v), "median_ms": round(statistics.median(v), 2), "min_ms": round(min(v), 2),
+                "max_ms": round(max(v), 2), "all_ms": [round(x, 2) for x in v]}
+            for k, v in times.items()}
 
 
 def _figures(report: dict) -> dict:
