@@ -1,14 +1,16 @@
 """How honest harness processes' step times fit the passes the guard sees on its own clock
-(guard/measure/_clock.py): for each process, the seconds its end-to-end passes' steps add up to
-over the seconds the guard saw them take, per batch size. The rule refuses a process below
-FLOOR of it (beyond SLACK_S); this says how far above that honest processes stay.
+(guard/measure/_clock.py): for each process and kind of timed pass (end-to-end, GPU-timed, the
+mix's two), the seconds its steps add up to (with the holds it states, for a GPU-timed pass)
+over the seconds the guard saw the passes take, per batch size. The rule refuses a process
+below FLOOR of it (beyond SLACK_S); this says how far above that honest processes stay.
 
 Usage: python3 benchmarks/clock_fit.py [--processes N] [--engine] [--steps S]
 
 Real harness processes through the guard's own runner (run_interleaved), two arms of the same
 workload: a pure-Python one whose step busy-waits 2 ms, or with --engine the demo's reference
-engine (2 layers; on a GPU its default size, CUDA graphs). Prints every ratio, then the
-smallest and the median, and the rule's FLOOR and SLACK_S. Figures in
+engine (2 layers; on a GPU its default size, CUDA graphs) with a batch-size mix of 1 and 2.
+Prints every ratio, then per kind of pass the smallest, the median and the largest, and the
+rule's FLOOR and SLACK_S. Figures in
 docs/measurements/clock-check.md.
 """
 
@@ -25,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from guard.measure import ArmTarget, HarnessSpec, run_interleaved  # noqa: E402
-from guard.measure._clock import FLOOR, SLACK_S  # noqa: E402
+from guard.measure._clock import FLOOR, SLACK_S, claims  # noqa: E402
 
 BUSY = textwrap.dedent(
     """
@@ -74,29 +76,33 @@ def main() -> int:
         env = {"PYTHONPATH": str(worktree)} if args.engine else {}  # the engine's package, not built here
         targets = [ArmTarget(name=name, python=Path(sys.executable), worktree=worktree, env=env) for name in ("a", "b")]
         spec = HarnessSpec(entry=entry, options=options, batch_sizes=[1, 2], steps=args.steps, warmup_steps=8,
-                           profile_steps=0)
+                           profile_steps=0, batch_mix={1: 0.5, 2: 0.5} if args.engine else None)
         results = run_interleaved(targets, spec, args.processes, folder / "runs", timeout_s=600,
                                   progress=lambda line: print(line, file=sys.stderr))
-    ratios = []
+    ratios: dict[str, list[float]] = {}
     for arm in results.values():
         if arm.error:
             print(f"{arm.arm}: {arm.error}")
             continue
         for repeat in arm.repeats:
-            seen = repeat.seen_pass_s or []
-            at = 0
-            for run in repeat.runs:
-                window = sum(seen[at:at + run.timed_passes])
-                at += run.timed_passes
-                claimed = run.timed_s if run.timed_s is not None else run.wall_s
-                ratios.append(claimed / window)
-                print(f"{arm.arm} {repeat.repeat} bs {run.batch_size}: {run.timed_passes} pass(es), claimed "
-                      f"{claimed:.4f} s, seen {window:.4f} s, ratio {claimed / window:.4f}")
+            seen = repeat.seen_passes or []
+            for kind in ("end_to_end", "gpu_timed", "mix", "mix_gpu_timed"):
+                theirs = [p.s for p in seen if p.kind == kind]
+                at = 0
+                for claim in (c for c in claims(repeat) if c.kind == kind):
+                    window = sum(theirs[at:at + claim.passes])
+                    at += claim.passes
+                    ratios.setdefault(kind, []).append(claim.filled_s / window)
+                    where = f"bs {claim.batch_size}" if claim.batch_size is not None else "mix"
+                    print(f"{arm.arm} {repeat.repeat} {kind} {where}: {claim.passes} pass(es), claimed "
+                          f"{claim.claimed_s:.4f} s, with holds {claim.filled_s:.4f} s, seen {window:.4f} s, "
+                          f"ratio {claim.filled_s / window:.4f}")
     if not ratios:
         return 1
-    print(f"processes {len(ratios) // 2}, ratios {len(ratios)}: smallest {min(ratios):.4f}, median "
-          f"{statistics.median(ratios):.4f}, largest {max(ratios):.4f}; the rule refuses under {FLOOR} "
-          f"(beyond {SLACK_S} s)")
+    for kind, found in ratios.items():
+        print(f"{kind}: {len(found)} ratios: smallest {min(found):.4f}, median {statistics.median(found):.4f}, "
+              f"largest {max(found):.4f}")
+    print(f"the rule refuses under {FLOOR} (beyond {SLACK_S} s), and a claim over what the guard saw")
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -233,7 +234,7 @@ def test_an_interpreter_the_build_user_cannot_reach_is_named(tmp_path: Path) -> 
     with pytest.raises(LaunchError) as caught:
         check_interpreter(user, _hidden_python(tmp_path))
     assert caught.value.message.startswith(
-        f"the user 'guard-pr' that runs the pull request's code (build.user) cannot run the interpreter the arms "
+        f"the user '{user.name}' that runs the pull request's code (build.user) cannot run the interpreter the arms "
         f"run on, {tmp_path / 'runner-home' / 'private' / 'python'} (build.python, or the guard's own): "
         "Permission denied; install it where every user may read it")
     # one it can run, whose packages it cannot read
@@ -266,11 +267,13 @@ def test_guard_run_refuses_an_interpreter_out_of_the_build_user_s_reach_before_b
     )
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert lines[-1] == (
-        f"guard: error: the user 'guard-pr' that runs the pull request's code (build.user) cannot run the "
-        f"interpreter the arms run on, {hidden} (build.python, or the guard's own): Permission denied; install it "
-        "where every user may read it (a system python3, or one under a folder that others may search and read: "
-        "chmod o+rx every folder above it), or set build.python to one that is"), proc.stderr
+    # the run's own build identity: guard-pr, or guard-pr-N where other runs on the host hold the first ones
+    assert re.fullmatch(
+        r"guard: error: the user 'guard-pr(-\d+)?' that runs the pull request's code \(build\.user\) cannot run the "
+        + re.escape(f"interpreter the arms run on, {hidden} (build.python, or the guard's own): Permission denied; "
+                    "install it where every user may read it (a system python3, or one under a folder that others "
+                    "may search and read: chmod o+rx every folder above it), or set build.python to one that is"),
+        lines[-1]), proc.stderr
     assert "Traceback" not in proc.stderr
     assert not cache.exists() or not any(cache.iterdir())  # nothing was built
     assert pwd.getpwnam("guard-pr").pw_uid != 0

@@ -403,7 +403,7 @@ def test_a_folder_out_of_the_second_users_reach_is_named(tmp_path: Path) -> None
     with (tmp_path / "log").open("w") as log, pytest.raises(GuardError) as caught:
         run_process(["true"], stdout=log, timeout_s=30, cwd=hidden, env=os.environ, user=user)
     assert caught.value.message.startswith(
-        f"the user 'guard-pr' that runs the pull request's code (build.user) cannot read {hidden}; "
+        f"the user '{user.name}' that runs the pull request's code (build.user) cannot read {hidden}; "
     )
 
 

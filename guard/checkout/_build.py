@@ -395,8 +395,8 @@ def _config_key(build: BuildConfig, python: Path) -> str:
     settings: dict[str, object] = {"layout": LAYOUT_VERSION, "method": build.method}
     if build.method == "docker":  # the image holds its own interpreter; limits are the run's, not the build's
         settings |= build.docker.model_dump(include={"dockerfile", "build_args", "build_network"})
-    else:
-        settings |= {"install": build.install, "python": str(python)}
+    else:  # and the box its install ran in: a build made unboxed is never one a boxed run reuses
+        settings |= {"install": build.install, "python": str(python), "isolation": build.isolation}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
 
 

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from guard.measure import ClockMisfit
+
 ReasonKind = Literal[
     "arm_no_results",  # the arm finished no repeat: `error` says why
     "arm_failed",  # the arm failed after `repeats_done` repeats
@@ -15,6 +17,7 @@ ReasonKind = Literal[
     "not_deterministic",  # one arm's repeats generated other tokens (free-running)
     "too_few_repeats",  # fewer than 2 repeats: no change can be estimated
     "ranks_disagree",  # a rank (`rank`) of one arm generated other tokens than its rank 0
+    "clock_refused",  # a process's timings did not fit the passes the guard saw on its own clock (`clock`)
 ]
 
 
@@ -38,3 +41,4 @@ class Reason(BaseModel):
     rank: int | None = None  # ranks_disagree: the first rank whose outputs differ from rank 0's
     field: str | None = None  # fingerprint field, as the fingerprint names it
     seen: list[SeenValue] = []
+    clock: ClockMisfit | None = None  # clock_refused: what the process claimed and what the guard saw

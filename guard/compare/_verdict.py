@@ -54,7 +54,8 @@ def compare(
     size (at `mix_look`), and alpha is split over it too. `spreads`: the calibration's, which a
     metric's bounds borrow where the run's own spread agrees with them (`_borrow.py`)."""
     reasons = [
-        Reason(kind="arm_failed", arm=name, repeats_done=len(m.repeats), error=m.error) if m.repeats
+        Reason(kind="clock_refused", arm=name, repeats_done=len(m.repeats), clock=m.clock_misfit) if m.clock_misfit
+        else Reason(kind="arm_failed", arm=name, repeats_done=len(m.repeats), error=m.error) if m.repeats
         else Reason(kind="arm_no_results", arm=name, error=m.error)
         for name, m in measurements.items() if m.error
     ]

@@ -256,9 +256,10 @@ def warm_up(
     return {"warmup_s": elapsed, "warmup_settled": is_settled}
 
 
-# The guard's clock (GUARD_CLOCK_FD, a pipe): a byte as each end-to-end pass starts (s) and
-# ends (e), written as it happens; the guard, which runs none of the arm's code, timestamps
-# them with its own clock and holds the pass's step times to them (guard/measure/_clock.py).
+# The guard's clock (GUARD_CLOCK_FD, a pipe): a byte as each timed pass starts and ends, written
+# as it happens (end-to-end s/e, GPU-timed g/h, the mix's m/n and p/q); the guard, which runs
+# none of the arm's code, timestamps them with its own clock and holds the pass's step times to
+# them (guard/measure/_clock.py, MARKS).
 _clock_fd: list[int | None] = []
 
 
@@ -442,6 +443,7 @@ def _gpu_timed_pass(
     unheld = 0
     torch.cuda.synchronize()
     peers.barrier()
+    mark_pass(b"g")
     for i in range(steps):
         if hold_cycles:
             torch.cuda._sleep(hold_cycles)
@@ -456,6 +458,7 @@ def _gpu_timed_pass(
         tokens.append(token_ids(out, batch_size))
         done_ns.append(time.monotonic_ns())
     torch.cuda.synchronize()
+    mark_pass(b"h")
     return {
         "step_ms": [s.elapsed_time(e) for s, e in zip(starts, ends)],
         "host_ms": host_ms,
@@ -729,7 +732,9 @@ def run_mix(
     gc.disable()
     try:
         peers.barrier()
+        mark_pass(b"m")
         first = _mix_steps(workload, torch, feed, warmup_steps, steps, tokens)
+        mark_pass(b"n")
         run: dict[str, Any] = {"timer": "perf_counter", "step_ms": [s * 1e3 for s in first["step_s"]],
                                "step_info": first["step_info"]}
         done_ns = first["done_ns"]
@@ -739,9 +744,12 @@ def run_mix(
             if peers.world_size > 1:
                 torch.cuda.synchronize()
                 peers.barrier()
+            mark_pass(b"p")
             held = _mix_steps(workload, torch, feed, warmup_steps + steps, steps, tokens,
                               int(hold_us * rate) if rate else 0)
-            run |= {"timer": "cuda_event", "step_ms": held["gpu_ms"], "step_info": held["step_info"]}
+            mark_pass(b"q")
+            run |= {"timer": "cuda_event", "step_ms": held["gpu_ms"], "step_info": held["step_info"],
+                    "hold_us": hold_us if rate else 0.0}
             done_ns = held["done_ns"]
     finally:
         if collecting:

@@ -9,8 +9,9 @@ from guard.measure._mix import (
 from guard.measure._compiled import DynamoRecord, GraphBreak
 from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
-    REFERENCE_FORMAT, ArmMeasurement, BatchRun, CacheOutcomes, CompileStats, HostUsage, MarginFloor, MarginMismatch,
-    MixRun, RankRun, ReferenceTokens, RepeatResult, SourceLabel, StepInfo, TokenMismatch, TopLogits, WindowHost,
+    REFERENCE_FORMAT, ArmMeasurement, BatchRun, CacheOutcomes, ClockMisfit, CompileStats, HostUsage, MarginFloor,
+    MarginMismatch, MixRun, RankRun, ReferenceTokens, RepeatResult, SourceLabel, StepInfo, TokenMismatch, TopLogits,
+    WindowHost,
 )
 from guard.measure._margins import MARGIN_FLOOR_ULPS, margin_ulps, ulp
 from guard.measure._ranks import RanksDiffer, merge_ranks, rank_mix_trace_paths, rank_trace_paths, slowest_rank_times
@@ -56,6 +57,7 @@ __all__ = [
     "SLOW_SIGMAS",
     "SPREAD_LIMIT_CONFIDENCE",
     "ArmMeasurement",
+    "ClockMisfit",
     "ArmTarget",
     "REFERENCE_FORMAT",
     "ReferenceTokens",

@@ -179,6 +179,7 @@ class MixRun(BaseModel):
     setup_s: float
     tok_per_s: float
     step_ms: list[float]  # the timed steps: the end-to-end pass on a CPU, the GPU-timed pass on a GPU
+    hold_us: float = 0.0  # the GPU spin each step of the GPU-timed pass waited behind, 0 without one
     step_info: list[StepInfo] | None = None  # one per timed step; None: the workload has no step_info()
     tokens: list[list[int]]  # the lead step (every row), then one row per schedule step, as wide as its batch
     workload: dict[str, Any] = {}
@@ -217,6 +218,37 @@ class CompileStats(BaseModel):
     aot_autograd: CacheOutcomes = CacheOutcomes()
 
 
+# The timed passes a harness process marks on the guard's pipe (guard/measure/_clock.py).
+PassKind = Literal["end_to_end", "gpu_timed", "mix", "mix_gpu_timed"]
+
+
+class SeenPass(BaseModel):
+    """One timed pass as the guard saw it on its own clock: its kind and its seconds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: PassKind
+    s: float
+
+
+class ClockMisfit(BaseModel):
+    """Why a process's timings were refused: they do not fit the passes the guard saw.
+    `unpaired`: its marks did not pair up; `pass_count`: it claims another number of passes of
+    `kind` than the guard saw; `over`: its step times of one pass group add up to more than the
+    guard saw it take; `under`: to under FLOOR of it (its clock is not the guard's)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    why: Literal["unpaired", "pass_count", "over", "under"]
+    repeat: int | None = None  # the process (set by the runner)
+    kind: PassKind | None = None
+    batch_size: int | None = None  # None: the mix's passes, or why "unpaired"
+    claimed_s: float | None = None
+    seen_s: float | None = None
+    claimed_passes: int | None = None
+    seen_passes: int | None = None
+
+
 class RepeatResult(BaseModel):
     """One fresh process of one arm."""
 
@@ -235,11 +267,11 @@ class RepeatResult(BaseModel):
     dynamo: DynamoRecord | None = Field(default=None, exclude_if=lambda value: value is None)
     # what torch.compile cost it and what the arm's compile cache gave (rank 0's); None: nothing compiled
     compile: CompileStats | None = Field(default=None, exclude_if=lambda value: value is None)
-    # the guard's own clock over its end-to-end passes (guard/measure/_clock.py), put there by the
-    # guard over whatever the process wrote: whether it watched, and each pass's seconds as it saw
-    # them (None: the marks did not pair up, or it did not watch: a container)
+    # the guard's own clock over its timed passes (guard/measure/_clock.py), put there by the guard
+    # over whatever the process wrote: whether it watched, and each pass as it saw it (None: the
+    # marks did not pair up, or it did not watch: a container)
     clock_watched: bool = False
-    seen_pass_s: list[float] | None = None
+    seen_passes: list[SeenPass] | None = None
 
     def run_for(self, batch_size: int) -> BatchRun:
         for run in self.runs:
@@ -255,6 +287,7 @@ class ArmMeasurement(BaseModel):
     repeats: list[RepeatResult] = []
     error: str | None = None
     log_tail: str = ""
+    clock_misfit: ClockMisfit | None = None  # the failure was the guard's clock refusing a process
 
 
 REFERENCE_FORMAT = "regression-guard reference tokens"  # harness/run.py checks the same string

@@ -20,7 +20,7 @@ from guard.measure import _clock as clock
 from guard.measure._compile_cache import compile_cache_environment
 from guard.measure._disagreements import UNCOUNTED, with_disagreements
 from guard.measure._in_container import container_environment, run_in_container
-from guard.measure._models import ArmMeasurement, ReferenceTokens, RepeatResult
+from guard.measure._models import ArmMeasurement, ClockMisfit, ReferenceTokens, RepeatResult
 from guard.measure._ranks import RanksDiffer, merge_ranks
 from guard.measure._schedule import interleave
 from guard.sandbox import (
@@ -125,6 +125,7 @@ def run_interleaved(
         except RunFailed as failed:
             measurement.error = failed.message
             measurement.log_tail = failed.log_tail
+            measurement.clock_misfit = failed.misfit
             progress(f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{last} FAILED: {failed.message}")
             continue
         result = result.model_copy(update={"process_s": time.perf_counter() - started})
@@ -162,10 +163,11 @@ def _compile_cost(result: RepeatResult) -> str:
 
 
 class RunFailed(Exception):
-    def __init__(self, message: str, log_tail: str) -> None:
+    def __init__(self, message: str, log_tail: str, misfit: ClockMisfit | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.log_tail = log_tail
+        self.misfit = misfit  # the guard's clock refused the process: the facts, for the report
 
 
 def _run_one(
@@ -187,7 +189,7 @@ def _run_one(
             raise RunFailed(f"harness result {run_dir / name}.json is malformed: {exc}",
                             _tail(run_dir / f"{name}.log")) from None
         _check_traces(result, run_dir / "traces", run_dir / name)
-        _check_clock(result, run_dir / name)
+        _check_clock(result, run_dir / name, repeat)
         results.append(result)
     try:
         result = merge_ranks(results)
@@ -366,7 +368,9 @@ def run_harness(
 def _seen(watch: clock.Watch | None) -> dict[str, Any]:
     """What the guard saw of a process's passes on its own clock, put over whatever the
     process's result said of it: None where the guard did not watch (in a container)."""
-    return {"clock_watched": watch is not None, "seen_pass_s": watch.passes_s() if watch is not None else None}
+    passes = watch.passes() if watch is not None else None
+    return {"clock_watched": watch is not None,
+            "seen_passes": [p.model_dump() for p in passes] if passes is not None else None}
 
 
 def _process_environment(target: ArmTarget) -> dict[str, str]:
@@ -423,14 +427,14 @@ def _check_traces(result: RepeatResult, trace_dir: Path, stem: Path) -> None:
                             f"process wrote in {trace_dir}", "")
 
 
-def _check_clock(result: RepeatResult, stem: Path) -> None:
+def _check_clock(result: RepeatResult, stem: Path, repeat: int) -> None:
     """A process's step times must fit the passes the guard saw on its own clock."""
     if not result.clock_watched:
         return
-    claims = [(run.timed_s if run.timed_s is not None else run.wall_s, run.timed_passes) for run in result.runs]
-    why = clock.misfit(claims, result.seen_pass_s)
-    if why is not None:
-        raise RunFailed(f"harness result {stem}.json is refused: {why}", "")
+    misfit = clock.misfit(clock.claims(result), result.seen_passes)
+    if misfit is not None:  # the report words it from the facts (guard/report/_reason_text.py)
+        raise RunFailed(f"harness result {stem}.json is refused: its timings do not fit the guard's clock "
+                        f"({misfit.why})", "", misfit.model_copy(update={"repeat": repeat}))
 
 
 def check_cpus(cpus: list[int]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from guard._markdown import text
 from guard.compare import IDENTITY_FIELDS, Reason
+from guard.measure import ClockMisfit
 from guard.report import _words as words
 
 _FIELD = dict(IDENTITY_FIELDS)
@@ -46,6 +47,8 @@ def reason_sentence(reason: Reason) -> str:
     if reason.kind == "not_deterministic":
         return (f"{at}the {arm} arm is not deterministic: repeat {reason.repeat} generated other tokens than "
                 f"repeat {reason.first_repeat}{where}")
+    if reason.kind == "clock_refused" and reason.clock is not None:
+        return _clock_sentence(arm, reason.clock)
     if reason.kind == "ranks_disagree":
         return (f"{at}rank {reason.rank} of the {arm} arm generated other tokens than its rank 0{where}: every rank "
                 "must return the whole batch's ids, the same on each (a tensor-parallel engine does)")
@@ -55,3 +58,27 @@ def reason_sentence(reason: Reason) -> str:
 
 def _repeats(numbers: list[int]) -> str:
     return f"repeat {numbers[0]}" if len(numbers) == 1 else "repeats " + ", ".join(map(str, numbers))
+
+
+_PASS_NAMES = {"end_to_end": "end-to-end pass", "gpu_timed": "GPU-timed pass", "mix": "batch-size mix pass",
+               "mix_gpu_timed": "GPU-timed mix pass"}
+
+
+def _clock_sentence(arm: str, misfit: ClockMisfit) -> str:
+    """A process refused by the guard's clock (guard/measure/_clock.py), from the facts."""
+    process = f"process {misfit.repeat + 1} of the {arm} arm" if misfit.repeat is not None else f"a {arm} process"
+    name = _PASS_NAMES.get(misfit.kind or "", "timed pass")
+    passes = words.plural(misfit.claimed_passes or 0, name, name + "es")
+    where = (f"{_PASS_NAMES.get(misfit.kind or '', 'timed pass')}" + (f" at {words.size(misfit.batch_size)}"
+             if misfit.batch_size is not None else ""))
+    if misfit.why == "unpaired":
+        told = "its marks of its timed passes on the guard's pipe did not pair up"
+    elif misfit.why == "pass_count":
+        told = f"its result claims {passes} and the guard saw {misfit.seen_passes}"
+    elif misfit.why == "over":
+        told = (f"its step times in the {where} add up to {misfit.claimed_s:.3f} s, more than the "
+                f"{misfit.seen_s:.3f} s the guard saw the pass take")
+    else:
+        told = (f"its step times in the {where} add up to {misfit.claimed_s:.3f} s, where the guard saw the pass take "
+                f"{misfit.seen_s:.3f} s: its clock is not the guard's (the workload may have replaced a timer)")
+    return f"{process} was refused and the arm stopped: {told}. Its figures are not used"

@@ -216,4 +216,5 @@ REASON_SHORT: dict[ReasonKind, str] = {
     "not_deterministic": "the workload is not deterministic on the {arm} arm ({size})",
     "too_few_repeats": "the {arm} arm finished fewer than 2 repeats",
     "ranks_disagree": "the {arm} arm's ranks generated other tokens (batch size {batch_size})",
+    "clock_refused": "the {arm} arm's timings did not fit the guard's clock",
 }

@@ -1,5 +1,5 @@
-"""The unprivileged user that pull-request code runs as when the guard runs as root, and
-which folders it may write.
+"""The unprivileged user that pull-request code runs as when the guard runs as root (a build
+identity of its own per guard run on the host: pr_user), and which folders it may write.
 
 Root's processes' environments are unreadable to it, and it can write only what the guard
 hands it: an arm's worktree and venv while that arm builds, one empty result file per
@@ -9,6 +9,7 @@ wrote is sealed (made root's and read-only) as soon as the process that wrote it
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import pwd
@@ -16,8 +17,9 @@ import re
 import shutil
 import stat
 import subprocess
+import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,17 +38,72 @@ class PrUser:
 
 
 def pr_user(name: str) -> PrUser | None:
-    """The user pull-request code runs as: `name` (created if missing) when the guard runs
-    as root; None, the guard's own user, otherwise or when `name` is empty."""
+    """The user this run's pull-request code runs as when the guard runs as root: its own
+    build identity of `name` (build.user), created if missing; None, the guard's own user,
+    otherwise or when `name` is empty.
+
+    Each guard run on a host has an identity no other running guard has, so that what one
+    job's code may write (its arm's tree and venv while it builds, its result files) no other
+    job's code can: the first of `name`, `name-1`, `name-2`, ... whose lock file in a folder
+    only root writes this process can lock exclusively. The lock is held until the process
+    exits (the kernel drops it however it ends), so the next run on the host may take it."""
     if os.geteuid() != 0 or not name:
         return None
-    return _ensure_user(name)
+    if not _NAME.match(name):
+        raise ConfigError(f"build.user '{name}' is not a user name; use lower-case letters, digits, _ and -")
+    with _claiming:
+        if name not in _claimed:
+            _claimed[name] = _claim(name)
+        return _claimed[name]
+
+
+def identity_name(name: str, slot: int) -> str:
+    """The name of build identity `slot` of build.user `name`: `name` itself, then `name-1`, ..."""
+    if slot == 0:
+        return name
+    suffix = f"-{slot}"
+    return name[: 32 - len(suffix)] + suffix
+
+
+_IDENTITIES = Path("/run/regression-guard/identities")  # lock files, one per identity in use
+IDENTITY_SLOTS = 32  # concurrent guard runs on one host
+_claimed: dict[str, PrUser] = {}
+_held_locks: list[int] = []  # the locks this process holds, open until it exits
+_claiming = threading.Lock()
+
+
+def _claim(name: str) -> PrUser:
+    folder = _root_folder(_IDENTITIES)
+    for slot in range(IDENTITY_SLOTS):
+        candidate = identity_name(name, slot)
+        fd = os.open(folder / f"{candidate}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _held_locks.append(fd)
+        return _ensure_user(candidate)
+    raise GuardError(
+        f"{IDENTITY_SLOTS} guard runs on this host already hold the build identities of '{name}' (build.user); "
+        "let one finish, or run fewer at once"
+    )
+
+
+def _root_folder(folder: Path) -> Path:
+    """`folder` and its parent, made if missing: root's own, which no other user may write."""
+    for path in (folder.parent, folder):
+        with suppress(FileExistsError):
+            path.mkdir(mode=0o755)
+            os.chmod(path, 0o755)  # whatever the umask
+        found = path.lstat()
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != 0 or found.st_mode & 0o022:
+            raise GuardError(f"{path} is not a folder of root's that only root may write; remove it and run again")
+    return folder
 
 
 @functools.cache
 def _ensure_user(name: str) -> PrUser:
-    if not _NAME.match(name):
-        raise ConfigError(f"build.user '{name}' is not a user name; use lower-case letters, digits, _ and -")
     try:
         entry = pwd.getpwnam(name)
     except KeyError:

@@ -94,7 +94,8 @@ def main() -> int:
         for f in ("report.json", "comment.md"):
             if (out / f).exists():
                 shutil.copyfile(out / f, kept / f)
-        line = {"pair": pair, "isolation": isolation, "dtype": args.dtype, "exit": proc.returncode, "wall_s": round(wall, 1)}
+        line = {"pair": pair, "isolation": isolation, "dtype": args.dtype, "exit": proc.returncode,
+                "wall_s": round(wall, 1)}
         if (out / "report.json").exists():
             line |= _figures(json.loads((out / "report.json").read_text()))
         with (args.out / "boxed_pairs.jsonl").open("a") as f:
