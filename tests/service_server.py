@@ -19,6 +19,7 @@ import httpx
 from githubkit.webhooks import sign
 
 SECRET = "webhook-secret-for-tests"
+READ_TOKEN = "read-token-for-the-tests-0123456789"  # what the dashboard's and the API's readers send
 START_TIMEOUT_S = 60.0
 
 
@@ -63,7 +64,7 @@ class Service(ServiceProcess):
         self.work_dir.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "guard", "serve", "--work-dir", str(self.work_dir), "--port", str(self.port),
                    *(["--db", self.db] if self.db else []), *self.args]
-        env = dict(os.environ, GUARD_WEBHOOK_SECRET=SECRET) | self.env
+        env = dict(os.environ, GUARD_WEBHOOK_SECRET=SECRET, GUARD_READ_TOKEN=READ_TOKEN) | self.env
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                             stdin=subprocess.DEVNULL)
@@ -82,8 +83,13 @@ class Service(ServiceProcess):
     def __enter__(self) -> Service:
         return self.start()
 
+    def get(self, path: str, **kwargs: Any) -> httpx.Response:
+        """GET `path` as a reader of the service: with its read token."""
+        headers = {"authorization": f"Bearer {READ_TOKEN}"} | kwargs.pop("headers", {})
+        return httpx.get(self.url + path, headers=headers, **({"timeout": 30} | kwargs))
+
     def jobs(self, **params: Any) -> list[dict[str, Any]]:
-        return httpx.get(self.url + "/api/v1/jobs", params={"limit": 1000} | params, timeout=30).json()["jobs"]
+        return self.get("/api/v1/jobs", params={"limit": 1000} | params).json()["jobs"]
 
     def wait_jobs(self, count: int, states: tuple[str, ...] = ("done", "failed"), timeout_s: float = 90.0
                   ) -> list[dict[str, Any]]:

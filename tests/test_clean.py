@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import fcntl
 import os
 import subprocess
@@ -115,10 +116,11 @@ def test_unused_for_removes_only_the_builds_no_run_has_used_for_that_long(
 
 
 def test_the_service_removes_after_each_job_the_builds_unused_for_its_days(
-    built: tuple[Repo, Path, list[Path]], capsys: pytest.CaptureFixture[str]
+    built: tuple[Repo, Path, list[Path]], caplog: pytest.LogCaptureFixture
 ) -> None:
     from guard.service._job import _clean_unused_builds
 
+    caplog.set_level(logging.INFO, logger="guard.service")
     repo, cache, trees = built
     _clean_unused_builds(repo.path, None)  # --cache-unused-days below 0: every build kept
     assert all(t.is_dir() for t in trees)
@@ -126,7 +128,7 @@ def test_the_service_removes_after_each_job_the_builds_unused_for_its_days(
     os.utime(trees[1].parent / LOCK_NAME, (old, old))  # a merged pull request's head, say
     _clean_unused_builds(repo.path, 14.0)
     assert trees[0].is_dir() and not trees[1].exists() and worktrees(repo.path) == [str(trees[0])]
-    assert f"removed 1 build(s) of {repo.path} unused for 14 days" in capsys.readouterr().out
+    assert f"removed 1 build(s) of {repo.path} unused for 14 days" in caplog.text
 
 
 def test_a_folder_without_the_mark_is_refused_and_kept(tmp_path: Path) -> None:

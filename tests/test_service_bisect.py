@@ -110,10 +110,10 @@ def _scenario(tmp_path: Path, sessions: sessionmaker) -> tuple[Path, list[str], 
 
 def _steps_found(service: Service, shas: list[str], job_id: int) -> list[dict]:
     """The bisect the change points link to, checked: found commit 7 after runs of 9, 7 and 6."""
-    history = httpx.get(service.url + "/api/v1/history", params={"repo": REPO}).json()
+    history = service.get("/api/v1/history", params={"repo": REPO}).json()
     links = {c["bisect"] for c in history["change_points"]}
     assert len(links) == 1 and None not in links
-    found = httpx.get(service.url + links.pop()).json()
+    found = service.get(links.pop()).json()
     assert (found["state"], found["first_bad_sha"], found["job"]) == ("found", shas[CULPRIT - 1], job_id)
     assert found["commits"] == shas[5:9]
     # bad first, then halves: commit 9 (slow), 7 (slow), 6 (not): the first slow one is 7
@@ -168,7 +168,7 @@ def test_a_change_point_over_four_commits_is_bisected_once_and_its_culprit_alert
                 assert asked.read_text() == "bisect 1,2", number
 
             _alerted(host, shas, steps)
-            page = httpx.get(service.url + f"/repos/{REPO}").text
+            page = service.get(f"/repos/{REPO}").text
             assert page.count('class="bisect-step"') == 2 * 3  # the bisect under each series it covers
             # commits link to the server of the App's API: the stand-in's
             assert f'first slower commit <a href="{host.api.url}/{REPO}/commit/{culprit}">' in page

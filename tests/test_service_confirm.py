@@ -70,7 +70,7 @@ def test_a_new_change_point_is_confirmed_once_and_alerted_once(tmp_path: Path) -
             env = service.work_dir / "jobs" / str(confirm["id"]) / "attempt-1" / "job-env.txt"
             assert env.read_text() == "confirm 1,2"  # the candidates' batch sizes only
 
-            history = httpx.get(service.url + "/api/v1/history", params={"repo": REPO}).json()
+            history = service.get("/api/v1/history", params={"repo": REPO}).json()
             steps = history["change_points"]
             assert sorted(c["batch_size"] for c in steps) == [1, 2]
             for step in steps:

@@ -63,7 +63,7 @@ def test_a_pull_request_is_measured_stored_and_posted_as_the_app(tmp_path: Path)
         assert (check["head_sha"], check["conclusion"]) == (head, "failure")
         assert check["external_id"] == f"guard-job-{job['id']}"
         assert check["output"]["summary"].startswith("<!-- regression-guard:comment")
-        run = httpx.get(f"{service.url}/api/v1/runs/{job['run']}").json()
+        run = service.get(f"/api/v1/runs/{job['run']}").json()
         assert (run["verdict"], run["base_sha"], run["head_sha"], run["pr"]) == ("regression", base, head, 5)
         report = json.loads((Path(__file__).parent.parent / "docs/examples/cpu-demo/report.json").read_text())
         processes = sum(len(a["gpu_ms_per_step"]["values"]) for b in report["batch_sizes"] for a in b["arms"])
@@ -98,7 +98,7 @@ def test_a_pull_request_is_measured_stored_and_posted_as_the_app(tmp_path: Path)
                                        "repository": {"full_name": REPO, "clone_url": str(repo),
                                                       "default_branch": "main"}})
         service.wait_jobs(4)
-        history = httpx.get(service.url + "/api/v1/history", params={"repo": REPO}).json()
+        history = service.get("/api/v1/history", params={"repo": REPO}).json()
         assert sorted((p["batch_size"], p["sha"]) for p in history["points"]) == [(1, head), (2, head)]
         # the head is the origin's second commit on main's first-parent line
         assert {(p["order"], p["subject"], p["gpu_timed"]) for p in history["points"]} == {(2, "head", False)}
@@ -106,12 +106,30 @@ def test_a_pull_request_is_measured_stored_and_posted_as_the_app(tmp_path: Path)
         assert len(host.api.check_runs(REPO)) == 3
 
         # the dashboard's pages, from what the service stored
-        page = httpx.get(f"{service.url}/repos/{REPO}")
+        page = service.get(f"/repos/{REPO}")
         assert page.status_code == 200 and "<svg" in page.text and head[:8] in page.text
         assert 'href="/repos/octo/engine/pulls/5"' in page.text
-        pull = httpx.get(f"{service.url}/repos/{REPO}/pulls/5")
+        pull = service.get(f"/repos/{REPO}/pulls/5")
         assert pull.status_code == 200 and head[:8] in pull.text and f"/api/v1/runs/{job['run']}" in pull.text
-        assert httpx.get(f"{service.url}/repos/..%2F/x").status_code == 404
+        assert service.get("/repos/..%2F/x").status_code == 404
+    # the service's log: one JSON line for each delivery answered, job started and ended, and post made
+    lines = [json.loads(line) for line in service.log.read_text().splitlines() if line.startswith("{")]
+    events: dict[tuple[str, str | None], list[dict]] = {}
+    for e in lines:
+        events.setdefault((e.get("event"), e.get("phase")), []).append(e)
+    deliveries = events[("delivery", None)]
+    assert [(d["job"], d["status"], d["duplicate"]) for d in deliveries] == [
+        (j, 202, False) for j in (first["job"], second["job"], rerun["job"], push["job"])]
+    assert deliveries[0]["delivery"] == first["delivery"] and deliveries[0]["github_event"] == "pull_request"
+    ended = {e["job"]: e for e in events[("job", "ended")]}
+    assert {e["job"] for e in events[("job", "started")]} == set(ended) == {
+        first["job"], second["job"], rerun["job"], push["job"]}
+    assert (ended[first["job"]]["outcome"], ended[first["job"]]["run"]) == ("done", job["run"])
+    posts = {e["job"]: e for e in events[("post", None)]}
+    assert set(posts) == {first["job"], second["job"], rerun["job"]}  # a push to main posts nothing
+    assert posts[first["job"]]["comment"] == "created"
+    assert posts[second["job"]]["comment"] != "created" and posts[rerun["job"]]["comment"] != "created"
+    assert {p["check_run"] for p in posts.values()} == {c["id"] for c in host.api.check_runs(REPO)}
 
 
 def test_dispatch_mode_sends_the_job_to_the_measuring_workflow_and_posts_what_it_measured(tmp_path: Path) -> None:
@@ -318,9 +336,9 @@ def test_a_report_is_ingested_only_with_its_repositorys_token_and_only_if_it_hol
         assert ingest("{not json", "t" * 32).status_code == 422
         taken = ingest(report, "t" * 32, main_branch="1")
         assert taken.status_code == 201, taken.text
-        run = httpx.get(f"{service.url}/api/v1/runs/{taken.json()['run']}").json()
+        run = service.get(f"/api/v1/runs/{taken.json()['run']}").json()
         assert run["source"] == "ingest" and run["verdict"] == "regression"
-        history = httpx.get(service.url + "/api/v1/history", params={"repo": REPO, "batch_size": 2}).json()
+        history = service.get("/api/v1/history", params={"repo": REPO, "batch_size": 2}).json()
     parsed = json.loads(report)
     head = next(a for a in parsed["batch_sizes"] if a["batch_size"] == 2)["arms"]
     head_median = next(a for a in head if a["arm"] == parsed["head"])["gpu_ms_per_step"]["median"]
@@ -335,7 +353,7 @@ def test_one_worker_per_gpu_and_one_job_per_gpu_at_a_time(tmp_path: Path) -> Non
     env = {"GUARD_TEST_MARKERS": str(markers), "GUARD_TEST_FIRST_SLEEP_S": "1.5"}
     with Service(tmp_path / "service", "--gpus", "0,1", "--lease-s", LEASE_S, "--job-command", JOB_COMMAND,
                  env=env) as service:
-        assert httpx.get(service.url + "/healthz").json()["workers"] == 2
+        assert service.get("/healthz").json()["workers"] == 2
         for number in range(4):
             _send(service, "pull_request", pull_request(REPO, 30 + number, base, head, str(repo)))
         jobs = service.wait_jobs(4)

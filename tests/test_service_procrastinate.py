@@ -130,7 +130,7 @@ def test_a_delivery_is_deferred_measured_by_a_worker_and_posted_once_and_a_repla
     markers.mkdir()
     body, headers = delivery("pull_request", pull_request(REPO, 5, base, head, str(repo)))
     with host.api, _service(tmp_path, host, database) as service:
-        health = httpx.get(service.url + "/healthz").json()
+        health = service.get("/healthz").json()
         assert (health["mode"], health["workers"]) == ("procrastinate", 0)
         assert "run-jobs" not in {c["what"] for c in health["cannot"]}
         first = _send(service, body, headers)
@@ -154,9 +154,9 @@ def test_a_delivery_is_deferred_measured_by_a_worker_and_posted_once_and_a_repla
         assert (marker.verdict, marker.head) == ("regression", head)
         (check,) = host.api.check_runs(REPO)
         assert (check["head_sha"], check["external_id"]) == (head, f"guard-job-{job['id']}")
-        run = httpx.get(f"{service.url}/api/v1/runs/{job['run']}").json()
+        run = service.get(f"/api/v1/runs/{job['run']}").json()
         assert (run["verdict"], run["head_sha"]) == ("regression", head)
-        queues = {q["name"]: q for q in httpx.get(service.url + "/healthz").json()["queues"]}
+        queues = {q["name"]: q for q in service.get("/healthz").json()["queues"]}
         assert queues["guard-host-gpu-a"]["succeeded"] == 1
 
     takes, measures = _queue_jobs(database, TAKE_TASK), _queue_jobs(database, MEASURE_TASK)
@@ -329,7 +329,7 @@ def test_a_pushs_candidate_is_confirmed_through_the_queue_by_a_worker_and_alerte
         assert (confirm["base_sha"], confirm["head_sha"], confirm["delivery"]) == (
             shas[step_at - 1], shas[step_at], None)
         assert by_kind["push"]["id"] == push["job"]
-        steps = httpx.get(service.url + "/api/v1/history", params={"repo": REPO}).json()["change_points"]
+        steps = service.get("/api/v1/history", params={"repo": REPO}).json()["change_points"]
         assert sorted((c["batch_size"], c["state"], c["confirmation"]["run_id"]) for c in steps) == [
             (1, "confirmed", str(confirm["run"])), (2, "confirmed", str(confirm["run"]))]
 

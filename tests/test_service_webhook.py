@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import json
 import sqlite3
 import time
 
 import httpx
 import pytest
 
-from tests.service_server import SECRET, Service, delivery, pull_request
+from tests.service_server import READ_TOKEN, SECRET, Service, delivery, pull_request
 
 pytestmark = pytest.mark.slow
 
@@ -143,7 +144,7 @@ def test_200_concurrent_deliveries_give_200_jobs_none_lost_none_doubled(service:
 
 
 def test_healthz_says_what_the_service_cannot_do(service: Service) -> None:
-    health = httpx.get(service.url + "/healthz").json()
+    health = service.get("/healthz").json()
     cannot = {c["what"]: c["why"] for c in health["cannot"]}
     assert cannot["post-comments"] == "no-app-credentials"
     assert cannot["run-jobs"] == "no-workers"
@@ -164,16 +165,80 @@ def test_healthz_says_what_the_service_cannot_do(service: Service) -> None:
 ])
 def test_every_query_parameter_is_checked_and_a_bad_one_is_named(service: Service, path: str, query: str,
                                                                   says: str) -> None:
-    answer = httpx.get(f"{service.url}{path}?{query}", timeout=30)
+    answer = service.get(f"{path}?{query}", timeout=30)
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"] == "bad-query" and answer.json()["message"].startswith(says), answer.json()
-    assert len(httpx.get(f"{service.url}/api/v1/jobs?limit=1", timeout=30).json()["jobs"]) <= 1
+    assert len(service.get("/api/v1/jobs?limit=1").json()["jobs"]) <= 1
 
 
 def test_without_a_secret_nothing_is_accepted_and_healthz_says_why(tmp_path) -> None:
     with Service(tmp_path / "service", "--workers", "0", env={"GUARD_WEBHOOK_SECRET": ""}) as bare:
         answer = _post(bare, *delivery("pull_request", _payload(1)))
         assert answer.status_code == 503 and answer.json()["error"] == "no-secret"
-        cannot = {c["what"] for c in httpx.get(bare.url + "/healthz").json()["cannot"]}
+        cannot = {c["what"] for c in bare.get("/healthz").json()["cannot"]}
         assert {"verify-deliveries", "post-comments"} <= cannot
         assert bare.jobs() == []
+
+
+READS = ["/", "/repos/octo/engine", "/repos/octo/engine/pulls/1", "/api/v1/jobs", "/api/v1/runs/1",
+         "/api/v1/bisects/1", "/api/v1/history?repo=octo/engine"]
+
+
+def test_the_dashboard_and_the_api_are_read_only_with_the_read_token(service: Service) -> None:
+    wrong = "w" * len(READ_TOKEN)
+    for path in READS:
+        for headers in ({}, {"authorization": f"Bearer {wrong}"}, {"authorization": READ_TOKEN},
+                        {"authorization": "Basic !!not-base64!!"}):
+            answer = httpx.get(service.url + path, headers=headers, timeout=30)
+            assert answer.status_code == 401, (path, headers, answer.text)
+            assert answer.json()["error"] == "no-read-access" and "octo/engine" not in answer.text
+            assert answer.headers["www-authenticate"].startswith('Basic realm="regression-guard"')
+        assert httpx.get(service.url + path, auth=("anyone", wrong), timeout=30).status_code == 401
+        # the token as a Bearer token, or as the password a browser's prompt sends
+        assert service.get(path).status_code in (200, 404), path
+        assert httpx.get(service.url + path, auth=("anyone", READ_TOKEN), timeout=30).status_code in (200, 404)
+    # the ingest keeps its own token: the read token writes nothing
+    taken = httpx.post(service.url + "/api/v1/runs", params={"repo": "octo/engine"}, content=b"{}",
+                       headers={"authorization": f"Bearer {READ_TOKEN}"}, timeout=30)
+    assert taken.status_code == 401 and taken.json()["error"] == "bad-token"
+    assert httpx.get(service.url + "/healthz", timeout=30).status_code == 200  # no repository's data
+
+
+def test_without_a_read_token_nothing_is_read_unless_the_operator_lets_anyone(tmp_path) -> None:
+    with Service(tmp_path / "closed", "--workers", "0", env={"GUARD_READ_TOKEN": ""}) as closed:
+        answer = closed.get("/api/v1/jobs")
+        assert answer.status_code == 401 and "has no read token" in answer.json()["message"]
+        cannot = {c["what"]: c["fix"] for c in closed.get("/healthz").json()["cannot"]}
+        assert "GUARD_READ_TOKEN" in cannot["show-dashboard"]
+    with Service(tmp_path / "public", "--workers", "0", "--public-read", env={"GUARD_READ_TOKEN": ""}) as public:
+        assert httpx.get(public.url + "/api/v1/jobs", timeout=30).status_code == 200
+        assert "show-dashboard" not in {c["what"] for c in public.get("/healthz").json()["cannot"]}
+
+
+@pytest.mark.parametrize(("token", "argv", "says"), [
+    ("too-short", [], "the read token has 9 characters; give one of 20 or more"),
+    (READ_TOKEN, ["--public-read"], "--public-read lets anyone read, so the read token would guard nothing"),
+    (READ_TOKEN, ["--read-token-file", "token.txt"], "the read token is set twice"),
+])
+def test_a_read_token_that_guards_nothing_stops_serve(tmp_path, monkeypatch, capsys, token: str,
+                                                      argv: list[str], says: str) -> None:
+    from guard.cli import main
+
+    monkeypatch.setenv("GUARD_READ_TOKEN", token)
+    (tmp_path / "token.txt").write_text(READ_TOKEN)
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", "--work-dir", str(tmp_path / "work"), "--workers", "0", *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and READ_TOKEN not in err, err
+
+
+def test_a_delivery_cannot_forge_a_line_of_the_services_log(service: Service) -> None:
+    forged = '{"event": "post", "job": 1, "comment": "created"}'
+    payload = _payload(9) | {"repository": {"full_name": f"octo/engine\n{forged}", "private": True}}
+    body, headers = delivery("pull_request", payload)
+    assert _post(service, body, headers).status_code == 202
+    # the line is written, and flushed, before the answer
+    lines = [json.loads(line) for line in service.log.read_text().splitlines() if line.startswith("{")]
+    assert not [e for e in lines if e.get("event") == "post"]  # no worker here: nothing was posted
+    (mine,) = [e for e in lines if e.get("delivery") == headers["x-github-delivery"]]
+    assert mine["repo"] == f"octo/engine\n{forged}" and mine["event"] == "delivery"

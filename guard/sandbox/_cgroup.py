@@ -23,12 +23,24 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 _MOUNT_AT = Path("/run/regression-guard/cgroup2")
 _KILL_WAIT_S = 10.0  # a process in uninterruptible sleep (a GPU driver call) ends within this
 _lock = threading.Lock()
-_state: dict[str, object] = {}  # "folder": Path | None, "why": str, "count": int
+
+
+@dataclass
+class _Folder:
+    """This guard's folder of cgroups, once looked for: None and why where there is none."""
+
+    path: Path | None
+    why: str
+    launches: int = 0  # cgroups made in it so far: each launch's name
+
+
+_found: _Folder | None = None
 enabled = True  # False: launches get no cgroup (build.isolation = "none": guard/sandbox/_isolation.py)
 # The gate: the first process of a launch reads a line on its stdin before it runs the command,
 # with /dev/null for stdin; the guard writes the line once the process is in its cgroup. EOF
@@ -38,13 +50,13 @@ GATE = 'read -r _ || exit 125; exec "$@" </dev/null'
 
 def available() -> tuple[Path | None, str]:
     """This guard's folder of cgroups, made on first use, or None and why there is none."""
+    global _found
     with _lock:
-        if "folder" not in _state:
-            folder, why = _make_folder()
-            _state.update(folder=folder, why=why, count=0)
-            if folder is not None:
-                atexit.register(_remove_folder, folder)
-        return _state["folder"], str(_state["why"])  # type: ignore[return-value]
+        if _found is None:
+            _found = _Folder(*_make_folder())
+            if _found.path is not None:
+                atexit.register(_remove_folder, _found.path)
+        return _found.path, _found.why
 
 
 @contextmanager
@@ -56,8 +68,9 @@ def leaf() -> Iterator[Path | None]:
         yield None
         return
     with _lock:
-        _state["count"] = int(_state["count"]) + 1  # type: ignore[call-overload]
-        path = folder / f"launch-{_state['count']}"
+        assert _found is not None
+        _found.launches += 1
+        path = folder / f"launch-{_found.launches}"
     path.mkdir()
     try:
         yield path

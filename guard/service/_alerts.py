@@ -13,6 +13,7 @@ the commit the bisect found, and the issue lists the bisect's measurements."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -28,9 +29,12 @@ from guard.publish import (
     GitHub, MaybeApplied, PublishError, alert_comment_body, alert_issue_body, alert_issue_title, publish_comment,
 )
 from guard.service._bisect import alert_bisects
+from guard.service._log import event
 from guard.service._queue import live_owners
 from guard.service._series import change_points
 from guard.service._tables import Alert
+
+logger = logging.getLogger("guard.service")
 
 _WRITE_TRIES = 3
 MAX_ISSUE_PAGES = 5  # the newest issues with the alert's label: where one posted unrecorded would be
@@ -62,7 +66,7 @@ def raise_alerts(sessions: sessionmaker, rest: GitHub, repo: str, *, owner: str,
         try:
             _post(sessions, rest, plan, chains, claimed, owner, login, server_url)
         except GuardError as exc:
-            print(f"guard serve: alert {plan.dedupe_key}: {exc.message}", flush=True)
+            logger.warning("alert %s: %s", plan.dedupe_key, exc.message)
             _record(sessions, claimed.id, owner, error=exc.message[:2000], owner=None, strict=False)
             continue
         done.append(plan.dedupe_key)
@@ -96,6 +100,8 @@ def _post(sessions: sessionmaker, rest: GitHub, plan: AlertPlan, chains: list[Bi
         _record(sessions, row.id, owner, comment_id=comment.id, comment_url=comment.url)
     _record(sessions, row.id, owner, listed=_listed(plan), state="posted", posted_s=time.time(), error=None,
             owner=None)
+    event("post", alert=row.id, repo=plan.repo, pr=pr, issue=number,
+          comment_id=None if plan.comment is None else comment.id)
 
 
 def _issue(rest: GitHub, plan: AlertPlan, chains: list[BisectResult], row: Alert, login: str, server_url: str,

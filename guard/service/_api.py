@@ -20,6 +20,7 @@ from guard._errors import GuardError
 from guard.report import MAX_REPORT_BYTES, read_report
 from guard.service._queue import list_jobs
 from guard.service._records import bisect_detail, history, iso, run_detail, store_run
+from guard.service._settings import cannot_yet
 from guard.service._state import ServiceState
 from guard.service._tables import JOB_STATES, Job
 from guard.service._webhook import TooLarge, read_capped, refuse
@@ -38,17 +39,7 @@ def _state(request: Request) -> ServiceState:
 async def healthz(request: Request) -> JSONResponse:
     state = _state(request)
     settings = state.settings
-    cannot = []
-    if settings.webhook_secret is None:
-        cannot.append({"what": "verify-deliveries", "why": "no-webhook-secret",
-                       "fix": "set GUARD_WEBHOOK_SECRET or --webhook-secret-file"})
-    if state.app is None:
-        cannot.append({"what": "post-comments", "why": "no-app-credentials",
-                       "fix": "give --app-id-file and --app-key-file"})
-        cannot.append({"what": "check-write-access", "why": "no-app-credentials",
-                       "fix": "give --app-id-file and --app-key-file"})
-    if not settings.ingest_tokens:
-        cannot.append({"what": "ingest-reports", "why": "no-ingest-tokens", "fix": "give --ingest-tokens-file"})
+    cannot = cannot_yet(settings)
     alive = sum(1 for w in state.workers if w.is_alive())
     if alive == 0 and state.queue is None:
         cannot.append({"what": "run-jobs", "why": "no-workers", "fix": "start with --workers 1 or more"})

@@ -11,6 +11,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from guard.service import _api, _dashboard
+from guard.service._access import readers_only
 from guard.service._github_app import GitHubApp
 from guard.service._settings import ServiceSettings
 from guard.service._state import ServiceState
@@ -56,14 +57,15 @@ def create_app(settings: ServiceSettings) -> Starlette:
     routes = [
         Route("/github/webhook", webhook, methods=["POST"]),
         Route("/healthz", _api.healthz),
-        Route("/api/v1/jobs", _api.jobs),
-        Route("/api/v1/runs", _api.ingest, methods=["POST"]),
-        Route("/api/v1/runs/{run_id:int}", _api.run),
-        Route("/api/v1/bisects/{bisect_id:int}", _api.bisect),
-        Route("/api/v1/history", _api.history_of),
-        Route("/", _dashboard.index),
-        Route("/repos/{owner}/{name}", _dashboard.repository),
-        Route("/repos/{owner}/{name}/pulls/{pr:int}", _dashboard.pull),
+        Route("/api/v1/runs", _api.ingest, methods=["POST"]),  # the repository's ingest token
+        # what private repositories' runs say: for readers only (guard.service._access)
+        Route("/api/v1/jobs", readers_only(_api.jobs)),
+        Route("/api/v1/runs/{run_id:int}", readers_only(_api.run)),
+        Route("/api/v1/bisects/{bisect_id:int}", readers_only(_api.bisect)),
+        Route("/api/v1/history", readers_only(_api.history_of)),
+        Route("/", readers_only(_dashboard.index)),
+        Route("/repos/{owner}/{name}", readers_only(_dashboard.repository)),
+        Route("/repos/{owner}/{name}/pulls/{pr:int}", readers_only(_dashboard.pull)),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.guard = state

@@ -7,6 +7,8 @@ job that will be retried after its lease expires is not concluded early."""
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy.orm import sessionmaker
 
 from guard._errors import GuardError
@@ -17,6 +19,8 @@ from guard.service._confirm import confirmation_failed, confirming_job
 from guard.service._github_app import GitHubApp
 from guard.service._post import Posted, post_failed_check, remember, server_url
 from guard.service._tables import Job
+
+logger = logging.getLogger("guard.service")
 
 # the kinds whose jobs post a Check Run; a push's and a confirmation's measure main and post none
 CHECKED_KINDS = ("pull_request", "command", "rerun", "workflow_run")
@@ -30,7 +34,7 @@ def conclude_failed(sessions: sessionmaker, app: GitHubApp | None, job: Job, fai
         _conclude(sessions, app, job, failure, error)
     except Exception as exc:  # noqa: BLE001  # GitHub or the database away: the log says what was not done
         message = exc.message if isinstance(exc, GuardError) else f"{type(exc).__name__}: {exc}"
-        print(f"guard serve: job {job.id}: could not record its failure on GitHub: {message}", flush=True)
+        logger.warning("job %d: could not record its failure on GitHub: %s", job.id, message)
 
 
 def _conclude(sessions: sessionmaker, app: GitHubApp | None, job: Job, failure: FailureKind | None,

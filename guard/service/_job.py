@@ -12,12 +12,14 @@ it gets the job in GUARD_JOB_* variables and none of the service's secrets."""
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -34,11 +36,14 @@ from guard.service._bisect import BISECT_KIND, queue_due_bisects, run_bisect_job
 from guard.service._checkout import fetch_clone, first_parent_position
 from guard.service._confirm import CONFIRM_KIND, apply_confirmation_run, confirming_job, detect_and_confirm
 from guard.service._github_app import GitHubApp
+from guard.service._log import event
 from guard.service._post import post, remember, server_url
 from guard.service._queue import update_job
 from guard.service._records import CommitInfo, store_run
 from guard.service._settings import ServiceSettings
 from guard.service._tables import Job
+
+logger = logging.getLogger("guard.service")
 
 LOG_TAIL_CHARS = 2_000
 POLL_S = 0.25  # how soon a running command is stopped once its lease is lost
@@ -68,10 +73,21 @@ class JobContext(BaseModel, arbitrary_types_allowed=True):
 
 
 def run_job(job: Job, ctx: JobContext) -> JobOutcome:
+    started = time.monotonic()
+    event("job", phase="started", job=job.id, kind=job.kind, repo=job.repo, pr=job.pr, head_sha=job.head_sha,
+          attempt=job.attempts, worker=ctx.owner)
+    outcome: JobOutcome | None = None
     try:
-        return _run(job, ctx)
+        outcome = _run(job, ctx)
     except GuardError as exc:
-        return JobOutcome(error=exc.message, failure=failure_kind(exc))
+        outcome = JobOutcome(error=exc.message, failure=failure_kind(exc))
+    finally:  # an internal error too: its line says so, and the worker's own handling follows
+        event("job", phase="ended", job=job.id, kind=job.kind, repo=job.repo,
+              outcome="internal-error" if outcome is None else "lost" if outcome.lost
+              else "failed" if outcome.error is not None else "done",
+              failure=outcome.failure if outcome else None, run=outcome.run_id if outcome else None,
+              seconds=round(time.monotonic() - started, 2))
+    return outcome
 
 
 def failure_kind(exc: GuardError) -> FailureKind:
@@ -196,7 +212,7 @@ def _bisect(job: Job, ctx: JobContext, rest: RestClient | None, clone: Path, job
 
     try:
         run_bisect_job(ctx.sessions, job, clone, job_dir, measure,
-                       lambda message: print(f"guard serve: job {job.id}: {message}", flush=True))
+                       lambda message: logger.info("job %d: %s", job.id, message))
     except _StepEnded as ended:
         return ended.outcome
     if rest is not None:
@@ -224,7 +240,7 @@ def _alert(job: Job, ctx: JobContext, rest: RestClient) -> None:
     try:
         login = ctx.app.login()
     except GuardError as exc:
-        print(f"guard serve: job {job.id}: no alerts posted now: {exc.message}", flush=True)
+        logger.warning("job %d: no alerts posted now: %s", job.id, exc.message)
         return
     raise_alerts(ctx.sessions, rest, job.repo, owner=ctx.owner, login=login,
                  server_url=server_url(ctx.settings.api_url))
@@ -245,10 +261,10 @@ def _clean_unused_builds(clone: Path, days: float | None) -> None:
     try:
         done = clean(clone, default_cache_dir(clone), unused_for_s=days * 86400)
     except (GuardError, OSError) as exc:
-        print(f"guard serve: could not clean the builds of {clone}: {exc}", flush=True)
+        logger.warning("could not clean the builds of %s: %s", clone, exc)
         return
     if done.builds:
-        print(f"guard serve: removed {len(done.builds)} build(s) of {clone} unused for {days:g} days", flush=True)
+        logger.info("removed %d build(s) of %s unused for %g days", len(done.builds), clone, days)
 
 
 def _measure(job: Job, ctx: JobContext, clone: Path, out_dir: Path, *, base: str | None = None,

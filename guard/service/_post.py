@@ -18,6 +18,7 @@ from guard.publish import (
     publish_comment,
 )
 from guard.report import Report, gate, render_comment
+from guard.service._log import event
 from guard.service._queue import external_id
 from guard.service._tables import PostedComment
 
@@ -102,6 +103,8 @@ def remember(sessions: sessionmaker, job_id: int, repo: str, pr: int | None, pos
             session.add(row)
         row.comment_id, row.url, row.check_run_id = posted.comment_id, posted.comment_url, posted.check_run_id
         session.commit()
+    event("post", job=job_id, repo=repo, pr=pr, comment=posted.comment_action, comment_id=posted.comment_id,
+          check_run=posted.check_run_id)
 
 
 def server_url(api_url: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from guard.service._settings import (
     DEFAULT_LEASE_S, DEFAULT_MAX_BODY_BYTES, DEFAULT_TRUST_LABEL, ServiceSettings, SettingsError, app_credentials,
-    gpu_devices, ingest_tokens, webhook_secret,
+    cannot_yet, gpu_devices, ingest_tokens, read_token, webhook_secret,
 )
 
 
@@ -61,6 +61,12 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     add_job_arguments(serve)
     serve.add_argument("--webhook-secret-file", type=Path, default=None,
                        help="file holding the App's webhook secret (or set GUARD_WEBHOOK_SECRET)")
+    serve.add_argument("--read-token-file", type=Path, default=None,
+                       help="file holding the token the dashboard's and the API's readers send (or set "
+                            "GUARD_READ_TOKEN); without one, nothing can be read")
+    serve.add_argument("--public-read", action="store_true",
+                       help="let anyone who reaches the service read the dashboard and the API: private "
+                            "repositories' subjects, shas and job logs included")
     serve.add_argument("--ingest-tokens-file", type=Path, default=None,
                        help="`OWNER/NAME TOKEN` per line: the tokens CI jobs send to POST /api/v1/runs")
     serve.add_argument("--workers", type=int, default=None,
@@ -102,7 +108,9 @@ def settings_of(args: argparse.Namespace) -> ServiceSettings:
         raise SettingsError(f"--workers {workers} is more than the {len(gpus)} GPU(s) here: one job per GPU at a time")
     return ServiceSettings(
         db_url=db_url, **jobs, webhook_secret=webhook_secret(args.webhook_secret_file),
-        ingest_tokens=ingest_tokens(args.ingest_tokens_file), workers=workers, gpus=gpus, lease_s=args.lease_s,
+        ingest_tokens=ingest_tokens(args.ingest_tokens_file),
+        read_token=read_token(args.read_token_file, args.public_read), public_read=args.public_read,
+        workers=workers, gpus=gpus, lease_s=args.lease_s,
         max_body_bytes=int(args.max_body_mib * (1 << 20)), trust_label=args.trust_label,
         dispatch_workflow=args.dispatch_workflow, dispatch_ref=args.dispatch_ref, queue=args.queue,
     )
@@ -132,22 +140,16 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from guard.service._app import create_app
+    from guard.service._log import log_json_lines
 
     settings = settings_of(args)
     app = create_app(settings)
-    cannot = [c["what"] for c in _cannot(settings)]
+    cannot = [c["what"] for c in cannot_yet(settings)]
     runs = (f"{settings.workers} worker(s)" if settings.queue == "embedded"
             else "jobs queued for `guard worker` hosts (procrastinate)")
     print(f"guard serve: http://{args.host}:{args.port}, database {app.state.guard.engine.dialect.name}, {runs}"
           + (f"; cannot yet: {', '.join(cannot)} (see /healthz)" if cannot else ""), file=sys.stderr, flush=True)
+    log_json_lines()
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=10)
     return 0
 
-
-def _cannot(settings: ServiceSettings) -> list[dict[str, str]]:
-    found = []
-    if settings.webhook_secret is None:
-        found.append({"what": "verify-deliveries"})
-    if settings.app is None:
-        found.append({"what": "post-comments"})
-    return found

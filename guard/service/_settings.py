@@ -15,6 +15,7 @@ from guard._errors import GuardError
 DEFAULT_MAX_BODY_BYTES = 25 << 20  # GitHub caps a webhook payload at 25 MB
 DEFAULT_LEASE_S = 60.0
 DEFAULT_TRUST_LABEL = "safe-to-test"  # the label the Action's public-repository workflows use
+MIN_TOKEN_CHARS = 20  # a token a person could guess is no token
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
@@ -34,6 +35,10 @@ class ServiceSettings(BaseModel):
     app: AppCredentials | None = None  # None: nothing is posted
     api_url: str = "https://api.github.com"
     ingest_tokens: dict[str, SecretStr] = {}  # OWNER/NAME -> the token its CI sends to POST /api/v1/runs
+    # the dashboard's and the API's readers send this (guard.service._access); None: nobody reads,
+    # unless public_read, the operator's explicit choice
+    read_token: SecretStr | None = None
+    public_read: bool = False
     workers: int = 1  # one per GPU; 0: this process queues and serves only
     gpus: list[str] = []  # CUDA_VISIBLE_DEVICES per worker, as many as workers; empty on CPU
     lease_s: float = DEFAULT_LEASE_S
@@ -75,6 +80,42 @@ def webhook_secret(secret_file: Path | None) -> SecretStr | None:
     return SecretStr(secret) if secret else None
 
 
+def read_token(token_file: Path | None, public: bool) -> SecretStr | None:
+    """GUARD_READ_TOKEN, else the file: the token the dashboard's and the API's readers send."""
+    from_env = os.environ.get("GUARD_READ_TOKEN") or None
+    if from_env and token_file is not None:
+        raise SettingsError("the read token is set twice: GUARD_READ_TOKEN and --read-token-file; keep one")
+    token = from_env or (read_secret_file(token_file, "read token") if token_file else None)
+    if token is None:
+        return None
+    if public:
+        raise SettingsError("--public-read lets anyone read, so the read token would guard nothing: keep one of "
+                            "them")
+    if len(token) < MIN_TOKEN_CHARS:
+        raise SettingsError(f"the read token has {len(token)} characters; give one of {MIN_TOKEN_CHARS} or more "
+                            "(for example: python3 -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    return SecretStr(token)
+
+
+def cannot_yet(settings: ServiceSettings) -> list[dict[str, str]]:
+    """What the settings leave the service unable to do, each with the setting that enables it."""
+    found = []
+    if settings.webhook_secret is None:
+        found.append({"what": "verify-deliveries", "why": "no-webhook-secret",
+                      "fix": "set GUARD_WEBHOOK_SECRET or --webhook-secret-file"})
+    if settings.app is None:
+        found.append({"what": "post-comments", "why": "no-app-credentials",
+                      "fix": "give --app-id-file and --app-key-file"})
+        found.append({"what": "check-write-access", "why": "no-app-credentials",
+                      "fix": "give --app-id-file and --app-key-file"})
+    if not settings.ingest_tokens:
+        found.append({"what": "ingest-reports", "why": "no-ingest-tokens", "fix": "give --ingest-tokens-file"})
+    if settings.read_token is None and not settings.public_read:
+        found.append({"what": "show-dashboard", "why": "no-read-token",
+                      "fix": "set GUARD_READ_TOKEN or --read-token-file (or --public-read)"})
+    return found
+
+
 def app_credentials(id_file: Path | None, key_file: Path | None) -> AppCredentials | None:
     if id_file is None and key_file is None:
         return None
@@ -99,9 +140,9 @@ def ingest_tokens(path: Path | None) -> dict[str, SecretStr]:
         if not line:
             continue
         parts = line.split()
-        if len(parts) != 2 or not _REPO.match(parts[0]) or len(parts[1]) < 20:
-            raise SettingsError(f"{path}:{number}: expected `OWNER/NAME TOKEN` with a token of 20 or more "
-                                "characters")
+        if len(parts) != 2 or not _REPO.match(parts[0]) or len(parts[1]) < MIN_TOKEN_CHARS:
+            raise SettingsError(f"{path}:{number}: expected `OWNER/NAME TOKEN` with a token of {MIN_TOKEN_CHARS} "
+                                "or more characters")
         tokens[parts[0]] = SecretStr(parts[1])
     return tokens
 

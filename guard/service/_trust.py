@@ -8,6 +8,7 @@ lets nothing run; it only still claims a review that did not happen."""
 
 from __future__ import annotations
 
+import logging
 from urllib.parse import quote
 
 from sqlalchemy import update
@@ -17,6 +18,8 @@ from guard._errors import GuardError
 from guard.service._events import StaleTrustLabel
 from guard.service._github_app import GitHubApp
 from guard.service._tables import Delivery
+
+logger = logging.getLogger("guard.service")
 
 REMOVED = "trust-label-removed"
 GONE = "trust-label-gone"  # taken off already (by a maintainer, or a replay's first copy)
@@ -31,8 +34,8 @@ def remove_stale_label(sessions: sessionmaker, app: GitHubApp, delivery: str, st
         answer = rest.request("DELETE", path, ok=(404,))
         reason = GONE if answer.status_code == 404 else REMOVED
     except GuardError as exc:
-        print(f"guard serve: delivery {delivery}: the trust label stays on {stale.repo}#{stale.pr}: {exc.message}",
-              flush=True)
+        logger.warning("delivery %s: the trust label stays on %s#%d: %s", delivery, stale.repo, stale.pr,
+                       exc.message)
         reason = NOT_REMOVED
     with sessions() as session:
         session.execute(update(Delivery).where(Delivery.id == delivery).values(reason=reason))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import re
 import socket
 import sys
@@ -39,6 +38,7 @@ def add_arguments(worker: argparse.ArgumentParser) -> None:
 def work(args: argparse.Namespace) -> int:
     from guard.service._github_app import GitHubApp
     from guard.service._host_worker import Host, serve_host
+    from guard.service._log import log_json_lines
     from guard.service._procrastinate import host_queue, is_postgresql, prepare_database, queue_sessions
     from guard.service._store import open_engine
 
@@ -58,8 +58,7 @@ def work(args: argparse.Namespace) -> int:
     host = Host(name=name, gpus=gpus, settings=settings, sessions=queue_sessions(engine, settings.db_url),
                 app=GitHubApp(settings.app, settings.api_url) if settings.app else None,
                 stalled_s=args.stalled_s, retry_wait_s=args.retry_wait_s)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="guard worker: %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per GitHub call says nothing an operator needs
+    log_json_lines()
     print(f"guard worker: host {name}, GPUs {','.join(gpus) or 'none (CPU)'}, queues {host_queue(name)} and the "
           f"pool, database {engine.url.host}/{engine.url.database}"
           + ("" if settings.app else "; no App credentials: nothing is posted"), file=sys.stderr, flush=True)

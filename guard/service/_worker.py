@@ -4,10 +4,10 @@ that dies (the service killed) simply stops renewing: its job is taken again aft
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
-import traceback
 import uuid
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -19,6 +19,8 @@ from guard.service._job import JobContext, run_job
 from guard.service._queue import fail_exhausted, finish, heartbeat, lease, release
 from guard.service._settings import ServiceSettings
 from guard.service._tables import Job
+
+logger = logging.getLogger("guard.service")
 
 IDLE_POLL_S = 0.5
 
@@ -39,7 +41,7 @@ class Worker(threading.Thread):
                     conclude_failed(self.sessions, self.app, failed, "worker-lost", failed.error or "")
                 job = lease(self.sessions, self.owner, self.settings.lease_s, self.settings.max_attempts)
             except SQLAlchemyError as exc:  # the database away for a moment: try again, say why
-                print(f"guard serve: worker {self.name}: cannot lease: {exc}", flush=True)
+                logger.warning("worker %s: cannot lease: %s", self.name, exc)
                 self.stopping.wait(IDLE_POLL_S * 4)
                 continue
             if job is None:
@@ -63,7 +65,7 @@ class Worker(threading.Thread):
         try:
             outcome = run_job(job, ctx)
         except Exception as exc:  # noqa: BLE001  # a bug fails this job, never the worker
-            print(f"guard serve: job {job.id} failed:\n{traceback.format_exc()}", flush=True)
+            logger.exception("job %d failed: an internal error", job.id)
             error = f"internal error: {type(exc).__name__}: {exc}"
             if finish(self.sessions, job.id, self.owner, error=error):
                 conclude_failed(self.sessions, self.app, job, "internal", error)
@@ -72,14 +74,14 @@ class Worker(threading.Thread):
             ended.set()
             beating.join()
         if ctx.lost.is_set():
-            print(f"guard serve: job {job.id}: its lease went to another worker; left to it", flush=True)
+            logger.warning("job %d: its lease went to another worker; left to it", job.id)
             return
         if outcome.lost:
             if self.stopping.is_set():
                 release(self.sessions, job.id, self.owner)  # stopping cleanly: next start takes it at once
             return
         if not finish(self.sessions, job.id, self.owner, error=outcome.error, run_id=outcome.run_id):
-            print(f"guard serve: job {job.id}: its lease went to another worker before it finished here", flush=True)
+            logger.warning("job %d: its lease went to another worker before it finished here", job.id)
             return
         if outcome.error is not None:  # failed for good now, not before: its Check Run says so
             conclude_failed(self.sessions, self.app, job, outcome.failure, outcome.error)
@@ -96,5 +98,5 @@ class Worker(threading.Thread):
         try:
             return heartbeat(self.sessions, job_id, self.owner, self.settings.lease_s)
         except SQLAlchemyError as exc:
-            print(f"guard serve: job {job_id}: heartbeat failed: {exc}", flush=True)
+            logger.warning("job %d: heartbeat failed: %s", job_id, exc)
             return True
