@@ -118,3 +118,45 @@ def test_a_stored_comparison_is_decided_again_by_the_rule_it_states() -> None:
     assert older.end_to_end_verdict is None and older.alpha_per_look == pytest.approx(0.01 / (2 * 2 * 1))
 
 
+
+
+def test_a_host_slowdown_shown_by_a_figure_too_noisy_to_gate_keeps_its_batch_size_open() -> None:
+    """GPU ms unchanged, end-to-end ms 19% slower at a host spread of about 6%: too noisy to gate
+    or to tell the slowdown from 1%, but its lower bound is above 0. Not a pass: undecided, and
+    so another round; schema 7's rule passed it."""
+    base_end = [GPU_MS * 1.1 * j for j in HOST_JITTER]
+    head_end = [1.19 * v for v in base_end[::-1]]
+    comparison = decided(gpu_arm("base", base_end), gpu_arm("head", head_end))
+    (batch,) = comparison.batch_sizes
+    low, high = welch_bounds(base_end, head_end, batch.alpha_per_look)
+    assert 0 < low < THRESHOLD < high  # the case is what it says, by this test's own arithmetic
+    assert batch.end_to_end_gates is False and batch.gpu_ms_verdict == "pass"
+    assert batch.end_to_end_verdict == "at_threshold" == batch.verdict == comparison.verdict
+    assert batch.decided_by == "end_to_end_ms" and batch.undecided and comparison.undecided_sizes == [1]
+    old = decide_again(batch, "base", "head", StatedRule(
+        threshold_pct=THRESHOLD, tok_threshold_pct=THRESHOLD, end_to_end_threshold_pct=THRESHOLD, alpha=0.01,
+        confidence=CONFIDENCE, looks=2, felt_decides=False))
+    assert (old.verdict, old.end_to_end_verdict) == ("pass", "pass")
+
+
+def test_end_to_end_time_halved_is_an_improvement_where_gpu_ms_is_too_noisy_to_say() -> None:
+    """A fallback removed: every step half as long end to end, tok/s twice as high, while the
+    GPU-timed figure is too noisy at 5 processes to tell anything from 1%. What the user feels
+    decides, and the improvement names it; schema 7's rule left it inconclusive."""
+    noisy = [1.0, 1.03, 0.97, 1.02, 0.98]
+    base = gpu_arm("base", [GPU_MS * 2.2 * j for j in TINY], gpu_ms=GPU_MS)
+    head = gpu_arm("head", [GPU_MS * 1.1 * j for j in TINY[::-1]], tok_factor=1.0, gpu_ms=GPU_MS)
+    for arm, scale in ((base, 1.0), (head, 1.0)):
+        for r, jitter in zip(arm.repeats, noisy):
+            r.runs[0] = r.runs[0].model_copy(update={"gpu_ms_per_step": GPU_MS * scale * jitter,
+                                                     "tok_per_s": r.runs[0].tok_per_s / TOK_JITTER[r.repeat]})
+    comparison = decided(base, head)
+    (batch,) = comparison.batch_sizes
+    assert batch.gpu_ms_verdict == "inconclusive"
+    assert batch.end_to_end_verdict == "improvement" and batch.tok_per_s_verdict == "improvement"
+    assert comparison.verdict == batch.verdict == "improvement" and batch.decided_by == "end_to_end_ms"
+    assert not batch.undecided
+    old = decide_again(batch, "base", "head", StatedRule(
+        threshold_pct=THRESHOLD, tok_threshold_pct=THRESHOLD, end_to_end_threshold_pct=THRESHOLD, alpha=0.01,
+        confidence=CONFIDENCE, looks=2, felt_decides=False))
+    assert old.verdict == "inconclusive" and old.decided_by == "gpu_ms"

@@ -47,3 +47,17 @@ def test_other_verdicts_keep_their_gate_whatever_the_setting() -> None:
 def test_a_setting_other_than_neutral_or_fail_is_refused() -> None:
     with pytest.raises((ConfigError, ValueError)):
         GuardConfig.model_validate({"measure": {"at_threshold": "green"}})
+
+
+@pytest.mark.parametrize("setting", ["neutral", "fail"])
+def test_an_inconclusive_run_is_never_green(setting: str) -> None:
+    """Nothing shown and nothing ruled out: a neutral check and a pending status, whatever
+    measure.at_threshold says (it is about a slowdown shown), and the title says it is undecided."""
+    from guard.report import render_comment
+
+    report = remeasured(committed(H200_DEMO / "report.json"), 1.0, jitter=0.05)
+    assert report.verdict == "inconclusive"
+    report = report.model_copy(update={"at_threshold_status": setting})
+    assert gate(report) == "neutral" and status_state("neutral") == "pending" and _CONCLUSION["neutral"] == "neutral"
+    assert GATE_EXIT["neutral"] == 0
+    assert "inconclusive" in render_comment(report).split("\n", 3)[1].lower()

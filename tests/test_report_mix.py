@@ -80,7 +80,9 @@ def test_a_win_is_not_blamed_in_the_comment() -> None:
     assert report.mix_comparison is not None and report.mix_comparison.verdict == "improvement"
     comment = render_comment(report)
     above = above_the_fold(comment)
-    assert "Over the batch-size mix, GPU ms per step changed -" in above and "faster than the 1% threshold." in above
+    # an improvement is said in what the user feels where that decided it too
+    assert report.mix_comparison.decided_by == "tok_per_s"
+    assert "Over the batch-size mix, tok/s changed +" in above and "faster than the 1% threshold." in above
     assert "carries" not in above  # a win: no part of it is blamed
     fold = _fold(comment, "Capture coverage and useful work")
     assert "not slower past the threshold, so no cause is named" in fold and "carries" not in fold

@@ -462,7 +462,8 @@ def test_each_verdict_is_where_its_bounds_stand_against_the_threshold(
                  else "pass" if high < THRESHOLD else "at_threshold" if low > 0 else "inconclusive")
     assert by_bounds == expected  # the case is what it says, by this test's own arithmetic
     assert batch.gpu_ms_verdict == expected and batch.verdict == expected
-    assert batch.decided_by == (None if expected == "pass" else "gpu_ms")
+    # an improvement names what the user feels where it decided one too (tok/s follows the step here)
+    assert batch.decided_by == {"pass": None, "improvement": "tok_per_s"}.get(expected, "gpu_ms")
     # p-values stay beside the shown 95% interval, for reference
     assert batch.gpu_ms_change is not None and batch.gpu_ms_change.confidence == CONFIDENCE
     assert 0 <= batch.gpu_ms_change.p_value <= 1

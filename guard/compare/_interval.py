@@ -9,15 +9,21 @@ Per metric:
   size is not told from T), inconclusive where it is not (no change and T both fit).
 GPU ms per step always gates. tok/s and end-to-end ms per step (unheld: what the user feels,
 the host's launch time included) gate where this run's processes could detect their T; where
-they could not (too noisy at this run's repeats) they decide a regression or an improvement
-only; undecided, they pass, so their noise never holds a verdict open, while a slowdown whose
-whole interval is past T (a host-bound step twice as slow) is still a regression.
+they could not (too noisy at this run's repeats), an interval wholly past +T or -T still
+decides that direction, and a slowdown they show (lower bound above 0) keeps the batch size
+open (at_threshold); undecided without a slowdown shown, they pass, so their noise alone never
+holds a verdict open.
+Within a batch size, what any metric decided stands over what another left undecided
+(`batch_verdict`): a regression first, then a slowdown shown, then an improvement, then
+inconclusive. So a step whose end-to-end time fell by half is an improvement even where GPU ms
+is too noisy to say, and a host-only slowdown is never passed while it shows.
 A tok/s that detects only changes over UNMEASURABLE_FACTOR x its threshold and decided nothing
 is not measurable here (`tok_per_s_measurable`): its interval is wider than any effect the run is
 asked about, and the report leaves its row out.
 Where the thresholds file kept the calibration's spreads, each metric's bounds pool the run's
 spread with the calibrated one's upper limit, unless the run's own is past it (`_borrow.py`).
-A batch size takes its most severe metric's verdict and names that metric. p-values are kept
+A batch size names the metric its verdict came from: for an improvement, what the user feels
+(end-to-end ms, then tok/s) where it decided one. p-values are kept
 in the report beside the shown intervals; they decide nothing.
 """
 
@@ -26,7 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from guard.compare._borrow import Borrowing, borrowing
-from guard.compare._models import METRICS, UNDECIDED, ArmStats, BatchComparison, MetricKey, Verdict, most_severe
+from guard.compare._models import (
+    METRICS, UNDECIDED, VERDICT_SEVERITY, ArmStats, BatchComparison, MetricKey, Verdict,
+)
 from guard.compare._rule import Rule
 from guard.measure import (
     Change, PriorSpread, detectable_change_pct, relative_change, repeats_to_decide, repeats_to_rule_out,
@@ -61,14 +69,37 @@ class Slowdown:
     def of(cls, change: Change, metric: MetricKey) -> Slowdown:
         return cls.of_rate(change) if metric == "tok_per_s" else cls.of_time(change)
 
-    def verdict(self, threshold_pct: float, gates: bool) -> Verdict:
+    def verdict(self, threshold_pct: float, gates: bool, shown_keeps_open: bool = True) -> Verdict:
+        """`shown_keeps_open`: a slowdown shown (lower bound above 0) but not told from T is
+        at_threshold even where the metric does not gate (False: it then passes, schema 7's rule)."""
         if self.low > threshold_pct:
             return "regression"
         if self.high < -threshold_pct:
             return "improvement"
-        if self.high < threshold_pct or not gates:
+        if self.high < threshold_pct or not (gates or shown_keeps_open and self.low > 0):
             return "pass"
         return "at_threshold" if self.low > 0 else "inconclusive"
+
+
+# Within one batch size: what a metric decided stands over what another left undecided, and a
+# slowdown shown stands over an improvement (it keeps the batch size open for another round).
+_WITHIN_SIZE: tuple[Verdict, ...] = ("regression", "at_threshold", "improvement", "inconclusive", "pass")
+_FELT_FIRST: tuple[MetricKey, ...] = ("end_to_end_ms", "tok_per_s", "gpu_ms")
+
+
+def batch_verdict(verdicts: dict[MetricKey, Verdict], felt_decides: bool = True) -> tuple[
+        Verdict, MetricKey | None]:
+    """One batch size's verdict from its metrics', and the metric it came from (None for a
+    pass). A regression or an undecided verdict names the first metric in METRICS order that
+    gave it (GPU ms first: the device's figure explains the cause); an improvement names what the
+    user feels where it decided one (end-to-end ms, then tok/s: one pass's two figures). `felt_decides` False: the
+    most severe metric's verdict, named by the first metric that gave it (schema 7's rule)."""
+    order = _WITHIN_SIZE if felt_decides else VERDICT_SEVERITY
+    verdict = next(v for v in order if v in verdicts.values()) if verdicts else "invalid"
+    if verdict == "pass":
+        return verdict, None
+    order = _FELT_FIRST if verdict == "improvement" and felt_decides else METRICS
+    return verdict, next(m for m in order if verdicts.get(m) == verdict)
 
 
 @dataclass(frozen=True)
@@ -92,7 +123,7 @@ def time_ratio(slowdown_pct: float, metric: MetricKey) -> float:
 
 
 def _decide(values: list[list[float]], threshold_pct: float, level: float, rate: bool, always: bool,
-            borrowed: Borrowing | None = None) -> _Decided:
+            borrowed: Borrowing | None = None, shown_keeps_open: bool = True) -> _Decided:
     """A metric that gates `always` (GPU ms), or where an unchanged commit would pass it
     PASS_RATE of the time: its upper bound then falls under the threshold, as the decision's own
     level asks (tok/s, end-to-end ms). `borrowed`: the calibrated spread's check, pooled in where
@@ -103,7 +134,7 @@ def _decide(values: list[list[float]], threshold_pct: float, level: float, rate:
     detectable = None if always else detectable_change_pct(values, min(len(v) for v in values), level, prior=prior)
     gates = always or detectable <= threshold_pct  # type: ignore[operator]
     return _Decided(values, bounds, slowdown, threshold_pct, gates, detectable,
-                    slowdown.verdict(threshold_pct, gates=gates), prior)
+                    slowdown.verdict(threshold_pct, gates=gates, shown_keeps_open=shown_keeps_open), prior)
 
 
 def _decided_values(base: ArmStats, head: ArmStats, rule: Rule) -> dict[MetricKey, list[list[float]]]:
@@ -135,14 +166,13 @@ def decide_by_interval(measured: BatchComparison, base: str, head: str, rule: Ru
     thresholds = {"gpu_ms": rule.gpu_pct, "tok_per_s": rule.tok_pct, "end_to_end_ms": rule.end_to_end_pct}
     decided: dict[MetricKey, _Decided] = {
         m: _decide(v, thresholds[m], level, rate=m == "tok_per_s", always=m == "gpu_ms",  # type: ignore[arg-type]
-                   borrowed=measured.borrowing(m))
+                   borrowed=measured.borrowing(m), shown_keeps_open=rule.felt_decides)
         for m, v in values.items()
     }
     verdicts = {m: decided[m].verdict for m in METRICS if m in decided}
     tok_measurable = (decided["tok_per_s"].detectable_pct <= UNMEASURABLE_FACTOR * rule.tok_pct  # type: ignore[operator]
                       or verdicts["tok_per_s"] in ("regression", "improvement"))
-    verdict = most_severe(list(verdicts.values()))
-    decided_by = next((m for m in verdicts if verdicts[m] == verdict), None) if verdict != "pass" else None
+    verdict, decided_by = batch_verdict(verdicts, rule.felt_decides)
     needed = None
     if decided_by is not None and verdict in UNDECIDED:
         by = decided[decided_by]

@@ -63,6 +63,7 @@ class StatedRule(BaseModel):
     # None: a report from before end-to-end ms was decided, its alpha split over 2 metrics
     end_to_end_threshold_pct: float | None = None
     spreads: list[CalibratedSpread] = []  # the calibration's, as the report kept them
+    felt_decides: bool = True  # False: a report from before what the user feels decided (schema 7)
 
     @property
     def metrics(self) -> int:
@@ -114,7 +115,8 @@ def decide_again(stored: BatchComparison, base: str, head: str, stated: StatedRu
     `compare` makes it from the measurements: the like-for-like check, then the timings."""
     rule = Rule(stated.threshold_pct, stated.tok_threshold_pct, stated.alpha, stated.confidence,
                 alpha_per_look=alpha_per_look(stated.alpha, stated.looks, stated.batch_sizes, stated.metrics),
-                look=stored.look, end_to_end_pct=stated.end_to_end_threshold_pct, spreads=tuple(stated.spreads))
+                look=stored.look, end_to_end_pct=stated.end_to_end_threshold_pct, spreads=tuple(stated.spreads),
+                felt_decides=stated.felt_decides)
     size, arms = stored.batch_size, stored.arms
     by_name = {a.arm: a for a in arms}
     if base not in by_name or head not in by_name:

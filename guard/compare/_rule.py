@@ -39,6 +39,10 @@ class Rule:
     end_to_end_pct: float | None = None  # None: end-to-end ms is not decided (a report from before it was)
     # the calibration's spreads, borrowed where the run's agrees with them (compare/_borrow.py)
     spreads: tuple[CalibratedSpread, ...] = ()
+    # within a batch size, a direction any metric decided stands over what another left undecided,
+    # and a slowdown shown by a metric that does not gate keeps it open (`_interval.batch_verdict`);
+    # False: the rule of schema 7's reports, where a batch size took its most severe metric's verdict
+    felt_decides: bool = True
 
     @property
     def bounds_confidence(self) -> float:

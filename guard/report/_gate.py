@@ -1,5 +1,6 @@
-"""What a report sets on the pull request: a success, a failure, an error, or neutral for a
-slowdown shown at the threshold (`measure.at_threshold`), never a green one."""
+"""What a report sets on the pull request: a success, a failure, an error, or neutral for a run
+that decided nothing: a slowdown shown at the threshold (`measure.at_threshold`), or nothing
+shown and nothing ruled out. An undecided run is never green."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ _GATE: dict[str, Gate] = {
     # a slowdown is shown (its lower bound is above 0), its size against the threshold is not:
     # not green; neutral, or failing where the config says so
     "at_threshold": "neutral",
-    # no slowdown shown, and none ruled out: the comment says so, and what would decide it
-    "inconclusive": "success",
+    # no slowdown shown, and none ruled out: not green either; the comment says what would decide it
+    "inconclusive": "neutral",
     "regression": "failure",
     "invalid": "error",
 }
 
 
 def gate(report: Report) -> Gate:
-    found = _GATE[report.verdict]
-    return "failure" if found == "neutral" and report.at_threshold_status == "fail" else found
+    if report.verdict == "at_threshold" and report.at_threshold_status == "fail":
+        return "failure"
+    return _GATE[report.verdict]

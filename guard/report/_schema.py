@@ -14,7 +14,7 @@ from guard.measure import MixReport, SlowProcesses, SourceLabel
 from guard.sandbox._isolation import Isolation
 from guard.trace import MixTraceSection, RankTraceSection, TraceSection
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # 1: verdicts by the significance rule; 2: the interval rule, with the looks the run could take;
 # 3: every fact the comment states is a field (`explanation`), reasons are kinds with figures;
 # 4: the report is its comparison's fields and the run's (GPU state as `gpu_fingerprint`, not
@@ -31,10 +31,14 @@ SCHEMA_VERSION = 7
 # `batch_sizes[].borrowed`); none of these keys appears where the run had none of them.
 # Later in 7: where each threshold came from (`threshold_sources`; no key in reports written before);
 # what boxed the pull request's processes (`isolation`; no key in reports written before).
-# Read: the current version, schema 6 (decided as it says: `end_to_end_threshold_pct` absent, over
-# 2 metrics) and schema 5 without a mix, which state nothing schema 7 would state otherwise; a
-# report of an older one is made again by `guard run`.
-READ_VERSIONS = (5, 6, 7)
+# 8: the same keys, decided by what the user feels (`Rule.felt_decides`): within a batch size, a
+# direction any metric decided stands over what another left undecided, and a slowdown shown by
+# a metric that does not gate keeps its batch size open (at_threshold); an improvement names
+# end-to-end ms or tok/s where they decided it. A schema 7 report is decided again as it was.
+# Read: the current version, schema 7 (by its own rule), schema 6 (decided as it says:
+# `end_to_end_threshold_pct` absent, over 2 metrics) and schema 5 without a mix, which state
+# nothing schema 7 would state otherwise; a report of an older one is made again by `guard run`.
+READ_VERSIONS = (5, 6, 7, 8)
 DESCRIBED_LIMIT = 200  # characters of a string the workload's describe() gave, kept in the record
 
 
@@ -128,7 +132,7 @@ class Report(Comparison):
     """The comparison (verdict, reasons, thresholds, batch sizes, the runs' warnings and GPU
     fingerprint, looks: `Comparison`'s fields, defined there once) and the run around it."""
 
-    schema_version: Literal[5, 6, 7] = SCHEMA_VERSION
+    schema_version: Literal[5, 6, 7, 8] = SCHEMA_VERSION
     tool_version: str
     base: str  # arm names
     head: str
