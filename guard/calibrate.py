@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from guard._errors import GuardError, HarnessError, TraceError
 from guard._output import write_atomic
 from guard.checkout import ArmRef, build_arm, check_interpreter_reach, default_cache_dir, require_repo, resolve_commit
-from guard.compare import DisagreementNoise, alpha_per_look, bounds_level, compare, disagreement_noise
+from guard.compare import DisagreementNoise, RULE_VERSION, alpha_per_look, bounds_level, compare, disagreement_noise
 from guard.config import (
     REFUSED_GPU_MS_PCT, REFUSED_TOK_PER_S_PCT, STEADY_RUNNER, CalibratedSpread, CommitFiles, GuardConfig,
     Thresholds, check_entry, load_commit_config, threshold_refusal, write_thresholds,
@@ -87,9 +87,11 @@ class Calibration(BaseModel):
 
 
 def rule_level(config: GuardConfig, batch_sizes: int) -> float:
-    """The level of the bounds `guard run` decides by under `config`: its alpha split over the
-    rounds it may take, the metrics and `batch_sizes` (the mix counted as one)."""
-    return bounds_level(alpha_per_look(config.measure.alpha, config.measure.looks, batch_sizes))
+    """The level of the bounds `guard run` decides its first look by under `config`: its alpha
+    spent over the most rounds it may take, split over the families and `batch_sizes` (the mix
+    counted as one). A run that plans fewer looks decides its first at a lower level."""
+    return bounds_level(alpha_per_look(config.measure.alpha, config.measure.looks, batch_sizes, look=1,
+                                       version=RULE_VERSION))
 
 
 def calibrate(

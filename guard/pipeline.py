@@ -44,7 +44,8 @@ Progress = Callable[[str], None]
 # numbered from `first_repeat` on: a confirmation round's new processes, by arm.
 MeasureRound = Callable[[list[str], HarnessSpec, int], dict[str, ArmMeasurement]]
 # Decides on `measurements`: per batch size the round it is decided at, and the mix's.
-Decide = Callable[[dict[str, ArmMeasurement], dict[int, int], int], Comparison]
+# what has been measured, each batch size's look, the mix's, and the looks alpha is spent over
+Decide = Callable[[dict[str, ArmMeasurement], dict[int, int], int, int], Comparison]
 
 
 def run_guard(
@@ -80,7 +81,8 @@ def run_guard(
                                 plan.config.measure.timeout_s, first.reference, progress, harness)
         outcome = decide_in_rounds(first.measurements, (plan.base.name, plan.head.name), first.spec,
                                    plan.config.measure.repeats, plan.config.measure.confirm_budget_s,
-                                   decider(plan, built.arms, first), measure, progress)
+                                   decider(plan, built.arms, first), measure, progress,
+                                   most_looks=plan.config.measure.looks)
         report = assemble_report(repo, plan, built, first, outcome, left, progress, out_dir,
                                  github_repo=github_repo, server_url=server_url, started=started)
         write_report(report, out_dir)
@@ -243,11 +245,12 @@ def decider(plan: Plan, arms: list[ArmInfo], first: FirstRound) -> Decide:
     measure, thresholds, spec = plan.config.measure, plan.thresholds, first.spec
     tokens = first.reference.tokens
 
-    def decide(measurements: dict[str, ArmMeasurement], look: dict[int, int], mix_look: int) -> Comparison:
+    def decide(measurements: dict[str, ArmMeasurement], look: dict[int, int], mix_look: int, looks: int
+               ) -> Comparison:
         return compare(
             {a.name: measurements[a.name] for a in arms}, plan.base.name, plan.head.name, spec.batch_sizes,
             thresholds.gpu_ms_pct, measure.confidence, measure.alpha, thresholds.tok_per_s_pct,
-            reference=tokens.source if tokens else None, looks=measure.looks, look=look,
+            reference=tokens.source if tokens else None, looks=looks, look=look,
             mix_schedule=spec.mix_schedule(), mix_look=mix_look,
             end_to_end_threshold_pct=thresholds.end_to_end_ms_pct, spreads=thresholds.spreads,
         )
@@ -269,18 +272,25 @@ class RoundsOutcome:
 
 def decide_in_rounds(
     measurements: dict[str, ArmMeasurement], verdict_arms: tuple[str, str], spec: HarnessSpec, repeats: int,
-    budget_s: float, decide: Decide, measure: MeasureRound, progress: Progress = lambda _: None,
+    budget_s: float, decide: Decide, measure: MeasureRound, progress: Progress = lambda _: None, *,
+    most_looks: int = 1,
 ) -> RoundsOutcome:
     """Decide on the first round, then, while a batch size or the mix is undecided and the run
     may look again, measure base and head alone again at what is undecided (a round fits where
-    the last round's process times say it does) and decide those at the next look. The
-    measurements are merged into `measurements`, which the outcome holds."""
+    the last round's process times say it does) and decide those at the next look. The looks
+    alpha is spent over are planned from the first round's process times: as many as the budget
+    holds, `most_looks` at most. The measurements are merged into `measurements`, which the
+    outcome holds."""
     decided_at: dict[int, int] = {}  # batch size -> the last round that measured it
     mix_at = 1
     budget = RoundsBudget(budget_s)
     budget.measured([r for name in verdict_arms if name in measurements for r in measurements[name].repeats],
                     confirmation=False)
-    first = decide(measurements, decided_at, mix_at)
+    looks = budget.looks_that_fit(2 * repeats, most_looks)
+    if looks < most_looks:
+        progress(f"the confirmation budget ({budget_s:g} s) holds {looks - 1} round(s) of {2 * repeats} processes "
+                 f"at {budget.process_s:.1f} s each: alpha is spent over {looks} look(s), not {most_looks}")
+    first = decide(measurements, decided_at, mix_at, looks)
 
     def fits(_undecided: list[int], _mix: bool) -> bool:
         return budget.fits(2 * repeats)
@@ -304,9 +314,11 @@ def decide_in_rounds(
             merged.error, merged.log_tail = merged.error or extra.error, merged.log_tail or extra.log_tail
         decided_at.update({size: round_no for size in undecided})
         mix_at = round_no if mix else mix_at
-        return decide(measurements, decided_at, mix_at)
+        return decide(measurements, decided_at, mix_at, looks)
 
     comparison, rounds, stopped, _ = confirm_undecided(first, confirmation_round, fits)
+    if stopped == "max_rounds" and rounds == looks < most_looks:
+        stopped = "budget"  # the looks planned were the budget's, not measure.max_rounds
     progress(f"rounds: {rounds}, stopped: {stopped}")
     return RoundsOutcome(comparison, measurements, rounds, stopped, budget)
 

@@ -16,7 +16,7 @@ from scipy import stats
 from guard._errors import GuardError
 from guard.calibrate import (NoiseFloor, RunnerTooNoisy, calibrate, calibration_path, gap_noise, gap_noise_line,
                              rule_level)
-from guard.compare import METRICS_PER_LOOK, agreement
+from guard.compare import FAMILIES_PER_LOOK, agreement, spent
 from guard.compare import disagreement_noise as noise_of
 from guard.config import load_thresholds, parse_config
 from guard.measure import PASS_RATE, RunnerNoise, relative_change, runner_noise
@@ -92,11 +92,11 @@ def _borrowed_upper_quantile(repeats: int, level: float, dof: int, sd_share: flo
 
 def test_the_suggestion_holds_at_the_rules_level_not_at_the_shown_95_percent() -> None:
     """The smallest threshold an A/A supports is the one an unchanged commit passes PASS_RATE of
-    the time under the bounds `guard run` decides by (alpha split over 4 rounds, the metrics and 2
+    the time under the bounds `guard run` decides by (alpha spent over 4 rounds, split over the families and 2
     batch sizes), checked against scipy and by drawing unchanged pairs; at the 95% the intervals
     are shown at, an unchanged commit would fail it far more often than promised."""
     config = parse_config({"measure": {"alpha": 0.01, "max_rounds": 4}})
-    each = 0.01 / (4 * METRICS_PER_LOOK * 2)
+    each = spent(0.01, 4, 1) / (FAMILIES_PER_LOOK * 2)  # the first look's share of alpha
     level = rule_level(config, 2)
     assert level == pytest.approx(1 - 2 * each)
     rng = np.random.default_rng(7)
@@ -196,7 +196,7 @@ def test_a_slow_process_is_named_counted_and_left_out_of_the_spread(tmp_path: Pa
     # the threshold it supports, at the rule's own level: alpha 0.01 over 1 look (no confirmation
     # round), the metrics and 1 batch size, at 4 per side for a run that borrows this spread (the
     # suggestion's), and Welch's bound on a run's own processes alone
-    each = 0.01 / (1 * METRICS_PER_LOOK * 1)
+    each = spent(0.01, 1, 1) / (FAMILIES_PER_LOOK * 1)
     dof = sum(len(x) - 1 for x in kept)
     limit = dof * pooled / stats.chi2.ppf(0.05, dof)
     level = 1 - 2 * each

@@ -61,7 +61,7 @@ def test_a_slower_mix_makes_the_verdict_a_regression_where_every_fixed_size_pass
     assert mixed.verdict == "regression" and found.verdict == "regression"
     assert mixed.gpu_ms_bounds is not None and mixed.gpu_ms_bounds.ci_low_pct > THRESHOLD
     # one bound of each metric of each of the two: the fixed size's level is the mix's too
-    assert mixed.alpha_per_look == fixed.alpha_per_look == pytest.approx(alpha_per_look(0.01, 1, 2))
+    assert mixed.alpha_per_look == fixed.alpha_per_look == pytest.approx(alpha_per_look(0.01, 1, 2, look=1, version=2))
     head = next(a for a in mixed.arms if a.arm == "head")
     # each process's mean over its timed steps, the value report.mix keeps per process
     assert head.gpu_ms_per_step.values == pytest.approx([statistics.fmean(2.2 * (1 - j) * s / 2 for s in SCHEDULE)

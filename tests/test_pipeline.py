@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 import re
 import subprocess
 import sys
@@ -244,7 +244,8 @@ def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path
     assert report.verdict == "inconclusive" and run.exit_code == 0
     (batch,) = report.batch_sizes
     assert batch.look == 2 and batch.decided_by == "gpu_ms" and report.reasons == []
-    assert batch.alpha_per_look == pytest.approx(0.01 / (2 * 3 * 1))  # 2 looks x 3 metrics x 1 batch size
+    # the second of 2 looks spends what the first (62%, Pocock-type) left, over 2 families x 1 batch size
+    assert batch.alpha_per_look == pytest.approx((0.01 - 0.01 * math.log(1 + (math.e - 1) / 2)) / (2 * 1))
     assert batch.gpu_ms_bounds is not None
     assert batch.gpu_ms_bounds.ci_low_pct <= 0 and batch.gpu_ms_bounds.ci_high_pct >= 1.0
     # the comment names the processes that would decide it (delays of 1-3 ms: far too many)

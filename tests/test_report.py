@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from guard.compare import StatedRule, decide_again
 from guard.measure import spread
-from guard.report import Report, render_comment
+from guard.report import SCHEMA_VERSION, Report, render_comment
 from guard.trace import trace_sections
 from tests.report_fixtures import committed, current_file, explained
 
@@ -150,7 +151,7 @@ def _kernel_pair_at_threshold() -> Report:
     (batch,) = compare_pair(pair, 2, pair.facts.threshold_pct, pair.facts.tok_threshold_pct, looks=2).batch_sizes
     report = pair.report
     return explained(report.model_copy(update={"batch_sizes": [batch], "reasons": [], "verdict": batch.verdict,
-                                               "looks": 2, "rounds": 2}))
+                                               "looks": 2, "rounds": 2, "schema_version": SCHEMA_VERSION}))
 
 
 def test_a_real_slowdown_at_the_threshold_is_said_to_be_at_threshold() -> None:
@@ -166,8 +167,11 @@ def test_a_real_slowdown_at_the_threshold_is_said_to_be_at_threshold() -> None:
     assert comment.splitlines()[1].startswith(
         f"**Decode slowdown at the 0.5% threshold, not ruled out: {bounds.pct:+.2f}% GPU ms per step at batch size 1 "
         "with ")
-    level = f"{(1 - 2 * 0.01 / (2 * 2 * 1)) * 100:.4g}%"  # alpha 0.01 over 2 looks x 2 metrics x 1 batch size
-    assert level == "99.5%"
+    # decided at the second of 2 looks, which spends what the first left of alpha 0.01, over 2 families
+    second = (0.01 - 0.01 * math.log(1 + (math.e - 1) / 2)) / (2 * 1)
+    assert batch.alpha_per_look == pytest.approx(second)
+    level = f"{(1 - 2 * second) * 100:.4g}%"
+    assert level == "99.62%"
     assert (f"At batch size 1, GPU ms per step rose {bounds.pct:.2f}%: slower, but too close to the 0.5% threshold "
             "to call after its confirmation round; more than 200 processes per arm would decide it (this run: 8).") \
         in comment
@@ -175,7 +179,7 @@ def test_a_real_slowdown_at_the_threshold_is_said_to_be_at_threshold() -> None:
            f"({bounds.interval()}) |" in comment
     assert f"change ({level} interval)" in comment
     assert "4 fresh processes per arm, and 4 more in a confirmation round for batch size 1" in comment
-    assert "Each bound is wrong at most 0.25% of the time" in comment
+    assert "Each bound of the first look is wrong at most 0.31% of the time" in comment  # 62% of alpha over 2
     assert "too noisy" not in comment and "No decode slowdown" not in comment
     # where the time went, as for a regression: two kernels swapped variant
     assert "2 kernel(s) run as another variant of the same function" in comment

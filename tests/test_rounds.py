@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from guard.compare import METRICS_PER_LOOK, alpha_per_look
+from guard.compare import FAMILIES_PER_LOOK, METRICS_PER_LOOK, alpha_per_look, spent
 from guard.measure import RepeatResult, RoundsBudget
 from tests.conftest import commit_all
 from tests.standin import StandIn, run_in_process
@@ -60,15 +60,18 @@ def test_a_run_that_needs_three_rounds_takes_them_and_stops_decided(tmp_path: Pa
     assert batch.verdict == "regression" and batch.look == 3
     assert [a.repeats for a in batch.arms] == [6, 6]
     # the bounds again from the processes' own figures, and at the first two rounds' processes alone
-    each = 0.01 / (4 * METRICS_PER_LOOK * 1)  # split over the 4 rounds it might have taken, not the 3 it took
-    assert batch.alpha_per_look == pytest.approx(each)
+    # the third of the 4 looks the budget holds spends its share of alpha, over 2 families x 1 batch size
+    def each(look: int) -> float:
+        return (spent(0.01, 4, look) - (spent(0.01, 4, look - 1) if look > 1 else 0.0)) / (FAMILIES_PER_LOOK * 1)
+
+    assert batch.alpha_per_look == pytest.approx(each(3))
     figures = {arm: [run.result(arm, r)["runs"][0]["gpu_ms_per_step"] for r in range(6)] for arm in ("base", "head")}
-    low, high = _log_bounds(figures["base"], figures["head"], each)
+    low, high = _log_bounds(figures["base"], figures["head"], each(3))
     assert batch.gpu_ms_bounds is not None
     assert batch.gpu_ms_bounds.ci_low_pct == pytest.approx(low, rel=1e-6) and low > 20
     assert batch.gpu_ms_bounds.ci_high_pct == pytest.approx(high, rel=1e-6)
-    for processes in (2, 4):
-        low, high = _log_bounds(figures["base"][:processes], figures["head"][:processes], each)
+    for look, processes in ((1, 2), (2, 4)):
+        low, high = _log_bounds(figures["base"][:processes], figures["head"][:processes], each(look))
         assert low < 20 < high  # undecided then: the round after it was needed
     # the reference process, then 2 arms x 2 repeats x 3 rounds, each round base's and head's alone
     assert len(standin.asked) == 13
@@ -105,10 +108,25 @@ def test_a_round_fits_where_the_last_rounds_process_times_say_it_does() -> None:
     assert budget.estimate_s(48) == 96.0 and budget.fits(48) and not budget.fits(49)
 
 
-def test_alpha_is_split_over_the_most_rounds_a_run_may_take() -> None:
-    # 4 rounds x the metrics x 3 batch sizes (the mix counts as one)
+def test_alpha_is_spent_over_the_looks_and_split_over_families_and_batch_sizes() -> None:
+    # rule 2: the first of 4 looks spends alpha x ln(1 + (e - 1) / 4), over 2 families x 3 batch sizes
+    first = alpha_per_look(0.01, 4, 3, look=1, version=2)
+    assert first == pytest.approx(0.01 * math.log(1 + (math.e - 1) / 4) / (FAMILIES_PER_LOOK * 3))
+    every = [alpha_per_look(0.01, 4, 3, look=k, version=2) for k in range(1, 5)]
+    assert sum(every) * FAMILIES_PER_LOOK * 3 == pytest.approx(0.01)  # all of alpha by the last look, no more
+    assert every == sorted(every, reverse=True)  # the first look spends the most
+    # rule 1 (schema 7's reports): 4 rounds x the metrics x 3 batch sizes (the mix counts as one)
     assert alpha_per_look(0.01, 4, 3) == pytest.approx(0.01 / (4 * METRICS_PER_LOOK * 3))
     from guard.config import parse_config
     config = parse_config({"measure": {"max_rounds": 3}})
     assert config.measure.looks == 3
     assert parse_config({"measure": {"max_rounds": 3, "confirm": False}}).measure.looks == 1
+
+
+def test_the_looks_are_the_ones_the_budget_holds_at_the_first_rounds_process_times() -> None:
+    budget = RoundsBudget(budget_s=180.0)
+    budget.measured([_process(10.0), _process(14.0)], confirmation=False)  # 12 s a process
+    assert budget.looks_that_fit(10, 4) == 2  # one round of 10 processes (120 s) fits 180 s, two do not
+    assert budget.looks_that_fit(5, 4) == 4 and budget.looks_that_fit(5, 2) == 2  # never past max_rounds
+    assert budget.looks_that_fit(20, 4) == 1  # 240 s: no confirmation round, all of alpha at the first look
+    assert RoundsBudget(budget_s=0.0).looks_that_fit(10, 4) == 1

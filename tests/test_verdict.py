@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Callable
 
 import numpy as np
@@ -371,8 +372,8 @@ def test_tok_per_s_too_noisy_to_detect_its_threshold_informs_and_does_not_decide
     assert (batch.gpu_ms_verdict, batch.tok_per_s_verdict) == ("pass", "pass")
     assert batch.tok_per_s_gates is False
     tok = [[r.runs[0].tok_per_s for r in m.repeats] for m in (base, head)]
-    # detectable at the decision's own level: each bound wrong alpha / (1 look x 3 metrics x 1 batch size)
-    assert batch.alpha_per_look == pytest.approx(0.01 / 3)
+    # detectable at the decision's own level: each bound wrong alpha / (1 look x 2 families x 1 batch size)
+    assert batch.alpha_per_look == pytest.approx(0.01 / 2)
     assert batch.tok_per_s_detectable_pct == pytest.approx(detectable_pct(*tok, 5, level(batch)), rel=1e-9)
     assert batch.tok_per_s_detectable_pct > THRESHOLD
     assert batch.tok_per_s_repeats_to_gate is None  # an 8% spread against 1%: over 200 repeats
@@ -469,21 +470,28 @@ def test_each_verdict_is_where_its_bounds_stand_against_the_threshold(
     assert 0 <= batch.gpu_ms_change.p_value <= 1
 
 
-def test_alpha_is_split_over_looks_metrics_and_batch_sizes() -> None:
-    """+1.2% over a 0.2% spread: a regression when one look at one batch size may spend
-    alpha / 3, at the threshold when 2 looks x 3 metrics x 2 batch sizes share it."""
-    jitter = [1.0, 1.0010, 0.9990, 1.0005, 0.9995]
-    before, after = scaled(1.0, jitter), scaled(1.012, jitter[::-1])
+def test_alpha_is_spent_over_looks_and_split_over_families_and_batch_sizes() -> None:
+    """+1.95% over a 0.5% spread: a regression when one look at one batch size may spend all of
+    alpha over its 2 families (GPU ms; end-to-end ms with tok/s), at the threshold when the
+    first of 2 looks spends its Pocock-type share over 2 families x 2 batch sizes."""
+    jitter = [1.0, 1.005, 0.995, 1.0025, 0.9975]
+    before, after = scaled(1.0, jitter), scaled(1.0195, jitter[::-1])
     measurements = {"base": arm("base", {1: before, 2: before}), "head": arm("head", {1: after, 2: after})}
     (alone,) = compare(measurements, "base", "head", [1], THRESHOLD, CONFIDENCE, 0.01, looks=1).batch_sizes
     shared = compare(measurements, "base", "head", [1, 2], THRESHOLD, CONFIDENCE, 0.01, looks=2)
-    assert alone.alpha_per_look == pytest.approx(0.01 / (1 * 3 * 1))
-    assert [b.alpha_per_look for b in shared.batch_sizes] == [pytest.approx(0.01 / (2 * 3 * 2))] * 2
-    assert welch_bounds(before, after, 0.01 / 3)[0] > THRESHOLD > welch_bounds(before, after, 0.01 / 12)[0]
+    first_look = 0.01 * math.log(1 + (math.e - 1) / 2)  # 62% of alpha at the first of 2 looks
+    assert alone.alpha_per_look == pytest.approx(0.01 / 2)
+    assert [b.alpha_per_look for b in shared.batch_sizes] == [pytest.approx(first_look / (2 * 2))] * 2
+    assert welch_bounds(before, after, 0.01 / 2)[0] > THRESHOLD + 0.05
+    assert welch_bounds(before, after, first_look / 4)[0] < THRESHOLD - 0.05
     assert alone.verdict == "regression"
     assert [b.verdict for b in shared.batch_sizes] == ["at_threshold", "at_threshold"] and shared.looks == 2
     assert shared.batch_sizes[0].gpu_ms_bounds is not None and shared.batch_sizes[0].gpu_ms_bounds.confidence == \
-        pytest.approx(1 - 2 * 0.01 / 12)
+        pytest.approx(1 - 2 * first_look / 4)
+    # the second look spends the rest of alpha: 38% of it
+    (later,) = compare(measurements, "base", "head", [1, 2], THRESHOLD, CONFIDENCE, 0.01, looks=2,
+                       look={1: 2, 2: 2}).batch_sizes[:1]
+    assert later.alpha_per_look == pytest.approx((0.01 - first_look) / 4)
 
 
 def test_a_slowdown_in_tok_s_alone_is_a_regression_by_tok_s() -> None:

@@ -16,12 +16,14 @@ from guard.compare._ranks import (
 )
 from guard.compare._reasons import Reason, ReasonKind, SeenValue
 from guard.compare._recheck import Discrepancy, StatedRule, decide_again, recheck
-from guard.compare._rule import METRICS_PER_LOOK, alpha_per_look, bounds_level
+from guard.compare._rule import FAMILIES_PER_LOOK, METRICS_PER_LOOK, RULE_VERSION, alpha_per_look, bounds_level, spent
 from guard.compare._verdict import Rounds, compare, confirm_undecided
 
 __all__ = [
     "METRICS",
+    "FAMILIES_PER_LOOK",
     "METRICS_PER_LOOK",
+    "RULE_VERSION",
     "MIX_BATCH",
     "STRAGGLER_LAG_FACTOR",
     "STRAGGLER_MIN_LAG_PCT",
@@ -73,6 +75,7 @@ __all__ = [
     "false_alarm_bound",
     "first_mismatch",
     "most_severe",
+    "spent",
     "rank_change",
     "recheck",
     "straggler_of",

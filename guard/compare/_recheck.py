@@ -25,7 +25,7 @@ from guard.compare._agreement import ConfidentCounts, judge
 from guard.compare._models import UNHELD_SHARE, Agreement, ArmAgreement, ArmStats, BatchComparison, Verdict
 from guard.compare._models import most_severe
 from guard.compare._ranks import straggler_again
-from guard.compare._rule import METRICS_PER_LOOK, Rule, alpha_per_look
+from guard.compare._rule import METRICS_PER_LOOK, RULE_VERSION, Rule
 from guard.compare._verdict import _compare_timings, ranks_disagree, with_rank_change
 from guard.config import MAX_ROUNDS, CalibratedSpread
 from guard.measure import Change, Spread
@@ -63,7 +63,7 @@ class StatedRule(BaseModel):
     # None: a report from before end-to-end ms was decided, its alpha split over 2 metrics
     end_to_end_threshold_pct: float | None = None
     spreads: list[CalibratedSpread] = []  # the calibration's, as the report kept them
-    felt_decides: bool = True  # False: a report from before what the user feels decided (schema 7)
+    version: int = RULE_VERSION  # the rule's (compare/_rule.py): 1 for schema 7's reports
 
     @property
     def metrics(self) -> int:
@@ -114,9 +114,9 @@ def decide_again(stored: BatchComparison, base: str, head: str, stated: StatedRu
     """The batch size's comparison made again from its stored arms and counts, as
     `compare` makes it from the measurements: the like-for-like check, then the timings."""
     rule = Rule(stated.threshold_pct, stated.tok_threshold_pct, stated.alpha, stated.confidence,
-                alpha_per_look=alpha_per_look(stated.alpha, stated.looks, stated.batch_sizes, stated.metrics),
-                look=stored.look, end_to_end_pct=stated.end_to_end_threshold_pct, spreads=tuple(stated.spreads),
-                felt_decides=stated.felt_decides)
+                looks=stated.looks, decided_sizes=stated.batch_sizes, look=stored.look,
+                end_to_end_pct=stated.end_to_end_threshold_pct, spreads=tuple(stated.spreads),
+                version=stated.version)
     size, arms = stored.batch_size, stored.arms
     by_name = {a.arm: a for a in arms}
     if base not in by_name or head not in by_name:

@@ -3,7 +3,6 @@ are decided by the interval rule (`_interval.py`), more rounds for those it leav
 
 from __future__ import annotations
 
-from dataclasses import replace
 from collections.abc import Sequence
 from typing import Callable, NamedTuple
 
@@ -18,7 +17,7 @@ from guard.compare._models import (
 )
 from guard.compare._ranks import arm_ranks, rank_change
 from guard.compare._reasons import Reason
-from guard.compare._rule import Rule, alpha_per_look
+from guard.compare._rule import Rule
 from guard.config import CalibratedSpread
 from guard.measure import (
     ArmMeasurement, BatchRun, Change, PriorSpread, RepeatResult, Spread, relative_change, spread,
@@ -61,15 +60,15 @@ def compare(
     ]
     fingerprints = check_measurements(measurements)
     reasons += fingerprints.invalid_reasons
-    rule = Rule(threshold_pct, tok_threshold_pct or threshold_pct, alpha, confidence,
-                alpha_per_look=alpha_per_look(alpha, looks, len(batch_sizes) + (mix_schedule is not None)),
+    rule = Rule(threshold_pct, tok_threshold_pct or threshold_pct, alpha, confidence, looks=looks,
+                decided_sizes=len(batch_sizes) + (mix_schedule is not None),
                 end_to_end_pct=end_to_end_threshold_pct or threshold_pct, spreads=tuple(spreads))
     batches = [
-        with_rank_change(_compare_batch(measurements, base, head, bs, replace(rule, look=(look or {}).get(bs, 1)),
+        with_rank_change(_compare_batch(measurements, base, head, bs, rule.at_look((look or {}).get(bs, 1)),
                                         reference), base, head)
         for bs in batch_sizes
     ]
-    mixed = (compare_mix(measurements, base, head, mix_schedule, replace(rule, look=mix_look), reference)
+    mixed = (compare_mix(measurements, base, head, mix_schedule, rule.at_look(mix_look), reference)
              if mix_schedule is not None else None)
     decided = batches + ([mixed] if mixed is not None else [])
     hash_matches = [b.hash_match for b in decided if b.hash_match is not None]

@@ -37,6 +37,16 @@ class RoundsBudget:
     def left_s(self) -> float:
         return max(0.0, self.budget_s - self.confirm_s)
 
+    def looks_that_fit(self, processes: int, most: int) -> int:
+        """The looks a run can plan on: the first, and as many rounds of `processes` as the budget
+        holds at the last round's process time, `most` at most. Alpha is spent over these alone
+        (guard/compare/_rule.py), none on a look the budget cannot hold."""
+        each = self.estimate_s(processes)
+        if self.left_s() <= 0:
+            return 1
+        rounds = most - 1 if each <= 0 else int(self.left_s() // each)  # no process timed: as many as may be
+        return max(1, min(most, 1 + rounds))
+
     def fits(self, processes: int) -> bool:
         """Whether a round of `processes` fits in what is left of the budget."""
         return self.estimate_s(processes) <= self.left_s()

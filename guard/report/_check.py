@@ -32,7 +32,7 @@ def check_report(report: Report, path: Path, *, check_explanation: bool = True) 
                       tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct,
                       looks=report.looks, batch_sizes=len(report.decided()),
                       end_to_end_threshold_pct=report.end_to_end_threshold_pct,
-                      spreads=report.calibrated_spreads, felt_decides=report.schema_version >= 8)
+                      spreads=report.calibrated_spreads, version=report.rule_version)
     found = _shape(report) or recheck(
         report.decided(), report.base, report.head, rule,
         verdict=report.verdict, hash_match=report.hash_match,

@@ -3,7 +3,7 @@ and the interval rule's level and account, with this run's figures."""
 
 from __future__ import annotations
 
-from guard.compare import BatchComparison, MetricKey, alpha_per_look
+from guard.compare import BatchComparison, MetricKey, alpha_per_look, spent
 from guard.measure import MOST_REPEATS, Change
 from guard.report import _words as words
 from guard.report._roles import the_threshold, threshold_text
@@ -11,12 +11,17 @@ from guard.report._schema import Report
 
 
 def bounds_level(report: Report) -> str:
-    """The level of the intervals the verdicts were decided on: '99.75%'."""
-    return words.level(1 - 2 * _alpha_per_look(report))
+    """The level of the intervals the verdicts were decided on: '99.75%', or '99.38% to 99.62%'
+    where batch sizes were decided at looks that spent different shares of alpha."""
+    used = sorted({b.alpha_per_look for b in report.decided() if b.alpha_per_look is not None}, reverse=True)
+    levels = list(dict.fromkeys(words.level(1 - 2 * a) for a in used or [_alpha_per_look(report)]))
+    return levels[0] if len(levels) == 1 else f"{levels[0]} to {levels[-1]}"
 
 
 def _alpha_per_look(report: Report) -> float:
-    return alpha_per_look(report.alpha, report.looks, max(1, len(report.decided())), report.metrics_per_look)
+    """Each bound's error at the first look (later looks' are in their batch sizes' rows)."""
+    return alpha_per_look(report.alpha, report.looks, max(1, len(report.decided())), report.metrics_per_look,
+                          look=1, version=report.rule_version)
 
 
 def limit(report: Report, metric: MetricKey) -> float:
@@ -128,14 +133,26 @@ def rule_note(report: Report) -> str:
     looks, n = report.looks, len(report.batch_sizes)
     mixed = " and the batch-size mix" if report.mix_comparison is not None else ""
     gpu = words.metric("gpu_ms", report.gpu_timed())
+    if report.rule_version >= 2:
+        first = spent(report.alpha, looks, 1)
+        split = (f"Each bound of the first look is wrong at most {each} of the time: alpha {report.alpha:g} is "
+                 f"spent over the {words.plural(looks, 'look')} the time budget holds"
+                 + (f" ({words.pct(100 * first / report.alpha, 0).lstrip('+')} of it at the first, by a "
+                    "Pocock-type spending function)" if looks > 1 else "")
+                 + f" and split over 2 families ({gpu}; "
+                 + ("end-to-end ms per step and tok/s, one pass's figures" if report.gpu_timed() else "tok/s")
+                 + f") x {words.plural(n, 'batch size')}{mixed}. ")
+    else:
+        split = (f"Each bound is wrong at most {each} of the time (alpha {report.alpha:g} split over "
+                 f"{words.plural(looks, 'round')} x {report.metrics_per_look} metrics x "
+                 f"{words.plural(n, 'batch size')}{mixed}). ")
     return (
         f"A batch size is a regression when the lower bound of its slowdown is above the threshold "
         f"({words.threshold(report.threshold_pct)} in {gpu}, {threshold_text(report, 'tok_per_s')} in "
         "tok/s), a pass when the upper bound is under it, an improvement when the upper bound is under minus the "
-        f"threshold. Each bound is wrong at most {each} of the time (alpha {report.alpha:g} split over "
-        f"{words.plural(looks, 'round')} x {report.metrics_per_look} metrics x {words.plural(n, 'batch size')}"
-        f"{mixed}), so all hold together "
-        f"at least {words.level(1 - report.alpha)} of the time. tok/s decides only where this run's processes could "
+        f"threshold. {split}So a regression that is not there is called at most {words.level(report.alpha)} of "
+        f"the time, as is an improvement; all the bounds hold together at least {words.level(1 - 2 * report.alpha)} "
+        "of the time. tok/s decides only where this run's processes could "
         "detect its threshold"
         + (f"; so does {words.END_TO_END} (unheld, the host's launch time included; "
            f"{threshold_text(report, 'end_to_end_ms')}), which otherwise decides a slowdown whose whole "

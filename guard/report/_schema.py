@@ -31,10 +31,12 @@ SCHEMA_VERSION = 8
 # `batch_sizes[].borrowed`); none of these keys appears where the run had none of them.
 # Later in 7: where each threshold came from (`threshold_sources`; no key in reports written before);
 # what boxed the pull request's processes (`isolation`; no key in reports written before).
-# 8: the same keys, decided by what the user feels (`Rule.felt_decides`): within a batch size, a
+# 8: the same keys, decided by rule 2 (guard/compare/_rule.py): within a batch size, a
 # direction any metric decided stands over what another left undecided, and a slowdown shown by
 # a metric that does not gate keeps its batch size open (at_threshold); an improvement names
-# end-to-end ms or tok/s where they decided it. A schema 7 report is decided again as it was.
+# end-to-end ms or tok/s where they decided it; alpha is spent over the looks the budget can hold
+# (`looks`, planned from the first round) by a Pocock-type function, x 2 families (GPU ms; end-to-end
+# ms with tok/s) x the batch sizes. A schema 7 report is decided again by rule 1, as it was.
 # Read: the current version, schema 7 (by its own rule), schema 6 (decided as it says:
 # `end_to_end_threshold_pct` absent, over 2 metrics) and schema 5 without a mix, which state
 # nothing schema 7 would state otherwise; a report of an older one is made again by `guard run`.
@@ -177,6 +179,11 @@ class Report(Comparison):
                                                             exclude_if=lambda value: value == "neutral")
     # what held the pull request's processes on this host (guard/sandbox/_isolation.py); None: a report from before
     isolation: Isolation | None = Field(default=None, exclude_if=lambda value: value is None)
+
+    @property
+    def rule_version(self) -> int:
+        """The decision rule its verdicts were made by (guard/compare/_rule.py): 2 from schema 8."""
+        return 2 if self.schema_version >= 8 else 1
 
     def arm(self, name: str) -> ArmInfo:
         return next(a for a in self.arms if a.name == name)
