@@ -38,6 +38,7 @@ from guard.compare._models import (
 from guard.compare._rule import Rule
 from guard.measure import (
     Change, PriorSpread, detectable_change_pct, relative_change, repeats_to_decide, repeats_to_rule_out,
+    smallest_caught_pct,
 )
 
 
@@ -201,4 +202,7 @@ def decide_by_interval(measured: BatchComparison, base: str, head: str, rule: Ru
         "repeats_to_decide": needed,
         "at_threshold": [m for m in verdicts if verdicts[m] == "at_threshold"],
         "undecided": verdict in UNDECIDED,
+        "caught_pct": {m: smallest_caught_pct(d.values, min(len(v) for v in d.values), d.threshold_pct, level,
+                                              prior=d.prior)
+                       for m, d in decided.items()} if rule.version >= 2 else {},
     })

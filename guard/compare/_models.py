@@ -171,6 +171,10 @@ class BatchComparison(BaseModel):
     # confidence 1 - 2 x alpha_per_look, the one the verdict was decided on
     gpu_ms_bounds: Change | None = None
     tok_per_s_bounds: Change | None = None
+    # what this run could see: per metric decided, the smallest true slowdown, in percent, its
+    # bounds would have called a regression PASS_RATE (95%) of the time at this run's spread,
+    # processes and alpha_per_look (`measure.smallest_caught_pct`); no key in reports before it
+    caught_pct: dict[MetricKey, float] = Field(default={}, exclude_if=lambda value: not value)
     # undecided: processes per arm that would tell decided_by's change from its threshold at
     # this spread, were the change what this run measured; None: more than MOST_REPEATS, or decided
     repeats_to_decide: int | None = None

@@ -4,7 +4,7 @@ and the interval rule's level and account, with this run's figures."""
 from __future__ import annotations
 
 from guard.compare import BatchComparison, MetricKey, alpha_per_look, spent
-from guard.measure import MOST_REPEATS, Change
+from guard.measure import MOST_REPEATS, PASS_RATE, Change
 from guard.report import _words as words
 from guard.report._roles import the_threshold, threshold_text
 from guard.report._schema import Report
@@ -177,3 +177,26 @@ def _rounds_note(report: Report) -> str:
     budget = f" while each fits the {report.confirm_budget_s:g} s budget" if report.confirm_budget_s is not None else ""
     return (f"A batch size left open gets up to {words.plural(looks - 1, 'more round')} of processes{budget}; "
             "one still open after them ")
+
+
+def caught_sentence(report: Report) -> str | None:
+    """What the run could see, in one sentence: 'This run would have caught a slowdown in GPU ms
+    per step of 1.4% or more at batch size 1 (12% end to end) and 1.6% at batch size 2 (15% end
+    to end), 95% of the time at its error rates.' None for a report without the figures."""
+    decided = [b for b in report.decided() if "gpu_ms" in b.caught_pct]
+    if not decided:
+        return None
+    parts = []
+    for b in decided:
+        felt: MetricKey = "end_to_end_ms" if "end_to_end_ms" in b.caught_pct else "tok_per_s"
+        unit = "end to end" if felt == "end_to_end_ms" else "in tok/s"
+        also = f" ({_caught(b.caught_pct[felt])} {unit})" if felt in b.caught_pct else ""
+        parts.append(f"{_caught(b.caught_pct['gpu_ms'])}{' or more' if not parts else ''} "
+                     f"{words.at_size(b.batch_size)}{also}")
+    return (f"This run would have caught a slowdown in {words.metric('gpu_ms', report.gpu_timed())} of "
+            f"{words.listed(parts)}, {words.level(PASS_RATE)} of the time at its error rates.")
+
+
+def _caught(pct: float) -> str:
+    """'1.4%', '12%', '2.3x' (a step 2.3 times as long) past 100%."""
+    return f"{1 + pct / 100:.2g}x" if pct >= 100 else f"{pct:.2g}%"

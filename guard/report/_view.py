@@ -24,7 +24,8 @@ from guard.report._chart import strip_chart
 from guard.report._compiled_text import compiled_line
 from guard.report._config_change import config_note
 from guard.report._lead import (
-    batch_sentence, bounds_level, felt_sentence, pass_sentence, processes_text, ruled_out_sentence, rule_note, shown,
+    batch_sentence, bounds_level, caught_sentence, felt_sentence, pass_sentence, processes_text, ruled_out_sentence,
+    rule_note, shown,
 )
 from guard.report._links import RunLinks
 from guard.report._mermaid import mermaid_charts
@@ -125,6 +126,10 @@ def _what_happened(report: Report) -> list[Block]:
         blocks.append(_p(" ".join(lines)))
     if report.verdict != "invalid" and (table := _table(report)) is not None:
         blocks += [table, _p(_table_note(report))]
+        # what the run could see answers "can I trust this" for a run that found nothing past T;
+        # a decided slowdown or gain says it in the method fold
+        if report.verdict in ("pass", "inconclusive") and (caught := caught_sentence(report)) is not None:
+            blocks.append(_p(caught))
     fell = report.explanation.headline.fell_out
     # a batch size out of its CUDA graphs has its own line, with the launch counts
     causes = [c for c in report.explanation.causes if not (c.kind == "no_cuda_graph" and c.batch_size in fell)]
@@ -396,6 +401,8 @@ def _method_blocks(report: Report) -> list[Block]:
     if compiled := compile_cache_note(report):
         lines.append(compiled)
     lines.append(rule_note(report))
+    if report.verdict not in ("pass", "inconclusive") and (caught := caught_sentence(report)) is not None:
+        lines.append(caught)
     if held := held_note(report):
         lines.append(held)
     if borrowed := borrowed_note(report):

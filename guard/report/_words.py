@@ -163,6 +163,11 @@ def at_size(batch_size: int | None) -> str:
     return "over the batch-size mix" if batch_size == MIX_BATCH else f"at batch size {batch_size}"
 
 
+def listed(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def short_sha(sha: str) -> str:
     return sha[:8]
 

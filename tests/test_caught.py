@@ -1,0 +1,60 @@
+"""What a run could see: per metric and batch size, the smallest true slowdown its bounds
+would have called a regression 95% of the time, stated in report.json and in one sentence of
+the comment, and decided again from the report's numbers like every other figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from guard.measure import PASS_RATE, relative_change, smallest_caught_pct
+from guard.report import UnfoundedReport, read_report, render_comment
+from tests.report_fixtures import committed, current_file, remeasured
+
+RICH = current_file(Path(__file__).parent.parent / "docs" / "examples" / "h200-demo-b31932f" / "report.json")
+
+
+@pytest.mark.parametrize(("sd", "processes", "level"), [(0.01, 5, 1 - 2 * 0.0025), (0.003, 10, 1 - 2 * 0.001)])
+def test_the_stated_figure_is_caught_95_percent_of_the_time_by_the_runs_own_bounds(
+        sd: float, processes: int, level: float) -> None:
+    """Welch's bounds, as `relative_change` makes them, drawn 3,000 times at the stated slowdown
+    and a spread of `sd`: the lower bound clears the 1% threshold 95% of the time (within 3.5
+    standard errors of the draw); a textbook margin on 2n - 2 degrees of freedom fell to 87%."""
+    rng = np.random.default_rng(11)
+    z = rng.standard_normal(processes)
+    exact = list(np.exp(sd * (z - z.mean()) / z.std(ddof=1)))  # a sample whose spread is sd, exactly
+    caught = smallest_caught_pct([exact, exact], processes, 1.0, level)
+    draws = 3000
+    hits = sum(relative_change(list(10 * np.exp(rng.normal(0, sd, processes))),
+                               list(10 * (1 + caught / 100) * np.exp(rng.normal(0, sd, processes))),
+                               level).ci_low_pct > 1.0 for _ in range(draws))
+    margin = 3.5 * (PASS_RATE * (1 - PASS_RATE) / draws) ** 0.5
+    assert abs(hits / draws - PASS_RATE) < margin, (caught, hits / draws)
+
+
+def test_the_run_states_what_it_could_see_and_a_forged_figure_is_refused(tmp_path: Path) -> None:
+    report = remeasured(committed(RICH), 1.0, jitter=0.003)
+    for batch in report.batch_sizes:
+        figures = {m: batch.bounds(m) for m in ("gpu_ms", "tok_per_s")}
+        assert set(batch.caught_pct) == {"gpu_ms", "tok_per_s"} and None not in figures.values()
+        base, head = ([a for a in batch.arms if a.arm == name][0].gpu_ms_per_step.values
+                      for name in (report.base, report.head))
+        assert batch.alpha_per_look is not None
+        assert batch.caught_pct["gpu_ms"] == pytest.approx(smallest_caught_pct(
+            [base, head], len(base), report.threshold_pct, 1 - 2 * batch.alpha_per_look))
+        assert batch.caught_pct["gpu_ms"] > report.threshold_pct
+    sentence = next(line for line in render_comment(report).splitlines() if "would have caught" in line)
+    first, second = (f"{b.caught_pct['gpu_ms']:.2g}%" for b in report.batch_sizes)
+    assert sentence.startswith(f"This run would have caught a slowdown in GPU ms per step of {first} or more at "
+                               f"batch size 1 (") and f"and {second} at batch size 2 (" in sentence
+    path = tmp_path / "report.json"
+    path.write_text(report.model_dump_json())
+    assert read_report(path).batch_sizes[0].caught_pct == report.batch_sizes[0].caught_pct
+    forged = json.loads(report.model_dump_json())
+    forged["batch_sizes"][0]["caught_pct"]["gpu_ms"] = 0.5  # "this run would have seen half a percent"
+    path.write_text(json.dumps(forged))
+    with pytest.raises(UnfoundedReport, match="caught_pct"):
+        read_report(path)
