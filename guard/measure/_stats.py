@@ -34,6 +34,17 @@ def spread(values: list[float]) -> Spread:
 # needs no scipy. Each takes floats or numpy arrays.
 
 
+# A change past e^700 (a ratio of 1e304) is unbounded for every purpose: a bound that far out
+# (2 processes per arm put t on about 1 degree of freedom, whose quantiles run to 1e5 and more)
+# is stated as that, not raised as an overflow
+MAX_LOG_CHANGE = 700.0
+
+
+def pct_of_log(change: float) -> float:
+    """A change on the log scale as a percent: +0.01 is +1.005%; capped at MAX_LOG_CHANGE."""
+    return math.expm1(min(change, MAX_LOG_CHANGE)) * 100
+
+
 def t_quantile(q: Any, df: Any) -> Any:
     """Student's t at probability `q` on `df` degrees of freedom."""
     from scipy import special
@@ -137,9 +148,9 @@ def relative_change(
         half = float(t_quantile(0.5 + confidence / 2, df)) * se
         p_value = float(2 * t_upper_tail(abs(diff) / se, df))
     return Change(
-        pct=math.expm1(diff) * 100,
-        ci_low_pct=math.expm1(diff - half) * 100,
-        ci_high_pct=math.expm1(diff + half) * 100,
+        pct=pct_of_log(diff),
+        ci_low_pct=pct_of_log(diff - half),
+        ci_high_pct=pct_of_log(diff + half),
         p_value=p_value,
         confidence=confidence,
     )
@@ -186,7 +197,7 @@ def detectable_change_pct(
     if repeats < 2:
         raise ValueError("needs at least two repeats per arm")
     variance, extra = _with_prior(by_arm, prior)
-    return math.expm1(_margin(variance, repeats, confidence, power, extra)) * 100
+    return pct_of_log(_margin(variance, repeats, confidence, power, extra))
 
 
 def smallest_caught_pct(
@@ -201,7 +212,7 @@ def smallest_caught_pct(
         raise ValueError("needs at least two repeats per arm")
     variance, extra = _with_prior(by_arm, prior)
     shortfall = _bound_shortfall(repeats, confidence, power, extra)
-    return math.expm1(math.log1p(threshold_pct / 100) + shortfall * math.sqrt(2 * variance / repeats)) * 100
+    return pct_of_log(math.log1p(threshold_pct / 100) + shortfall * math.sqrt(2 * variance / repeats))
 
 
 CAUGHT_DRAWS = 20_000  # draws of the bound's pivot: its 5% quantile to about 0.5%
