@@ -72,3 +72,22 @@ def test_the_commit_subject_is_cut_between_words() -> None:
     one_word = demo.model_copy(update={"arms": [a.model_copy(update={"subject": "x" * 200}) if a is head else a
                                                 for a in demo.arms]})
     assert "x" not in build_view(one_word).title.split(" with ", 1)[1]  # a word too long is left out, not cut
+
+
+def test_an_improvement_is_said_in_what_the_user_feels() -> None:
+    """Decided by end-to-end time too, an improvement is titled end to end; a step that takes
+    half the time or less, as a ratio."""
+    from tests.report_fixtures import remeasured
+
+    demo = committed(H200_DEMO / "report.json")
+    gain = _with_end_to_end(remeasured(demo, 0.9, jitter=0.001), factor=0.9)  # steps 0.81 as long end to end
+    h = gain.explanation.headline
+    assert gain.verdict == "improvement" and h.metric == "end_to_end_ms" and h.change is not None
+    assert build_view(gain).title.startswith(
+        f"Decode {abs(h.change.pct):.1f}% faster end to end at batch size {h.batch_size} with ")
+    halved = _with_end_to_end(remeasured(demo, 0.5, jitter=0.001), factor=0.8)  # 0.4 as long end to end
+    h2 = halved.explanation.headline
+    assert h2.metric == "end_to_end_ms" and h2.change is not None
+    speedup = 1 / (1 + h2.change.pct / 100)
+    assert speedup > 2.4 and build_view(halved).title.startswith(
+        f"Decode {speedup:.1f}x faster at batch size {h2.batch_size} with ")

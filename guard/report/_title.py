@@ -82,8 +82,13 @@ def _parts(report: Report) -> tuple[str, list[str]]:
         return f"Decode {moved} slower {at}{_by(metric)} with {{change}}", cause + fell + capture
     moved = words.pct(abs(h.change.pct), 1).lstrip("+")
     by = _by(h.metric)
-    if h.verdict == "improvement":
-        return f"Decode {moved} faster {at}{by} with {{change}}", fell
+    if h.verdict == "improvement":  # what the user feels, where it decided it (compare's decided_by)
+        gain = words.faster(h.change, h.metric)
+        if gain.endswith("x"):  # twice as fast or more: felt whatever the figure, named below
+            return f"Decode {gain} faster {at} with {{change}}", fell
+        if h.metric == "end_to_end_ms":
+            return f"Decode {gain} faster end to end {at} with {{change}}", fell
+        return f"Decode {gain} faster {at}{by} with {{change}}", fell
     if h.verdict == "at_threshold":  # shown, and not told from the threshold: not ruled out
         return (f"Decode slowdown at {the_threshold(report, h.metric)}, not ruled "
                 f"out: {words.pct(h.change.pct)} {name} {at} with {{change}}"), capture + fell

@@ -79,6 +79,15 @@ def slower(change: Change, key: MetricKey) -> str:
     return pct(abs(change.pct), 1).lstrip("+")
 
 
+def faster(change: Change, key: MetricKey) -> str:
+    """How much faster, as the title says it: '2.1x' where a step takes half the time or less
+    (LARGE_RATIO the other way), else '33.0%' (the figure's own change)."""
+    speedup = 1 / time_ratio(Slowdown.of(change, key).pct, key)
+    if speedup >= LARGE_RATIO:
+        return f"{speedup:.1f}x"
+    return pct(abs(change.pct), 1).lstrip("+")
+
+
 def verdict(value: Verdict | str) -> str:
     return VERDICT.get(value, value)
 
