@@ -58,3 +58,26 @@ def test_the_run_states_what_it_could_see_and_a_forged_figure_is_refused(tmp_pat
     path.write_text(json.dumps(forged))
     with pytest.raises(UnfoundedReport, match="caught_pct"):
         read_report(path)
+
+
+def test_the_calibrations_expectation_stands_beside_what_the_run_saw() -> None:
+    """With a calibrated spread of GPU ms at each batch size, the report states what these
+    processes would see at that spread, beside what they saw at their own; a run noisier than its
+    calibration states a larger figure than the calibration expected."""
+    from guard.config import CalibratedSpread
+    from guard.measure import caught_at_spread
+
+    sizes = [b.batch_size for b in committed(RICH).batch_sizes]
+    spreads = [CalibratedSpread(batch_size=s, metric="gpu_ms", sd_pct=0.05, degrees_of_freedom=20) for s in sizes]
+    report = remeasured(committed(RICH), 1.0, jitter=0.003, spreads=spreads)
+    for batch in report.batch_sizes:
+        (check,) = batch.borrowed
+        assert not check.borrowed  # the run's 0.3% is past what a 0.05% calibration allows
+        assert batch.alpha_per_look is not None and set(batch.expected_caught_pct) == {"gpu_ms"}
+        processes = min(len(a.gpu_ms_per_step.values) for a in batch.arms)
+        assert batch.expected_caught_pct["gpu_ms"] == pytest.approx(caught_at_spread(
+            (0.05 / 100) ** 2, processes, report.threshold_pct, 1 - 2 * batch.alpha_per_look, extra_dof=20))
+        assert batch.expected_caught_pct["gpu_ms"] < batch.caught_pct["gpu_ms"]
+    sentence = next(line for line in render_comment(report).splitlines() if "would have caught" in line)
+    expected = report.batch_sizes[0].expected_caught_pct["gpu_ms"]
+    assert f"the calibration expected {expected:.2g}%" in sentence

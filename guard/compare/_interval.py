@@ -38,7 +38,7 @@ from guard.compare._models import (
 from guard.compare._rule import Rule
 from guard.measure import (
     Change, PriorSpread, detectable_change_pct, relative_change, repeats_to_decide, repeats_to_rule_out,
-    smallest_caught_pct,
+    caught_at_spread, smallest_caught_pct,
 )
 
 
@@ -205,4 +205,8 @@ def decide_by_interval(measured: BatchComparison, base: str, head: str, rule: Ru
         "caught_pct": {m: smallest_caught_pct(d.values, min(len(v) for v in d.values), d.threshold_pct, level,
                                               prior=d.prior)
                        for m, d in decided.items()} if rule.version >= 2 else {},
+        "expected_caught_pct": {
+            c.metric: caught_at_spread((c.calibrated_sd_pct / 100) ** 2, min(len(v) for v in decided[c.metric].values),
+                                       decided[c.metric].threshold_pct, level, extra_dof=c.calibrated_dof)
+            for c in measured.borrowed if c.metric in decided} if rule.version >= 2 else {},
     })

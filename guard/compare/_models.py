@@ -175,6 +175,9 @@ class BatchComparison(BaseModel):
     # bounds would have called a regression PASS_RATE (95%) of the time at this run's spread,
     # processes and alpha_per_look (`measure.smallest_caught_pct`); no key in reports before it
     caught_pct: dict[MetricKey, float] = Field(default={}, exclude_if=lambda value: not value)
+    # the same figure at the calibration's spread instead of the run's (its `borrowed` check's),
+    # where the thresholds file kept one: what the calibration said these processes would see
+    expected_caught_pct: dict[MetricKey, float] = Field(default={}, exclude_if=lambda value: not value)
     # undecided: processes per arm that would tell decided_by's change from its threshold at
     # this spread, were the change what this run measured; None: more than MOST_REPEATS, or decided
     repeats_to_decide: int | None = None

@@ -304,9 +304,10 @@ def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> lis
     if not _close(stored.end_to_end_detectable_pct, again.end_to_end_detectable_pct):
         differs("change", "end_to_end_detectable_pct", stored.end_to_end_detectable_pct,
                 again.end_to_end_detectable_pct)
-    if stored.caught_pct.keys() != again.caught_pct.keys() or not all(
-            _close(stored.caught_pct[m], again.caught_pct[m]) for m in again.caught_pct):
-        differs("change", "caught_pct", stored.caught_pct, again.caught_pct)
+    for name in ("caught_pct", "expected_caught_pct"):
+        kept, made = getattr(stored, name), getattr(again, name)
+        if kept.keys() != made.keys() or not all(_close(kept[m], made[m]) for m in made):
+            differs("change", name, kept, made)
     interval = again.alpha_per_look is not None  # decided again on its timings, not found invalid
     if interval and sorted(stored.at_threshold) != sorted(again.at_threshold):
         differs("verdict", "at_threshold", stored.at_threshold, again.at_threshold)

@@ -29,7 +29,7 @@ from guard.measure._slow import (
 )
 from guard.measure._stats import (
     BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, Change, PriorSpread, Spread, detectable_change_pct, rate_interval,
-    relative_change, repeats_to_decide, repeats_to_rule_out, smallest_caught_pct, spread,
+    relative_change, repeats_to_decide, repeats_to_rule_out, smallest_caught_pct, caught_at_spread, spread,
 )
 
 __all__ = [
@@ -106,6 +106,7 @@ __all__ = [
     "repeats_to_rule_out",
     "detectable_change_pct",
     "smallest_caught_pct",
+    "caught_at_spread",
     "find_slow_processes",
     "processes_of",
     "runner_noise",

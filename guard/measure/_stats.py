@@ -208,10 +208,20 @@ def smallest_caught_pct(
     of the time at the spread of `by_arm`: the lower bound of the two-sided `confidence`
     interval, made as `relative_change` makes it, then lies past `threshold_pct`. What a run
     could see, stated beside its verdict (`caught_pct` in report.json)."""
+    variance, extra = _with_prior(by_arm, prior)
+    return caught_at_spread(variance, repeats, threshold_pct, confidence, power, extra)
+
+
+def caught_at_spread(
+    variance: float, repeats: int, threshold_pct: float, confidence: float, power: float = PASS_RATE,
+    extra_dof: int = 0,
+) -> float:
+    """`smallest_caught_pct` at a given within-arm variance of the logarithms: `extra_dof` > 0 for
+    a spread known on that many degrees of freedom beyond the run's (the pooled bound); 0 for
+    the run's own (Welch's)."""
     if repeats < 2:
         raise ValueError("needs at least two repeats per arm")
-    variance, extra = _with_prior(by_arm, prior)
-    shortfall = _bound_shortfall(repeats, confidence, power, extra)
+    shortfall = _bound_shortfall(repeats, confidence, power, extra_dof)
     return pct_of_log(math.log1p(threshold_pct / 100) + shortfall * math.sqrt(2 * variance / repeats))
 
 
