@@ -91,3 +91,22 @@ def test_an_improvement_is_said_in_what_the_user_feels() -> None:
     speedup = 1 / (1 + h2.change.pct / 100)
     assert speedup > 2.4 and build_view(halved).title.startswith(
         f"Decode {speedup:.1f}x faster at batch size {h2.batch_size} with ")
+
+
+def test_where_the_user_felt_figure_decides_the_first_sentence_says_why_the_device_figure_differs() -> None:
+    """End-to-end steps half as long, GPU ms unchanged: the improvement is end to end, and the
+    sentence says GPU ms stayed within the threshold because it leaves the host's launch out."""
+    from tests.report_fixtures import remeasured
+
+    demo = committed(H200_DEMO / "report.json")
+    host_only = _with_end_to_end(remeasured(demo, 1.0, jitter=0.002), factor=0.5)
+    batch = host_only.batch_sizes[0]
+    assert (host_only.verdict, batch.decided_by, batch.gpu_ms_verdict) == ("improvement", "end_to_end_ms", "pass")
+    assert batch.gpu_ms_bounds is not None
+    first = build_view(host_only).sections[0].blocks[0].lines[0]
+    assert (f"faster than the 1% threshold; GPU ms per step, timed with the host's launch held out, changed "
+            f"{batch.gpu_ms_bounds.pct:+.2f}% (within the threshold): the difference is the host's part of each "
+            "step.") in first
+    # where GPU ms decided the same, nothing is added
+    both = remeasured(demo, 0.5, jitter=0.002)
+    assert "the host's part" not in build_view(both).sections[0].blocks[0].lines[0]

@@ -69,14 +69,33 @@ def batch_sentence(report: Report, batch: BatchComparison, then: str = "") -> st
     decide = f"{needed} processes per arm would decide it (this run: {_processes(report, batch)})"
     at = f"{words.at_size(batch.batch_size).capitalize()}, {name} {moved}"
     if batch.verdict == "regression":
-        return f"{at}, its whole interval past {cap}{end}"
+        return f"{at}, its whole interval past {cap}{_device_differs(report, batch)}{end}"
     if batch.verdict == "improvement":
-        return f"{at}, its whole interval faster than {cap}{end}"
+        return f"{at}, its whole interval faster than {cap}{_device_differs(report, batch)}{end}"
     if batch.verdict == "at_threshold":
         return f"{at}: slower, but too close to {cap} to call{after}; {decide}{end}"
     if batch.verdict == "inconclusive":
         return f"{at}: too noisy to tell a {size} slowdown from none{after}; {decide}{end}"
     return None
+
+
+# what GPU ms's own verdict says where what the user feels decided otherwise
+_DEVICE_SAYS = {"pass": "within the threshold", "inconclusive": "too noisy to say",
+                "at_threshold": "not told from the threshold", "improvement": "faster past the threshold",
+                "regression": "slower past the threshold"}
+
+
+def _device_differs(report: Report, batch: BatchComparison) -> str:
+    """Where end-to-end time or tok/s decided a batch size and GPU ms said otherwise, why the
+    device figure differs: '; GPU ms per step, timed with the host's launch held out, changed
+    -2.10% (too noisy to say): the difference is the host's part of each step'."""
+    device = batch.gpu_ms_bounds
+    if (not report.gpu_timed() or batch.decided_by not in ("end_to_end_ms", "tok_per_s") or device is None
+            or batch.gpu_ms_verdict in (None, batch.verdict)):
+        return ""
+    return (f"; {words.metric('gpu_ms', True)}, timed with the host's launch held out, changed "
+            f"{words.pct(device.pct)} ({_DEVICE_SAYS[batch.gpu_ms_verdict]}): the difference is the host's part "
+            "of each step")
 
 
 def pass_sentence(report: Report) -> str:
