@@ -68,6 +68,8 @@ def explain(
                         if (s := _profile_scale(b, diffs.get(b.batch_size), base, head))],
         mix=mix_attribution(mix, base, head, decision=mix_decision, dominant_share=DOMINANT_SHARE, diffs=diffs,
                             mix_trace=mix_trace),
+        capture_unchanged=all(d.kernel_counts_identical and d.api_calls_identical for d in diffs.values())
+        if diffs else None,
     )
 
 

@@ -250,3 +250,7 @@ class Explanation(BaseModel):
     ranks: list[RankCause] = Field(default_factory=list, exclude_if=lambda value: not value)
     # the head's decode compiled into more graphs where the time went between kernels; no key otherwise
     compiled: CompiledCause | None = Field(default=None, exclude_if=lambda value: value is None)
+    # True where every profiled batch size replayed the same kernels and made the same API calls
+    # (graph launches included) on both sides: what was captured did not change, whatever the diff
+    # touched; None without a profiled pass (no key)
+    capture_unchanged: bool | None = Field(default=None, exclude_if=lambda value: value is None)

@@ -23,9 +23,12 @@ def capture_summary(
     github_repo: str | None = None,
     sha: str | None = None,
     server_url: str = DEFAULT_SERVER,
+    captured_same: bool = False,
 ) -> str | None:
     """E.g. "`engine/graph.py:118-128` (`_upload_graph`) changes CUDA graph capture: it adds a
-    `cuGraphUpload` call." None when nothing touches capture."""
+    `cuGraphUpload` call." None when nothing touches capture. `captured_same`: the profiled
+    steps replayed the same kernels and graph launches on both sides (the explanation's
+    `capture_unchanged`), so a setting the diff changes is not called a capture setting."""
     if not changes.files:
         return None
     link = {"github_repo": github_repo, "sha": sha or changes.head_sha, "server_url": server_url}
@@ -34,6 +37,11 @@ def capture_summary(
     shown = changes.files[:MAX_FILES]
     if len(changes.files) == 1:
         change = shown[0]
+        if captured_same and _settings(change) and not _api_hunks(change):
+            verb = _verb("changes", _place_count(change) > 1)
+            return (f"{_places(change, link)} {verb} {_settings_phrase(_settings(change), _reaches(change))}, read "
+                    "where CUDA graphs are captured; the profiled steps replayed the same kernels and graph "
+                    "launches on both sides, so what was captured did not change.")
         return f"{_places(change, link)} {_predicate(change, plural=_place_count(change) > 1)}."
     parts = [f"{_places(c, link)} {_what(c, plural=_place_count(c) > 1)}" for c in shown]
     rest = len(changes.files) - len(shown)

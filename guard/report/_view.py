@@ -215,7 +215,8 @@ def _cause_section(report: Report) -> Section | None:
     blocks: list[Block] = []
     if capture is not None:
         sentence = capture_summary(capture, github_repo=report.github_repo, sha=head.sha,
-                                   server_url=report.server_url)
+                                   server_url=report.server_url,
+                                   captured_same=report.explanation.capture_unchanged is True)
         ablated = any(a.source for a in report.arms)
         caveat = ("Inferred from the timing, not proven; "
                   + ("the ablation arms below test it." if ablated else
