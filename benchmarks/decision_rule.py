@@ -4,6 +4,7 @@ its own rounds budget.
 Usage: python benchmarks/decision_rule.py [--trials 400] [--seed 15] [--threshold-pct 1.0]
                                           [--alpha 0.01] [--repeats 5] [--max-rounds 4]
                                           [--process-s 9] [--budget-s 180] [--jobs 1]
+                                          [--slow-share 0.1 --slow-pct 3 10]
 
 Each trial makes synthetic measurements of two arms at batch sizes 1 and 2 (`ArmMeasurement`s
 of fresh "processes", as a GPU run's harness reports them). Per process and batch size:
@@ -13,7 +14,9 @@ of fresh "processes", as a GPU run's harness reports them). Per process and batc
 - tok/s: from the same pass, batch size x 1000 / end-to-end ms, x exp(N(0, 0.2%)) for its own
   window timing: tied to end-to-end ms, as the harness's two figures of one pass are.
 A device change moves all three; a host change (a slower launch path, GPU time unchanged)
-moves end-to-end ms and tok/s only.
+moves end-to-end ms and tok/s only. `--slow-share` makes that share of processes, in either
+arm, slower in every figure by a uniform draw from `--slow-pct LOW HIGH` percent: the slow
+processes runners produce (a clock state, a neighbour), which the rule does not yet handle.
 
 The trial runs as `guard run` does: the first round of `--repeats` processes per arm, the looks
 planned from it (`RoundsBudget.looks_that_fit`: the first, and as many confirmation rounds of
@@ -86,14 +89,20 @@ class Settings:
     max_rounds: int
     process_s: float
     budget_s: float
+    slow_share: float = 0.0
+    slow_pct: tuple[float, float] = (0.0, 0.0)
 
 
 def _process(arm: str, repeat: int, sizes: list[int], device: float, host: float, cell: Cell,
-             process_s: float, rng: np.random.Generator) -> RepeatResult:
+             settings: Settings, rng: np.random.Generator) -> RepeatResult:
     runs = []
+    slow = 1.0
+    if settings.slow_share:  # drawn for every process then; without it the stream is as before
+        slow_draw, slow_by = float(rng.random()), float(rng.uniform(*settings.slow_pct)) / 100
+        slow = 1 + slow_by if slow_draw < settings.slow_share else 1.0
     for bs in sizes:
-        gpu_ms = BASE_MS[bs] * (1 + device) * float(np.exp(rng.normal(0, cell.gpu_sd_pct / 100)))
-        end_ms = (BASE_MS[bs] * HOST_SHARE * (1 + device) * (1 + host)
+        gpu_ms = BASE_MS[bs] * (1 + device) * slow * float(np.exp(rng.normal(0, cell.gpu_sd_pct / 100)))
+        end_ms = (BASE_MS[bs] * HOST_SHARE * (1 + device) * (1 + host) * slow
                   * float(np.exp(rng.normal(0, cell.end_to_end_sd_pct / 100))))
         tok_per_s = bs * 1000 / end_ms * float(np.exp(rng.normal(0, TOK_OWN_SD_PCT / 100)))
         runs.append(BatchRun(
@@ -101,7 +110,7 @@ def _process(arm: str, repeat: int, sizes: list[int], device: float, host: float
             wall_s=bs * STEPS / tok_per_s, tok_per_s=tok_per_s, gpu_ms_per_step=gpu_ms, step_ms=[],
             end_to_end_gpu_ms_per_step=end_ms, tokens=TOKENS[bs], sha256=SHA[bs],
         ))
-    return RepeatResult(arm=arm, repeat=repeat, environment={}, runs=runs, process_s=process_s)
+    return RepeatResult(arm=arm, repeat=repeat, environment={}, runs=runs, process_s=settings.process_s)
 
 
 Round = dict[str, list[RepeatResult]]  # arm -> its processes of one round
@@ -112,7 +121,7 @@ def _round(first_repeat: int, cell: Cell, settings: Settings, rng: np.random.Gen
     device = cell.device_of_t * settings.threshold_pct / 100
     host = cell.host_pct / 100
     return {arm: [_process(arm, first_repeat + i, BATCH_SIZES, device if arm == "head" else 0.0,
-                           host if arm == "head" else 0.0, cell, settings.process_s, rng)
+                           host if arm == "head" else 0.0, cell, settings, rng)
                   for i in range(settings.repeats)] for arm in ("base", "head")}
 
 
@@ -197,13 +206,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--process-s", type=float, default=9.0, help="seconds a process takes, start-up included")
     parser.add_argument("--budget-s", type=float, default=180.0, help="seconds the confirmation rounds may take")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--slow-share", type=float, default=0.0, help="share of processes made slow")
+    parser.add_argument("--slow-pct", type=float, nargs=2, default=(3.0, 10.0), metavar=("LOW", "HIGH"),
+                        help="how much slower a slow process is, percent, drawn uniformly")
     args = parser.parse_args(argv)
     if (args.trials < 1 or args.repeats < 2 or args.jobs < 1 or not 0 < args.alpha < 0.5 or args.threshold_pct <= 0
-            or args.max_rounds < 1 or args.process_s <= 0 or args.budget_s < 0):
+            or args.max_rounds < 1 or args.process_s <= 0 or args.budget_s < 0 or not 0 <= args.slow_share < 1):
         parser.error("needs --trials >= 1, --repeats >= 2, --jobs >= 1, 0 < --alpha < 0.5, --threshold-pct > 0, "
-                     "--max-rounds >= 1, --process-s > 0, --budget-s >= 0")
+                     "--max-rounds >= 1, --process-s > 0, --budget-s >= 0, 0 <= --slow-share < 1")
     settings = Settings(args.trials, args.seed, args.threshold_pct, args.alpha, args.repeats, args.max_rounds,
-                        args.process_s, args.budget_s)
+                        args.process_s, args.budget_s, args.slow_share, tuple(args.slow_pct))
     cells = [Cell(g, e, d, h) for g in GPU_SD_PCT for e in END_TO_END_SD_PCT for d, h in CHANGES]
     started = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
@@ -217,7 +229,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{settings.repeats} processes per arm per round of {settings.process_s:g} s each, a "
           f"{settings.budget_s:g} s budget: {looks} look(s) planned of at most {settings.max_rounds} (each bound of "
           f"the first {first:.4g}: its Pocock-type share over {FAMILIES_PER_LOOK} families x {len(BATCH_SIZES)} "
-          f"batch sizes), batch sizes {BATCH_SIZES}, {n} trials per row, seed {settings.seed}. "
+          f"batch sizes), batch sizes {BATCH_SIZES}, {n} trials per row, seed {settings.seed}"
+          + (f", {settings.slow_share:.0%} of processes slower by {settings.slow_pct[0]:g}-{settings.slow_pct[1]:g}%"
+             if settings.slow_share else "") + ". "
           "Rates with their 95% Clopper-Pearson interval.\n")
     print("| GPU ms sd | end-to-end sd | true change | regression is a | regression | at threshold | inconclusive "
           "| pass | improvement | undecided (not green) | confirmation round | mean rounds | processes per arm |")
