@@ -191,9 +191,7 @@ def _explanation(report: Report) -> list[Discrepancy]:
     """The facts the comment states, explained again from the report's figures."""
     again = explain_report(report)
     found = []
-    # facts a later schema added: an older report, explained again, is held to what it stated
-    later = {"capture_unchanged"} if report.schema_version < 8 else set()
-    for name in type(again).model_fields.keys() - later:
+    for name in type(again).model_fields:
         if getattr(again, name) != getattr(report.explanation, name):
             found.append(Discrepancy(kind="count", batch_size=None, field=f"explanation.{name}",
                                      stated="as stated", recomputed="other facts"))

@@ -8,6 +8,13 @@ from guard.report._schema import Report
 
 
 def explain_report(report: Report) -> Explanation:
+    """The report's facts made again from its figures, as the stage of its schema made them: a
+    fact a later schema added (`capture_unchanged`, schema 8) is left out of an older report's."""
+    found = _explain(report)
+    return found if report.schema_version >= 8 else found.model_copy(update={"capture_unchanged": None})
+
+
+def _explain(report: Report) -> Explanation:
     return explain(
         report.verdict, report.batch_sizes, {t.batch_size: t.diff for t in report.traces if t.diff is not None},
         report.base, report.head, threshold_pct=report.threshold_pct, confidence=report.confidence,
