@@ -16,10 +16,15 @@ from guard.compare._ranks import (
 )
 from guard.compare._reasons import Reason, ReasonKind, SeenValue
 from guard.compare._recheck import Discrepancy, StatedRule, decide_again, recheck
+from guard.compare._rounds import Decide, MeasureRound, RoundsOutcome, decide_in_rounds
 from guard.compare._rule import FAMILIES_PER_LOOK, METRICS_PER_LOOK, RULE_VERSION, alpha_per_look, bounds_level, spent
 from guard.compare._verdict import Rounds, compare, confirm_undecided
 
 __all__ = [
+    "Decide",
+    "MeasureRound",
+    "RoundsOutcome",
+    "decide_in_rounds",
     "METRICS",
     "FAMILIES_PER_LOOK",
     "METRICS_PER_LOOK",

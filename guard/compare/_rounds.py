@@ -1,0 +1,86 @@
+"""The rounds of a run: decide on the first round, then measure base and head again at what is
+still undecided, while the looks planned from the first round's process times allow and the
+time budget holds. The measuring is the caller's, given as `measure`: this loop decides what
+to measure and when to stop, never how."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from guard.compare._models import Comparison, RoundsStop
+from guard.compare._verdict import confirm_undecided
+from guard.measure import ArmMeasurement, HarnessSpec, RoundsBudget
+
+Progress = Callable[[str], None]
+# Measures the named arms again with `spec` (their undecided batch sizes alone), each process
+# numbered from `first_repeat` on: a confirmation round's new processes, by arm.
+MeasureRound = Callable[[list[str], HarnessSpec, int], dict[str, ArmMeasurement]]
+# Decides on what has been measured, given each batch size's look, the mix's, and the looks
+# alpha is spent over.
+Decide = Callable[[dict[str, ArmMeasurement], dict[int, int], int, int], Comparison]
+
+
+@dataclass
+class RoundsOutcome:
+    """What the rounds of a run came to: the deciding comparison, every process measured, the
+    rounds taken, why no further one ran, and the budget they were paid from."""
+
+    comparison: Comparison
+    measurements: dict[str, ArmMeasurement]
+    rounds: int
+    stopped: RoundsStop
+    budget: RoundsBudget
+
+
+def decide_in_rounds(
+    measurements: dict[str, ArmMeasurement], verdict_arms: tuple[str, str], spec: HarnessSpec, repeats: int,
+    budget_s: float, decide: Decide, measure: MeasureRound, progress: Progress = lambda _: None, *,
+    most_looks: int = 1,
+) -> RoundsOutcome:
+    """Decide on the first round, then, while a batch size or the mix is undecided and the run
+    may look again, measure base and head alone again at what is undecided (a round fits where
+    the last round's process times say it does) and decide those at the next look. The looks
+    alpha is spent over are planned from the first round's process times: as many as the budget
+    holds, `most_looks` at most. The measurements are merged into `measurements`, which the
+    outcome holds."""
+    decided_at: dict[int, int] = {}  # batch size -> the last round that measured it
+    mix_at = 1
+    budget = RoundsBudget(budget_s)
+    budget.measured([r for name in verdict_arms if name in measurements for r in measurements[name].repeats],
+                    confirmation=False)
+    looks = budget.looks_that_fit(2 * repeats, most_looks)
+    if looks < most_looks:
+        progress(f"the confirmation budget ({budget_s:g} s) holds {looks - 1} round(s) of {2 * repeats} processes "
+                 f"at {budget.process_s:.1f} s each: alpha is spent over {looks} look(s), not {most_looks}")
+    first = decide(measurements, decided_at, mix_at, looks)
+
+    def fits(_undecided: list[int], _mix: bool) -> bool:
+        return budget.fits(2 * repeats)
+
+    def confirmation_round(undecided: list[int], mix: bool) -> Comparison:
+        nonlocal mix_at
+        round_no = budget.rounds + 1
+        what = ([f"batch size(s) {undecided}"] if undecided else []) + (["the batch-size mix"] if mix else [])
+        progress(f"{' and '.join(what)} undecided: confirmation round {round_no} of at most {first.looks}, "
+                 f"{repeats} repeats per arm of those alone (about {budget.estimate_s(2 * repeats):.0f} s of "
+                 f"the {budget.left_s():.0f} s left)")
+        # base and head alone: the verdict is theirs, and an ablation arm's row stands on its first round;
+        # a mix decided in an earlier round is not measured again: its verdict stands on that round
+        healthy = [name for name in verdict_arms if name in measurements and measurements[name].error is None]
+        alone = {"batch_sizes": undecided} | ({} if mix else {"batch_mix": None, "batch_mix_steps": None})
+        more = measure(healthy, spec.model_copy(update=alone), (round_no - 1) * repeats)
+        budget.measured([r for extra in more.values() for r in extra.repeats], confirmation=True)
+        for name, extra in more.items():
+            merged = measurements[name]
+            merged.repeats.extend(extra.repeats)
+            merged.error, merged.log_tail = merged.error or extra.error, merged.log_tail or extra.log_tail
+        decided_at.update({size: round_no for size in undecided})
+        mix_at = round_no if mix else mix_at
+        return decide(measurements, decided_at, mix_at, looks)
+
+    comparison, rounds, stopped, _ = confirm_undecided(first, confirmation_round, fits)
+    if stopped == "max_rounds" and rounds == looks < most_looks:
+        stopped = "budget"  # the looks planned were the budget's, not measure.max_rounds
+    progress(f"rounds: {rounds}, stopped: {stopped}")
+    return RoundsOutcome(comparison, measurements, rounds, stopped, budget)
