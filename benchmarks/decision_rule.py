@@ -49,8 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from guard.compare import (  # noqa: E402
     FAMILIES_PER_LOOK, UNDECIDED, Comparison, Verdict, alpha_per_look, compare, confirm_undecided,
 )
-from guard.measure import ArmMeasurement, BatchRun, RepeatResult  # noqa: E402
-from guard.measure._budget import RoundsBudget  # noqa: E402
+from guard.measure import ArmMeasurement, BatchRun, RepeatResult, RoundsBudget  # noqa: E402
 
 BATCH_SIZES = [1, 2]
 BASE_MS = {1: 10.0, 2: 11.0}  # nominal GPU ms per step; the level does not matter, only ratios

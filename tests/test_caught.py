@@ -22,7 +22,7 @@ def test_the_stated_figure_is_caught_95_percent_of_the_time_by_the_runs_own_boun
         sd: float, processes: int, level: float) -> None:
     """Welch's bounds, as `relative_change` makes them, drawn 3,000 times at the stated slowdown
     and a spread of `sd`: the lower bound clears the 1% threshold 95% of the time (within 3.5
-    standard errors of the draw); a textbook margin on 2n - 2 degrees of freedom fell to 87%."""
+    standard errors of the draw)."""
     rng = np.random.default_rng(11)
     z = rng.standard_normal(processes)
     exact = list(np.exp(sd * (z - z.mean()) / z.std(ddof=1)))  # a sample whose spread is sd, exactly

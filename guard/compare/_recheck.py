@@ -25,7 +25,7 @@ from guard.compare._agreement import ConfidentCounts, judge
 from guard.compare._models import UNHELD_SHARE, Agreement, ArmAgreement, ArmStats, BatchComparison, Verdict
 from guard.compare._models import most_severe
 from guard.compare._ranks import straggler_again
-from guard.compare._rule import METRICS_PER_LOOK, RULE_VERSION, Rule
+from guard.compare._rule import RULE_VERSION, Rule
 from guard.compare._verdict import _compare_timings, ranks_disagree, with_rank_change
 from guard.config import MAX_ROUNDS, CalibratedSpread
 from guard.measure import Change, Spread
@@ -65,9 +65,6 @@ class StatedRule(BaseModel):
     spreads: list[CalibratedSpread] = []  # the calibration's, as the report kept them
     version: int = RULE_VERSION  # the rule's (compare/_rule.py): 1 for schema 7's reports
 
-    @property
-    def metrics(self) -> int:
-        return METRICS_PER_LOOK if self.end_to_end_threshold_pct is not None else METRICS_PER_LOOK - 1
 
 
 def recheck(

@@ -4,6 +4,7 @@ rate's interval."""
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import statistics
 from dataclasses import dataclass
@@ -226,9 +227,9 @@ def caught_at_spread(
 
 
 CAUGHT_DRAWS = 20_000  # draws of the bound's pivot: its 5% quantile to about 0.5%
-_shortfalls: dict[tuple[int, float, float, int], float] = {}
 
 
+@functools.lru_cache(maxsize=256)
 def _bound_shortfall(repeats: int, confidence: float, power: float, extra_dof: int) -> float:
     """How far below the true log change the interval's lower bound falls, in standard errors of
     the difference, at the `power` quantile: the bound is past the truth minus this that often.
@@ -236,16 +237,12 @@ def _bound_shortfall(repeats: int, confidence: float, power: float, extra_dof: i
     t gives it exactly (its noncentrality at which the bound clears `power` of the time).
     Welch's bound has random degrees of freedom: its pivot is drawn (CAUGHT_DRAWS equal-spread
     pairs, a fixed seed, so a report's figure is made again to the bit), as the run's own bounds
-    are made. A textbook margin on 2n - 2 degrees of freedom would state a figure Welch's bounds
-    catch only 87% of the time at 5 processes."""
-    key = (repeats, confidence, power, extra_dof)
-    if key in _shortfalls:
-        return _shortfalls[key]
+    are made."""
     if extra_dof:
         from scipy import special
 
         df = 2 * repeats - 2 + extra_dof  # the pooled bound: (d - log(1 + T)) / se is noncentral t
-        found = float(special.nctdtrinc(df, 1 - power, t_quantile(0.5 + confidence / 2, df)))
+        return float(special.nctdtrinc(df, 1 - power, t_quantile(0.5 + confidence / 2, df)))
     else:
         import numpy as np
 
@@ -257,9 +254,7 @@ def _bound_shortfall(repeats: int, confidence: float, power: float, extra_dof: i
         error = after.mean(axis=1) - before.mean(axis=1)
         low = error - t_quantile(0.5 + confidence / 2, df) * np.sqrt(var_a + var_b)
         # the bound sits this many true standard errors under the truth, or less, `power` of the time
-        found = float(-np.quantile(low, 1 - power) / math.sqrt(2 / repeats))
-    _shortfalls[key] = found
-    return found
+        return float(-np.quantile(low, 1 - power) / math.sqrt(2 / repeats))
 
 
 def _with_prior(by_arm: list[list[float]], prior: PriorSpread | None) -> tuple[float, int]:

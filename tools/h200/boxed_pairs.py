@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _guard_runs import append, git, lines, run_kept
 
 from guard.demo._repo import make_demo_repo
 
@@ -64,13 +65,13 @@ def main() -> int:
     repo = args.work / "repo"
     if not repo.exists():
         make_demo_repo(repo, steps=args.steps, repeats=args.repeats)
-        _git(repo, "checkout", "--quiet", "-b", "aa", "main")
+        git(repo, "checkout", "--quiet", "-b", "aa", "main")
         engine = repo / "refengine" / "engine.py"
         engine.write_text(engine.read_text() + "\n# A comment, nothing else.\n")
-        _git(repo, "commit", "--quiet", "-am", "engine: a comment, nothing else")
-        _git(repo, "checkout", "--quiet", "main")
+        git(repo, "commit", "--quiet", "-am", "engine: a comment, nothing else")
+        git(repo, "checkout", "--quiet", "main")
     heads = {"aa": "aa", "regression": "piecewise-capture"}
-    done = {(r["pair"], r["isolation"], r.get("dtype", "float32")) for r in _lines(args.out / "boxed_pairs.jsonl")}
+    done = {(r["pair"], r["isolation"], r.get("dtype", "float32")) for r in lines(args.out / "boxed_pairs.jsonl")}
     for pair, isolation in RUNS:
         if (pair, isolation, args.dtype) in done:
             continue
@@ -81,26 +82,14 @@ def main() -> int:
         config.write_text(CONFIG.format(steps=args.steps, layers=args.layers, isolation=isolation, dtype=args.dtype,
                                         repeats=args.repeats, few=str(args.repeats < 5).lower()))
         name = f"{pair}-{isolation}-{args.dtype}"
-        out = args.work / "runs" / name
-        shutil.rmtree(out, ignore_errors=True)
-        t = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "guard", "run", "--repo", str(repo), "--base", "main",
-                               "--head", heads[pair], "--config", str(config), "--out", str(out)],
-                              capture_output=True, text=True, check=False)
-        wall = time.monotonic() - t
-        kept = args.out / name
-        kept.mkdir(exist_ok=True)
-        (kept / "stderr.txt").write_text(proc.stderr[-20000:])
-        for f in ("report.json", "comment.md"):
-            if (out / f).exists():
-                shutil.copyfile(out / f, kept / f)
+        proc, wall = run_kept([sys.executable, "-m", "guard", "run", "--repo", str(repo), "--base", "main",
+                               "--head", heads[pair], "--config", str(config), "--out", str(args.work / "runs" / name)],
+                              args.work / "runs" / name, args.out / name)
         line = {"pair": pair, "isolation": isolation, "dtype": args.dtype, "exit": proc.returncode,
                 "wall_s": round(wall, 1)}
-        if (out / "report.json").exists():
-            line |= _figures(json.loads((out / "report.json").read_text()))
-        with (args.out / "boxed_pairs.jsonl").open("a") as f:
-            f.write(json.dumps(line) + "\n")
-        print(json.dumps(line), flush=True)
+        if (args.out / name / "report.json").exists():
+            line |= _figures(json.loads((args.out / name / "report.json").read_text()))
+        append(args.out / "boxed_pairs.jsonl", line)
     if args.start_cost:
         costs = _start_cost(args.start_cost)
         (args.out / "start_cost.json").write_text(json.dumps(costs, indent=1) + "\n")
@@ -155,15 +144,6 @@ def _figures(report: dict) -> dict:
     return {"verdict": report["verdict"], "isolation_field": report.get("isolation"),
             "swept": {a["name"]: a.get("swept", 0) for a in report["arms"]}, "duration_s": report["duration_s"],
             "sizes": sizes}
-
-
-def _lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=Boxed", "-c", "user.email=boxed@example.invalid", *args], cwd=repo,
-                   check=True, capture_output=True)
 
 
 if __name__ == "__main__":

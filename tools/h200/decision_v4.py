@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _guard_runs import append, git, lines, run_kept
 
 from guard.demo._repo import make_demo_repo
 
@@ -62,7 +62,7 @@ def main() -> int:
     unknown = sorted(set(wanted) - set(PAIRS))
     if unknown:
         p.error(f"--only: unknown pair(s) {', '.join(unknown)}; the pairs: {', '.join(PAIRS)}")
-    done = {(r["pair"], r["dtype"]) for r in _lines(args.out / "decision_v4.jsonl")}
+    done = {(r["pair"], r["dtype"]) for r in lines(args.out / "decision_v4.jsonl")}
     for pair in wanted:
         if (pair, args.dtype) in done:
             continue
@@ -71,25 +71,13 @@ def main() -> int:
             return 3
         repo, head, config = _staged(pair, args)
         name = f"{pair}-{args.dtype}"
-        out = args.work / "runs" / name
-        shutil.rmtree(out, ignore_errors=True)
-        command = [sys.executable, "-m", "guard", "run", "--repo", str(repo), "--base", "main", "--head", head,
-                   "--out", str(out)] + (["--config", str(config)] if config else [])
-        t = time.monotonic()
-        proc = subprocess.run(command, capture_output=True, text=True, check=False)
-        wall = time.monotonic() - t
-        kept = args.out / name
-        kept.mkdir(exist_ok=True)
-        (kept / "stderr.txt").write_text(proc.stderr[-30000:])
-        for f in ("report.json", "comment.md"):
-            if (out / f).exists():
-                shutil.copyfile(out / f, kept / f)
+        out, kept = args.work / "runs" / name, args.out / name
+        proc, wall = run_kept([sys.executable, "-m", "guard", "run", "--repo", str(repo), "--base", "main", "--head",
+                               head, "--out", str(out)] + (["--config", str(config)] if config else []), out, kept)
         line = {"pair": pair, "dtype": args.dtype, "exit": proc.returncode, "wall_s": round(wall, 1)}
-        if (out / "report.json").exists():
-            line |= _figures(json.loads((out / "report.json").read_text()), (out / "comment.md"))
-        with (args.out / "decision_v4.jsonl").open("a") as f:
-            f.write(json.dumps(line) + "\n")
-        print(json.dumps(line), flush=True)
+        if (kept / "report.json").exists():
+            line |= _figures(json.loads((kept / "report.json").read_text()), kept / "comment.md")
+        append(args.out / "decision_v4.jsonl", line)
     return 0
 
 
@@ -109,7 +97,7 @@ def _staged(pair: str, args: argparse.Namespace) -> tuple[Path, str, Path | None
         return repo, "remove-fallback", config
     if not repo.exists():
         make_demo_repo(repo, steps=args.steps)
-        _git(repo, "checkout", "--quiet", "-b", "host-only", "main")
+        git(repo, "checkout", "--quiet", "-b", "host-only", "main")
         engine = repo / "refengine" / "engine.py"
         source = engine.read_text()
         if STEP_LINE not in source:
@@ -119,8 +107,8 @@ def _staged(pair: str, args: argparse.Namespace) -> tuple[Path, str, Path | None
         if "\nimport time\n" not in source:
             raise SystemExit("decision_v4: the engine no longer imports time; update the spin")
         engine.write_text(source.replace(STEP_LINE, spin + STEP_LINE, 1))
-        _git(repo, "commit", "--quiet", "-am", f"engine: {args.host_us:g} us of host work before each step")
-        _git(repo, "checkout", "--quiet", "main")
+        git(repo, "commit", "--quiet", "-am", f"engine: {args.host_us:g} us of host work before each step")
+        git(repo, "checkout", "--quiet", "main")
     return repo, "host-only", None
 
 
@@ -139,15 +127,6 @@ def _figures(report: dict, comment: Path) -> dict:
     return {"verdict": report["verdict"], "title": title, "rounds": report.get("rounds"), "looks": report["looks"],
             "rounds_stopped": report.get("rounds_stopped"), "duration_s": report.get("duration_s"),
             "schema_version": report["schema_version"], "sizes": sizes}
-
-
-def _lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=Decision", "-c", "user.email=decision@example.invalid", *args],
-                   cwd=repo, check=True, capture_output=True)
 
 
 if __name__ == "__main__":
