@@ -233,6 +233,8 @@ def test_a_read_token_that_guards_nothing_stops_serve(tmp_path, monkeypatch, cap
 
 
 def test_a_delivery_cannot_forge_a_line_of_the_services_log(service: Service) -> None:
+    """A signed delivery whose repository name carries a newline and a line of its own: the
+    log names only a repository GitHub's pattern allows, and every line is one JSON event."""
     forged = '{"event": "post", "job": 1, "comment": "created"}'
     payload = _payload(9) | {"repository": {"full_name": f"octo/engine\n{forged}", "private": True}}
     body, headers = delivery("pull_request", payload)
@@ -241,4 +243,4 @@ def test_a_delivery_cannot_forge_a_line_of_the_services_log(service: Service) ->
     lines = [json.loads(line) for line in service.log.read_text().splitlines() if line.startswith("{")]
     assert not [e for e in lines if e.get("event") == "post"]  # no worker here: nothing was posted
     (mine,) = [e for e in lines if e.get("delivery") == headers["x-github-delivery"]]
-    assert mine["repo"] == f"octo/engine\n{forged}" and mine["event"] == "delivery"
+    assert mine["event"] == "delivery" and mine["repo"] is None and mine["ignored"] is not None

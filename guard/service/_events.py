@@ -192,6 +192,12 @@ def _repo(payload: dict[str, Any]) -> dict[str, Any] | None:
     return repo if isinstance(name, str) and _REPO.match(name) else None
 
 
+def repo_name(payload: dict[str, Any]) -> str | None:
+    """The delivery's OWNER/NAME, where it is one (the pattern GitHub allows); else None."""
+    repo = _repo(payload)
+    return repo["full_name"] if repo is not None else None
+
+
 def _label_names(pr: dict[str, Any]) -> list[str]:
     labels = pr.get("labels")
     return [label["name"] for label in labels if isinstance(label, dict) and isinstance(label.get("name"), str)] \

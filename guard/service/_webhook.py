@@ -17,7 +17,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from guard.service._events import StaleTrustLabel, decide
+from guard.service._events import StaleTrustLabel, decide, repo_name
 from guard.service._log import event
 from guard.service._queue import record_delivery
 from guard.service._state import ServiceState
@@ -91,15 +91,10 @@ async def _answer(request: Request) -> tuple[JSONResponse, dict[str, Any]]:
     if isinstance(decision, StaleTrustLabel) and not recorded.duplicate and state.app is not None:
         after = BackgroundTask(remove_stale_label, state.sessions, state.app, delivery, decision)
     return JSONResponse(recorded.model_dump(), status_code=202, background=after), {
-        "delivery": delivery, "github_event": event_name, "repo": _repo_name(payload), "job": recorded.job,
+        "delivery": delivery, "github_event": event_name, "repo": repo_name(payload), "job": recorded.job,
         "duplicate": recorded.duplicate, "ignored": recorded.ignored}
 
 
 def _refused(status: int, error: str, message: str) -> tuple[JSONResponse, dict[str, Any]]:
     return refuse(status, error, message), {"refused": error}
 
-
-def _repo_name(payload: dict[str, Any]) -> str | None:
-    repo = payload.get("repository")
-    name = repo.get("full_name") if isinstance(repo, dict) else None
-    return name if isinstance(name, str) else None
