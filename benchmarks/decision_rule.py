@@ -16,13 +16,15 @@ of fresh "processes", as a GPU run's harness reports them). Per process and batc
 A device change moves all three; a host change (a slower launch path, GPU time unchanged)
 moves end-to-end ms and tok/s only. `--slow-share` makes that share of processes, in either
 arm, slower in every figure by a uniform draw from `--slow-pct LOW HIGH` percent: the slow
-processes runners produce (a clock state, a neighbour), which the rule does not yet handle.
+processes runners produce (a clock state, a neighbour), which rule 3 sets aside and measures
+again (guard/compare/_set_aside.py).
 
-The trial runs as `guard run` does: the first round of `--repeats` processes per arm, the looks
-planned from it (`RoundsBudget.looks_that_fit`: the first, and as many confirmation rounds of
-2 x repeats processes of `--process-s` each as `--budget-s` holds, `--max-rounds` at most),
-decided by `guard.compare.compare` at those looks, then `confirm_undecided` with the budget's
-own `fits` until every batch size is decided, the looks are spent, or the budget is.
+The trial runs through the guard's own rounds (`guard.compare.decide_in_rounds`), as `guard run`
+does: the first round of `--repeats` processes per arm, its slow processes measured again, the
+looks planned from it (`RoundsBudget.looks_that_fit`: the first, and as many confirmation rounds
+of 2 x repeats processes of `--process-s` each as `--budget-s` holds, `--max-rounds` at most),
+decided by `guard.compare.compare` at those looks, confirmation rounds until every batch size
+is decided, the looks are spent, or the budget is.
 
 Printed, per noise setting and true change: the share of trials whose overall verdict was
 regression, at_threshold, inconclusive, pass and improvement, each with its 95% Clopper-Pearson
@@ -47,9 +49,9 @@ from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from guard.compare import (  # noqa: E402
-    FAMILIES_PER_LOOK, UNDECIDED, Comparison, Verdict, alpha_per_look, compare, confirm_undecided,
+    FAMILIES_PER_LOOK, RULE_VERSION, UNDECIDED, Comparison, Verdict, alpha_per_look, compare, decide_in_rounds,
 )
-from guard.measure import ArmMeasurement, BatchRun, RepeatResult, RoundsBudget  # noqa: E402
+from guard.measure import ArmMeasurement, BatchRun, HarnessSpec, RepeatResult, RoundsBudget  # noqa: E402
 
 BATCH_SIZES = [1, 2]
 BASE_MS = {1: 10.0, 2: 11.0}  # nominal GPU ms per step; the level does not matter, only ratios
@@ -112,54 +114,40 @@ def _process(arm: str, repeat: int, sizes: list[int], device: float, host: float
     return RepeatResult(arm=arm, repeat=repeat, environment={}, runs=runs, process_s=settings.process_s)
 
 
-Round = dict[str, list[RepeatResult]]  # arm -> its processes of one round
-
-
-def _round(first_repeat: int, cell: Cell, settings: Settings, rng: np.random.Generator) -> Round:
-    """One round of processes per arm, each measuring every batch size."""
-    device = cell.device_of_t * settings.threshold_pct / 100
-    host = cell.host_pct / 100
-    return {arm: [_process(arm, first_repeat + i, BATCH_SIZES, device if arm == "head" else 0.0,
-                           host if arm == "head" else 0.0, cell, settings, rng)
-                  for i in range(settings.repeats)] for arm in ("base", "head")}
-
-
-def _measured(rounds: list[Round], sizes: list[list[int]]) -> dict[str, ArmMeasurement]:
-    """The arms' processes of `rounds`, of each round only the runs of the batch sizes it measured."""
-    merged = {}
-    for arm in ("base", "head"):
-        repeats = [r.model_copy(update={"runs": [run for run in r.runs if run.batch_size in measured]})
-                   for one, measured in zip(rounds, sizes) for r in one[arm]]
-        merged[arm] = ArmMeasurement(arm=arm, repeats=repeats)
-    return merged
+# processes drawn per arm and trial, whether used or not: every trial takes as many draws from
+# the stream. Enough for the first round, each slow one's replacement and every confirmation round.
+def _pool_size(settings: Settings) -> int:
+    return settings.repeats * (2 * settings.max_rounds)
 
 
 def trial(cell: Cell, settings: Settings, rng: np.random.Generator) -> tuple[Verdict, int, int]:
-    """One run as the pipeline makes it: the verdict, the rounds it took and its processes per
-    arm. Every round is drawn whether or not it is used, so that each trial takes as many draws
-    from the stream."""
-    drawn = [_round(k * settings.repeats, cell, settings, rng) for k in range(settings.max_rounds)]
-    sizes: list[list[int]] = [list(BATCH_SIZES)]
-    decided_at: dict[int, int] = {}
-    budget = RoundsBudget(settings.budget_s)
-    budget.measured(drawn[0]["base"] + drawn[0]["head"], confirmation=False)
-    looks = budget.looks_that_fit(2 * settings.repeats, settings.max_rounds)
+    """One run as the pipeline makes it, through the guard's own rounds (`decide_in_rounds`): the
+    first round, the slow processes rule 3 sets aside measured again, the looks planned from the
+    budget, confirmation rounds while undecided. The verdict, the rounds taken and the processes
+    per arm."""
+    device = cell.device_of_t * settings.threshold_pct / 100
+    host = cell.host_pct / 100
+    pool = {arm: [_process(arm, i, BATCH_SIZES, device if arm == "head" else 0.0, host if arm == "head" else 0.0,
+                           cell, settings, rng) for i in range(_pool_size(settings))] for arm in ("base", "head")}
+    taken = {arm: 0 for arm in pool}
     t = settings.threshold_pct
 
-    def decide() -> Comparison:
-        return compare(_measured(drawn[:len(sizes)], sizes), "base", "head", BATCH_SIZES, t, CONFIDENCE,
-                       settings.alpha, t, looks=looks, look=decided_at, end_to_end_threshold_pct=t)
+    def take(arm: str, processes: int, sizes: list[int]) -> list[RepeatResult]:
+        drawn = pool[arm][taken[arm]:taken[arm] + processes]
+        taken[arm] += processes
+        return [r.model_copy(update={"runs": [run for run in r.runs if run.batch_size in sizes]}) for r in drawn]
 
-    def next_round(undecided: list[int], _mix: bool) -> Comparison:  # the cells have no mix
-        sizes.append(undecided)
-        decided_at.update({size: len(sizes) for size in undecided})
-        extra = drawn[len(sizes) - 1]
-        budget.measured(extra["base"] + extra["head"], confirmation=True)
-        return decide()
+    def measure(arms: list[str], spec: HarnessSpec, _first_repeat: int, processes: int) -> dict[str, ArmMeasurement]:
+        return {arm: ArmMeasurement(arm=arm, repeats=take(arm, processes, spec.batch_sizes)) for arm in arms}
 
-    comparison, rounds, _, _ = confirm_undecided(decide(), next_round,
-                                                 lambda _sizes, _mix: budget.fits(2 * settings.repeats))
-    return comparison.verdict, rounds, rounds * settings.repeats
+    def decide(measured: dict[str, ArmMeasurement], look: dict[int, int], _mix_look: int, looks: int) -> Comparison:
+        return compare(measured, "base", "head", BATCH_SIZES, t, CONFIDENCE, settings.alpha, t, looks=looks,
+                       look=look, end_to_end_threshold_pct=t)
+
+    first = measure(["base", "head"], HarnessSpec(batch_sizes=BATCH_SIZES), 0, settings.repeats)
+    outcome = decide_in_rounds(first, ("base", "head"), HarnessSpec(batch_sizes=BATCH_SIZES), settings.repeats,
+                               settings.budget_s, decide, measure, most_looks=settings.max_rounds)
+    return outcome.comparison.verdict, outcome.rounds, len(outcome.measurements["base"].repeats)
 
 
 def run_cell(cell: Cell, settings: Settings) -> dict[str, int]:
@@ -223,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     n = settings.trials
     budget = RoundsBudget(settings.budget_s, process_s=settings.process_s)
     looks = budget.looks_that_fit(2 * settings.repeats, settings.max_rounds)
-    first = alpha_per_look(settings.alpha, looks, len(BATCH_SIZES), look=1, version=2)
-    print(f"Rule 2, T = {settings.threshold_pct:g}% for every metric, alpha {settings.alpha:g}, "
+    first = alpha_per_look(settings.alpha, looks, len(BATCH_SIZES), look=1, version=RULE_VERSION)
+    print(f"Rule {RULE_VERSION}, T = {settings.threshold_pct:g}% for every metric, alpha {settings.alpha:g}, "
           f"{settings.repeats} processes per arm per round of {settings.process_s:g} s each, a "
           f"{settings.budget_s:g} s budget: {looks} look(s) planned of at most {settings.max_rounds} (each bound of "
           f"the first {first:.4g}: its Pocock-type share over {FAMILIES_PER_LOOK} families x {len(BATCH_SIZES)} "

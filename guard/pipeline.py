@@ -71,8 +71,8 @@ def run_guard(
         plan = plan_run(repo, base, head, config, config_dir, overrides or ConfigOverrides(), progress)
         built = build_arms(repo, plan, cache_dir or default_cache_dir(repo), progress, builds_in_use)
         first = measure_first_round(repo, plan, built, out_dir / "runs", progress, harness)
-        measure = round_measure(built.targets, first.spec, plan.config.measure.repeats, out_dir / "runs",
-                                plan.config.measure.timeout_s, first.reference, progress, harness)
+        measure = round_measure(built.targets, first.spec, out_dir / "runs", plan.config.measure.timeout_s,
+                                first.reference, progress, harness)
         outcome = decide_in_rounds(first.measurements, (plan.base.name, plan.head.name), first.spec,
                                    plan.config.measure.repeats, plan.config.measure.confirm_budget_s,
                                    decider(plan, built.arms, first), measure, progress,
@@ -220,14 +220,15 @@ def measure_first_round(
 
 
 def round_measure(
-    targets: list[ArmTarget], spec: HarnessSpec, repeats: int, runs: Path, timeout_s: float,
+    targets: list[ArmTarget], spec: HarnessSpec, runs: Path, timeout_s: float,
     reference: ReferenceOutcome, progress: Progress, harness: Harness,
 ) -> MeasureRound:
-    """A confirmation round's measure step: `repeats` more processes of each named arm, interleaved."""
+    """A later round's measure step: `processes` more of each named arm, interleaved."""
     by_name = {t.name: t for t in targets}
 
-    def measure(arms: list[str], round_spec: HarnessSpec, first_repeat: int) -> dict[str, ArmMeasurement]:
-        return run_interleaved([by_name[name] for name in arms], round_spec, repeats, runs, timeout_s, progress,
+    def measure(arms: list[str], round_spec: HarnessSpec, first_repeat: int, processes: int
+                ) -> dict[str, ArmMeasurement]:
+        return run_interleaved([by_name[name] for name in arms], round_spec, processes, runs, timeout_s, progress,
                                first_repeat=first_repeat,
                                reference=reference.tokens if round_spec.reference else None, harness=harness)
 
@@ -264,7 +265,8 @@ def assemble_report(
     schedule = spec.mix_schedule()
     slow = slow_processes(measurements.values(), spec.batch_sizes, schedule)
     gpu_timed = any(a.timer == "cuda_event" for b in comparison.batch_sizes for a in b.arms)
-    progress(slow_processes_sentence(slow, gpu=gpu_timed))
+    decided = comparison.batch_sizes + ([comparison.mix_comparison] if comparison.mix_comparison else [])
+    progress(slow_processes_sentence(slow, gpu=gpu_timed, set_aside=sum(len(b.set_aside) for b in decided)))
     arms = built.arms
     for info in arms:
         m = measurements[info.name]

@@ -15,7 +15,7 @@ from guard.compare._ranks import (
     RankStats, arm_ranks, rank_change, straggler_of,
 )
 from guard.compare._reasons import Reason, ReasonKind, SeenValue
-from guard.compare._recheck import Discrepancy, StatedRule, decide_again, recheck
+from guard.compare._recheck import Discrepancy, StatedRule, decide_again, recheck, same_facts
 from guard.compare._rounds import Decide, MeasureRound, RoundsOutcome, decide_in_rounds
 from guard.compare._rule import FAMILIES_PER_LOOK, METRICS_PER_LOOK, RULE_VERSION, alpha_per_look, bounds_level, spent
 from guard.compare._verdict import Rounds, compare, confirm_undecided
@@ -83,6 +83,7 @@ __all__ = [
     "spent",
     "rank_change",
     "recheck",
+    "same_facts",
     "straggler_of",
     "time_ratio",
 ]

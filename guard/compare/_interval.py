@@ -157,13 +157,13 @@ def borrow_checks(base: ArmStats, head: ArmStats, batch_size: int, rule: Rule) -
     return [check for check in checks if check is not None]
 
 
-def decide_by_interval(measured: BatchComparison, base: str, head: str, rule: Rule) -> BatchComparison:
-    """`measured` (its arms, its shown changes and its calibrated spreads' checks, `borrow_checks`)
-    decided by the interval rule at `rule.look`. A metric whose check passed pools the calibrated
+def decide_by_interval(measured: BatchComparison, base: ArmStats, head: ArmStats, rule: Rule) -> BatchComparison:
+    """`measured` (its shown changes and its calibrated spreads' checks, `borrow_checks`) decided
+    by the interval rule at `rule.look` on `base`'s figures and `head`'s (without the processes
+    set aside, where the rule sets any aside). A metric whose check passed pools the calibrated
     spread into its bounds, as into the change shown beside them."""
-    by_name = {a.arm: a for a in measured.arms}
     level = rule.bounds_confidence
-    values = _decided_values(by_name[base], by_name[head], rule)
+    values = _decided_values(base, head, rule)
     thresholds = {"gpu_ms": rule.gpu_pct, "tok_per_s": rule.tok_pct, "end_to_end_ms": rule.end_to_end_pct}
     decided: dict[MetricKey, _Decided] = {
         m: _decide(v, thresholds[m], level, rate=m == "tok_per_s", always=m == "gpu_ms",  # type: ignore[arg-type]

@@ -11,7 +11,9 @@ from guard.compare._compiled import CompiledChange
 from guard.compare._ranks import ArmRanks, RankChange
 from guard.compare._reasons import Reason
 from guard.config import CalibratedSpread
-from guard.measure import MIX_BATCH, Change, MarginFloor, MarginMismatch, SourceLabel, Spread, TokenMismatch
+from guard.measure import (
+    MIX_BATCH, Change, MarginFloor, MarginMismatch, SlowProcess, SourceLabel, Spread, TokenMismatch,
+)
 
 # at_threshold: a slowdown is shown, and its interval still holds the threshold after the last
 # round; inconclusive: the interval holds both no change and the threshold (too noisy to show any).
@@ -193,6 +195,9 @@ class BatchComparison(BaseModel):
     # each metric the calibration kept a spread for: the check of the run's spread against it,
     # and whether its bounds pooled it in (_borrow.py); no key without a calibrated spread
     borrowed: list[Borrowing] = Field(default=[], exclude_if=lambda value: not value)
+    # the processes of base and head left out of a metric's changes and bounds, slow by
+    # `measure.set_aside` (decision rule 3, schema 9 on); no key where none was
+    set_aside: list[SlowProcess] = Field(default=[], exclude_if=lambda value: not value)
 
     def borrowing(self, metric: MetricKey) -> Borrowing | None:
         return next((b for b in self.borrowed if b.metric == metric), None)

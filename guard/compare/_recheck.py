@@ -335,11 +335,19 @@ def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> lis
                 if not _close(getattr(kept, name), getattr(made, name)):
                     differs("change", f"borrowed[{kept.metric}].{name}", f"{getattr(kept, name)!r}",
                             f"{getattr(made, name)!r}")
+    if _aside(stored) != _aside(again):
+        differs("count", "set_aside", _aside(stored), _aside(again))
     if stored.hash_match != again.hash_match:
         differs("count", "hash_match", stored.hash_match, again.hash_match)
     if stored.agreement is not None and again.agreement is not None:
         found += _agreement_discrepancies(stored.agreement, again.agreement, size)
     return found
+
+
+def _aside(batch: BatchComparison) -> list[str]:
+    """The processes a batch size set aside, as `arm repeat metric`: which, not their figures
+    (those are the spreads' own, checked there)."""
+    return sorted(f"{s.arm} {s.repeat} {s.metric}" for s in batch.set_aside)
 
 
 def _agreement_discrepancies(stored: Agreement, again: Agreement, size: int) -> list[Discrepancy]:
@@ -357,6 +365,18 @@ def _agreement_discrepancies(stored: Agreement, again: Agreement, size: int) -> 
                 found.append(Discrepancy(kind="count", batch_size=size, field=f"agreement.arms[{arm.arm}].{field}",
                                          stated=str(stated_value), recomputed=str(value)))
     return found
+
+
+def same_facts(stated: object, recomputed: object) -> bool:
+    """Two dumped structures (dicts, lists, figures) alike, each figure within the tolerance of
+    floats written on one machine and made again on another."""
+    if isinstance(stated, dict) and isinstance(recomputed, dict):
+        return stated.keys() == recomputed.keys() and all(same_facts(stated[k], recomputed[k]) for k in stated)
+    if isinstance(stated, (list, tuple)) and isinstance(recomputed, (list, tuple)):
+        return len(stated) == len(recomputed) and all(same_facts(a, b) for a, b in zip(stated, recomputed))
+    if isinstance(stated, float) or isinstance(recomputed, float):
+        return _close(stated, recomputed)
+    return stated == recomputed
 
 
 def _close(stated: object, recomputed: object) -> bool:

@@ -7,7 +7,10 @@ Two versions of the rule are kept, so that a stored report is decided again by i
 - 2 (schema 8 on): alpha split over the looks the time budget can hold (planned from the first
   round's process times), by a Pocock-type spending function, x 2 families (GPU ms; end-to-end
   ms with tok/s, the two figures of one pass) x the batch sizes; within a batch size, what the
-  user feels decides (`_interval.batch_verdict`).
+  user feels decides (`_interval.batch_verdict`);
+- 3 (schema 9 on): as 2, and each metric's slow processes of base and head are set aside before
+  deciding (`measure.set_aside`; `_set_aside.py`), the pipeline measuring both arms again in
+  their place after the first round.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass, replace
 from guard.compare._models import METRICS
 from guard.config import CalibratedSpread
 
-RULE_VERSION = 2
+RULE_VERSION = 3
 # Version 1: every look tests each metric of every batch size, so the error level is split this
 # many ways per look and batch size. tok/s and end-to-end ms count even where they only inform,
 # as they can still decide a regression, and end-to-end ms where it was not measured (a CPU, the
@@ -85,6 +88,11 @@ class Rule:
         """Within a batch size, a direction any metric decided stands over what another left
         undecided, and a slowdown shown by a metric that does not gate keeps it open."""
         return self.version >= 2
+
+    @property
+    def sets_aside(self) -> bool:
+        """Slow processes of base and head are left out of each metric's figures before deciding."""
+        return self.version >= 3
 
     @property
     def bounds_confidence(self) -> float:

@@ -18,6 +18,7 @@ from guard.compare._models import (
 from guard.compare._ranks import arm_ranks, rank_change
 from guard.compare._reasons import Reason
 from guard.compare._rule import Rule
+from guard.compare._set_aside import kept_arm, slow_set_aside
 from guard.config import CalibratedSpread
 from guard.measure import (
     ArmMeasurement, BatchRun, Change, PriorSpread, RepeatResult, Spread, relative_change, spread,
@@ -243,7 +244,9 @@ def _compare_timings(
         return BatchComparison(batch_size=batch_size, verdict="invalid", reasons=[reason], arms=arms,
                                hash_match=hash_match, agreement=agreement)
     confidence = rule.confidence
-    b, h = by_name[base], by_name[head]
+    aside = slow_set_aside(by_name[base], by_name[head], batch_size) if rule.sets_aside else []
+    # from here on each metric's figures without its processes set aside: the changes shown and the bounds alike
+    b, h = kept_arm(by_name[base], aside), kept_arm(by_name[head], aside)
     checks = borrow_checks(b, h, batch_size, rule)
     # a metric whose check passed pools the calibrated spread into the change shown, as into its bounds
     priors: dict[str, PriorSpread | None] = {check.metric: check.prior() for check in checks}
@@ -263,6 +266,6 @@ def _compare_timings(
         instructions_change=(  # at the level the verdicts' bounds are, as the table shows them
             relative_change(b.instructions_per_step.values, h.instructions_per_step.values, rule.bounds_confidence)
             if b.instructions_per_step and h.instructions_per_step else None),
-        hash_match=hash_match, agreement=agreement, borrowed=checks,
+        hash_match=hash_match, agreement=agreement, borrowed=checks, set_aside=aside,
     )
-    return decide_by_interval(measured, base, head, rule)
+    return decide_by_interval(measured, b, h, rule)

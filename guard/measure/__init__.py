@@ -24,8 +24,8 @@ from guard.measure._budget import RoundsBudget
 from guard.measure._fill import fill_compile_caches
 from guard.measure._schedule import interleave
 from guard.measure._slow import (
-    RATE_CONFIDENCE, SLOW_MIN_PCT, SLOW_SIGMAS, SlowMetric, SlowProcess, SlowProcesses, find_slow_processes,
-    processes_of, slow_in, slow_processes,
+    RATE_CONFIDENCE, SET_ASIDE_SHARE, SLOW_MIN_PCT, SLOW_SIGMAS, SlowMetric, SlowProcess, SlowProcesses,
+    find_slow_processes, processes_of, set_aside, slow_in, slow_processes,
 )
 from guard.measure._stats import (
     BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, Change, PriorSpread, Spread, detectable_change_pct, rate_interval,
@@ -111,6 +111,8 @@ __all__ = [
     "processes_of",
     "runner_noise",
     "slow_in",
+    "set_aside",
+    "SET_ASIDE_SHARE",
     "slow_processes",
     "slowest_rank_times",
     "rank_mix_trace_paths",

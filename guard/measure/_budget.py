@@ -30,6 +30,10 @@ class RoundsBudget:
         if confirmation:
             self.confirm_s += sum(times)
 
+    def paid(self, processes: list[RepeatResult]) -> None:
+        """Pay for `processes` measured within a round (slow ones' replacements), counting no round."""
+        self.confirm_s += sum(p.process_s for p in processes if p.process_s is not None)
+
     def estimate_s(self, processes: int) -> float:
         """About how long a round of `processes` takes, at the last round's process time."""
         return processes * self.process_s

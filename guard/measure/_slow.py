@@ -6,6 +6,13 @@ one metric when its log distance from its arm's median is more than SLOW_SIGMAS 
 deviations (1.4826 x the median absolute distance, pooled over the arms) and more than
 SLOW_MIN_PCT, on the slow side: GPU ms per step above, tok/s below. Only that side, as
 interference adds time and nothing takes it away.
+
+From decision rule 3 (report schema 9) the slow processes of base and head are set aside from
+the decision (`set_aside`), each metric's its own, unless more than SET_ASIDE_SHARE of an arm's
+processes are slow: slowness that common is the arm's behaviour, not an accident of the runner.
+The pipeline measures each arm again in their place after the first round. The choice (set
+aside and measured again, over Welch on every process and over Yuen's trimmed means) was made
+by simulation: benchmarks/slow_processes.py, docs/decision-rule.md "Slow processes".
 """
 
 from __future__ import annotations
@@ -26,7 +33,10 @@ SLOW_MIN_PCT = 0.1
 MAD_TO_SD = 1.4826  # a normal distribution's standard deviation per median absolute deviation
 RATE_CONFIDENCE = 0.95
 
-SlowMetric = Literal["gpu_ms", "tok_per_s"]
+# an arm keeps all its processes where more than this share of them are slow
+SET_ASIDE_SHARE = 1 / 3
+
+SlowMetric = Literal["gpu_ms", "tok_per_s", "end_to_end_ms"]  # the run's list names the first two
 
 
 class SlowProcess(BaseModel):
@@ -74,6 +84,15 @@ def slow_in(values_by_arm: dict[str, list[float]], slower_is_higher: bool) -> li
         for position, v in pairs
         if sign * (v - medians[arm]) > limit
     ]
+
+
+def set_aside(values_by_arm: dict[str, list[float]], slower_is_higher: bool) -> dict[str, list[tuple[int, float]]]:
+    """Per arm, (1-based position, off in percent) of its slow processes (`slow_in`) that the
+    decision leaves out: none of an arm where more than SET_ASIDE_SHARE of its processes are slow."""
+    flagged: dict[str, list[tuple[int, float]]] = {}
+    for arm, position, off_pct in slow_in(values_by_arm, slower_is_higher):
+        flagged.setdefault(arm, []).append((position, off_pct))
+    return {arm: slow for arm, slow in flagged.items() if len(slow) <= SET_ASIDE_SHARE * len(values_by_arm[arm])}
 
 
 def find_slow_processes(

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from guard._errors import GuardError
-from guard.compare import Discrepancy, StatedRule, recheck
+from guard.compare import Discrepancy, StatedRule, recheck, same_facts
 from guard.measure import SlowMetric, SlowProcesses, find_slow_processes, processes_of
 from guard.report import _words as words
 from guard.report._explained import explain_report
@@ -191,8 +191,9 @@ def _explanation(report: Report) -> list[Discrepancy]:
     """The facts the comment states, explained again from the report's figures."""
     again = explain_report(report)
     found = []
+    made, stated = again.model_dump(), report.explanation.model_dump()
     for name in type(again).model_fields:
-        if getattr(again, name) != getattr(report.explanation, name):
+        if not same_facts(stated.get(name), made.get(name)):  # figures as written on the run's machine
             found.append(Discrepancy(kind="count", batch_size=None, field=f"explanation.{name}",
                                      stated="as stated", recomputed="other facts"))
     return found

@@ -14,7 +14,7 @@ from guard.measure import MixReport, SlowProcesses, SourceLabel
 from guard.sandbox._isolation import Isolation
 from guard.trace import MixTraceSection, RankTraceSection, TraceSection
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # 1: verdicts by the significance rule; 2: the interval rule, with the looks the run could take;
 # 3: every fact the comment states is a field (`explanation`), reasons are kinds with figures;
 # 4: the report is its comparison's fields and the run's (GPU state as `gpu_fingerprint`, not
@@ -37,10 +37,13 @@ SCHEMA_VERSION = 8
 # end-to-end ms or tok/s where they decided it; alpha is spent over the looks the budget can hold
 # (`looks`, planned from the first round) by a Pocock-type function, x 2 families (GPU ms; end-to-end
 # ms with tok/s) x the batch sizes. A schema 7 report is decided again by rule 1, as it was.
+# 9: decided by rule 3: as 2, and each metric's slow processes of base and head set aside before
+# deciding (`batch_sizes[].set_aside`; no key where none was). A schema 8 report is decided
+# again by rule 2, as it was.
 # Read: the current version, schema 7 (by its own rule), schema 6 (decided as it says:
 # `end_to_end_threshold_pct` absent, over 2 metrics) and schema 5 without a mix, which state
 # nothing schema 7 would state otherwise; a report of an older one is made again by `guard run`.
-READ_VERSIONS = (5, 6, 7, 8)
+READ_VERSIONS = (5, 6, 7, 8, 9)
 DESCRIBED_LIMIT = 200  # characters of a string the workload's describe() gave, kept in the record
 
 
@@ -134,7 +137,7 @@ class Report(Comparison):
     """The comparison (verdict, reasons, thresholds, batch sizes, the runs' warnings and GPU
     fingerprint, looks: `Comparison`'s fields, defined there once) and the run around it."""
 
-    schema_version: Literal[5, 6, 7, 8] = SCHEMA_VERSION
+    schema_version: Literal[5, 6, 7, 8, 9] = SCHEMA_VERSION
     tool_version: str
     base: str  # arm names
     head: str
@@ -182,8 +185,9 @@ class Report(Comparison):
 
     @property
     def rule_version(self) -> int:
-        """The decision rule its verdicts were made by (guard/compare/_rule.py): 2 from schema 8."""
-        return 2 if self.schema_version >= 8 else 1
+        """The decision rule its verdicts were made by (guard/compare/_rule.py): 2 from schema 8, 3
+        (slow processes set aside) from schema 9."""
+        return 3 if self.schema_version >= 9 else 2 if self.schema_version >= 8 else 1
 
     def arm(self, name: str) -> ArmInfo:
         return next(a for a in self.arms if a.name == name)

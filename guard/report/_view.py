@@ -367,7 +367,10 @@ def _environment_blocks(report: Report) -> list[Block]:
     blocks = [_p(f"{text(environment_line(report))}; base {text(_ref_text(base))}, head {text(_ref_text(head))}"
                  f"{subject}.")]
     if report.slow_processes is not None:
-        blocks.append(_p(text(slow_processes_sentence(report.slow_processes, gpu=_gpu(report)))))
+        decided = report.batch_sizes + ([report.mix_comparison] if report.mix_comparison is not None else [])
+        aside = sum(len(b.set_aside) for b in decided)
+        blocks.append(_p(text(slow_processes_sentence(report.slow_processes, gpu=_gpu(report),
+                                                      set_aside=aside if report.rule_version >= 3 else None))))
     if swept := [a for a in report.arms if a.swept]:
         blocks.append(_p(text(words.swept_sentence([(a.name, a.swept) for a in swept]))))
     if left := [a for a in report.arms if a.temp_removed]:
