@@ -33,8 +33,8 @@ from guard.trace import analyze, read_trace
 # batch sizes, rounded up to SUGGESTION_STEP_PCT; and never under the floor.
 SUGGESTION_STEP_PCT = 0.1
 FLOOR_PCT = 0.25
-# Profiled processes per side for the gap figures, unless workload.profile_repeats says how
-# many: enough for a range, without profiling every one of the A/A's processes.
+# Profiled processes per side for the gap figures at the least (more where workload.profile_repeats
+# says so): enough for a range, without profiling every one of the A/A's processes.
 PROFILED_PER_SIDE = 3
 
 
@@ -123,7 +123,7 @@ def calibrate(
         if config.measure.compile_cache:
             targets = share_compile_caches(targets, build_in_use)
         spec = HarnessSpec.of(config.workload).model_copy(
-            update={"profile_repeats": config.workload.profile_repeats or PROFILED_PER_SIDE})
+            update={"profile_repeats": max(config.workload.profile_repeats, PROFILED_PER_SIDE)})
         runs = out.parent / f"{out.stem}-runs"
         spec, reference = prepare_reference(targets[0], spec, runs, config.measure.timeout_s,
                                             config.workload.reference_file, f"A/A {arm_ref.sha[:8]}", progress,

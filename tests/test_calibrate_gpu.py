@@ -28,7 +28,7 @@ def test_calibrate_reports_gap_figures_from_each_sides_profiled_processes(tmp_pa
     text = out.read_text()
     number = r"[0-9.]+(-[0-9.]+)?"
     # the config's default profiled processes per side (of 4), both sides
-    per_side = WorkloadConfig.model_fields["profile_repeats"].default or PROFILED_PER_SIDE
+    per_side = max(WorkloadConfig.model_fields["profile_repeats"].default, PROFILED_PER_SIDE)
     for batch_size in (1, 2):
         line = re.search(rf"bs {batch_size}: over {2 * per_side} profiled processes, median gap {number} us, "
                          rf"idle ({number}) ms per step, largest 1% of gaps {number} ms per step\.", text)

@@ -146,9 +146,9 @@ class Workload(BaseModel):
         "`steps`); 0: no profiling.",
     )
     profile_repeats: int = Field(
-        default=2, ge=0, le=MAX_REPEATS,
+        default=1, ge=0, le=MAX_REPEATS,
         description="Processes per arm that run the profiled pass, the first ones; a confirmation round adds none "
-        "unless this is more than measure.repeats (0: every one).",
+        "unless this is more than measure.repeats (0: every one). Each costs its process several seconds on a GPU.",
     )
     batch_mix: dict[int, float] | None = Field(
         default=None,
