@@ -195,8 +195,8 @@ class BatchComparison(BaseModel):
     # each metric the calibration kept a spread for: the check of the run's spread against it,
     # and whether its bounds pooled it in (_borrow.py); no key without a calibrated spread
     borrowed: list[Borrowing] = Field(default=[], exclude_if=lambda value: not value)
-    # the processes of base and head left out of a metric's changes and bounds, slow by
-    # `measure.set_aside` (decision rule 3, schema 9 on); no key where none was
+    # the processes of base and head left out of every figure's change and bounds, slow in GPU ms
+    # per step by `measure.set_aside` (decision rule 3, schema 9 on); no key where none was
     set_aside: list[SlowProcess] = Field(default=[], exclude_if=lambda value: not value)
 
     def borrowing(self, metric: MetricKey) -> Borrowing | None:

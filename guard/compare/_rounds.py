@@ -108,7 +108,7 @@ def decide_in_rounds(
 @dataclass(frozen=True)
 class Replacements:
     """The first round's set-aside processes to measure again: at which batch sizes (and the
-    mix), and how many more per arm (the most any metric set aside of one arm there)."""
+    mix), and how many more per arm (the most set aside of one arm there)."""
 
     sizes: list[int]
     mix: bool
@@ -122,12 +122,8 @@ def _replacements(first: Comparison, verdict_arms: tuple[str, str]) -> Replaceme
     """What the first round set aside of base and head, as one measuring of both arms alike
     (interleaved, as many of each: like for like), or None where it set none aside."""
     decided = first.batch_sizes + ([first.mix_comparison] if first.mix_comparison is not None else [])
-    most: dict[int, int] = {}
-    for batch in decided:
-        for arm in verdict_arms:
-            for metric in {s.metric for s in batch.set_aside}:
-                count = sum(1 for s in batch.set_aside if s.arm == arm and s.metric == metric)
-                most[batch.batch_size] = max(most.get(batch.batch_size, 0), count)
+    most = {b.batch_size: max(sum(1 for s in b.set_aside if s.arm == arm) for arm in verdict_arms)
+            for b in decided if b.set_aside}
     if not most:
         return None
     mix = first.mix_comparison is not None and first.mix_comparison.batch_size in most

@@ -8,7 +8,7 @@ Two versions of the rule are kept, so that a stored report is decided again by i
   round's process times), by a Pocock-type spending function, x 2 families (GPU ms; end-to-end
   ms with tok/s, the two figures of one pass) x the batch sizes; within a batch size, what the
   user feels decides (`_interval.batch_verdict`);
-- 3 (schema 9 on): as 2, and each metric's slow processes of base and head are set aside before
+- 3 (schema 9 on): as 2, and the slow processes of base and head (by GPU ms) are set aside before
   deciding (`measure.set_aside`; `_set_aside.py`), the pipeline measuring both arms again in
   their place after the first round.
 """

@@ -8,7 +8,7 @@ SLOW_MIN_PCT, on the slow side: GPU ms per step above, tok/s below. Only that si
 interference adds time and nothing takes it away.
 
 From decision rule 3 (report schema 9) the slow processes of base and head are set aside from
-the decision (`set_aside`), each metric's its own, unless more than SET_ASIDE_SHARE of an arm's
+the decision (`set_aside`, by GPU ms per step), unless more than SET_ASIDE_SHARE of an arm's
 processes are slow: slowness that common is the arm's behaviour, not an accident of the runner.
 The pipeline measures each arm again in their place after the first round. The choice (set
 aside and measured again, over Welch on every process and over Yuen's trimmed means) was made
@@ -36,7 +36,7 @@ RATE_CONFIDENCE = 0.95
 # an arm keeps all its processes where more than this share of them are slow
 SET_ASIDE_SHARE = 1 / 3
 
-SlowMetric = Literal["gpu_ms", "tok_per_s", "end_to_end_ms"]  # the run's list names the first two
+SlowMetric = Literal["gpu_ms", "tok_per_s"]
 
 
 class SlowProcess(BaseModel):

@@ -37,7 +37,7 @@ SCHEMA_VERSION = 9
 # end-to-end ms or tok/s where they decided it; alpha is spent over the looks the budget can hold
 # (`looks`, planned from the first round) by a Pocock-type function, x 2 families (GPU ms; end-to-end
 # ms with tok/s) x the batch sizes. A schema 7 report is decided again by rule 1, as it was.
-# 9: decided by rule 3: as 2, and each metric's slow processes of base and head set aside before
+# 9: decided by rule 3: as 2, and the slow processes of base and head (by GPU ms) set aside before
 # deciding (`batch_sizes[].set_aside`; no key where none was). A schema 8 report is decided
 # again by rule 2, as it was.
 # Read: the current version, schema 7 (by its own rule), schema 6 (decided as it says:

@@ -16,7 +16,7 @@ def slow_processes_sentence(slow: SlowProcesses, arm_label: Callable[[str], str]
                             gpu: bool = True, set_aside: int | None = None) -> str:
     """'Slow processes: 1 of 20 (5%; 95% interval 0.1% to 25%): head repeat 3 at batch size 1,
     GPU ms per step +4.20% from its arm's median.' `arm_label` names an arm as the reader knows
-    it, `arm_word` says what an arm is (an A/A has sides). `set_aside`: the figures the decision
+    it, `arm_word` says what an arm is (an A/A has sides). `set_aside`: the processes the decision
     left out (rule 3), None where its rule sets none aside."""
     interval = f"{RATE_CONFIDENCE:.0%} interval {share(slow.rate_low)} to {share(slow.rate_high)}"
     if not slow.slow:
@@ -25,8 +25,9 @@ def slow_processes_sentence(slow: SlowProcesses, arm_label: Callable[[str], str]
     named = "; ".join(_one(s, arm_label, arm_word, gpu) for s in slow.slow[:MAX_NAMED])
     more = f"; and {len(slow.slow) - MAX_NAMED} more" if len(slow.slow) > MAX_NAMED else ""
     if set_aside:
-        ending = (f"The decision set {set_aside} of these figures aside (base's and head's, at most a third of an "
-                  f"{arm_word}'s); any other widens the interval of the {arm_word} it ran in.")
+        ending = (f"The decision set {set_aside} of these aside in every figure (base's and head's slow in "
+                  f"{words.metric('gpu_ms', gpu)}, at most a third of an {arm_word}'s); any other widens the interval "
+                  f"of the {arm_word} it ran in.")
     else:
         ending = f"Each widens the interval of the {arm_word} it ran in."
     return f"Slow processes: {slow.count} of {slow.processes} ({rate}; {interval}): {named}{more}. {ending}"
