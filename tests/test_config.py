@@ -104,8 +104,28 @@ def test_bad_value_names_key_value_and_expectation(
 
 
 def test_unknown_key_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="unknown key 'measure.repats'"):
+    with pytest.raises(ConfigError, match="unknown key 'measure.repats' in measure; did you mean 'repeats'\\?"):
         load_config(write(tmp_path, "[measure]\nrepats = 3"))
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("[wrokload]\nsteps = 3", "unknown key 'wrokload' in top level; did you mean 'workload'?"),
+    ("[workload]\nentyr = 'x.py:make'", "unknown key 'workload.entyr' in workload; did you mean 'entry'?"),
+    ("[build]\nisolaton = 'none'", "unknown key 'build.isolaton' in build; did you mean 'isolation'?"),
+])
+def test_every_unknown_key_gets_a_did_you_mean(tmp_path: Path, text: str, said: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text))
+    assert said in info.value.message
+
+
+def test_an_unknown_key_with_no_near_one_lists_the_sections_keys(tmp_path: Path) -> None:
+    from guard.config import GuardConfig
+
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, "[measure]\nqqqq = 1"))
+    listed = info.value.message.split("the keys there are ", 1)[1].split(", ")
+    assert listed == sorted(GuardConfig.model_fields["measure"].annotation.model_fields)
 
 
 def test_syntax_error_is_one_message(tmp_path: Path) -> None:

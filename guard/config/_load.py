@@ -7,10 +7,12 @@ work tree, which in CI is the pull request's head. A caller may name a file of i
 
 from __future__ import annotations
 
+import difflib
+import types
 from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from guard import DEFAULT_CONFIG_NAME
 from guard._errors import ConfigError
@@ -61,7 +63,7 @@ def _describe(exc: ValidationError, data: dict[str, Any], source: str) -> str:
         key = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
             section = ".".join(str(p) for p in err["loc"][:-1]) or "top level"
-            lines.append(f"{source}: unknown key '{key}' in {section}; check its spelling (README lists the keys)")
+            lines.append(f"{source}: unknown key '{key}' in {section}; {_did_you_mean(err['loc'])}")
             continue
         expected = err["msg"].removeprefix("Value error, ")
         if not err["loc"]:  # a rule between sections: its message names the keys
@@ -84,3 +86,35 @@ def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:
         except (KeyError, IndexError, TypeError):
             return "<missing>"
     return data
+
+
+def _did_you_mean(loc: tuple[Any, ...]) -> str:
+    """'did you mean 'repeats'?' where a key of the section is close to the one written, else
+    the section's keys."""
+    known = _keys_at(loc[:-1])
+    if not known:
+        return "check its spelling"
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    return f"the keys there are {', '.join(known)}"
+
+
+def _keys_at(path: tuple[Any, ...]) -> list[str]:
+    """The keys the config takes at `path` (section names, from the top), [] where none is known."""
+    model: type[BaseModel] | None = GuardConfig
+    for part in path:
+        field = model.model_fields.get(str(part)) if model is not None else None
+        if field is None:
+            return []
+        model = _model_of(field.annotation)
+    return sorted(model.model_fields) if model is not None else []
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, through `X | None`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) in (Union, types.UnionType):
+        return next((m for a in get_args(annotation) if (m := _model_of(a)) is not None), None)
+    return None
