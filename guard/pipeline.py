@@ -24,8 +24,9 @@ from guard.checkout import (
 )
 from guard.compare import Comparison, Decide, MeasureRound, RoundsOutcome, compare, decide_in_rounds
 from guard.config import (
-    CalibratedSpread, CommitFiles, ConfigChange, ConfigOverrides, Files, GuardConfig,
-    ThresholdSource, ThresholdSources, apply_overrides, check_entry, read_thresholds,
+    DEFAULT_CONFIG_NAME, MAX_CONFIG_BYTES, CalibratedSpread, CommitFiles, ConfigChange, ConfigOverrides, Files,
+    GuardConfig, ThresholdSource, ThresholdSources, apply_overrides, check_entry, check_entry_in_commit,
+    config_uncommitted, read_thresholds,
 )
 from guard.measure import (
     ArmMeasurement, ArmTarget, Harness, HarnessSpec, ReferenceOutcome, check_cpus,
@@ -115,9 +116,16 @@ def plan_run(
     """The arms and the config, checked before anything of theirs runs; the progress says where each came from."""
     base_ref, head_ref, config, files, change = arms_and_config(repo, base, head, given, config_dir)
     progress(f"base {base_ref.ref} = {base_ref.sha[:12]}, head {head_ref.ref} = {head_ref.sha[:12]}")
+    if given is None:
+        held = CommitFiles(repo=repo, sha=base_ref.sha).read(DEFAULT_CONFIG_NAME, "config", MAX_CONFIG_BYTES)
+        progress(f"config: {DEFAULT_CONFIG_NAME} of the base commit {base_ref.sha[:12]}"
+                 + ("" if held is not None else " (it has none: the defaults)"))
     if dirty := uncommitted_changes(repo):
         progress(f"warning: {len(dirty)} file(s) in the working tree have uncommitted changes ({dirty[0]}"
                  f"{', ...' if len(dirty) > 1 else ''}); they are not measured: the guard builds the commits")
+    if given is None and config_uncommitted(repo, head_ref.sha):
+        progress(f"warning: the work tree's {DEFAULT_CONFIG_NAME} is not committed, and is not used: the config is "
+                 f"the base commit's ({base_ref.sha[:12]}); commit it to the base branch, or pass it with --config")
     if change is not None:
         progress(f"config: from the base commit; the head's changes to {', '.join(change.paths)} are not used")
     if overrides.given():
@@ -125,6 +133,9 @@ def plan_run(
         given_text = ", ".join(f"{name} {value}" for name, value in overrides.given().items())
         progress(f"config: overridden on the command line: {given_text}")
     thresholds = _thresholds(config, files)
+    # the entry against the base commit's tree, before anything is built: a misspelt one is said now
+    where = f"{DEFAULT_CONFIG_NAME} of the base commit" if given is None else "the config given"
+    check_entry_in_commit(config.workload.entry, CommitFiles(repo=repo, sha=base_ref.sha), where)
     require_distinct(base_ref, head_ref)  # after the config: its errors are the ones to fix first
     check_cpus(config.measure.cpus)
     check_interpreter_reach(config.build, [HARNESS_SCRIPT])

@@ -370,7 +370,7 @@ def forced_run(tmp_path: Path, standin: StandIn, note: str = "a change") -> Run:
     repo.mkdir()
     git(repo, "init", "--quiet", "--initial-branch=main")
     (repo / "guard.toml").write_text(FORCED_CONFIG)
-    (repo / "wl.py").write_text("# answered by the stand-in\n")
+    (repo / "wl.py").write_text("def make(**_options):  # answered by the stand-in\n    raise NotImplementedError\n")
     commit_all(repo, "engine")
     git(repo, "checkout", "--quiet", "-b", "feature")
     (repo / "note.txt").write_text(note + "\n")

@@ -3,7 +3,7 @@ names, outside the checkout), and the files it names."""
 
 from guard.config._change import MAX_DIFF_LINES, ConfigChange, config_change, config_paths
 from guard.config._load import (
-    DEFAULT_CONFIG_NAME, load_caller_config, load_commit_config, load_config, parse_config,
+    DEFAULT_CONFIG_NAME, config_uncommitted, load_caller_config, load_commit_config, load_config, parse_config,
 )
 from guard.config._models import (
     MAX_BATCH_SIZE,
@@ -25,6 +25,7 @@ from guard.config._models import (
     threshold_refusal,
 )
 from guard.config._overrides import ConfigOverrides, apply_overrides
+from guard.config._entry import check_entry_in_commit
 from guard.config._paths import check_entry
 from guard.config._sources import MAX_CONFIG_BYTES, MAX_REFERENCE_BYTES, CommitFiles, Files, FolderFiles
 from guard.config._thresholds import (
@@ -64,6 +65,8 @@ __all__ = [
     "WorkloadConfig",
     "apply_overrides",
     "check_entry",
+    "check_entry_in_commit",
+    "config_uncommitted",
     "config_change",
     "config_paths",
     "load_caller_config",

@@ -43,6 +43,20 @@ def load_commit_config(repo: Path, sha: str) -> GuardConfig:
     return parse_config(parse_toml(data, shown, _FIX), source=shown)
 
 
+def config_uncommitted(repo: Path, head: str) -> bool:
+    """The work tree holds a guard.toml the head commit does not (a new file, or an edit), which
+    `guard run` does not use: its config is the base commit's. A link is not followed."""
+    here = repo / DEFAULT_CONFIG_NAME
+    if here.is_symlink():
+        return False
+    try:
+        found = read_regular_file(here, "config", MAX_CONFIG_BYTES)
+        return found is not None and found != CommitFiles(repo=repo, sha=head).read(
+            DEFAULT_CONFIG_NAME, "config", MAX_CONFIG_BYTES)
+    except ConfigError:
+        return False  # an oversized file, or not a file: the config is the base commit's either way
+
+
 def load_caller_config(path: Path, repo: Path) -> GuardConfig:
     """The file a caller passed with --config, from outside the repository's work tree."""
     refuse_inside_checkout(path, repo, f"--config {path}")
