@@ -35,6 +35,7 @@ class ReferenceOutcome(BaseModel):
     accepts_tokens: bool = False  # the workload's step() takes its input ids
     path: Path | None = None
     error: str | None = None  # the reference process failed: measured processes run free
+    frames: str = ""  # what the workload raised there: its last frames (`_runner.workload_frames`)
     margins_error: str | None = None  # its top logits did not check out: the count rule decides
     seconds: float = 0.0
 
@@ -80,7 +81,7 @@ def make_reference(
     try:
         data = harness(target, payload, REFERENCE_STEM, run_dir, timeout_s)[0]  # rank 0's ids force every rank
     except RunFailed as failed:
-        return ReferenceOutcome(error=failed.message, seconds=time.perf_counter() - started)
+        return ReferenceOutcome(error=failed.message, frames=failed.frames, seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
     try:
         # written by a process that ran the arm's code: data, checked like any other result
@@ -261,6 +262,8 @@ def prepare_reference(
     outcome = make_reference(target, spec, run_dir, timeout_s, source, harness)
     if outcome.error:
         progress(f"reference: failed ({outcome.error}); the measured processes run free")
+        if outcome.frames:
+            progress(outcome.frames)
     elif not outcome.accepts_tokens:
         progress("reference: the workload's step() takes no input ids, so its processes run free "
                  "(tokens must then match exactly)")

@@ -124,9 +124,11 @@ def run_interleaved(
                               repeat, run_dir, timeout_s, reference, harness or run_ranks)
         except RunFailed as failed:
             measurement.error = failed.message
-            measurement.log_tail = failed.log_tail
+            measurement.log_tail = failed.details()
             measurement.clock_misfit = failed.misfit
             progress(f"[{index}/{len(order)}] {arm} repeat {repeat + 1}/{last} FAILED: {failed.message}")
+            if failed.frames:
+                progress(failed.frames)
             continue
         result = result.model_copy(update={"process_s": time.perf_counter() - started})
         measurement.repeats.append(result)
@@ -163,11 +165,42 @@ def _compile_cost(result: RepeatResult) -> str:
 
 
 class RunFailed(Exception):
-    def __init__(self, message: str, log_tail: str, misfit: ClockMisfit | None = None) -> None:
+    def __init__(self, message: str, log_tail: str, misfit: ClockMisfit | None = None, frames: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.log_tail = log_tail
         self.misfit = misfit  # the guard's clock refused the process: the facts, for the report
+        self.frames = frames  # what the workload raised: its traceback's last frames (`workload_frames`)
+
+    def details(self) -> str:
+        """The frames, then the log's tail: what the failure fold of the comment shows."""
+        return "\n\n".join(part for part in (self.frames, self.log_tail) if part)
+
+
+MOST_FRAMES = 6  # a failing workload's last frames shown in the log and the comment
+_HARNESS_DIR = str(HARNESS_SCRIPT.parent)
+
+
+def workload_frames(traceback_text: str) -> str:
+    """The last MOST_FRAMES frames of a traceback the harness kept, without the harness's own,
+    and the exception line: where in the workload's files it raised. "" without a traceback."""
+    lines = traceback_text.rstrip().splitlines()
+    if not lines or not lines[0].startswith("Traceback"):
+        return ""
+    frames: list[list[str]] = []
+    tail: list[str] = []
+    for line in lines[1:]:
+        if line.startswith('  File "'):
+            frames.append([line])
+        elif line.startswith("    ") and frames and not tail:
+            frames[-1].append(line)
+        else:
+            tail.append(line)  # the exception line (and any chained one's header)
+    own = [f for f in frames if not f[0].startswith(f'  File "{_HARNESS_DIR}') and "/guard/harness/" not in f[0]]
+    shown = own[-MOST_FRAMES:]
+    skipped = len(own) - len(shown)
+    head = ["Traceback (most recent call last" + (f"; {skipped} earlier frame(s) left out" if skipped else "") + "):"]
+    return "\n".join(head + [line for f in shown for line in f] + tail[-3:])
 
 
 def _run_one(
@@ -266,7 +299,7 @@ def _run_ranks(
         try:
             data = _harness_answer(code, run_dir / f"{name}.json", run_dir / f"{name}.log", timeout_s)
         except RunFailed as failed:
-            raise RunFailed(f"rank {rank} of {world}: {failed.message}", failed.log_tail) from None
+            raise RunFailed(f"rank {rank} of {world}: {failed.message}", failed.log_tail, frames=failed.frames) from None
         if data.get("rank", rank) != rank:
             raise RunFailed(f"rank {rank} of {world}: its result says rank {data.get('rank')!r}", "")
         answers[rank] = data | _seen(watches[rank])
@@ -403,7 +436,8 @@ def _harness_answer(exit_code: int | None, result_path: Path, log_path: Path, ti
     data = _read_result(result_path, log_path)
     if data is not None and "error" in data:
         err = data["error"] if isinstance(data["error"], dict) else {"message": data["error"]}
-        raise RunFailed(f"{err.get('type')} at {err.get('stage')}: {err.get('message')}", _tail(log_path))
+        raise RunFailed(f"{err.get('type')} at {err.get('stage')}: {err.get('message')}", _tail(log_path),
+                        frames=workload_frames(str(err.get("traceback") or "")))
     if exit_code != 0 or data is None:
         raise RunFailed(f"harness exited with code {exit_code} and no result", _tail(log_path))
     # every harness writes its version first; a result without one is malformed, which its
