@@ -299,7 +299,8 @@ def _run_ranks(
         try:
             data = _harness_answer(code, run_dir / f"{name}.json", run_dir / f"{name}.log", timeout_s)
         except RunFailed as failed:
-            raise RunFailed(f"rank {rank} of {world}: {failed.message}", failed.log_tail, frames=failed.frames) from None
+            raise RunFailed(f"rank {rank} of {world}: {failed.message}", failed.log_tail,
+                            frames=failed.frames) from None
         if data.get("rank", rank) != rank:
             raise RunFailed(f"rank {rank} of {world}: its result says rank {data.get('rank')!r}", "")
         answers[rank] = data | _seen(watches[rank])
