@@ -67,6 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     tried.add_argument("--batch-sizes", type=_batch_sizes, default=None,
                        help="batch sizes measured, e.g. 1,2 (workload.batch_sizes)")
     tried.add_argument("--steps", type=_positive_int, default=None, help="timed decode steps (workload.steps)")
+    tried.add_argument("--quick", action="store_true",
+                       help="a quick try: 2 processes per arm and 32 timed steps unless --repeats or --steps say "
+                            "otherwise, fewer processes than the rule needs allowed; the verdict holds for these "
+                            "settings alone")
     tried.add_argument("--threshold-pct", type=_percent, default=None,
                        help="smallest slowdown that counts, for both metrics (measure.threshold_pct; "
                             "replaces a calibrated thresholds file)")
@@ -307,8 +311,8 @@ def _run(args: argparse.Namespace) -> int:
         args.repo, args.base, args.head, config, args.out, args.cache_dir, _progress,
         config_dir=config_dir, github_repo=args.github_repo,
         server_url=os.environ.get("GITHUB_SERVER_URL", "https://github.com"),
-        overrides=ConfigOverrides(repeats=args.repeats, batch_sizes=args.batch_sizes, steps=args.steps,
-                                  threshold_pct=args.threshold_pct),
+        overrides=(ConfigOverrides.quick if args.quick else ConfigOverrides)(
+            repeats=args.repeats, batch_sizes=args.batch_sizes, steps=args.steps, threshold_pct=args.threshold_pct),
     )
     return _finish(report, args.out, print_comment=False)
 

@@ -56,9 +56,9 @@ def test_overrides_replace_the_configs_values_and_a_calibrated_threshold() -> No
     (ConfigOverrides(batch_sizes=[1, 1]), "--batch-sizes 1,1: batch sizes must not repeat"),
     (ConfigOverrides(batch_sizes=[5000]), "--batch-sizes 5000: every one of the batch sizes must be 4096 or less"),
     (ConfigOverrides(steps=100_001), "--steps 100001: input should be less than or equal to 100000"),
-    (ConfigOverrides(repeats=4), "the command-line overrides do not make a valid config: measure.repeats 4 is under 5 "
-     "processes per arm, too few for the decision rule to decide a change near the threshold; use 5 or more, or set "
-     "measure.allow_few_repeats = true for a quick try"),
+    (ConfigOverrides(repeats=4), "--repeats 4 is under 5 processes per arm, too few for the decision rule to decide "
+     "a change near the threshold: add --quick for a quick try (the comment then says the verdict holds for these "
+     "settings alone)"),
 ])
 def test_an_override_out_of_the_configs_range_names_its_flag(overrides: ConfigOverrides, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
@@ -92,6 +92,22 @@ def test_calibrate_reads_a_threshold_as_run_does(tmp_path: Path, value: str) -> 
     assert proc.returncode == 2 and expected in proc.stderr
     assert proc.stderr.count("error:") == 1 and "Traceback" not in proc.stderr
     assert not (tmp_path / "t.toml").exists()
+
+
+def test_quick_allows_few_repeats_with_small_defaults_and_the_comment_says_so() -> None:
+    from guard.config._overrides import QUICK_REPEATS, QUICK_STEPS
+    from guard.report._override_note import override_note
+
+    quick = apply_overrides(GuardConfig(), ConfigOverrides.quick())
+    assert (quick.measure.repeats, quick.workload.steps, quick.measure.allow_few_repeats) == (
+        QUICK_REPEATS, QUICK_STEPS, True)
+    assert quick.workload.batch_sizes == GuardConfig().workload.batch_sizes  # the config's, unless given
+    given = apply_overrides(GuardConfig(), ConfigOverrides.quick(repeats=3, steps=8, batch_sizes=[1]))
+    assert (given.measure.repeats, given.workload.steps, given.workload.batch_sizes) == (3, 8, [1])
+    report = committed(Path(__file__).resolve().parents[1] / "docs" / "examples" / "h200-demo" / "report.json")
+    note = override_note(report.model_copy(update={"overrides": ConfigOverrides.quick()}))
+    assert note == ("A quick try (--quick), set on the command line in place of the base's config: 2 processes per "
+                    "arm, 32 timed steps. The verdict holds for these settings, not for the configured measurement.")
 
 
 def test_an_override_out_of_range_stops_the_run_before_a_build(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ MAX_REPEATS = 200
 # fewer, each bound's t quantile at the rule's level (99.9% and beyond) is so wide that the run
 # decides little but large changes.
 MIN_REPEATS = 5
+FEWEST_REPEATS = 2  # a spread needs two; under MIN_REPEATS only with measure.allow_few_repeats
 MAX_ROUNDS = 8  # rounds of a run, the first included: alpha is split over them
 MAX_STEPS = 100_000
 MAX_PROFILE_STEPS = 10_000
@@ -336,7 +337,8 @@ class BuildConfig(_Section):
 
 
 class MeasureConfig(_Section):
-    repeats: int = Field(default=5, ge=2, le=MAX_REPEATS, description="Fresh processes per arm, interleaved.")
+    repeats: int = Field(default=5, ge=FEWEST_REPEATS, le=MAX_REPEATS,
+                         description="Fresh processes per arm, interleaved.")
     threshold_pct: float = Field(
         default=1.0, gt=0, description="Smallest slowdown, in percent, reported as a regression "
         f"(under {REFUSED_GPU_MS_PCT:g}%: it is GPU ms per step's, too).",

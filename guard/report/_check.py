@@ -104,7 +104,7 @@ def _overrides_hold(report: Report) -> list[Discrepancy]:
     found = [
         Discrepancy(kind="shape", batch_size=None, field=f"overrides.{name}", stated=str(value),
                     recomputed=str(used[name]))
-        for name, value in given.items() if value != used[name]
+        for name, value in given.items() if name in used and value != used[name]  # allow_few_repeats sets no figure
     ]
     if "threshold_pct" in given and report.tok_threshold_pct not in (None, given["threshold_pct"]):
         found.append(Discrepancy(kind="shape", batch_size=None, field="tok_threshold_pct",

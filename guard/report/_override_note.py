@@ -19,5 +19,6 @@ def override_note(report: Report) -> str | None:
         parts.append(f"batch size{'s' if len(sizes) > 1 else ''} {', '.join(str(b) for b in sizes)}")
     if given.threshold_pct is not None:
         parts.append(f"a threshold of {given.threshold_pct:g}% for both metrics")
-    return (f"Set on the command line in place of the base's config: {', '.join(parts)}. "
+    quick = "A quick try (--quick), set" if given.allow_few_repeats else "Set"
+    return (f"{quick} on the command line in place of the base's config: {', '.join(parts)}. "
             "The verdict holds for these settings, not for the configured measurement.")
