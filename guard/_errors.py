@@ -4,7 +4,8 @@ from __future__ import annotations
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
-EXIT_ERROR = 2
+EXIT_ERROR = 2  # the guard could not run as asked: a bad config, a missing ref, a full disk
+EXIT_INVALID = 3  # it ran, and base and head could not be compared (verdict invalid)
 
 
 class GuardError(Exception):

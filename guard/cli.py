@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import guard
 from guard._crash import describe_failure
-from guard._errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, GuardError
+from guard._errors import EXIT_ERROR, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, GuardError
 from guard._output import append_whole, check_out_dir, check_out_file, write_atomic
 from guard.sandbox import restart_clean
 
@@ -28,7 +28,7 @@ GATE_EXIT = {
     "success": EXIT_OK,
     "neutral": EXIT_OK,
     "failure": EXIT_REGRESSION,
-    "error": EXIT_ERROR,
+    "error": EXIT_INVALID,  # the run's verdict invalid: not the guard's own error (2)
 }
 
 

@@ -586,6 +586,14 @@ def test_invalid_fails_the_job_and_says_why(harness: Harness) -> None:
     assert len(harness.calls("comment")) == 1  # the comment says it was invalid
 
 
+def test_fail_on_invalid_false_makes_invalid_a_warning(harness: Harness) -> None:
+    result = harness.run("invalid", {"fail-on-invalid": "false"}, reasons=["tokens differ at step 3"])
+    check = result.step("Check the verdict")
+    assert check.exit_code == 0 and result.succeeded
+    assert "::warning title=regression-guard::no valid comparison of base and head (verdict invalid)" in check.stdout
+    assert "::error" not in check.stdout
+
+
 def test_a_run_without_a_report_is_invalid_and_posts_nothing(harness: Harness) -> None:
     stale = harness.workspace / "guard-out" / "report.json"
     stale.parent.mkdir()
@@ -675,6 +683,7 @@ def test_the_builds_are_removed_when_the_job_ends_however_the_run_ended(harness:
     [
         ({"comment": "sometimes"}, "input comment is 'sometimes'; use on-regression, always or never"),
         ({"fail-on-regression": "yes"}, "input fail-on-regression is 'yes'; use true or false"),
+        ({"fail-on-invalid": "warn"}, "input fail-on-invalid is 'warn'; use true or false"),
         ({"commit-status": "no"}, "input commit-status is 'no'; use true or false"),
         ({"pr-number": "7; rm -rf /"}, "input pr-number is '7; rm -rf /'; give the number of a pull request"),
         ({"threshold-pct": "1%"}, "input threshold-pct is '1%'; give a percentage below 100, e.g. 0.5"),

@@ -511,7 +511,7 @@ def test_a_workload_that_rewrites_its_result_gets_messages(tmp_path: Path) -> No
     out = tmp_path / "out"
     proc = guard("run", "--repo", str(repo), "--head", "feature", "--out", str(out))
     assert "reference: failed (its result is malformed at runs.0.batch_size" in proc.stderr
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
     report = read_report(out / "report.json")
     assert report.verdict == "invalid"
     assert all(arm.status == "run_failed" and "no result" in (arm.error or "") for arm in report.arms)

@@ -393,7 +393,7 @@ def test_noisy_argmax_a_a_is_judged_not_invalid(tmp_path: Path) -> None:
 def test_noisy_argmax_with_another_output_is_invalid(tmp_path: Path) -> None:
     run = forced_run(tmp_path, noisy_model(flip=0.05, shift=1))  # the next token is another one: the model changed
     report = run.report.model_dump(mode="json")
-    assert run.exit_code == 2 and report["verdict"] == "invalid"
+    assert run.exit_code == 3 and report["verdict"] == "invalid"
     head = report["batch_sizes"][0]["agreement"]["arms"][1]
     assert head["arm"] == "head" and head["output_changed"] is True
     assert min(head["disagreements"]) > 0.8 * head["compared"]

@@ -119,7 +119,7 @@ def test_different_tokens_make_the_comparison_invalid(tmp_path: Path) -> None:
     # head generates another token from step 5 on (steps count warmup, from 1)
     standin = StandIn(token=lambda p, _bs, step, row: (step * 7 + row + (p.arm == "head" and step >= 5)) % 101)
     run = run_in_process(repo, tmp_path / "out", standin)
-    assert run.exit_code == 2
+    assert run.exit_code == 3  # invalid: compared, and not comparable
     assert run.report.verdict == "invalid" and run.report.hash_match is False
     mismatch = run.report.batch_sizes[0].mismatch
     assert mismatch is not None and mismatch.model_dump() == {
@@ -133,7 +133,7 @@ def test_nondeterministic_workload_is_invalid(tmp_path: Path) -> None:
     commit_all(repo, "tokens depend on the process")
     standin = StandIn(token=lambda p, _bs, step, row: (step + row + (p.number if p.arm == "head" else 0)) % 101)
     run = run_in_process(repo, tmp_path / "out", standin)
-    assert run.exit_code == 2
+    assert run.exit_code == 3  # invalid: compared, and not comparable
     assert run.report.verdict == "invalid"
     assert any(r.kind == "not_deterministic" and r.arm == "head" for r in run.report.reasons)
     assert not any(r.kind == "not_deterministic" and r.arm == "base" for r in run.report.reasons)
@@ -149,7 +149,7 @@ def test_failed_build_keeps_the_other_arm(tmp_path: Path) -> None:
     commit_all(repo, "break the build")
     standin = StandIn()
     run = run_in_process(repo, tmp_path / "out", standin)
-    assert run.exit_code == 2
+    assert run.exit_code == 3  # invalid: compared, and not comparable
     report = run.report
     assert report.verdict == "invalid"
     base, head = report.arms[0], report.arms[1]
