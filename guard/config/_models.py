@@ -356,8 +356,9 @@ class MeasureConfig(_Section):
     )
     alpha: float = Field(
         default=0.01, gt=0, lt=0.5,
-        description="Error level of the verdict, split over rounds x 3 metrics x batch sizes: each one-sided "
-        "bound of a change is wrong at most alpha / (that product) of the time.",
+        description="Error level of the verdict: spent over the looks the time budget holds (a Pocock-type "
+        "function), split over 2 families (GPU ms; end-to-end ms with tok/s) x the batch sizes; each one-sided bound "
+        "of a change is wrong at most its share of the time (docs/decision-rule.md).",
     )
     confirm: bool = Field(
         default=True, description="Batch sizes the first round leaves undecided get more rounds of repeats "
