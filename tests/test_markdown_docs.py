@@ -101,3 +101,26 @@ def test_a_broken_table_is_found() -> None:
     good = _Rendered()
     good.feed(cmarkgfm.github_flavored_markdown_to_html(text.replace("\nA paragraph.\n", "")))
     assert not any(_pipes(p) for p in good.paragraphs)
+
+
+def test_the_readmes_quoted_comment_is_the_file_it_cites() -> None:
+    """The README quotes the top of a comment the demo wrote: each quoted line is in that file."""
+    text = (ROOT / "README.md").read_text()
+    cited = re.search(r"\[`(docs/examples/[^`]+/comment\.md)`\]", text)
+    assert cited, "the README cites no example comment"
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("> **Decode"))
+    quoted = []
+    for line in lines[start:]:
+        if not line.startswith(">"):
+            break
+        quoted.append(line[2:] if line.startswith("> ") else "")
+    source = (ROOT / cited.group(1)).read_text().splitlines()
+    assert len(quoted) > 5 and [q for q in quoted if q and q not in source] == []
+
+
+def test_the_readme_states_the_schema_version_the_guard_writes() -> None:
+    from guard.report import SCHEMA_VERSION
+
+    stated = re.search(r"`schema_version` \((\d+),", (ROOT / "README.md").read_text())
+    assert stated and int(stated.group(1)) == SCHEMA_VERSION
