@@ -27,8 +27,16 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e ".[test,bench,service]"
 	touch $(STAMP)
 
-# Exit code 1 is the demo doing its job (it finds the regression); 2 is a real failure.
-demo: setup
+# The demo needs the guard and torch alone: none of the test, bench or service extras.
+DEMO_STAMP := $(VENV)/.demo-installed
+$(DEMO_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77"
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet $(TORCH_CPU)
+	$(PY) -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
+
+# Exit code 1 is the demo doing its job (it finds the regression); 2 or 3 is a real failure.
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/guard demo --out guard-demo || test $$? -eq 1
 
 # The JSON Schema of report.json, from the Report model (tests/test_report_schema.py holds it to this).

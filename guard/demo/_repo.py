@@ -95,11 +95,18 @@ def _git(repo: Path, *args: str) -> str:
 def make_demo_repo(
     repo: Path, steps: int = 128, warmup_steps: int = 16, repeats: int = 5, options_toml: str = "",
     scenario: str = DEFAULT_SCENARIO, max_rounds: int | None = None, passes: DemoPasses | None = None,
+    as_root: bool = False,
 ) -> tuple[str, str]:
-    """Create the repository at `repo` (must not exist) for `scenario`; return (base sha, head branch)."""
+    """Create the repository at `repo` (must not exist) for `scenario`; return (base sha, head branch).
+    `as_root`: its config runs the arms as the guard's own user (build.user ""), for a guard run as
+    root whose interpreter the build user cannot reach: the demo's code is the guard's own."""
     staged = scenario_named(scenario)
     # a bad --options fails before any file
     config = _config(staged, steps, warmup_steps, repeats, options_toml, max_rounds, passes)
+    if as_root:
+        config = config.replace('isolation = "auto"\n', 'isolation = "auto"\n# the guard runs as root with an '
+                                'interpreter the build user cannot reach: the demo\'s own code runs as root\n'
+                                'user = ""\n', 1)
     repo.mkdir(parents=True)
     _git(repo, "init", "--quiet", "--initial-branch=main")
     package = repo / "refengine"

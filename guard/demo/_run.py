@@ -33,7 +33,27 @@ def run_demo(
     repo = parent / "engine-repo"
     if repo.exists():
         raise FileExistsError(f"{repo} exists; pass an empty --workdir")
-    _, head = make_demo_repo(repo, steps, warmup_steps, repeats, options_toml, scenario, max_rounds, passes)
+    as_root = _build_user_cannot_run_this_python()
+    if as_root:
+        progress(f"demo: the build user cannot run this Python ({as_root}); the demo's arms run as root, which "
+                 "its own code may, and a pull request's never does: for `guard run`, use a Python every user may "
+                 "run (build.python)")
+    _, head = make_demo_repo(repo, steps, warmup_steps, repeats, options_toml, scenario, max_rounds, passes,
+                             as_root=bool(as_root))
     progress(f"demo repository at {repo} ({staged.name}): base is main, head is branch {head} ({staged.summary})")
     # config None: guard.toml from the base commit, as `guard run` reads it
     return run_guard(repo, None, head, None, out_dir.resolve(), progress=progress)
+
+
+def _build_user_cannot_run_this_python() -> str:
+    """Why the build user cannot run this interpreter and the harness (as root), or ""."""
+    from guard._errors import GuardError
+    from guard.checkout import check_interpreter_reach
+    from guard.config import BuildConfig
+    from guard.harness import HARNESS_SCRIPT
+
+    try:
+        check_interpreter_reach(BuildConfig(), [HARNESS_SCRIPT])
+    except GuardError as exc:
+        return exc.message.split(": ", 1)[-1].split(";", 1)[0]
+    return ""
