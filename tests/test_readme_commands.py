@@ -49,9 +49,10 @@ def _concrete(synopsis: str, with_options: bool) -> list[str]:
     words = []
     for word in shlex.split(text):
         word = word.split("|")[0]
-        if word == "...":  # the one before, again
-            word = words[-1]
-        elif re.fullmatch(r"N|DAYS|PCT|X|[A-Z_]*_N", word):
+        if word == "...":  # the option before, given again (with its value)
+            words += words[-2:] if len(words) > 1 and words[-2].startswith("--") else words[-1:]
+            continue
+        if re.fullmatch(r"N|DAYS|PCT|X|[A-Z_]*_N", word):
             word = "1"  # a number
         words.append("x" if re.fullmatch(r"[A-Z][A-Z_]*", word) else word)
     return words
