@@ -41,6 +41,7 @@ from guard.report._compiled_text import compile_cache_note
 from guard.report._roles import held_note, tok_role_note, tok_unmeasured_note
 from guard.report._schema import ArmInfo, Report
 from guard.report._slow import slow_processes_sentence
+from guard.report._todo import what_to_do
 from guard.report._title import title
 from guard.report._environment_text import environment_line
 from guard.report._trace_text import gap_arithmetic, span_sentence, trace_bullets
@@ -152,6 +153,8 @@ def _what_happened(report: Report) -> list[Block]:
         blocks.append(_p(override))
     if (config := config_note(report.config_change)) is not None:
         blocks.append(_p(config.sentence))
+    if (todo := what_to_do(report)) is not None:
+        blocks.append(_p(todo))
     return blocks
 
 
