@@ -164,24 +164,27 @@ def test_annotation_steps_and_step_figures() -> None:
     assert figures.dropped_activities == 2  # the memset outside every step, the unlinked kernel
     assert TraceWarning(kind="unlinked_activities", count=1) in figures.warnings  # the kernel of no call
 
-    # busy: sum of durations; union: merged [100,500] + [600,650] + [700,720]; span 100-720
-    assert figures.per_step.busy_ms == pytest.approx([600e-6, 410e-6], rel=1e-12)
-    assert figures.per_step.union_ms == pytest.approx([470e-6, 310e-6], rel=1e-12)
+    # The copy is step 0's GPU work too, not idle time. busy: sum of durations, the copy's 10
+    # with them; union: merged [100,500] + [520,530] + [600,650] + [700,720]; span 100-720
+    assert figures.per_step.busy_ms == pytest.approx([610e-6, 410e-6], rel=1e-12)
+    assert figures.per_step.union_ms == pytest.approx([480e-6, 310e-6], rel=1e-12)
     assert figures.per_step.span_ms == pytest.approx([620e-6, 410e-6], rel=1e-12)
-    assert figures.per_step.idle_ms == pytest.approx([150e-6, 100e-6], rel=1e-12)
-    assert figures.busy_ms_per_step == pytest.approx(505e-6, rel=1e-12)
-    assert figures.union_ms_per_step == pytest.approx(390e-6, rel=1e-12)
+    assert figures.per_step.idle_ms == pytest.approx([140e-6, 100e-6], rel=1e-12)
+    assert figures.busy_ms_per_step == pytest.approx(510e-6, rel=1e-12)
+    assert figures.union_ms_per_step == pytest.approx(395e-6, rel=1e-12)
     assert figures.span_ms_per_step == pytest.approx(515e-6, rel=1e-12)
-    assert figures.idle_ms_per_step == pytest.approx(125e-6, rel=1e-12)
-    assert figures.p90.idle_ms_per_step == pytest.approx(145e-6, rel=1e-12)  # 100 + 0.9 * 50
+    assert figures.idle_ms_per_step == pytest.approx(120e-6, rel=1e-12)
+    assert figures.p90.idle_ms_per_step == pytest.approx(136e-6, rel=1e-12)  # 100 + 0.9 * 40
+    assert {k.name: k.kernels_per_step for k in figures.kernels}["Memcpy DtoH"] == 0.5
 
     assert figures.api_calls_per_step == {"cudaLaunchKernel": 6.0, "cudaMemcpyAsync": 0.5}
 
 
 def test_annotation_stream_gaps_overlaps_and_ranking() -> None:
     figures = analyze(annotated_trace())
-    s1, s2, s3 = figures.streams
-    assert [s.stream for s in figures.streams] == [S1, S2, S3]  # 3, 2, 1 kernels per step
+    s1, s2, s3, copies = figures.streams
+    assert [s.stream for s in figures.streams] == [S1, S2, S3, 99]  # 3, 2, 1 kernels and 0.5 copies per step
+    assert copies.kernels_per_step == 0.5 and copies.median_gap_us is None
 
     assert s1.kernels_per_step == 3.0
     # S1's gaps over both steps: 50, 100 (step 0), 60 (step 1); the overlap is apart
@@ -329,7 +332,7 @@ def test_steps_by_count() -> None:
     assert figures.per_step.memcpys == [0, 1, 0]
     assert figures.dropped_activities == 1
     assert figures.per_step.span_ms == pytest.approx([140e-6] * 3, rel=1e-12)
-    assert figures.per_step.idle_ms == pytest.approx([60e-6] * 3, rel=1e-12)
+    assert figures.per_step.idle_ms == pytest.approx([60e-6, 50e-6, 60e-6], rel=1e-12)  # step 1's copy is work
     # Host windows run from the first to the last launching call: 0-11, 20-31, 40-51
     assert figures.api_calls_per_step == {"cudaLaunchKernel": 2.0, "cudaStreamIsCapturing": 1 / 3}
 
@@ -375,7 +378,8 @@ def expected_fixture(path: Path, launches_per_step: int | None) -> dict:
     graph's kernels carry its launch's correlation id, and every `launches_per_step`
     consecutive launches are one step, from the first launch's start to the last one's end.
     Without: a step is a `guard.step` host range, and holds what the calls that start
-    inside it launched."""
+    inside it launched. A step's work is its kernels, copies and memsets; kernels are counted
+    apart."""
     events = raw_events(path)
     calls = sorted((e for e in events if e.get("cat") == "cuda_runtime"), key=lambda e: e["ts"])
     if launches_per_step is None:
@@ -395,15 +399,16 @@ def expected_fixture(path: Path, launches_per_step: int | None) -> dict:
                 step_of_correlation[e["args"]["correlation"]] = step
     steps = len(windows)
 
-    kernels_by_step = defaultdict(list)
+    kernels_by_step = defaultdict(list)  # every activity of the step: kernels, copies, memsets
+    kernel_count = Counter()
     memcpys = 0
     names_per_step = Counter()
     for e in events:
         step = step_of_correlation.get(e.get("args", {}).get("correlation"))
-        if e.get("cat") == "gpu_memcpy" and step is not None:
-            memcpys += 1
-        if e.get("cat") != "kernel" or step is None:
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset") or step is None:
             continue
+        memcpys += e["cat"] == "gpu_memcpy"
+        kernel_count[step] += e["cat"] == "kernel"
         start = to_ns(e["ts"])
         kernels_by_step[step].append((start, start + to_ns(e["dur"]), e["args"]["stream"]))
         names_per_step[e["name"]] += 1
@@ -446,7 +451,7 @@ def expected_fixture(path: Path, launches_per_step: int | None) -> dict:
     ranked = sorted(stream_kernels, key=lambda s: (-stream_kernels[s], stream_first[s]))
     return {
         "steps": steps,
-        "kernels_per_step": [len(kernels_by_step[s]) for s in range(steps)],
+        "kernels_per_step": [kernel_count[s] for s in range(steps)],
         "memcpys_per_step": memcpys / steps,
         "busy_ms": [b / 1e6 for b in busy],
         "union_ms": [u / 1e6 for u in union],

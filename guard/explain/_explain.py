@@ -13,7 +13,7 @@ from guard.explain._models import (
 from guard.explain._mix import mix_attribution
 from guard.explain._ranks import rank_causes
 from guard.measure import Change, MixReport, relative_change
-from guard.trace import RankDiff, TraceDiff
+from guard.trace import BeforeAfter, RankDiff, TraceDiff, grew
 
 DOMINANT_SHARE = 0.6  # a part of the change carrying this share of it is its cause
 NOTABLE_SHARE = 0.5  # a pass names a rise in step time of at least this share of the threshold
@@ -143,9 +143,15 @@ def _from_trace(batch_size: int, change: TraceDiff, rows: tuple[int, int] | None
     return Cause(
         batch_size=batch_size, kind=kind, dominant=kind != "mixed", split=split,
         only_idle=change.kernel_counts_identical and not change.kernels_slower,
-        kernels_per_step=change.kernels_per_step if kind == "kernels_added" else None,
+        kernels_per_step=change.kernels_per_step if kind == "kernels_added" else _more(change.kernels_per_step),
+        memcpys_per_step=_more(change.memcpys_per_step), memsets_per_step=_more(change.memsets_per_step),
         slower_kernels=_slower_kernels(change) if kind == "slower_kernels" else [],
     )
+
+
+def _more(count: BeforeAfter | None) -> BeforeAfter | None:
+    """A count per step where the head's step runs more than base's; None where it does not."""
+    return count if count is not None and grew(count) else None
 
 
 def time_split(change: TraceDiff) -> TimeSplit | None:

@@ -51,7 +51,12 @@ class Cause(BaseModel):
     dominant: bool  # one part carries at least DOMINANT_SHARE of the change (or the graphs went)
     split: TimeSplit | None = None  # from the profiled pass; None without a trace diff
     only_idle: bool = False  # kernel counts identical and no kernel slower: the kernels are not the cause
+    # The step's work the head runs more of, per step, base -> head, whatever part of the time
+    # dominates: kernels, copies (memcpy), memsets; None where it runs no more. kernels_per_step
+    # is there for kernels_added whatever the count (schema 8 and before: for kernels_added alone)
     kernels_per_step: BeforeAfter | None = None
+    memcpys_per_step: BeforeAfter | None = Field(default=None, exclude_if=lambda value: value is None)
+    memsets_per_step: BeforeAfter | None = Field(default=None, exclude_if=lambda value: value is None)
     slower_kernels: list[SlowerKernel] = []
     host: HostTime | None = None
     # padded_rows: the rows each step computed, base -> head, as the mix's steps of this size

@@ -7,7 +7,7 @@ from guard._markdown import code, text
 from guard.explain import AblationEffect, Cause, LaunchNote, ProfileScale
 from guard.report import _words as words
 from guard.report._schema import Report
-from guard.trace import LaunchChange
+from guard.trace import BeforeAfter, LaunchChange
 
 _EDGE = 0.02  # shares this close to 0 or 1 are said as "none" and "all"
 _NAME_LIMIT = 60
@@ -22,18 +22,21 @@ def cause_sentence(cause: Cause, gpu: bool, sized: bool) -> str:
         split = f" (profiled: {words.share(s.counts_share + s.durations_share)} of the growth in the kernels)"
     elif cause.split is not None:
         s = cause.split
+        # the work the step added is named wherever it added some, whatever part dominates; the
+        # sentence of kernels_added names it itself
+        what = _added_what(cause)
+        counts = (f"{what} added ({_listed(cause, nouns=what != 'kernels')})"
+                  if cause.kind != "kernels_added" and _counts(cause) else "kernels added or removed")
         split = (f" (profiled: {words.share(s.idle_share)} idle between kernels, {words.share(s.counts_share)} "
-                 f"kernels added or removed, {words.share(s.durations_share)} longer kernels)")
+                 f"{counts}, {words.share(s.durations_share)} longer kernels)")
     if cause.kind == "no_cuda_graph":
         main = "the head no longer replays a CUDA graph: decode runs eagerly, kernel by kernel"
     elif cause.kind == "idle_between_kernels" and cause.only_idle:
         main = "the extra time is idle time between kernels; the kernels themselves are not slower"
     elif cause.kind == "idle_between_kernels":
         main = "most of the extra time is idle time between kernels"
-    elif cause.kind == "kernels_added" and cause.kernels_per_step is not None:
-        k = cause.kernels_per_step
-        main = f"most of the extra time is in kernels added: {words.count(k.before or 0)} -> " \
-               f"{words.count(k.after or 0)} kernels per step"
+    elif cause.kind == "kernels_added" and _added(cause):
+        main = f"most of the extra time is in {_added_what(cause)} added: {_added(cause)}"
     elif cause.kind == "padded_rows" and cause.rows is not None:
         before, after = cause.rows
         main = f"padding: each step computes {after} rows where base computed {before}, so its kernels run longer"
@@ -51,6 +54,33 @@ def cause_sentence(cause: Cause, gpu: bool, sized: bool) -> str:
         main += f", and tok/s fell {words.pct(cause.host.tok_per_s_fall_pct).lstrip('+')}: time on the host too"
     sentence = main + split + "."
     return at + sentence if at else sentence[0].upper() + sentence[1:]
+
+
+_ADDED = (("kernels_per_step", "kernels"), ("memcpys_per_step", "copies"), ("memsets_per_step", "memsets"))
+
+
+def _counts(cause: Cause) -> list[tuple[BeforeAfter, str]]:
+    """The step's work the cause counts, each sort with its noun. kernels_added states its kernels
+    whatever their count: left out beside a count that moved."""
+    counts = [(getattr(cause, field), noun) for field, noun in _ADDED if getattr(cause, field) is not None]
+    moved = [(k, noun) for k, noun in counts if words.count(k.before or 0) != words.count(k.after or 0)]
+    return moved or counts
+
+
+def _listed(cause: Cause, nouns: bool = True) -> str:
+    """'1166 -> 1202 kernels and 33 -> 69 copies'; without `nouns`, '1166 -> 1202'."""
+    return " and ".join(f"{words.count(k.before or 0)} -> {words.count(k.after or 0)}" + (f" {noun}" if nouns else "")
+                        for k, noun in _counts(cause))
+
+
+def _added(cause: Cause) -> str:
+    """'1166 -> 1202 kernels per step', '33 -> 69 copies per step'; '' where it counts none."""
+    return f"{_listed(cause)} per step" if _counts(cause) else ""
+
+
+def _added_what(cause: Cause) -> str:
+    """'kernels' where the cause counts kernels alone, 'work' where it counts copies or memsets."""
+    return "kernels" if [noun for _, noun in _counts(cause)] == ["kernels"] else "work"
 
 
 def slower_kernel_lines(cause: Cause) -> list[str]:

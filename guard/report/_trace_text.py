@@ -96,17 +96,27 @@ def _counts(change: TraceDiff) -> str:
         return "Kernel counts and API calls are identical."
     parts = []
     k = change.kernels_per_step
+    copies = [f"{noun} per step: {words.count(c.before)} -> {words.count(c.after)}"
+              for noun, c in (("copies", change.memcpys_per_step), ("memsets", change.memsets_per_step))
+              if c is not None and c.before is not None and c.after is not None
+              and words.count(c.before) != words.count(c.after)]
     if not change.kernel_counts_identical and k.before is not None and k.after is not None:
         if words.count(k.before) == words.count(k.after):
-            renamed = len(change.kernels_added) + len(change.kernels_removed)
-            swapped = len(change.kernels_replaced)
+            renamed = len([c for c in change.kernels_added + change.kernels_removed if c.kind == "kernel"])
+            swapped = len([c for c in change.kernels_replaced if c.kind == "kernel"])
+            # copies or memsets of other names, at the same counts (a pageable copy made pinned)
+            others = 0 if copies else len([c for c in change.kernels_added + change.kernels_removed
+                                           + change.kernels_replaced if c.kind != "kernel"])
             what = [f"{renamed} kernel names come or go"] if renamed else []
             what += [f"{swapped} kernel(s) run as another variant of the same function"] if swapped else []
-            parts.append(f"Kernels per step: {words.count(k.after)} in both, but {' and '.join(what)}")
+            what += [f"{others} copy or memset names come or go"] if others else []
+            parts.append(f"Kernels per step: {words.count(k.after)} in both" + (f", but {' and '.join(what)}"
+                                                                                 if what else ""))
         else:
             parts.append(f"Kernels per step: {words.count(k.before)} -> {words.count(k.after)}")
     else:
         parts.append("Kernel counts are identical")
+    parts += copies
     if change.api_calls_changed:
         items = sorted(change.api_calls_changed.items(), key=lambda kv: -abs(kv[1].delta or 0.0))
         shown = ", ".join(f"{code(name)} {words.count(c.before or 0.0)} -> {words.count(c.after or 0.0)}"
@@ -120,7 +130,8 @@ def _counts(change: TraceDiff) -> str:
 
 def _busy(change: TraceDiff) -> str:
     busy = change.busy_ms_per_step
-    sentence = f"Kernel busy time: {_ms(busy)}"
+    # a diff that pairs copies was made from figures that time them with the kernels
+    sentence = f"{'GPU' if change.memcpys_per_step is not None else 'Kernel'} busy time: {_ms(busy)}"
     if busy.delta is not None and abs(busy.delta) > 1e-9:
         sentence += (f"; {words.ms_delta(change.busy_ms_per_step_from_counts)} ms from kernels added or removed, "
                      f"{words.ms_delta(change.busy_ms_per_step_from_durations)} ms from kernel durations")

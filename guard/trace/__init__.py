@@ -12,9 +12,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from guard.trace._comms import is_communication_host_op, is_communication_kernel
-from guard.trace._diff import BeforeAfter, GapChange, KernelChange, LaunchChange, StreamChange, TraceDiff, diff
+from guard.trace._diff import (
+    BeforeAfter,
+    GapChange,
+    KernelChange,
+    LaunchChange,
+    StreamChange,
+    TraceDiff,
+    diff,
+    grew,
+)
 from guard.trace._figures import (
     GapFigures,
+    GpuActivityKind,
     KernelFigures,
     P90OverSteps,
     StepSeries,
@@ -77,6 +87,7 @@ __all__ = [
     "CommunicationNotOverlapped",
     "GapChange",
     "GapFigures",
+    "GpuActivityKind",
     "GpuTable",
     "KERNEL",
     "KernelChange",
@@ -114,6 +125,7 @@ __all__ = [
     "diff_ranks",
     "diff_text",
     "figures_text",
+    "grew",
     "is_communication_host_op",
     "is_communication_kernel",
     "mix_trace_section",

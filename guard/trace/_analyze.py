@@ -1,9 +1,15 @@
 """Analysing one trace: its figures per step, then summarised over steps.
 
+A step's GPU work is every activity assigned to it: its kernels, and its copies (memcpy) and
+memsets, which the same code makes in their place where a tensor is contiguous (a copy at batch
+size 1 is often a copy kernel at 2). Times, gaps and the figures by name measure all of them,
+so that a copy added is work added, not idle time between kernels; the counts per step keep
+kernels, copies and memsets apart.
+
 Counts (kernels, API calls) are means over steps, total / steps, so that a count that
 differs in one step shows. Times are medians over steps, with the p90 beside them. Gaps
-are measured per stream within a step: a kernel's start minus the latest end of the
-earlier kernels of its stream; a negative gap is an overlap and is counted apart.
+are measured per stream within a step: an activity's start minus the latest end of the
+earlier activities of its stream; a negative gap is an overlap and is counted apart.
 
 Everything runs on the columnar arrays in integer nanoseconds; only the figures handed
 out are floats (us or ms), unrounded.
@@ -17,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from guard.trace._figures import GapFigures, KernelFigures, P90OverSteps, StepSeries, StreamFigures, TraceFigures
-from guard.trace._figures import TraceWarning
+from guard.trace._figures import GpuActivityKind, TraceWarning
 from guard.trace._model import KERNEL, MEMCPY, MEMSET, Trace
 from guard.trace._steps import StepAssignment, assign_steps
 
@@ -32,21 +38,22 @@ def analyze(trace: Trace, steps: int | None = None) -> TraceFigures:
     gpu = trace.gpu
     step_count = assignment.steps
     step = assignment.step_of_activity
-    is_kernel = (gpu.kind == KERNEL) & (step >= 0)
-    kernels = _Kernels(
-        step=step[is_kernel],
-        start_ns=gpu.start_ns[is_kernel],
-        end_ns=gpu.end_ns[is_kernel],
-        device=gpu.device[is_kernel],
-        stream=gpu.stream[is_kernel],
-        name_id=gpu.name_id[is_kernel],
+    in_step = step >= 0
+    work = _Work(  # the step's GPU work: kernels, copies and memsets
+        step=step[in_step],
+        kind=gpu.kind[in_step],
+        start_ns=gpu.start_ns[in_step],
+        end_ns=gpu.end_ns[in_step],
+        device=gpu.device[in_step],
+        stream=gpu.stream[in_step],
+        name_id=gpu.name_id[in_step],
     )
 
-    kernel_counts = np.bincount(kernels.step, minlength=step_count)
-    busy_ns = np.bincount(kernels.step, weights=kernels.end_ns - kernels.start_ns, minlength=step_count)
-    union_ns, span_ns = _union_and_span_ns(kernels, step_count)
+    kernel_counts = _count_kind(gpu.kind, step, KERNEL, step_count)
+    busy_ns = np.bincount(work.step, weights=work.end_ns - work.start_ns, minlength=step_count)
+    union_ns, span_ns = _union_and_span_ns(work, step_count)
     idle_ns = span_ns - union_ns
-    streams, gaps, gap_series = _stream_figures(kernels, step_count)
+    streams, gaps, gap_series = _stream_figures(work, step_count)
 
     warnings = [*trace.warnings, *assignment.warnings]
     if assignment.dropped_activities:
@@ -54,7 +61,7 @@ def analyze(trace: Trace, steps: int | None = None) -> TraceFigures:
     if assignment.launches_per_step == 1 and kernel_counts.min() != kernel_counts.max():
         warnings.append(TraceWarning(kind="uneven_graph_steps", kernels_min=int(kernel_counts.min()),
                                      kernels_max=int(kernel_counts.max())))
-    if len(np.unique(kernels.device)) > 1:
+    if len(np.unique(work.device)) > 1:
         warnings.append(TraceWarning(kind="several_devices"))
 
     api_calls = _api_calls_per_step(trace, assignment)
@@ -75,7 +82,7 @@ def analyze(trace: Trace, steps: int | None = None) -> TraceFigures:
         steps=step_count,
         steps_rule=assignment.rule,
         launches_per_step=assignment.launches_per_step,
-        kernels_per_step=len(kernels.step) / step_count,
+        kernels_per_step=sum(per_step.kernels) / step_count,
         memcpys_per_step=sum(per_step.memcpys) / step_count,
         memsets_per_step=sum(per_step.memsets) / step_count,
         busy_ms_per_step=float(np.median(per_step.busy_ms)),
@@ -93,7 +100,7 @@ def analyze(trace: Trace, steps: int | None = None) -> TraceFigures:
         api_calls_per_step=api_calls,
         graph_launches_per_step=launches_per_step(api_calls, GRAPH_LAUNCH_API),
         kernel_launches_per_step=launches_per_step(api_calls, KERNEL_LAUNCH_API),
-        kernels=_kernel_figures(kernels, gpu.names, step_count),
+        kernels=_kernel_figures(work, gpu.names, step_count),
         per_step=per_step,
         dropped_activities=assignment.dropped_activities,
         warnings=warnings,
@@ -101,10 +108,12 @@ def analyze(trace: Trace, steps: int | None = None) -> TraceFigures:
 
 
 @dataclass(frozen=True)
-class _Kernels:
-    """The kernels that fall in a step, as parallel arrays (in the trace's start order)."""
+class _Work:
+    """The GPU activities (kernels, copies, memsets) that fall in a step, as parallel arrays
+    (in the trace's start order)."""
 
     step: np.ndarray
+    kind: np.ndarray  # KERNEL, MEMCPY, MEMSET
     start_ns: np.ndarray
     end_ns: np.ndarray
     device: np.ndarray
@@ -149,14 +158,14 @@ def _gaps_ns(start_ns: np.ndarray, end_ns: np.ndarray, first: np.ndarray) -> np.
     return gaps
 
 
-def _union_and_span_ns(kernels: _Kernels, step_count: int) -> tuple[np.ndarray, np.ndarray]:
-    order = np.lexsort((kernels.start_ns, kernels.step))
-    step = kernels.step[order]
-    start_ns = kernels.start_ns[order]
-    end_ns = kernels.end_ns[order]
+def _union_and_span_ns(work: _Work, step_count: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.lexsort((work.start_ns, work.step))
+    step = work.step[order]
+    start_ns = work.start_ns[order]
+    end_ns = work.end_ns[order]
     first = _segment_starts(step)
     gaps = _gaps_ns(start_ns, end_ns, first)
-    # A kernel adds to the union only what runs past every earlier kernel of its step.
+    # An activity adds to the union only what runs past every earlier one of its step.
     covered_from_ns = np.where(first | (gaps > 0), start_ns, start_ns - gaps)
     union_ns = np.bincount(step, weights=np.maximum(end_ns - covered_from_ns, 0), minlength=step_count)
     last = np.append(np.flatnonzero(first)[1:] - 1, len(step) - 1)
@@ -165,15 +174,15 @@ def _union_and_span_ns(kernels: _Kernels, step_count: int) -> tuple[np.ndarray, 
     return union_ns, span_ns
 
 
-def _stream_figures(kernels: _Kernels, step_count: int
+def _stream_figures(work: _Work, step_count: int
                     ) -> tuple[list[StreamFigures], GapFigures, tuple[np.ndarray, np.ndarray]]:
-    stream_keys, stream_index, first_seen = _stream_index(kernels.device, kernels.stream)
+    stream_keys, stream_index, first_seen = _stream_index(work.device, work.stream)
     stream_count = len(stream_keys)
-    order = np.lexsort((kernels.start_ns, stream_index, kernels.step))
-    step = kernels.step[order]
+    order = np.lexsort((work.start_ns, stream_index, work.step))
+    step = work.step[order]
     stream = stream_index[order]
     first = _segment_starts(step * stream_count + stream)
-    gaps = _gaps_ns(kernels.start_ns[order], kernels.end_ns[order], first)
+    gaps = _gaps_ns(work.start_ns[order], work.end_ns[order], first)
     overlap = ~first & (gaps < 0)
     is_gap = ~first & (gaps >= 0)
     gap_ns, gap_step, gap_stream = gaps[is_gap], step[is_gap], stream[is_gap]
@@ -217,8 +226,8 @@ def _stream_figures(kernels: _Kernels, step_count: int
 
 
 def _stream_index(device: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct (device, stream) pairs, each kernel's pair index, and where each pair first
-    appears in the kernels' start order."""
+    """Distinct (device, stream) pairs, each activity's pair index, and where each pair first
+    appears in the activities' start order."""
     # One int64 key per pair: unique() over rows (axis=0) is several times slower
     devices, device_index = np.unique(device, return_inverse=True)
     streams, stream_index = np.unique(stream, return_inverse=True)
@@ -280,21 +289,27 @@ def _api_calls_per_step(trace: Trace, assignment: StepAssignment) -> dict[str, f
     return {name: count / assignment.steps for name, count in ordered}
 
 
-def _kernel_figures(kernels: _Kernels, names: list[str], step_count: int) -> list[KernelFigures]:
-    count = np.bincount(kernels.name_id, minlength=len(names))
-    busy_ns = np.bincount(kernels.name_id, weights=kernels.end_ns - kernels.start_ns, minlength=len(names))
-    by_name: dict[str, tuple[int, float]] = {}
-    for name_id in np.flatnonzero(count).tolist():  # one pass per kernel name
+def _kernel_figures(work: _Work, names: list[str], step_count: int) -> list[KernelFigures]:
+    count = np.bincount(work.name_id, minlength=len(names))
+    busy_ns = np.bincount(work.name_id, weights=work.end_ns - work.start_ns, minlength=len(names))
+    kind_of = np.zeros(len(names), dtype=np.int8)
+    kind_of[work.name_id] = work.kind  # a name is one kind's: a reader names copies and memsets apart
+    by_name: dict[str, tuple[int, float, int]] = {}
+    for name_id in np.flatnonzero(count).tolist():  # one pass per name
         name = names[name_id]
-        seen_count, seen_busy = by_name.get(name, (0, 0.0))
-        by_name[name] = (seen_count + int(count[name_id]), seen_busy + float(busy_ns[name_id]))
+        seen_count, seen_busy, kind = by_name.get(name, (0, 0.0, int(kind_of[name_id])))
+        by_name[name] = (seen_count + int(count[name_id]), seen_busy + float(busy_ns[name_id]), kind)
     figures = [
         KernelFigures(
             name=name,
+            kind=_KIND_NAMES[kind],
             kernels_per_step=n / step_count,
             mean_duration_us=busy / n / NS_PER_US,
             busy_ms_per_step=busy / step_count / NS_PER_MS,
         )
-        for name, (n, busy) in by_name.items()
+        for name, (n, busy, kind) in by_name.items()
     ]
     return sorted(figures, key=lambda kernel: (-kernel.busy_ms_per_step, kernel.name))
+
+
+_KIND_NAMES: dict[int, GpuActivityKind] = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}

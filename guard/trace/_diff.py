@@ -1,14 +1,14 @@
-"""Compare the figures of a base and a head trace: like for like first (kernel counts and
-API calls), then where the time per step went (idle between kernels, kernel durations,
-kernels added or removed)."""
+"""Compare the figures of a base and a head trace: like for like first (kernel, copy and memset
+counts and API calls), then where the time per step went (idle between kernels, kernel
+durations, kernels added or removed; a copy or memset counts as a kernel of its name here)."""
 
 from __future__ import annotations
 
 from itertools import zip_longest
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from guard.trace._figures import KernelFigures, StreamFigures, TraceFigures, TraceWarning
+from guard.trace._figures import GpuActivityKind, KernelFigures, StreamFigures, TraceFigures, TraceWarning
 
 SLOWER_RATIO = 1.05  # a kernel is slower when its mean duration grew by more than 5% ...
 SLOWER_MIN_US = 0.1  # ... and by more than 0.1 us: below that it is the timer's grain
@@ -44,6 +44,7 @@ class GapChange(BaseModel):
 
 class KernelChange(BaseModel):
     name: str
+    kind: GpuActivityKind = Field(default="kernel", exclude_if=lambda value: value == "kernel")  # no key for a kernel
     kernels_per_step: BeforeAfter
     mean_duration_us: BeforeAfter
     busy_ms_per_step: BeforeAfter
@@ -62,9 +63,15 @@ class TraceDiff(BaseModel):
     base_source: str
     head_source: str
     steps: BeforeAfter
-    kernel_counts_identical: bool  # the same kernels per step, name by name
+    # the same kernels per step, name by name, and the same copies and memsets (by their names,
+    # `KernelFigures`; reports of schema 8 and before: kernels alone)
+    kernel_counts_identical: bool
     api_calls_identical: bool  # the same API calls per step, name by name
     kernels_per_step: BeforeAfter
+    # copies (memcpy) and memsets per step, counted apart from kernels; None (no key) in reports
+    # whose figures timed kernels alone (schema 8 and before)
+    memcpys_per_step: BeforeAfter | None = Field(default=None, exclude_if=lambda value: value is None)
+    memsets_per_step: BeforeAfter | None = Field(default=None, exclude_if=lambda value: value is None)
     api_calls_changed: dict[str, BeforeAfter]
     launches: LaunchChange | None = None  # None in reports written before launches were counted
     busy_ms_per_step: BeforeAfter
@@ -110,8 +117,8 @@ def diff(base: TraceFigures, head: TraceFigures) -> TraceDiff:
 
     kernel_changes = _kernel_changes(base.kernels, head.kernels)
     replaced, kernel_changes = _fold_variants(kernel_changes)
-    added = [k for k in kernel_changes if _grew(k.kernels_per_step)]
-    removed = [k for k in kernel_changes if _grew(k.kernels_per_step, sign=-1)]
+    added = [k for k in kernel_changes if grew(k.kernels_per_step)]
+    removed = [k for k in kernel_changes if grew(k.kernels_per_step, sign=-1)]
     slower = [k for k in kernel_changes if _slower(k.mean_duration_us.before, k.mean_duration_us.after)]
     faster = [k for k in kernel_changes if _slower(k.mean_duration_us.after, k.mean_duration_us.before)]
     from_counts_ms, from_durations_ms = _busy_by_cause(kernel_changes)
@@ -142,6 +149,8 @@ def diff(base: TraceFigures, head: TraceFigures) -> TraceDiff:
         kernel_counts_identical=not added and not removed and not replaced,
         api_calls_identical=not api_changed,
         kernels_per_step=_pair(base.kernels_per_step, head.kernels_per_step),
+        memcpys_per_step=_pair(base.memcpys_per_step, head.memcpys_per_step),
+        memsets_per_step=_pair(base.memsets_per_step, head.memsets_per_step),
         api_calls_changed=api_changed,
         launches=_launches(base, head),
         busy_ms_per_step=_pair(base.busy_ms_per_step, head.busy_ms_per_step),
@@ -176,7 +185,9 @@ def _same(before: float, after: float) -> bool:
     return abs(after - before) <= COUNT_TOLERANCE * max(1.0, abs(before))
 
 
-def _grew(change: BeforeAfter, sign: int = 1) -> bool:
+def grew(change: BeforeAfter, sign: int = 1) -> bool:
+    """The count per step rose (fell, with `sign` -1) by more than the ratios' grain; a missing
+    side is none."""
     before, after = change.before or 0.0, change.after or 0.0
     return not _same(before, after) and (after - before) * sign > 0
 
@@ -197,6 +208,7 @@ def _kernel_changes(base: list[KernelFigures], head: list[KernelFigures]) -> lis
         changes.append(
             KernelChange(
                 name=name,
+                kind=(b or a).kind,  # type: ignore[union-attr]  # the name is one of theirs
                 kernels_per_step=_pair(b.kernels_per_step if b else 0.0, a.kernels_per_step if a else 0.0),
                 mean_duration_us=_pair(b.mean_duration_us if b else None, a.mean_duration_us if a else None),
                 busy_ms_per_step=_pair(b.busy_ms_per_step if b else 0.0, a.busy_ms_per_step if a else 0.0),
@@ -225,13 +237,13 @@ def _fold_variants(changes: list[KernelChange]) -> tuple[list[KernelChange], lis
     the counts of its names move (some up, some down) and its kernels per step do not. A
     replaced entry is the kernels that moved: how many per step, and the mean duration of
     the variants they left and of those they went to."""
-    families: dict[str, list[KernelChange]] = {}
-    for k in changes:
-        families.setdefault(kernel_family(k.name), []).append(k)
+    families: dict[tuple[str, str], list[KernelChange]] = {}
+    for k in changes:  # a copy's variants are copies: a kind's families apart from another's
+        families.setdefault((k.kind, kernel_family(k.name)), []).append(k)
     replaced, folded = [], []
-    for family, members in families.items():
-        rose = [(k, k.kernels_per_step.delta or 0.0) for k in members if _grew(k.kernels_per_step)]
-        fell = [(k, -(k.kernels_per_step.delta or 0.0)) for k in members if _grew(k.kernels_per_step, sign=-1)]
+    for (kind, family), members in families.items():
+        rose = [(k, k.kernels_per_step.delta or 0.0) for k in members if grew(k.kernels_per_step)]
+        fell = [(k, -(k.kernels_per_step.delta or 0.0)) for k in members if grew(k.kernels_per_step, sign=-1)]
         count_before = sum(k.kernels_per_step.before or 0.0 for k in members)
         count_after = sum(k.kernels_per_step.after or 0.0 for k in members)
         if not (fell and rose and count_before > 0 and _same(count_before, count_after)):
@@ -241,6 +253,7 @@ def _fold_variants(changes: list[KernelChange]) -> tuple[list[KernelChange], lis
         busy_after = sum(k.busy_ms_per_step.after or 0.0 for k in members)
         folded.append(KernelChange(
             name=family,
+            kind=kind,
             kernels_per_step=_pair(count_before, count_after),
             mean_duration_us=_pair(busy_before * 1000 / count_before, busy_after * 1000 / count_after),
             busy_ms_per_step=_pair(busy_before, busy_after),
@@ -250,6 +263,7 @@ def _fold_variants(changes: list[KernelChange]) -> tuple[list[KernelChange], lis
         went_us = sum((k.mean_duration_us.after or 0.0) * d for k, d in rose) / moved
         replaced.append(KernelChange(
             name=family,
+            kind=kind,
             kernels_per_step=_pair(moved, moved),
             mean_duration_us=_pair(left_us, went_us),
             busy_ms_per_step=_pair(busy_before, busy_after),

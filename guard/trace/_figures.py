@@ -49,11 +49,11 @@ class TraceWarning(BaseModel):
 
 
 class StreamFigures(BaseModel):
-    """One stream, over all steps. Gaps are None for a stream with one kernel per step."""
+    """One stream, over all steps. Gaps are None for a stream with one activity per step."""
 
     device: int
     stream: int
-    kernels_per_step: float
+    kernels_per_step: float  # its activities: kernels, copies and memsets (see TraceFigures)
     median_gap_us: float | None
     p90_gap_us: float | None
     mean_gap_us: float | None
@@ -75,10 +75,16 @@ class GapFigures(BaseModel):
     overlaps_per_step: float
 
 
+# What a GPU activity is: a kernel, a copy (memcpy) or a memset
+GpuActivityKind = Literal["kernel", "memcpy", "memset"]
+
+
 class KernelFigures(BaseModel):
-    """One kernel name, over all steps."""
+    """One kernel name, over all steps; a copy's or memset's name too ("Memcpy DtoD (Device ->
+    Device)", "Memset (Device)"), as part of the step's GPU work, with its kind."""
 
     name: str
+    kind: GpuActivityKind = Field(default="kernel", exclude_if=lambda value: value == "kernel")  # no key for a kernel
     kernels_per_step: float
     mean_duration_us: float
     busy_ms_per_step: float
@@ -106,9 +112,11 @@ class P90OverSteps(BaseModel):
 
 
 class TraceFigures(BaseModel):
-    """What one trace says about a decode step. busy: sum of kernel durations; union: time
-    in which at least one kernel runs; span: first kernel start to last kernel end;
-    idle: span - union."""
+    """What one trace says about a decode step. Its GPU work is its kernels, copies (memcpy) and
+    memsets: busy, the sum of their durations; union, time in which at least one runs; span,
+    first start to last end; idle, span - union; gaps, streams and `kernels` (by name) over all
+    of them. The counts per step keep kernels, memcpys and memsets apart. (Reports of schema 8
+    and before measured kernels alone: a copy's time was idle there.)"""
 
     source: str
     format: str

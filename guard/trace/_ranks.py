@@ -28,7 +28,7 @@ from guard.trace._analyze import (
     NS_PER_US,
     _api_calls_per_step,
     _gaps_ns,
-    _Kernels,
+    _Work,
     _running_max_in_segments,
     _segment_starts,
     _stream_index,
@@ -267,8 +267,8 @@ def _union_span_ns(activity: _Activities, rows: np.ndarray, steps: int) -> tuple
         return np.zeros(steps), np.zeros(steps)
     step = activity.step[rows]
     zeros = np.zeros(len(step), dtype=np.int64)
-    part = _Kernels(step=step, start_ns=activity.start_ns[rows], end_ns=activity.end_ns[rows], device=zeros,
-                    stream=activity.lane[rows], name_id=zeros)
+    part = _Work(step=step, kind=zeros, start_ns=activity.start_ns[rows], end_ns=activity.end_ns[rows],
+                 device=zeros, stream=activity.lane[rows], name_id=zeros)
     return _union_and_span_ns(part, steps)
 
 

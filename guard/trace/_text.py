@@ -56,6 +56,8 @@ def diff_text(result: TraceDiff) -> str:
         "",
         f"{'per step':<{LABEL_WIDTH}}{'base':>12}{'head':>12}{'change':>12}",
         _count_row("kernels", result.kernels_per_step),
+        *(_count_row(label, change) for label, change in (("memcpys", result.memcpys_per_step),
+                                                          ("memsets", result.memsets_per_step)) if change is not None),
     ]
     for label, change in (
         ("busy ms", result.busy_ms_per_step),
