@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from guard.compare import (  # noqa: E402
     FAMILIES_PER_LOOK, RULE_VERSION, UNDECIDED, Comparison, Verdict, alpha_per_look, compare, decide_in_rounds,
 )
+from guard.config import Rule, Threshold  # noqa: E402
 from guard.measure import ArmMeasurement, BatchRun, HarnessSpec, RepeatResult, RoundsBudget  # noqa: E402
 
 BATCH_SIZES = [1, 2]
@@ -130,7 +131,8 @@ def trial(cell: Cell, settings: Settings, rng: np.random.Generator) -> tuple[Ver
     pool = {arm: [_process(arm, i, BATCH_SIZES, device if arm == "head" else 0.0, host if arm == "head" else 0.0,
                            cell, settings, rng) for i in range(_pool_size(settings))] for arm in ("base", "head")}
     taken = {arm: 0 for arm in pool}
-    t = settings.threshold_pct
+    every = Threshold(pct=settings.threshold_pct)
+    rule = Rule(gpu_ms=every, tok_per_s=every, end_to_end_ms=every, alpha=settings.alpha, confidence=CONFIDENCE)
 
     def take(arm: str, processes: int, sizes: list[int]) -> list[RepeatResult]:
         drawn = pool[arm][taken[arm]:taken[arm] + processes]
@@ -141,8 +143,7 @@ def trial(cell: Cell, settings: Settings, rng: np.random.Generator) -> tuple[Ver
         return {arm: ArmMeasurement(arm=arm, repeats=take(arm, processes, spec.batch_sizes)) for arm in arms}
 
     def decide(measured: dict[str, ArmMeasurement], look: dict[int, int], _mix_look: int, looks: int) -> Comparison:
-        return compare(measured, "base", "head", BATCH_SIZES, t, CONFIDENCE, settings.alpha, t, looks=looks,
-                       look=look, end_to_end_threshold_pct=t)
+        return compare(measured, "base", "head", BATCH_SIZES, rule.model_copy(update={"looks": looks}), look=look)
 
     first = measure(["base", "head"], HarnessSpec(batch_sizes=BATCH_SIZES), 0, settings.repeats)
     outcome = decide_in_rounds(first, ("base", "head"), HarnessSpec(batch_sizes=BATCH_SIZES), settings.repeats,

@@ -13,9 +13,9 @@ from pydantic import BaseModel
 from guard._errors import GuardError, HarnessError, TraceError
 from guard._output import write_atomic
 from guard.checkout import ArmRef, build_arm, check_interpreter_reach, default_cache_dir, require_repo, resolve_commit
-from guard.compare import DisagreementNoise, RULE_VERSION, alpha_per_look, bounds_level, compare, disagreement_noise
+from guard.compare import DisagreementNoise, compare, disagreement_noise
 from guard.config import (
-    REFUSED_GPU_MS_PCT, REFUSED_TOK_PER_S_PCT, STEADY_RUNNER, CalibratedSpread, CommitFiles, GuardConfig,
+    REFUSED_GPU_MS_PCT, REFUSED_TOK_PER_S_PCT, STEADY_RUNNER, CalibratedSpread, CommitFiles, GuardConfig, Rule,
     Thresholds, check_entry, load_commit_config, threshold_refusal, write_thresholds,
 )
 from guard.harness import HARNESS_SCRIPT
@@ -90,8 +90,7 @@ def rule_level(config: GuardConfig, batch_sizes: int) -> float:
     """The level of the bounds `guard run` decides its first look by under `config`: its alpha
     spent over the most rounds it may take, split over the families and `batch_sizes` (the mix
     counted as one). A run that plans fewer looks decides its first at a lower level."""
-    return bounds_level(alpha_per_look(config.measure.alpha, config.measure.looks, batch_sizes, look=1,
-                                       version=RULE_VERSION))
+    return Rule.of_config(config.measure).model_copy(update={"decided_sizes": batch_sizes}).bounds_confidence
 
 
 def calibrate(
@@ -138,8 +137,8 @@ def calibrate(
     failed = [m.error for m in measurements.values() if m.error]
     if failed:
         raise HarnessError("aa", failed[0])
-    comparison = compare(measurements, "a", "b", spec.batch_sizes, config.measure.threshold_pct,
-                         config.measure.confidence, config.measure.alpha,
+    # the A/A's changes at the confidence shown, by the config's own thresholds (the file is what it writes)
+    comparison = compare(measurements, "a", "b", spec.batch_sizes, Rule.of_config(config.measure),
                          reference=reference.tokens.source if reference.tokens else None)
     slow = slow_processes(measurements.values(), spec.batch_sizes)
     asked = [config.measure.threshold_pct, *(thresholds_pct or [])]
@@ -219,7 +218,7 @@ def calibrate(
 
 def suggested_text(suggested: Thresholds) -> str:
     """The suggested thresholds as the progress output names them; a metric written none is held
-    to GPU ms's threshold by a run (guard.pipeline), and still decides where its spread lets it."""
+    to GPU ms's threshold by a run (`Rule.of_config`), and still decides where its spread lets it."""
     tok = ("none (too noisy to gate here: held to GPU ms's)" if suggested.tok_per_s_pct is None
            else f"{suggested.tok_per_s_pct:g}%")
     end = ("none written (held to GPU ms's)" if suggested.end_to_end_ms_pct is None

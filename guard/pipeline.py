@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import guard
 from guard._errors import BuildError, ConfigError, GuardError
@@ -24,9 +24,8 @@ from guard.checkout import (
 )
 from guard.compare import Comparison, Decide, MeasureRound, RoundsOutcome, compare, decide_in_rounds
 from guard.config import (
-    DEFAULT_CONFIG_NAME, MAX_CONFIG_BYTES, CalibratedSpread, CommitFiles, ConfigChange, ConfigOverrides, Files,
-    GuardConfig, ThresholdSource, ThresholdSources, apply_overrides, check_entry, check_entry_in_commit,
-    config_uncommitted, read_thresholds,
+    DEFAULT_CONFIG_NAME, MAX_CONFIG_BYTES, CommitFiles, ConfigChange, ConfigOverrides, Files, GuardConfig, Rule,
+    apply_overrides, check_entry, check_entry_in_commit, config_uncommitted, read_thresholds,
 )
 from guard.measure import (
     ArmMeasurement, ArmTarget, Harness, HarnessSpec, ReferenceOutcome, check_cpus,
@@ -84,16 +83,6 @@ def run_guard(
         return report
 
 
-class Thresholds(NamedTuple):
-    """The thresholds a run decides by, in percent, the spreads it may borrow, and where each came from."""
-
-    gpu_ms_pct: float
-    tok_per_s_pct: float
-    end_to_end_ms_pct: float
-    spreads: list[CalibratedSpread]
-    sources: ThresholdSources
-
-
 @dataclass
 class Plan:
     """What a run compares and by which rule, before anything is built."""
@@ -104,7 +93,7 @@ class Plan:
     files: Files  # where the files the config names are read from
     change: ConfigChange | None  # the head's changes to the config, not used
     overrides: ConfigOverrides
-    thresholds: Thresholds
+    rule: Rule  # its looks the most the run may take: a run plans its own (`decide_in_rounds`)
     security: list[str]  # warnings about the checkout itself
     isolation: Isolation  # what the kernel gives the pull request's processes on this host
 
@@ -132,7 +121,7 @@ def plan_run(
         config = apply_overrides(config, overrides)
         given_text = ", ".join(f"{name} {value}" for name, value in overrides.given().items())
         progress(f"config: overridden on the command line: {given_text}")
-    thresholds = _thresholds(config, files)
+    rule = _rule(config, files)
     # the entry against the base commit's tree, before anything is built: a misspelt one is said now
     where = f"{DEFAULT_CONFIG_NAME} of the base commit" if given is None else "the config given"
     check_entry_in_commit(config.workload.entry, CommitFiles(repo=repo, sha=base_ref.sha), where)
@@ -158,7 +147,7 @@ def plan_run(
         progress(f"warning: the pull request's processes run without the kernel's box: {reason}")
     if config.build.isolation == "none":
         progress('warning: the pull request\'s processes run without a cgroup or namespaces (build.isolation = "none")')
-    return Plan(base_ref, head_ref, config, files, change, overrides, thresholds, security, isolation)
+    return Plan(base_ref, head_ref, config, files, change, overrides, rule, security, isolation)
 
 
 @dataclass
@@ -248,17 +237,14 @@ def round_measure(
 
 def decider(plan: Plan, arms: list[ArmInfo], first: FirstRound) -> Decide:
     """The run's rule, applied to whatever has been measured so far."""
-    measure, thresholds, spec = plan.config.measure, plan.thresholds, first.spec
-    tokens = first.reference.tokens
+    spec, tokens = first.spec, first.reference.tokens
 
     def decide(measurements: dict[str, ArmMeasurement], look: dict[int, int], mix_look: int, looks: int
                ) -> Comparison:
         return compare(
             {a.name: measurements[a.name] for a in arms}, plan.base.name, plan.head.name, spec.batch_sizes,
-            thresholds.gpu_ms_pct, measure.confidence, measure.alpha, thresholds.tok_per_s_pct,
-            reference=tokens.source if tokens else None, looks=looks, look=look,
+            plan.rule.model_copy(update={"looks": looks}), reference=tokens.source if tokens else None, look=look,
             mix_schedule=spec.mix_schedule(), mix_look=mix_look,
-            end_to_end_threshold_pct=thresholds.end_to_end_ms_pct, spreads=thresholds.spreads,
         )
 
     return decide
@@ -298,13 +284,12 @@ def assemble_report(
                      measurements, [a.name for a in arms])
     explanation = explain(
         comparison.verdict, comparison.batch_sizes, {s.batch_size: s.diff for s in sections if s.diff is not None},
-        base, head, threshold_pct=comparison.threshold_pct, confidence=comparison.confidence,
+        base, head, thresholds=plan.rule.pcts(), confidence=comparison.confidence,
         ablation_builds={a.name: a.source for a in arms if a.source is not None and a.status == "ok"},
         capture=capture, mix=mix, mix_trace=mix_traces.diff if mix_traces is not None else None,
         mix_decision=comparison.mix_comparison,
         rank_diffs={s.batch_size: s.diff for s in rank_traces if s.diff is not None},
         compiled=comparison.compiled,
-        tok_threshold_pct=comparison.tok_threshold_pct, end_to_end_threshold_pct=comparison.end_to_end_threshold_pct,
     )
     budget, looks, reference = outcome.budget, config.measure.looks, first.reference
     started = time.time() if started is None else started
@@ -345,8 +330,8 @@ def assemble_report(
         started_at=datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
         duration_s=round(time.time() - started, 1),
         explanation=explanation,
-        threshold_sources=plan.thresholds.sources,
-        at_threshold_status=config.measure.at_threshold,
+        threshold_sources=plan.rule.sources(),
+        at_threshold_status=plan.rule.at_threshold,
     )
 
 
@@ -363,23 +348,11 @@ def _capture_changes(
     return found
 
 
-def _thresholds(config: GuardConfig, files: Files) -> Thresholds:
-    """GPU ms, tok/s and end-to-end ms thresholds in percent: calibrated ones when a file is named,
-    with the spreads they were calibrated at, which the rule may borrow; and where each came from.
-    A metric the file wrote no threshold for (tok/s too noisy to gate) takes GPU ms's."""
-    measure = config.measure
-    if measure.thresholds_file is None:
-        return Thresholds(measure.threshold_pct, measure.threshold_pct,
-                           measure.end_to_end_threshold_pct or measure.threshold_pct, [],
-                           ThresholdSources(gpu_ms="configured", tok_per_s="configured", end_to_end_ms="configured"))
-    calibrated = read_thresholds(files, measure.thresholds_file)
-
-    def own(pct: float | None) -> tuple[float, ThresholdSource]:
-        return (calibrated.gpu_ms_pct, "gpu_ms_fallback") if pct is None else (pct, "calibrated")
-
-    (tok, tok_from), (end, end_from) = own(calibrated.tok_per_s_pct), own(calibrated.end_to_end_ms_pct)
-    return Thresholds(calibrated.gpu_ms_pct, tok, end, calibrated.spreads,
-                       ThresholdSources(gpu_ms="calibrated", tok_per_s=tok_from, end_to_end_ms=end_from))
+def _rule(config: GuardConfig, files: Files) -> Rule:
+    """The rule the config states, at the thresholds of the file it names (read from `files`)
+    where it names one (`Rule.of_config`)."""
+    named = config.measure.thresholds_file
+    return Rule.of_config(config.measure, read_thresholds(files, named) if named is not None else None)
 
 
 def _add_ablation_arms(config: GuardConfig, built: Built) -> None:

@@ -12,8 +12,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from guard.compare import MIX_BATCH, Agreement, ArmStats, BatchComparison, StatedRule, decide_again, most_severe
-from guard.config import CalibratedSpread
+from guard.compare import MIX_BATCH, Agreement, ArmStats, BatchComparison, decide_again, most_severe
+from guard.config import CalibratedSpread, Rule, Threshold
 from guard.measure import MixReport, spread
 
 from validation._older import read_any as committed
@@ -44,9 +44,9 @@ def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 
     +`jitter` and -`jitter` in turn (a share), and each arm's tok/s were its batch size over
     its step time; every batch size and the whole decided again, at the first of `looks`,
     borrowing the calibrated `spreads` where the run's own agrees with them."""
-    rule = StatedRule(threshold_pct=report.threshold_pct, tok_threshold_pct=report.tok_threshold_pct or
-                      report.threshold_pct, alpha=report.alpha, confidence=report.confidence, looks=looks,
-                      batch_sizes=len(report.batch_sizes), spreads=list(spreads))
+    # the rule the report says, as the current schema states it, at `looks` with `spreads`
+    rule = report.model_copy(update={"schema_version": SCHEMA_VERSION, "looks": looks,
+                                     "calibrated_spreads": list(spreads)}).rule
     batches = []
     for batch in report.batch_sizes:
         base = next(a for a in batch.arms if a.arm == report.base)
@@ -70,20 +70,19 @@ def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 
     return again.model_copy(update={"explanation": explain_report(again)})
 
 
-def mix_decision(mix: MixReport, base: str, head: str, *, threshold_pct: float = 1.0, alpha: float = 0.01,
-                 confidence: float = 0.99, looks: int = 1, batch_sizes: int = 0,
+def mix_decision(mix: MixReport, base: str, head: str, rule: Rule | None = None,
                  agreement: Agreement | None = None) -> BatchComparison:
-    """The mix decided by the compare stage's rule from the per-process values `mix` keeps, as
-    if its tokens matched, or forced with `agreement`; each process's tok/s its mean batch over
-    its step time. `batch_sizes`: the fixed sizes decided beside it (alpha is split over them and the mix)."""
+    """The mix decided by `rule` from the per-process values `mix` keeps, as if its tokens
+    matched, or forced with `agreement`; each process's tok/s its mean batch over its step time.
+    `rule` default: GPU ms and tok/s at 1%, alpha 0.01 at one look, the mix alone decided."""
     sizes = [s for arm in mix.arms for s in arm.sizes if arm.arm == base]
     mean_batch = sum(s.share * s.batch_size for s in sizes)
     arms = [ArmStats(arm=a.arm, repeats=len(a.process_ms_per_step), gpu_ms_per_step=spread(a.process_ms_per_step),
                      tok_per_s=spread([mean_batch * 1000 / ms for ms in a.process_ms_per_step]), timer=a.timer,
                      sha256="0" * 64, deterministic=True, steps=mix.steps)
             for a in mix.arms]
-    rule = StatedRule(threshold_pct=threshold_pct, tok_threshold_pct=threshold_pct, alpha=alpha,
-                      confidence=confidence, looks=looks, batch_sizes=batch_sizes + 1)
+    at_one = Threshold(pct=1.0)
+    rule = rule or Rule(gpu_ms=at_one, tok_per_s=at_one, end_to_end_ms=None, alpha=0.01, confidence=0.99)
     stored = BatchComparison(batch_size=MIX_BATCH, verdict="invalid", arms=arms,
                              hash_match=True if agreement is None else None, agreement=agreement)
     return decide_again(stored, base, head, rule)
@@ -93,14 +92,12 @@ def with_mix(report: Report, mix: MixReport, agreement: Agreement | None = None)
     """`report` with the batch-size mix `mix`, decided beside its batch sizes (alpha split over
     them and the mix; forced with `agreement`, where given), its sizes decided again at that
     split, and its facts explained again."""
-    rule = StatedRule(threshold_pct=report.threshold_pct, tok_threshold_pct=report.tok_threshold_pct or
-                      report.threshold_pct, alpha=report.alpha, confidence=report.confidence, looks=report.looks,
-                      batch_sizes=len(report.batch_sizes) + 1)
+    # the rule the report says, as the current schema states it, alpha split over the mix too
+    rule = report.model_copy(update={"schema_version": SCHEMA_VERSION}).rule.model_copy(
+        update={"decided_sizes": len(report.batch_sizes) + 1})
     batches = [b if b.verdict == "invalid" else decide_again(b, report.base, report.head, rule)
                for b in report.batch_sizes]
-    decided = mix_decision(mix, report.base, report.head, threshold_pct=report.threshold_pct, alpha=report.alpha,
-                           confidence=report.confidence, looks=report.looks, batch_sizes=len(report.batch_sizes),
-                           agreement=agreement)
+    decided = mix_decision(mix, report.base, report.head, rule, agreement=agreement)
     again = report.model_copy(update={
         "schema_version": SCHEMA_VERSION, "mix": mix, "mix_comparison": decided, "batch_sizes": batches,
         "verdict": report.verdict if report.verdict == "invalid" else most_severe(

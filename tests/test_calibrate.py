@@ -353,8 +353,8 @@ def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_th
     to 0.1%: calibration then writes GPU ms's threshold and none for tok/s, instead of refusing
     the whole file; a run that reads it gives tok/s GPU ms's threshold, and says where each came from."""
     from guard.calibrate import _gating_suggestion, suggested_text
-    from guard.config import FolderFiles, Thresholds, ThresholdSources, write_thresholds
-    from guard.pipeline import _thresholds
+    from guard.config import FolderFiles, Threshold, Thresholds, write_thresholds
+    from guard.pipeline import _rule
 
     assert _gating_suggestion("tok_per_s", 98.9) is None  # refused at 50%: it would pass a decode twice as slow
     assert _gating_suggestion("tok_per_s", 49.95) is None  # rounded up to 50.0
@@ -371,20 +371,19 @@ def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_th
         "GPU ms per step 0.5%, tok/s 3.3%, end-to-end ms per step none written (held to GPU ms's)")
 
     config = parse_config({"measure": {"thresholds_file": "thr.toml"}})
-    read = _thresholds(config, FolderFiles(folder=tmp_path))
-    assert read[:4] == (0.5, 0.5, 4.0, [])
-    assert read.sources == ThresholdSources(gpu_ms="calibrated", tok_per_s="gpu_ms_fallback",
-                                            end_to_end_ms="calibrated")
+    read = _rule(config, FolderFiles(folder=tmp_path))
+    assert read.pcts() == {"gpu_ms": 0.5, "end_to_end_ms": 4.0, "tok_per_s": 0.5} and read.spreads == ()
+    assert read.sources() == _sources()
     path.write_text(path.read_text().replace("gpu_ms_pct = 0.500", "gpu_ms_pct = 0.500\ntok_per_s_pct = 7.000"))
-    read = _thresholds(config, FolderFiles(folder=tmp_path))
-    assert read.tok_per_s_pct == 7.0 and read.sources.tok_per_s == "calibrated"
+    read = _rule(config, FolderFiles(folder=tmp_path))
+    assert read.tok_per_s == Threshold(pct=7.0, source="calibrated")
     # a file without end-to-end ms's threshold holds it to GPU ms's too; without a file, each is the config's
     path.write_text(path.read_text().replace("end_to_end_ms_pct = 4.000", ""))
-    read = _thresholds(config, FolderFiles(folder=tmp_path))
-    assert read.end_to_end_ms_pct == 0.5 and read.sources.end_to_end_ms == "gpu_ms_fallback"
-    configured = _thresholds(parse_config({"measure": {"threshold_pct": 2.0}}), FolderFiles(folder=tmp_path))
-    assert configured[:4] == (2.0, 2.0, 2.0, []) and configured.sources == ThresholdSources(
-        gpu_ms="configured", tok_per_s="configured", end_to_end_ms="configured")
+    read = _rule(config, FolderFiles(folder=tmp_path))
+    assert read.end_to_end_ms == Threshold(pct=0.5, source="gpu_ms_fallback")
+    configured = _rule(parse_config({"measure": {"threshold_pct": 2.0}}), FolderFiles(folder=tmp_path))
+    assert configured.pcts() == {"gpu_ms": 2.0, "end_to_end_ms": 2.0, "tok_per_s": 2.0} and configured.spreads == ()
+    assert configured.sources() == _sources("configured", "configured", "configured")
 
 
 # ---- in a report: where each threshold came from, worded in the comment, checked when read back -------------
@@ -395,9 +394,8 @@ DEMO = REPORTS / "examples" / "h200-demo-b31932f" / "report.json"
 
 
 def _sources(gpu_ms: str = "calibrated", tok_per_s: str = "gpu_ms_fallback", end_to_end_ms: str = "calibrated"):  # type: ignore[no-untyped-def]
-    from guard.config import ThresholdSources
-
-    return ThresholdSources(gpu_ms=gpu_ms, tok_per_s=tok_per_s, end_to_end_ms=end_to_end_ms)  # type: ignore[arg-type]
+    """Where a report says each threshold came from, as it keeps them (`threshold_sources`)."""
+    return {"gpu_ms": gpu_ms, "tok_per_s": tok_per_s, "end_to_end_ms": end_to_end_ms}
 
 
 def test_a_tok_per_s_held_to_gpu_ms_threshold_is_worded_so(tmp_path: Path) -> None:
@@ -408,7 +406,7 @@ def test_a_tok_per_s_held_to_gpu_ms_threshold_is_worded_so(tmp_path: Path) -> No
     from guard.report import read_report, render_comment
     from tests.report_fixtures import current_file
 
-    data = json.loads(current_file(INFORMING).read_text()) | {"threshold_sources": _sources().model_dump()}
+    data = json.loads(current_file(INFORMING).read_text()) | {"threshold_sources": _sources()}
     path = tmp_path / "report.json"
     path.write_text(json.dumps(data))
     report = read_report(path)  # it holds up: tok/s's threshold is GPU ms's
@@ -435,7 +433,7 @@ def test_an_end_to_end_time_held_to_gpu_ms_threshold_decides_and_is_worded_so(tm
     from tests.report_fixtures import current_file
 
     held = _sources(end_to_end_ms="gpu_ms_fallback")
-    data = json.loads(current_file(COMPILE_MODE).read_text()) | {"threshold_sources": held.model_dump()}
+    data = json.loads(current_file(COMPILE_MODE).read_text()) | {"threshold_sources": held}
     path = tmp_path / "report.json"
     path.write_text(json.dumps(data))
     report = read_report(path)

@@ -118,7 +118,7 @@ def test_the_title_says_what_got_slower_by_how_much_and_the_cause() -> None:
     # GPU ms decided it (+18.8%), but tok/s fell far more, its whole interval past 1%: the title leads with it
     (batch,) = out.batch_sizes
     tok = batch.tok_per_s_bounds
-    assert batch.decided_by == "gpu_ms" and tok is not None and tok.ci_high_pct < -out.threshold_of("tok_per_s")
+    assert batch.decided_by == "gpu_ms" and tok is not None and tok.ci_high_pct < -out.rule.pct("tok_per_s")
     assert fell.startswith(f"Decode {1 / (1 + tok.pct / 100):.1f}x slower at batch size 1 with ")
 
 

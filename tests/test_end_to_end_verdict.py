@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 
-from guard.compare import StatedRule, compare, decide_again
+from guard.compare import compare, decide_again
+from guard.config import Threshold
 from guard.measure import ArmMeasurement, RepeatResult
+from tests.rules import rule_at
 from tests.test_verdict import CONFIDENCE, THRESHOLD, TINY, batch_run, detectable_pct, welch_bounds
 
 GPU_MS = 10.0
@@ -31,9 +34,9 @@ def gpu_arm(name: str, end_to_end_ms: list[float], tok_factor: float = 1.0, gpu_
     return ArmMeasurement(arm=name, repeats=repeats)
 
 
-def decided(base: ArmMeasurement, head: ArmMeasurement, looks: int = 2, **kw: float):
-    return compare({"base": base, "head": head}, "base", "head", [1], THRESHOLD, CONFIDENCE, 0.01,
-                   looks=looks, **kw)  # type: ignore[arg-type]
+def decided(base: ArmMeasurement, head: ArmMeasurement, looks: int = 2, **rule: Any):  # type: ignore[no-untyped-def]
+    return compare({"base": base, "head": head}, "base", "head", [1],
+                   rule_at(THRESHOLD, CONFIDENCE, looks=looks, **rule))
 
 
 def test_a_host_only_2x_slowdown_is_a_regression_decided_by_end_to_end_time() -> None:
@@ -53,7 +56,7 @@ def test_a_host_only_2x_slowdown_is_a_regression_decided_by_end_to_end_time() ->
     assert batch.end_to_end_gates is False
     assert batch.end_to_end_detectable_pct == pytest.approx(detectable_pct(base_end, head_end, 5, 1 - 2 * each))
     assert batch.end_to_end_detectable_pct > THRESHOLD
-    assert comparison.end_to_end_threshold_pct == THRESHOLD and comparison.metrics_per_look == 3
+    assert comparison.end_to_end_threshold_pct == THRESHOLD
 
 
 def test_end_to_end_noise_never_leaves_an_unchanged_commit_undecided() -> None:
@@ -89,7 +92,7 @@ def test_its_own_threshold_decides_it() -> None:
     head_end = [1.03 * v for v in base_end]
     (over,) = decided(gpu_arm("base", base_end), gpu_arm("head", head_end)).batch_sizes
     (under,) = decided(gpu_arm("base", base_end), gpu_arm("head", head_end),
-                       end_to_end_threshold_pct=5.0).batch_sizes
+                       end_to_end_ms=Threshold(pct=5.0)).batch_sizes
     assert over.verdict == "regression" and over.decided_by == "end_to_end_ms"
     assert under.verdict == "pass" and under.end_to_end_verdict == "pass"
 
@@ -111,12 +114,10 @@ def test_a_stored_comparison_is_decided_again_by_the_rule_it_states() -> None:
     base_end = [GPU_MS * 1.1 * j for j in HOST_JITTER]
     head_end = [2 * v for v in base_end]
     (batch,) = decided(gpu_arm("base", base_end), gpu_arm("head", head_end)).batch_sizes
-    rule = StatedRule(threshold_pct=THRESHOLD, tok_threshold_pct=THRESHOLD, alpha=0.01, confidence=CONFIDENCE,
-                      looks=2, end_to_end_threshold_pct=THRESHOLD)
+    rule = rule_at(THRESHOLD, CONFIDENCE, looks=2)
     again = decide_again(batch, "base", "head", rule)
     assert again.verdict == batch.verdict == "regression" and again.end_to_end_bounds == batch.end_to_end_bounds
-    older = decide_again(batch, "base", "head", rule.model_copy(update={"end_to_end_threshold_pct": None,
-                                                                         "version": 1}))
+    older = decide_again(batch, "base", "head", rule.model_copy(update={"end_to_end_ms": None, "version": 1}))
     assert older.end_to_end_verdict is None and older.alpha_per_look == pytest.approx(0.01 / (2 * 2 * 1))
 
 
@@ -135,9 +136,7 @@ def test_a_host_slowdown_shown_by_a_figure_too_noisy_to_gate_keeps_its_batch_siz
     assert batch.end_to_end_gates is False and batch.gpu_ms_verdict == "pass"
     assert batch.end_to_end_verdict == "at_threshold" == batch.verdict == comparison.verdict
     assert batch.decided_by == "end_to_end_ms" and batch.undecided and comparison.undecided_sizes == [1]
-    old = decide_again(batch, "base", "head", StatedRule(
-        threshold_pct=THRESHOLD, tok_threshold_pct=THRESHOLD, end_to_end_threshold_pct=THRESHOLD, alpha=0.01,
-        confidence=CONFIDENCE, looks=2, version=1))
+    old = decide_again(batch, "base", "head", rule_at(THRESHOLD, CONFIDENCE, looks=2, version=1))
     assert (old.verdict, old.end_to_end_verdict) == ("pass", "pass")
 
 
@@ -158,7 +157,5 @@ def test_end_to_end_time_halved_is_an_improvement_where_gpu_ms_is_too_noisy_to_s
     assert batch.end_to_end_verdict == "improvement" and batch.tok_per_s_verdict == "improvement"
     assert comparison.verdict == batch.verdict == "improvement" and batch.decided_by == "end_to_end_ms"
     assert not batch.undecided
-    old = decide_again(batch, "base", "head", StatedRule(
-        threshold_pct=THRESHOLD, tok_threshold_pct=THRESHOLD, end_to_end_threshold_pct=THRESHOLD, alpha=0.01,
-        confidence=CONFIDENCE, looks=2, version=1))
+    old = decide_again(batch, "base", "head", rule_at(THRESHOLD, CONFIDENCE, looks=2, version=1))
     assert old.verdict == "inconclusive" and old.decided_by == "gpu_ms"

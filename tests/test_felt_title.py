@@ -3,7 +3,8 @@ where it is the larger slowdown past its threshold; the commit subject is cut be
 
 from __future__ import annotations
 
-from guard.compare import StatedRule, decide_again, most_severe
+from guard.compare import decide_again, most_severe
+from guard.config import Threshold
 from guard.measure import spread
 from guard.report import Report, build_view
 from tests.report_fixtures import committed, explained
@@ -13,9 +14,7 @@ from tests.test_comment_shape import H200_DEMO
 def _with_end_to_end(report: Report, factor: float, threshold_pct: float = 1.0) -> Report:
     """`report` with each arm's end-to-end ms per step its GPU ms x 1.1 (base) or x 1.1 x `factor`
     (head), decided again with an end-to-end threshold, and explained again."""
-    rule = StatedRule(threshold_pct=report.threshold_pct, tok_threshold_pct=report.threshold_of("tok_per_s"),
-                      alpha=report.alpha, confidence=report.confidence, looks=report.looks,
-                      batch_sizes=len(report.decided()), end_to_end_threshold_pct=threshold_pct)
+    rule = report.rule.model_copy(update={"end_to_end_ms": Threshold(pct=threshold_pct)})
     batches = []
     for batch in report.batch_sizes:
         arms = [a.model_copy(update={"end_to_end_gpu_ms_per_step": spread(

@@ -16,6 +16,7 @@ from guard.compare import compare
 from guard.harness._host import WindowSampler, windows
 from guard.harness._perf import InstructionCounter
 from guard.measure import ArmMeasurement, BatchRun, HostUsage, RepeatResult
+from tests.rules import rule_at
 from tests.test_harness import file_spec, run_harness
 
 PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
@@ -170,7 +171,7 @@ def _repeat(arm: str, repeat: int, instructions: float | None) -> RepeatResult:
 
 def _compared(repeats: list[RepeatResult]):  # type: ignore[no-untyped-def]
     arms = {name: ArmMeasurement(arm=name, repeats=[r for r in repeats if r.arm == name]) for name in ("base", "head")}
-    return compare(arms, "base", "head", [1], 5.0, 0.95).batch_sizes[0]
+    return compare(arms, "base", "head", [1], rule_at(5.0)).batch_sizes[0]
 
 
 def test_instructions_per_step_are_compared_base_vs_head_with_an_interval() -> None:
@@ -196,14 +197,11 @@ PAIRS = Path(__file__).resolve().parents[1] / "docs" / "validation" / "h200-engi
 
 
 def _decided_again(pair: str):  # type: ignore[no-untyped-def]
-    from guard.compare import StatedRule, decide_again
+    from guard.compare import decide_again
     from tests.report_fixtures import committed, explained
 
     report = committed(PAIRS / pair / "report.json")
-    rule = StatedRule(threshold_pct=report.threshold_pct, tok_threshold_pct=report.tok_threshold_pct or
-                      report.threshold_pct, alpha=report.alpha, confidence=report.confidence, looks=report.looks,
-                      batch_sizes=len(report.batch_sizes))
-    again = [decide_again(b, report.base, report.head, rule) for b in report.batch_sizes]
+    again = [decide_again(b, report.base, report.head, report.rule) for b in report.batch_sizes]
     return report, explained(report.model_copy(update={"batch_sizes": again, "traces": []}))
 
 
@@ -265,7 +263,7 @@ def test_a_tok_per_s_slowdown_past_its_threshold_is_shown_however_wide() -> None
 def test_the_table_shows_instructions_per_step_where_both_arms_counted_them() -> None:
     import math
 
-    from guard.compare import StatedRule, decide_again
+    from guard.compare import decide_again
     from guard.measure import spread
     from guard.report import render_comment
     from tests.report_fixtures import explained
@@ -274,8 +272,7 @@ def test_the_table_shows_instructions_per_step_where_both_arms_counted_them() ->
     (batch,) = report.batch_sizes
     counts = {"base": [1.20e6, 1.21e6, 1.19e6], "head": [1.80e6, 1.82e6, 1.79e6]}
     arms = [a.model_copy(update={"instructions_per_step": spread(counts[a.arm])}) for a in batch.arms]
-    rule = StatedRule(threshold_pct=report.threshold_pct, tok_threshold_pct=report.tok_threshold_pct,
-                      alpha=report.alpha, confidence=report.confidence, looks=1, batch_sizes=1)
+    rule = report.rule.model_copy(update={"looks": 1})
     again = decide_again(batch.model_copy(update={"arms": arms}), report.base, report.head, rule)
     change = again.instructions_change
     means = {arm: statistics.fmean(math.log(v) for v in values) for arm, values in counts.items()}
@@ -328,15 +325,12 @@ def test_a_report_may_not_hide_a_tok_per_s_it_could_show() -> None:
     """The reference engine's tok/s is measurable: a report stating otherwise is caught when
     checked again; the compiled engine's, stated measurable (as reports before the field
     read), is not a discrepancy, since it hides nothing."""
-    from guard.compare import StatedRule
     from guard.compare._recheck import recheck
 
     for pair, stated in (("ref-bf16-aa", False), ("hf-aa", True)):
         _, report = _decided_again(pair)
         (batch,) = report.batch_sizes
-        rule = StatedRule(threshold_pct=report.threshold_pct, tok_threshold_pct=report.tok_threshold_pct,
-                          alpha=report.alpha, confidence=report.confidence, looks=report.looks, batch_sizes=1)
         forged = batch.model_copy(update={"tok_per_s_measurable": stated})
-        found = recheck([forged], report.base, report.head, rule, verdict=report.verdict,
+        found = recheck([forged], report.base, report.head, report.rule, verdict=report.verdict,
                         hash_match=report.hash_match, failed_arms=[])
         assert [d.field for d in found] == (["tok_per_s_measurable"] if pair == "ref-bf16-aa" else [])

@@ -16,6 +16,7 @@ from guard.trace import TraceSection, analyze, diff, read_trace
 from guard.trace._analyze import GRAPH_LAUNCH_API, KERNEL_LAUNCH_API, launches_per_step
 from tests.test_trace_analysis import annotated_trace
 from tests.report_fixtures import committed, current_file, explained
+from tests.rules import rule_at
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "traces"
@@ -136,7 +137,7 @@ def test_compare_decides_and_keeps_whether_an_arm_outran_its_hold() -> None:
             for i, u in enumerate(unheld)]
         return ArmMeasurement(arm=name, repeats=runs)
 
-    found = compare({"base": arm("base", [5, 5, 5]), "head": arm("head", [5, 6, 5])}, "base", "head", [1], 1.0, 0.95)
+    found = compare({"base": arm("base", [5, 5, 5]), "head": arm("head", [5, 6, 5])}, "base", "head", [1], rule_at(1.0))
     base, head = found.batch_sizes[0].arms
     assert UNHELD_SHARE == 0.05
     assert (base.outran_hold, head.outran_hold) == (False, True)  # 15 of 300 is 5%; 16 is more

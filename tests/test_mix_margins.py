@@ -23,6 +23,7 @@ from guard.measure._reference import _ReferenceMix, _ReferenceRun, _top_logits, 
 from guard.measure._runner import run_interleaved
 from guard.report import Report, UnfoundedReport, read_report, render_comment
 from tests.report_fixtures import committed, current_file, remeasured, with_mix
+from tests.rules import rule_at
 from tests.test_explain_mix import FALLBACK, _arm, _mix
 from tests.test_margins import FLIPPED, WORKLOAD, next_up_ulp
 
@@ -99,7 +100,7 @@ def test_a_mix_that_disagrees_at_confident_outputs_in_every_process_changed_its_
     assert all(m.margin_floor is not None and m.margin_floor.ulps == MARGIN_FLOOR_ULPS for m in flipped)
     assert [(m.confident_disagreements, m.confident_compared) for m in flipped] == own
 
-    found = compare({"base": results["base"], "head": results["flipped"]}, "base", "head", [2], 1.0, 0.99, 0.01,
+    found = compare({"base": results["base"], "head": results["flipped"]}, "base", "head", [2], rule_at(1.0, 0.99),
                     mix_schedule=schedule, reference="base test")
     mixed_size = found.mix_comparison
     assert mixed_size is not None and mixed_size.verdict == "invalid" and found.verdict == "invalid"
@@ -110,7 +111,7 @@ def test_a_mix_that_disagrees_at_confident_outputs_in_every_process_changed_its_
     assert head.confident == [count for count, _ in own] and min(head.confident) > 0 and head.output_changed
     assert head.first_confident is not None and head.first_confident.margin_ulps > MARGIN_FLOOR_ULPS
 
-    same = compare({"base": results["base"], "head": results["same"]}, "base", "head", [2], 1.0, 0.99, 0.01,
+    same = compare({"base": results["base"], "head": results["same"]}, "base", "head", [2], rule_at(1.0, 0.99),
                    mix_schedule=schedule, reference="base test").mix_comparison
     assert same is not None and same.agreement is not None and same.agreement.margin_floor is not None
     unchanged = same.agreement.arm("head")
@@ -184,7 +185,7 @@ def _mix_agreement(near_ties: int, confident: int, margins: bool, base: str = "b
     reference = _reference(margins)
     found = compare({base: _measured(base, ROWS, reference), head: _measured(head, _flipped(near_ties, confident),
                                                                               reference)},
-                    base, head, [1], 1.0, 0.99, 0.01, mix_schedule=SCHEDULE, reference="base test")
+                    base, head, [1], rule_at(1.0, 0.99), mix_schedule=SCHEDULE, reference="base test")
     assert found.mix_comparison is not None and found.mix_comparison.agreement is not None
     return found.mix_comparison.agreement
 

@@ -15,6 +15,7 @@ from guard.measure import ArmMeasurement, BatchRun, MixRun, RepeatResult, TokenM
 from guard._errors import GuardError
 from guard.report import ReportError, read_report
 from tests.report_fixtures import committed, current_file, remeasured, with_mix
+from tests.rules import rule_at
 from tests.test_explain_mix import FALLBACK, NO_FALLBACK, _arm, _mix
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -48,8 +49,8 @@ def _arm_of(name: str, fixed_ms: float, mix_ms: float, *, forced: bool = False,
 
 
 def _compare(base: ArmMeasurement, head: ArmMeasurement, looks: int = 1, **more):  # type: ignore[no-untyped-def]
-    return compare({"base": base, "head": head}, "base", "head", [1], THRESHOLD, CONFIDENCE, 0.01,
-                   looks=looks, mix_schedule=SCHEDULE, **more)
+    return compare({"base": base, "head": head}, "base", "head", [1], rule_at(THRESHOLD, CONFIDENCE, looks=looks),
+                   mix_schedule=SCHEDULE, **more)
 
 
 def test_a_slower_mix_makes_the_verdict_a_regression_where_every_fixed_size_passes() -> None:
@@ -67,7 +68,7 @@ def test_a_slower_mix_makes_the_verdict_a_regression_where_every_fixed_size_pass
     assert head.gpu_ms_per_step.values == pytest.approx([statistics.fmean(2.2 * (1 - j) * s / 2 for s in SCHEDULE)
                                                          for j in JITTER])
     without = compare({"base": _arm_of("base", 1.0, 2.0), "head": _arm_of("head", 1.0, 2.2)}, "base", "head", [1],
-                      THRESHOLD, CONFIDENCE, 0.01)
+                      rule_at(THRESHOLD, CONFIDENCE))
     assert without.mix_comparison is None and without.verdict == "pass"  # no schedule given: no mix decided
 
 
@@ -118,7 +119,7 @@ def test_an_open_mix_gets_a_confirmation_round_of_its_own() -> None:
         more = {name: ArmMeasurement(arm=name, repeats=arm.repeats + [
             r.model_copy(update={"repeat": r.repeat + 5, "runs": []}) for r in arm.repeats])
             for name, arm in (("base", base), ("head", head))}
-        return compare(more, "base", "head", [1], THRESHOLD, CONFIDENCE, 0.01, looks=2, mix_schedule=SCHEDULE,
+        return compare(more, "base", "head", [1], rule_at(THRESHOLD, CONFIDENCE, looks=2), mix_schedule=SCHEDULE,
                        mix_look=2)
 
     final, rounds, stopped, missing = confirm_undecided(first, second)

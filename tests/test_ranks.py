@@ -21,6 +21,7 @@ from guard.measure import (
 )
 from guard.measure._runner import NO_MULTICAST, split_cpus
 from guard.sandbox import Launch, run_together
+from tests.rules import rule_at
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPEC = {"layers": 2, "d_model": 64, "n_heads": 4, "ffn": 96, "shared_ffn": 40, "vocab": 512, "max_len": 96,
@@ -250,10 +251,10 @@ def test_a_rank_that_disagrees_makes_the_batch_size_invalid() -> None:
         return ArmMeasurement(arm=name, repeats=repeats)
 
     same = [[1, 2]] * 4
-    good = compare({"base": arm("base", same, 1.0), "head": arm("head", same, 1.0)}, "base", "head", [2], 1.0, 0.95)
+    good = compare({"base": arm("base", same, 1.0), "head": arm("head", same, 1.0)}, "base", "head", [2], rule_at(1.0))
     assert good.verdict != "invalid"
     split = compare({"base": arm("base", same, 1.0), "head": arm("head", [[1, 2], [1, 2], [9, 2], [1, 2]], 1.0)},
-                    "base", "head", [2], 1.0, 0.95)
+                    "base", "head", [2], rule_at(1.0))
     assert split.verdict == "invalid"
     (reason,) = split.reasons
     assert (reason.kind, reason.arm, reason.rank, reason.step, reason.sequence) == ("ranks_disagree", "head", 1, 3, 0)

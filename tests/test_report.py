@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from guard.compare import StatedRule, decide_again
+from guard.compare import decide_again
 from guard.measure import spread
 from guard.report import SCHEMA_VERSION, Report, render_comment
 from guard.trace import trace_sections
@@ -262,8 +262,7 @@ def test_title_and_sentence_name_the_metric_that_decided() -> None:
     base = next(a for a in batch.arms if a.arm == report.base)
     slow_tok = [v * 0.9 for v in base.tok_per_s.values]  # head's tok/s 10% down, its GPU time the same
     arms = [a.model_copy(update={"tok_per_s": spread(slow_tok)}) if a.arm == report.head else a for a in batch.arms]
-    rule = StatedRule(threshold_pct=report.threshold_pct, tok_threshold_pct=report.tok_threshold_pct or 1.0,
-                      alpha=report.alpha, confidence=report.confidence, looks=1, batch_sizes=1)
+    rule = report.rule.model_copy(update={"decided_sizes": 1})  # the one batch size it keeps below
     again = decide_again(batch.model_copy(update={"arms": arms}), report.base, report.head, rule)
     assert again.verdict == "regression" and again.decided_by == "tok_per_s"
     by_tok = explained(report.model_copy(update={"batch_sizes": [again], "verdict": "regression", "traces": []}))

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from guard.compare import compare
 from guard.measure import relative_change, smallest_caught_pct
+from tests.rules import rule_at
 from tests.test_verdict import arm
 
 # derandomized: the same examples on every machine, so a failure is the code's, not the draw's
@@ -49,6 +50,6 @@ def test_a_slower_head_is_never_called_faster(base: list[float], noise: list[flo
     for factor in (first, first * (1 + more)):
         head_ms = [10 * factor * j for j in noise[:n]]
         decided = compare({"base": arm("base", {1: base_ms}), "head": arm("head", {1: head_ms})}, "base", "head",
-                          [1], 1.0, 0.95, looks=2)
+                          [1], rule_at(1.0, looks=2))
         verdicts.append(decided.verdict)
     assert SLOWNESS[verdicts[1]] >= SLOWNESS[verdicts[0]], verdicts

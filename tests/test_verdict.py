@@ -12,6 +12,7 @@ from scipy import stats as scipy_stats
 
 from guard.compare import compare, first_mismatch
 from guard.measure import ArmMeasurement, BatchRun, RepeatResult
+from tests.rules import rule_at
 
 STEPS = 8
 WARMUP = 3
@@ -75,7 +76,7 @@ def scaled(factor: float, jitter: list[float] = TINY, base: float = BASE_MS) -> 
 
 
 def run_compare(measurements: dict[str, ArmMeasurement], batch_sizes: list[int], threshold: float = THRESHOLD):
-    return compare(measurements, "base", "head", batch_sizes, threshold, CONFIDENCE)
+    return compare(measurements, "base", "head", batch_sizes, rule_at(threshold, CONFIDENCE))
 
 
 def geo_change_pct(before: list[float], after: list[float]) -> float:
@@ -477,8 +478,8 @@ def test_alpha_is_spent_over_looks_and_split_over_families_and_batch_sizes() -> 
     jitter = [1.0, 1.005, 0.995, 1.0025, 0.9975]
     before, after = scaled(1.0, jitter), scaled(1.0195, jitter[::-1])
     measurements = {"base": arm("base", {1: before, 2: before}), "head": arm("head", {1: after, 2: after})}
-    (alone,) = compare(measurements, "base", "head", [1], THRESHOLD, CONFIDENCE, 0.01, looks=1).batch_sizes
-    shared = compare(measurements, "base", "head", [1, 2], THRESHOLD, CONFIDENCE, 0.01, looks=2)
+    (alone,) = compare(measurements, "base", "head", [1], rule_at(THRESHOLD, CONFIDENCE, looks=1)).batch_sizes
+    shared = compare(measurements, "base", "head", [1, 2], rule_at(THRESHOLD, CONFIDENCE, looks=2))
     first_look = 0.01 * math.log(1 + (math.e - 1) / 2)  # 62% of alpha at the first of 2 looks
     assert alone.alpha_per_look == pytest.approx(0.01 / 2)
     assert [b.alpha_per_look for b in shared.batch_sizes] == [pytest.approx(first_look / (2 * 2))] * 2
@@ -489,7 +490,7 @@ def test_alpha_is_spent_over_looks_and_split_over_families_and_batch_sizes() -> 
     assert shared.batch_sizes[0].gpu_ms_bounds is not None and shared.batch_sizes[0].gpu_ms_bounds.confidence == \
         pytest.approx(1 - 2 * first_look / 4)
     # the second look spends the rest of alpha: 38% of it
-    (later,) = compare(measurements, "base", "head", [1, 2], THRESHOLD, CONFIDENCE, 0.01, looks=2,
+    (later,) = compare(measurements, "base", "head", [1, 2], rule_at(THRESHOLD, CONFIDENCE, looks=2),
                        look={1: 2, 2: 2}).batch_sizes[:1]
     assert later.alpha_per_look == pytest.approx((0.01 - first_look) / 4)
 
@@ -535,7 +536,7 @@ def test_a_confirmation_round_decides_only_the_batch_sizes_left_undecided() -> N
                  "head": arm("head", {1: scaled(1.0, TINY[::-1]), 2: scaled(1.0098, AT_T[::-1])})}
 
     def decide(measurements: dict[str, ArmMeasurement], look: dict[int, int] | None = None):  # type: ignore[no-untyped-def]
-        return compare(measurements, "base", "head", [1, 2], THRESHOLD, CONFIDENCE, looks=2, look=look)
+        return compare(measurements, "base", "head", [1, 2], rule_at(THRESHOLD, CONFIDENCE, looks=2), look=look)
 
     first = decide(round_one)
     assert [b.verdict for b in first.batch_sizes] == ["pass", "at_threshold"] and first.undecided_sizes == [2]
@@ -566,7 +567,7 @@ def test_confirmation_round_only_where_a_look_is_left_and_a_batch_size_is_open()
 
     def run(factor: float, jitter: list[float], looks: int):  # type: ignore[no-untyped-def]
         measurements = {"base": arm("base", {1: scaled(1.0, jitter)}), "head": arm("head", {1: scaled(factor, jitter)})}
-        return compare(measurements, "base", "head", [1], THRESHOLD, CONFIDENCE, looks=looks)
+        return compare(measurements, "base", "head", [1], rule_at(THRESHOLD, CONFIDENCE, looks=looks))
 
     clear, near, last = run(1.05, TINY, 2), run(1.0098, AT_T, 2), run(1.0098, AT_T, 1)
     assert (clear.verdict, clear.undecided_sizes) == ("regression", [])

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter
 
-from guard.compare import Reason, StatedRule, Verdict, decide_again, most_severe
+from guard.compare import Reason, Verdict, decide_again, most_severe
 from guard.explain import Explanation, Headline
 from guard.report import READ_VERSIONS, SCHEMA_VERSION, Report, explain_report
 from guard.trace import diff
@@ -65,9 +65,8 @@ def current_report(data: dict[str, Any]) -> Report:
                 alpha=data.get("alpha", 0.01),  # reports before the setting decided at 0.01
                 explanation=Explanation(headline=Headline(verdict=data["verdict"])).model_dump())
     report = Report.model_validate(data)
-    rule = StatedRule(threshold_pct=report.threshold_pct, alpha=report.alpha, confidence=report.confidence,
-                      tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct, looks=looks,
-                      batch_sizes=len(report.batch_sizes))
+    # decided again on GPU ms and tok/s alone, on the run's own spreads, as these schemas were
+    rule = report.rule.model_copy(update={"end_to_end_ms": None, "spreads": ()})
     batches = [decide_again(b, report.base, report.head, rule) for b in report.batch_sizes]
     reasons = [Reason(kind="arm_failed" if a.repeats else "arm_no_results", arm=a.name,
                       repeats_done=a.repeats or None, error=a.error)

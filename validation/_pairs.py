@@ -90,7 +90,7 @@ def facts_of(record: PairRecord, report: Report, verdict: Verdict) -> PairFacts:
         batch_size=batch.batch_size,
         verdict=verdict,
         threshold_pct=report.threshold_pct,
-        tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct,
+        tok_threshold_pct=report.tok_threshold_pct,
         gpu_ms_change=batch.gpu_ms_change,
         tok_per_s_change=batch.tok_per_s_change,
         cause=cause_of(report, batch.batch_size),

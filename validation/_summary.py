@@ -14,7 +14,7 @@ from guard._errors import ConfigError
 from guard.calibrate import FLOOR_PCT
 from guard.report._words import CAUSE
 from guard.compare import ArmStats, Comparison, Verdict, compare, confirm_undecided
-from guard.config import MeasureConfig
+from guard.config import MeasureConfig, Rule, Threshold
 from guard.measure import ArmMeasurement, BatchRun, RepeatResult
 
 from ._models import (
@@ -51,15 +51,16 @@ def redecide(
 
 def compare_pair(pair: Pair, rounds: int, gpu_pct: float, tok_pct: float, looks: int = 1) -> Comparison:
     """The compare stage on the repeats of the pair's first `rounds` rounds, as its report keeps
-    them, decided at look `rounds` of `looks`."""
+    them, decided at look `rounds` of `looks`: step times (GPU ms, end-to-end ms) at `gpu_pct`,
+    tok/s at `tok_pct`."""
     report = pair.report
     batch = report.batch_sizes[0]
     count = rounds * report.workload.repeats
     measurements = {a.arm: _measurement(a, batch.batch_size, report.workload.steps, count) for a in batch.arms}
-    return compare(
-        measurements, report.base, report.head, [batch.batch_size], gpu_pct, report.confidence, report.alpha,
-        tok_pct, looks=max(looks, rounds), look={batch.batch_size: rounds},
-    )
+    times = Threshold(pct=gpu_pct)
+    rule = Rule(gpu_ms=times, tok_per_s=Threshold(pct=tok_pct), end_to_end_ms=times, alpha=report.alpha,
+                confidence=report.confidence, looks=max(looks, rounds))
+    return compare(measurements, report.base, report.head, [batch.batch_size], rule, look={batch.batch_size: rounds})
 
 
 def _measurement(arm: ArmStats, batch_size: int, steps: int, count: int) -> ArmMeasurement:

@@ -7,7 +7,7 @@ from guard.compare._fingerprint import IDENTITY_FIELDS, FingerprintCheck, check_
 from guard.compare._hashes import first_mismatch
 from guard.compare._interval import Slowdown, time_ratio
 from guard.compare._models import (
-    METRICS, MIX_BATCH, UNDECIDED, UNHELD_SHARE, VERDICT_SEVERITY, Agreement, ArmAgreement, ArmStats, BatchComparison,
+    MIX_BATCH, UNDECIDED, UNHELD_SHARE, VERDICT_SEVERITY, Agreement, ArmAgreement, ArmStats, BatchComparison,
     Comparison, MetricKey, RoundsStop, TokenMismatch, Verdict, most_severe,
 )
 from guard.compare._ranks import (
@@ -15,10 +15,13 @@ from guard.compare._ranks import (
     RankStats, arm_ranks, rank_change, straggler_of,
 )
 from guard.compare._reasons import Reason, ReasonKind, SeenValue
-from guard.compare._recheck import Discrepancy, StatedRule, decide_again, recheck, same_facts
+from guard.compare._recheck import Discrepancy, decide_again, recheck, same_facts
 from guard.compare._rounds import Decide, MeasureRound, RoundsOutcome, decide_in_rounds
-from guard.compare._rule import FAMILIES_PER_LOOK, METRICS_PER_LOOK, RULE_VERSION, alpha_per_look, bounds_level, spent
 from guard.compare._verdict import Rounds, compare, confirm_undecided
+# the rule's names, defined with the rule (guard/config/_rule.py), as this stage has always offered them
+from guard.config import (
+    FAMILIES_PER_LOOK, METRICS, METRICS_PER_LOOK, RULE_VERSION, alpha_per_look, bounds_level, spent,
+)
 
 __all__ = [
     "Decide",
@@ -64,7 +67,6 @@ __all__ = [
     "MetricKey",
     "SideDisagreement",
     "Slowdown",
-    "StatedRule",
     "TokenMismatch",
     "Verdict",
     "agreement",

@@ -32,10 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from guard.compare._borrow import Borrowing, borrowing
-from guard.compare._models import (
-    METRICS, UNDECIDED, VERDICT_SEVERITY, ArmStats, BatchComparison, MetricKey, Verdict,
-)
-from guard.compare._rule import Rule
+from guard.compare._models import UNDECIDED, VERDICT_SEVERITY, ArmStats, BatchComparison, MetricKey, Verdict
+from guard.config import METRICS, Rule
 from guard.measure import (
     Change, PriorSpread, detectable_change_pct, relative_change, repeats_to_decide, repeats_to_rule_out,
     caught_at_spread, smallest_caught_pct,
@@ -145,7 +143,7 @@ def _decided_values(base: ArmStats, head: ArmStats, rule: Rule) -> dict[MetricKe
         "gpu_ms": [base.gpu_ms_per_step.values, head.gpu_ms_per_step.values],
         "tok_per_s": [base.tok_per_s.values, head.tok_per_s.values]}
     ends = [base.end_to_end_gpu_ms_per_step, head.end_to_end_gpu_ms_per_step]
-    if rule.end_to_end_pct is not None and None not in ends:
+    if rule.end_to_end_ms is not None and None not in ends:
         values["end_to_end_ms"] = [e.values for e in ends]  # type: ignore[union-attr]
     return values
 
@@ -164,21 +162,20 @@ def decide_by_interval(measured: BatchComparison, base: ArmStats, head: ArmStats
     spread into its bounds, as into the change shown beside them."""
     level = rule.bounds_confidence
     values = _decided_values(base, head, rule)
-    thresholds = {"gpu_ms": rule.gpu_pct, "tok_per_s": rule.tok_pct, "end_to_end_ms": rule.end_to_end_pct}
     decided: dict[MetricKey, _Decided] = {
-        m: _decide(v, thresholds[m], level, rate=m == "tok_per_s", always=m == "gpu_ms",  # type: ignore[arg-type]
+        m: _decide(v, rule.pct(m), level, rate=m == "tok_per_s", always=m == "gpu_ms",
                    borrowed=measured.borrowing(m), shown_keeps_open=rule.felt_decides)
         for m, v in values.items()
     }
     verdicts = {m: decided[m].verdict for m in METRICS if m in decided}
-    tok_measurable = (decided["tok_per_s"].detectable_pct <= UNMEASURABLE_FACTOR * rule.tok_pct  # type: ignore[operator]
+    tok, end = decided["tok_per_s"], decided.get("end_to_end_ms")
+    tok_measurable = (tok.detectable_pct <= UNMEASURABLE_FACTOR * tok.threshold_pct  # type: ignore[operator]
                       or verdicts["tok_per_s"] in ("regression", "improvement"))
     verdict, decided_by = batch_verdict(verdicts, rule.felt_decides)
     needed = None
     if decided_by is not None and verdict in UNDECIDED:
         by = decided[decided_by]
         needed = repeats_to_decide(by.values, by.slowdown.pct, by.threshold_pct, level, prior=by.prior)
-    tok, end = decided["tok_per_s"], decided.get("end_to_end_ms")
     return measured.model_copy(update={
         "verdict": verdict,
         "gpu_ms_verdict": verdicts["gpu_ms"],
@@ -187,7 +184,7 @@ def decide_by_interval(measured: BatchComparison, base: ArmStats, head: ArmStats
         "tok_per_s_gates": tok.gates,
         "tok_per_s_detectable_pct": tok.detectable_pct,
         "tok_per_s_measurable": tok_measurable,
-        "tok_per_s_repeats_to_gate": None if tok.gates else repeats_to_rule_out(tok.values, rule.tok_pct, level,
+        "tok_per_s_repeats_to_gate": None if tok.gates else repeats_to_rule_out(tok.values, tok.threshold_pct, level,
                                                                                  prior=tok.prior),
         "end_to_end_verdict": end.verdict if end else None,
         "end_to_end_gates": end.gates if end else None,

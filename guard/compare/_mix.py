@@ -16,8 +16,8 @@ import statistics
 from guard.compare._agreement import agreement
 from guard.compare._models import MIX_BATCH, ArmStats, BatchComparison
 from guard.compare._reasons import Reason
-from guard.compare._rule import Rule
 from guard.compare._hashes import first_mismatch
+from guard.config import Rule
 from guard.measure import ArmMeasurement, MixRun, spread, usable_mix_runs
 
 

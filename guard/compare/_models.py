@@ -10,7 +10,7 @@ from guard.compare._borrow import Borrowing
 from guard.compare._compiled import CompiledChange
 from guard.compare._ranks import ArmRanks, RankChange
 from guard.compare._reasons import Reason
-from guard.config import CalibratedSpread
+from guard.config import CalibratedSpread, MetricKey
 from guard.measure import (
     MIX_BATCH, Change, MarginFloor, MarginMismatch, SlowProcess, SourceLabel, Spread, TokenMismatch,
 )
@@ -24,10 +24,6 @@ VERDICT_SEVERITY: tuple[Verdict, ...] = ("invalid", "regression", "at_threshold"
 UNDECIDED: tuple[Verdict, ...] = ("at_threshold", "inconclusive")  # what another round could still decide
 
 
-# the metrics a verdict is decided on: GPU ms per step (held), end-to-end ms per step (unheld:
-# the host's launch time included, as the user feels it; GPU only) and tok/s
-MetricKey = Literal["gpu_ms", "end_to_end_ms", "tok_per_s"]
-METRICS: tuple[MetricKey, ...] = ("gpu_ms", "end_to_end_ms", "tok_per_s")  # in the order a tie between them is named
 # Why a run took no further round: every batch size (and the mix) decided, the next round would
 # not fit the time budget left, or the run took the most rounds it may (measure.max_rounds).
 RoundsStop = Literal["decided", "budget", "max_rounds"]
@@ -247,16 +243,6 @@ class Comparison(BaseModel):
         if self.mix_comparison is not None and not self.mix_comparison.mix:
             raise ValueError(f"mix_comparison is not the mix's: its batch size is {MIX_BATCH}")
         return self
-
-    def threshold_of(self, metric: MetricKey) -> float:
-        """The metric's threshold in percent (older reports: tok/s's and end-to-end's are GPU ms's)."""
-        stated = {"tok_per_s": self.tok_threshold_pct, "end_to_end_ms": self.end_to_end_threshold_pct}.get(metric)
-        return stated or self.threshold_pct
-
-    @property
-    def metrics_per_look(self) -> int:
-        """The metrics alpha was split over: end-to-end ms counts from the reports that decide it."""
-        return len(METRICS) if self.end_to_end_threshold_pct is not None else len(METRICS) - 1
 
     def decided(self) -> list[BatchComparison]:
         """Everything the verdict was decided over: the batch sizes, then the mix."""

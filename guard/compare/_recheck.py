@@ -25,9 +25,8 @@ from guard.compare._agreement import ConfidentCounts, judge
 from guard.compare._models import UNHELD_SHARE, Agreement, ArmAgreement, ArmStats, BatchComparison, Verdict
 from guard.compare._models import most_severe
 from guard.compare._ranks import straggler_again
-from guard.compare._rule import RULE_VERSION, Rule
 from guard.compare._verdict import _compare_timings, ranks_disagree, with_rank_change
-from guard.config import MAX_ROUNDS, CalibratedSpread
+from guard.config import MAX_ROUNDS, Rule
 from guard.measure import Change, Spread
 
 # Floats read back from JSON are the ones written; another scipy may differ in the last digits.
@@ -50,29 +49,13 @@ class Discrepancy(BaseModel):
 MOST_LOOKS = MAX_ROUNDS  # a run takes this many rounds at most, the first included
 
 
-class StatedRule(BaseModel):
-    """The rule a report says it was decided by: thresholds in percent, alpha, confidence, the
-    looks the run could take and the batch sizes alpha was split over."""
-
-    threshold_pct: float
-    tok_threshold_pct: float
-    alpha: float
-    confidence: float
-    looks: int
-    batch_sizes: int = 1
-    # None: a report from before end-to-end ms was decided, its alpha split over 2 metrics
-    end_to_end_threshold_pct: float | None = None
-    spreads: list[CalibratedSpread] = []  # the calibration's, as the report kept them
-    version: int = RULE_VERSION  # the rule's (compare/_rule.py): 1 for schema 7's reports
-
-
-
 def recheck(
-    batches: list[BatchComparison], base: str, head: str, rule: StatedRule, *,
+    batches: list[BatchComparison], base: str, head: str, rule: Rule, *,
     verdict: Verdict, hash_match: bool | None, failed_arms: list[str],
 ) -> list[Discrepancy]:
     """Every discrepancy between what `batches` and the overall `verdict` / `hash_match` state
-    and what their own values give under `rule`; [] for a report that holds up. `failed_arms`:
+    and what their own values give under `rule`, the one the report states (`Report.rule`); []
+    for a report that holds up. `failed_arms`:
     arms that failed to build or run (the comparison is invalid then)."""
     found = _rule_discrepancies(rule, len(batches))
     if found:
@@ -107,13 +90,10 @@ def recheck(
     return found
 
 
-def decide_again(stored: BatchComparison, base: str, head: str, stated: StatedRule) -> BatchComparison:
+def decide_again(stored: BatchComparison, base: str, head: str, stated: Rule) -> BatchComparison:
     """The batch size's comparison made again from its stored arms and counts, as
     `compare` makes it from the measurements: the like-for-like check, then the timings."""
-    rule = Rule(stated.threshold_pct, stated.tok_threshold_pct, stated.alpha, stated.confidence,
-                looks=stated.looks, decided_sizes=stated.batch_sizes, look=stored.look,
-                end_to_end_pct=stated.end_to_end_threshold_pct, spreads=tuple(stated.spreads),
-                version=stated.version)
+    rule = stated.at_look(stored.look)
     size, arms = stored.batch_size, stored.arms
     by_name = {a.arm: a for a in arms}
     if base not in by_name or head not in by_name:
@@ -144,22 +124,22 @@ def _agreement_again(stored: Agreement, base: str) -> Agreement:
                  {a.arm: a.first_disagreement for a in stored.arms}, margins)
 
 
-def _rule_discrepancies(rule: StatedRule, batch_sizes: int) -> list[Discrepancy]:
+def _rule_discrepancies(rule: Rule, batch_sizes: int) -> list[Discrepancy]:
     found = []
     if not 1 <= rule.looks <= MOST_LOOKS:
         found.append(Discrepancy(kind="shape", batch_size=None, field="looks", stated=f"{rule.looks!r}",
                                  recomputed=f"1 to {MOST_LOOKS}"))
-    if rule.batch_sizes != batch_sizes:
+    if rule.decided_sizes != batch_sizes:
         found.append(Discrepancy(kind="shape", batch_size=None, field="batch_sizes", stated=f"{batch_sizes}",
-                                 recomputed=f"{rule.batch_sizes} (alpha was split over them)"))
+                                 recomputed=f"{rule.decided_sizes} (alpha was split over them)"))
     bounds = {
-        "threshold_pct": (rule.threshold_pct, 0.0, math.inf),
-        "tok_threshold_pct": (rule.tok_threshold_pct, 0.0, 100.0),  # tok/s cannot fall by 100% or more
+        "threshold_pct": (rule.gpu_ms.pct, 0.0, math.inf),
+        "tok_threshold_pct": (rule.tok_per_s.pct, 0.0, 100.0),  # tok/s cannot fall by 100% or more
         "alpha": (rule.alpha, 0.0, 0.5),
         "confidence": (rule.confidence, 0.5, 1.0),
     }
-    if rule.end_to_end_threshold_pct is not None:
-        bounds["end_to_end_threshold_pct"] = (rule.end_to_end_threshold_pct, 0.0, math.inf)
+    if rule.end_to_end_ms is not None:
+        bounds["end_to_end_threshold_pct"] = (rule.end_to_end_ms.pct, 0.0, math.inf)
     return found + [
         Discrepancy(kind="shape", batch_size=None, field=name, stated=f"{value!r}",
                     recomputed=f"a finite number over {low:g} and under {high:g}")
@@ -168,7 +148,7 @@ def _rule_discrepancies(rule: StatedRule, batch_sizes: int) -> list[Discrepancy]
     ]
 
 
-def _shape(stored: BatchComparison, base: str, head: str, rule: StatedRule) -> list[Discrepancy]:
+def _shape(stored: BatchComparison, base: str, head: str, rule: Rule) -> list[Discrepancy]:
     """What must hold before the batch size can be decided again: each arm once, its spreads
     its own values' (positive and finite), a count per repeat; counts within what was compared."""
     found: list[Discrepancy] = []

@@ -3,7 +3,6 @@ are decided by the interval rule (`_interval.py`), more rounds for those it leav
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Callable, NamedTuple
 
 from guard.compare._agreement import agreement
@@ -17,9 +16,8 @@ from guard.compare._models import (
 )
 from guard.compare._ranks import arm_ranks, rank_change
 from guard.compare._reasons import Reason
-from guard.compare._rule import Rule
 from guard.compare._set_aside import kept_arm, slow_set_aside
-from guard.config import CalibratedSpread
+from guard.config import Rule
 from guard.measure import (
     ArmMeasurement, BatchRun, Change, PriorSpread, RepeatResult, Spread, relative_change, spread,
 )
@@ -30,29 +28,21 @@ def compare(
     base: str,
     head: str,
     batch_sizes: list[int],
-    threshold_pct: float,
-    confidence: float,
-    alpha: float = 0.01,
-    tok_threshold_pct: float | None = None,
+    rule: Rule,
     reference: str | None = None,
     *,
-    looks: int = 1,
     look: dict[int, int] | None = None,
     mix_schedule: list[int] | None = None,
     mix_look: int = 1,
-    end_to_end_threshold_pct: float | None = None,
-    spreads: Sequence[CalibratedSpread] = (),
 ) -> Comparison:
-    """`threshold_pct` applies to GPU ms per step, `tok_threshold_pct` and
-    `end_to_end_threshold_pct` (default the same) to tok/s and end-to-end ms per step; `alpha` is
-    the error level of the whole verdict, split over `looks` (the rounds the run may take) x 3
-    metrics x the batch sizes. `look`: per batch size, the round it is decided at
-    (default 1), on the processes of that round and the earlier ones that measured it.
-    `confidence` is the level of the intervals shown beside the decision's; `reference` names
-    where forced runs' input ids came from. `mix_schedule`: the mix pass's sizes per step, as the
-    guard drew them, when the workload has a mix: the mix is then decided like one more batch
-    size (at `mix_look`), and alpha is split over it too. `spreads`: the calibration's, which a
-    metric's bounds borrow where the run's own spread agrees with them (`_borrow.py`)."""
+    """Each batch size decided by `rule`: its thresholds, its alpha spent over `rule.looks` (the
+    rounds the run may take) and split over the batch sizes, the confidence of the intervals
+    shown beside the decision's, and the calibration's spreads, which a metric's bounds borrow
+    where the run's own spread agrees with them (`_borrow.py`). `look`: per batch size, the
+    round it is decided at (default 1), on the processes of that round and the earlier ones
+    that measured it. `reference` names where forced runs' input ids came from. `mix_schedule`:
+    the mix pass's sizes per step, as the guard drew them, when the workload has a mix: the mix
+    is then decided like one more batch size (at `mix_look`), and alpha is split over it too."""
     reasons = [
         Reason(kind="clock_refused", arm=name, repeats_done=len(m.repeats), clock=m.clock_misfit) if m.clock_misfit
         else Reason(kind="arm_failed", arm=name, repeats_done=len(m.repeats), error=m.error) if m.repeats
@@ -61,9 +51,7 @@ def compare(
     ]
     fingerprints = check_measurements(measurements)
     reasons += fingerprints.invalid_reasons
-    rule = Rule(threshold_pct, tok_threshold_pct or threshold_pct, alpha, confidence, looks=looks,
-                decided_sizes=len(batch_sizes) + (mix_schedule is not None),
-                end_to_end_pct=end_to_end_threshold_pct or threshold_pct, spreads=tuple(spreads))
+    rule = rule.model_copy(update={"decided_sizes": len(batch_sizes) + (mix_schedule is not None)})
     batches = [
         with_rank_change(_compare_batch(measurements, base, head, bs, rule.at_look((look or {}).get(bs, 1)),
                                         reference), base, head)
@@ -78,18 +66,18 @@ def compare(
         verdict=verdict,
         reasons=reasons + [r for b in decided for r in b.reasons],
         hash_match=all(hash_matches) if hash_matches else None,
-        threshold_pct=threshold_pct,
-        tok_threshold_pct=rule.tok_pct,
-        end_to_end_threshold_pct=rule.end_to_end_pct,
-        alpha=alpha,
-        confidence=confidence,
+        threshold_pct=rule.gpu_ms.pct,
+        tok_threshold_pct=rule.tok_per_s.pct,
+        end_to_end_threshold_pct=rule.end_to_end_ms.pct if rule.end_to_end_ms is not None else None,
+        alpha=rule.alpha,
+        confidence=rule.confidence,
         batch_sizes=batches,
         warnings=fingerprints.warnings,
         gpu_fingerprint=fingerprints.summary,
-        looks=looks,
+        looks=rule.looks,
         mix_comparison=mixed,
         compiled=compiled_change(measurements, base, head),
-        calibrated_spreads=list(spreads),
+        calibrated_spreads=list(rule.spreads),
     )
 
 

@@ -27,14 +27,23 @@ from guard.config._models import (
 from guard.config._overrides import ConfigOverrides, apply_overrides
 from guard.config._entry import check_entry_in_commit
 from guard.config._paths import check_entry
-from guard.config._sources import MAX_CONFIG_BYTES, MAX_REFERENCE_BYTES, CommitFiles, Files, FolderFiles
-from guard.config._thresholds import (
-    CalibratedSpread, Thresholds, ThresholdSource, ThresholdSources, load_thresholds, read_thresholds,
-    write_thresholds,
+from guard.config._rule import (
+    FAMILIES_PER_LOOK, METRICS, METRICS_PER_LOOK, RULE_VERSION, AtThreshold, MetricKey, Rule, Threshold,
+    ThresholdSource, alpha_per_look, bounds_level, spent,
 )
+from guard.config._sources import MAX_CONFIG_BYTES, MAX_REFERENCE_BYTES, CommitFiles, Files, FolderFiles
+from guard.config._thresholds import CalibratedSpread, Thresholds, load_thresholds, read_thresholds, write_thresholds
 
 __all__ = [
+    "AtThreshold",
     "CalibratedSpread",
+    "FAMILIES_PER_LOOK",
+    "METRICS",
+    "METRICS_PER_LOOK",
+    "MetricKey",
+    "RULE_VERSION",
+    "Rule",
+    "Threshold",
     "DEFAULT_CONFIG_NAME",
     "MAX_CONFIG_BYTES",
     "MAX_DIFF_LINES",
@@ -59,11 +68,12 @@ __all__ = [
     "GuardConfig",
     "MeasureConfig",
     "ThresholdSource",
-    "ThresholdSources",
     "Thresholds",
     "Workload",
     "WorkloadConfig",
+    "alpha_per_look",
     "apply_overrides",
+    "bounds_level",
     "check_entry",
     "check_entry_in_commit",
     "config_uncommitted",
@@ -75,6 +85,7 @@ __all__ = [
     "load_thresholds",
     "parse_config",
     "read_thresholds",
+    "spent",
     "threshold_refusal",
     "write_thresholds",
 ]

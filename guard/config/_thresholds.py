@@ -64,24 +64,6 @@ class Thresholds(BaseModel):
         return self
 
 
-# Where a run's threshold for a metric came from: the config (measure.threshold_pct, and for
-# end-to-end ms measure.end_to_end_threshold_pct), the thresholds file `guard calibrate` wrote,
-# or that file's GPU ms threshold where it wrote none for the metric: tok/s too noisy to gate
-# where it was calibrated; end-to-end ms too noisy or not measured there, or a file from before
-# it was calibrated.
-ThresholdSource = Literal["configured", "calibrated", "gpu_ms_fallback"]
-
-
-class ThresholdSources(BaseModel):
-    """Where each metric's threshold came from, as the run read them (the pipeline's `_thresholds`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    gpu_ms: Literal["configured", "calibrated"]
-    tok_per_s: ThresholdSource
-    end_to_end_ms: ThresholdSource
-
-
 def load_thresholds(path: Path) -> Thresholds:
     """A thresholds file on disk, e.g. the one `guard calibrate` just wrote."""
     return read_thresholds(FolderFiles(folder=path.parent), path.name)

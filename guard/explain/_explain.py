@@ -28,7 +28,7 @@ def explain(
     base: str,
     head: str,
     *,
-    threshold_pct: float,
+    thresholds: dict[MetricKey, float],
     confidence: float,
     ablation_builds: dict[str, str] | None = None,
     capture: CaptureChanges | None = None,
@@ -37,23 +37,20 @@ def explain(
     mix_decision: BatchComparison | None = None,
     rank_diffs: dict[int, RankDiff] | None = None,
     compiled: CompiledChange | None = None,
-    tok_threshold_pct: float | None = None,
-    end_to_end_threshold_pct: float | None = None,
 ) -> Explanation:
     """`diffs`: the profiled pass's base -> head diff per batch size; `ablation_builds`: each
     ablation arm that ran, and the arm whose build it reuses; `mix`: the batch-size mix's
     figures, `mix_trace` the diff of its own profiled pass where it has one, and `mix_decision`
     the compare stage's verdict on it; `rank_diffs`: per batch size of several ranks, the diff
     of base's profiled passes across the ranks with head's; `compiled`: what dynamo compiled in
-    each arm. tok/s's and end-to-end ms's thresholds default to `threshold_pct`."""
+    each arm. `thresholds`: each metric the rule decides, its threshold in percent (`Rule.pcts`)."""
     rows = padded_rows(mix, base, head)
     causes = [c for b in batches if b.verdict in ("regression", "at_threshold")
               if (c := cause_of(b, diffs.get(b.batch_size), rows.get(b.batch_size))) is not None]
     ranks = rank_causes(batches, rank_diffs or {}, head)
     broke = compiled_cause(compiled, causes)
     headline = _headline(verdict, batches + ([mix_decision] if mix_decision is not None else []), diffs, causes,
-                         {"gpu_ms": threshold_pct, "tok_per_s": tok_threshold_pct or threshold_pct,
-                          "end_to_end_ms": end_to_end_threshold_pct or threshold_pct}, capture, ranks)
+                         thresholds, capture, ranks)
     if broke is not None and headline.batch_size in broke.batch_sizes:
         headline = headline.model_copy(update={"graph_breaks": True})
     return Explanation(
@@ -63,7 +60,7 @@ def explain(
         compiled=broke,
         ablations=[e for arm, source in (ablation_builds or {}).items() for b in batches
                    if (e := _ablation(b, arm, "base" if source == base else "head", base, confidence))],
-        launch_notes=[n for b in batches if (n := _launch_note(b, base, head, threshold_pct))],
+        launch_notes=[n for b in batches if (n := _launch_note(b, base, head, thresholds["gpu_ms"]))],
         profile_scales=[s for b in batches if b.verdict in ("regression", "at_threshold")
                         if (s := _profile_scale(b, diffs.get(b.batch_size), base, head))],
         mix=mix_attribution(mix, base, head, decision=mix_decision, dominant_share=DOMINANT_SHARE, diffs=diffs,

@@ -44,7 +44,7 @@ class RoundsBudget:
     def looks_that_fit(self, processes: int, most: int) -> int:
         """The looks a run can plan on: the first, and as many rounds of `processes` as the budget
         holds at the last round's process time, `most` at most. Alpha is spent over these alone
-        (guard/compare/_rule.py), none on a look the budget cannot hold."""
+        (guard/config/_rule.py), none on a look the budget cannot hold."""
         each = self.estimate_s(processes)
         if self.left_s() <= 0:
             return 1

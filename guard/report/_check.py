@@ -9,7 +9,8 @@ import re
 from pathlib import Path
 
 from guard._errors import GuardError
-from guard.compare import Discrepancy, StatedRule, recheck, same_facts
+from guard.compare import Discrepancy, recheck, same_facts
+from guard.config import MetricKey
 from guard.measure import SlowMetric, SlowProcesses, find_slow_processes, processes_of
 from guard.report import _words as words
 from guard.report._explained import explain_report
@@ -28,13 +29,8 @@ class UnfoundedReport(GuardError):
 def check_report(report: Report, path: Path, *, check_explanation: bool = True) -> None:
     """Raises UnfoundedReport, naming what does not hold, unless the report holds up.
     `check_explanation=False` leaves the stated explanation aside, for a reader that replaces it."""
-    rule = StatedRule(threshold_pct=report.threshold_pct, alpha=report.alpha, confidence=report.confidence,
-                      tok_threshold_pct=report.tok_threshold_pct or report.threshold_pct,
-                      looks=report.looks, batch_sizes=len(report.decided()),
-                      end_to_end_threshold_pct=report.end_to_end_threshold_pct,
-                      spreads=report.calibrated_spreads, version=report.rule_version)
     found = _shape(report) or recheck(
-        report.decided(), report.base, report.head, rule,
+        report.decided(), report.base, report.head, report.rule,
         verdict=report.verdict, hash_match=report.hash_match,
         failed_arms=[a.name for a in report.arms if a.status != "ok"],
     ) or _slow_processes(report) or _rank_traces(report) or (_explanation(report) if check_explanation else [])
@@ -125,18 +121,21 @@ def _sources_hold(report: Report) -> list[Discrepancy]:
     def wrong(field: str, stated: str, expected: str) -> None:
         found.append(Discrepancy(kind="shape", batch_size=None, field=field, stated=stated, recomputed=expected))
 
-    configured = sources.gpu_ms == "configured"
+    rule = report.rule
+    configured = sources["gpu_ms"] == "configured"
     if not configured and report.overrides is not None and "threshold_pct" in report.overrides.given():
-        wrong("threshold_sources.gpu_ms", sources.gpu_ms, "configured (the command line gave the threshold)")
-    for metric, field, held in (("tok_per_s", "tok_threshold_pct", ("configured", "gpu_ms_fallback")),
-                                ("end_to_end_ms", "end_to_end_threshold_pct", ("gpu_ms_fallback",))):
-        source = getattr(sources, metric)
+        wrong("threshold_sources.gpu_ms", sources["gpu_ms"], "configured (the command line gave the threshold)")
+    held_by: tuple[tuple[MetricKey, str, tuple[str, ...]], ...] = (
+        ("tok_per_s", "tok_threshold_pct", ("configured", "gpu_ms_fallback")),
+        ("end_to_end_ms", "end_to_end_threshold_pct", ("gpu_ms_fallback",)))
+    for metric, field, held in held_by:
+        source = sources[metric]
         if (source == "configured") != configured:
             wrong(f"threshold_sources.{metric}", source, "configured, like GPU ms's," if configured
                   else "calibrated or gpu_ms_fallback (GPU ms's came from a thresholds file)")
-        elif source in held and report.threshold_of(metric) != report.threshold_pct:
-            wrong(field, f"{report.threshold_of(metric)!r} with threshold_sources.{metric} {source}",
-                  f"{report.threshold_pct!r} (GPU ms's)")
+        elif source in held and metric in rule.thresholds() and rule.pct(metric) != rule.gpu_ms.pct:
+            wrong(field, f"{rule.pct(metric)!r} with threshold_sources.{metric} {source}",
+                  f"{rule.gpu_ms.pct!r} (GPU ms's)")
     return found
 
 

@@ -26,12 +26,11 @@ def _as_schema_8(cause: Cause) -> Cause:
 def _explain(report: Report) -> Explanation:
     return explain(
         report.verdict, report.batch_sizes, {t.batch_size: t.diff for t in report.traces if t.diff is not None},
-        report.base, report.head, threshold_pct=report.threshold_pct, confidence=report.confidence,
+        report.base, report.head, thresholds=report.rule.pcts(), confidence=report.confidence,
         ablation_builds={a.name: a.source for a in report.arms if a.source is not None and a.status == "ok"},
         capture=report.capture, mix=report.mix,
         mix_trace=report.mix_traces.diff if report.mix_traces is not None else None,
         mix_decision=report.mix_comparison,
         rank_diffs={t.batch_size: t.diff for t in report.rank_traces if t.diff is not None},
         compiled=report.compiled,
-        tok_threshold_pct=report.tok_threshold_pct, end_to_end_threshold_pct=report.end_to_end_threshold_pct,
     )

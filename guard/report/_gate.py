@@ -24,6 +24,6 @@ _GATE: dict[str, Gate] = {
 
 
 def gate(report: Report) -> Gate:
-    if report.verdict == "at_threshold" and report.at_threshold_status == "fail":
+    if report.verdict == "at_threshold" and report.rule.at_threshold == "fail":
         return "failure"
     return _GATE[report.verdict]

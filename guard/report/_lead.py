@@ -3,7 +3,7 @@ and the interval rule's level and account, with this run's figures."""
 
 from __future__ import annotations
 
-from guard.compare import BatchComparison, MetricKey, alpha_per_look, spent
+from guard.compare import BatchComparison, MetricKey, spent
 from guard.measure import MOST_REPEATS, PASS_RATE, Change
 from guard.report import _words as words
 from guard.report._roles import the_threshold, threshold_text
@@ -20,12 +20,12 @@ def bounds_level(report: Report) -> str:
 
 def _alpha_per_look(report: Report) -> float:
     """Each bound's error at the first look (later looks' are in their batch sizes' rows)."""
-    return alpha_per_look(report.alpha, report.looks, max(1, len(report.decided())), report.metrics_per_look,
-                          look=1, version=report.rule_version)
+    rule = report.rule  # at its first look; a report without a batch size counts one, as a run decides one at least
+    return rule.model_copy(update={"decided_sizes": max(1, rule.decided_sizes)}).alpha_per_look
 
 
 def limit(report: Report, metric: MetricKey) -> float:
-    return report.threshold_of(metric)
+    return report.rule.pct(metric)
 
 
 def shown(batch: BatchComparison, metric: MetricKey) -> Change | None:
@@ -152,7 +152,7 @@ def rule_note(report: Report) -> str:
     looks, n = report.looks, len(report.batch_sizes)
     mixed = " and the batch-size mix" if report.mix_comparison is not None else ""
     gpu = words.metric("gpu_ms", report.gpu_timed())
-    if report.rule_version >= 2:
+    if report.rule.version >= 2:
         first = spent(report.alpha, looks, 1)
         split = (f"Each bound of the first look is wrong at most {each} of the time: alpha {report.alpha:g} is "
                  f"spent over the {words.plural(looks, 'look')} the time budget holds"
@@ -163,7 +163,7 @@ def rule_note(report: Report) -> str:
                  + f") x {words.plural(n, 'batch size')}{mixed}. ")
     else:
         split = (f"Each bound is wrong at most {each} of the time (alpha {report.alpha:g} split over "
-                 f"{words.plural(looks, 'round')} x {report.metrics_per_look} metrics x "
+                 f"{words.plural(looks, 'round')} x {report.rule.metrics_per_look} metrics x "
                  f"{words.plural(n, 'batch size')}{mixed}). ")
     return (
         f"A batch size is a regression when the lower bound of its slowdown is above the threshold "
@@ -175,7 +175,7 @@ def rule_note(report: Report) -> str:
         "detect its threshold"
         + (f"; so does {words.END_TO_END} (unheld, the host's launch time included; "
            f"{threshold_text(report, 'end_to_end_ms')}), which otherwise decides a slowdown whose whole "
-           "interval is past it" if report.end_to_end_threshold_pct is not None and report.gpu_timed() else "")
+           "interval is past it" if report.rule.end_to_end_ms is not None and report.gpu_timed() else "")
         + ". "
         + _rounds_note(report)
         + "is at threshold (a slowdown is shown, its size against the threshold is not) or inconclusive (no change "

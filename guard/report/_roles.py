@@ -1,7 +1,7 @@
 """What each metric did in the verdict: tok/s informs, and does not decide, where the run's
 repeats at its spread could not detect a change of its threshold, and is left out of the table
 where it was not measurable at all (compare's `tok_per_s_measurable`). A metric the calibration
-wrote no threshold for is held to GPU ms's (the report's `threshold_sources`), and said so."""
+wrote no threshold for is held to GPU ms's (its source in the report's rule), and said so."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from guard.report._schema import Report
 
 def held_to_gpu_ms(report: Report, metric: MetricKey) -> bool:
     """The thresholds file wrote the metric no threshold, so it took GPU ms's (older reports do not say)."""
-    sources = report.threshold_sources
-    return sources is not None and metric != "gpu_ms" and getattr(sources, metric) == "gpu_ms_fallback"
+    decided = report.rule.thresholds().get(metric)
+    return decided is not None and decided.source == "gpu_ms_fallback"
 
 
 def threshold_text(report: Report, metric: MetricKey) -> str:
     """'1%', or for a metric held to GPU ms's threshold "GPU ms per step's 1%"."""
-    value = words.threshold(report.threshold_of(metric))
+    value = words.threshold(report.rule.pct(metric))
     return f"{words.metric('gpu_ms', report.gpu_timed())}'s {value}" if held_to_gpu_ms(report, metric) else value
 
 
@@ -42,7 +42,7 @@ def held_note(report: Report) -> str:
     not "informs": such a metric still decides where the run's own spread lets it (end-to-end
     time titled the H200's compile-mode pair at GPU ms's threshold)."""
     shown: list[MetricKey] = ["tok_per_s"]
-    if report.end_to_end_threshold_pct is not None and report.gpu_timed():  # decided: its threshold is named
+    if report.rule.end_to_end_ms is not None and report.gpu_timed():  # decided: its threshold is named
         shown.append("end_to_end_ms")
     sentences = []
     for metric in shown:

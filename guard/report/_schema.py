@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from guard.cause import CaptureChanges
 from guard.compare import Comparison, RoundsStop
-from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides, ThresholdSources, Workload
+from guard.config import (
+    MAX_HOST_SECONDS, AtThreshold, ConfigChange, ConfigOverrides, MetricKey, Rule, Threshold, ThresholdSource,
+    Workload,
+)
 from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
 from guard.sandbox._isolation import Isolation
@@ -31,7 +34,7 @@ SCHEMA_VERSION = 9
 # `batch_sizes[].borrowed`); none of these keys appears where the run had none of them.
 # Later in 7: where each threshold came from (`threshold_sources`; no key in reports written before);
 # what boxed the pull request's processes (`isolation`; no key in reports written before).
-# 8: the same keys, decided by rule 2 (guard/compare/_rule.py): within a batch size, a
+# 8: the same keys, decided by rule 2 (guard/config/_rule.py): within a batch size, a
 # direction any metric decided stands over what another left undecided, and a slowdown shown by
 # a metric that does not gate keeps its batch size open (at_threshold); an improvement names
 # end-to-end ms or tok/s where they decided it; alpha is spent over the looks the budget can hold
@@ -175,19 +178,38 @@ class Report(Comparison):
     duration_s: float
     explanation: Explanation  # what the comment states, from the figures above (guard/explain)
     # where each metric's threshold came from: the config, the calibration, or GPU ms's where the
-    # calibration wrote none for the metric; None: a report from before they were kept (no key)
-    threshold_sources: ThresholdSources | None = Field(default=None, exclude_if=lambda value: value is None)
+    # calibration wrote none for the metric (`Rule.sources`); None: a report from before they were kept (no key)
+    threshold_sources: Annotated[dict[MetricKey, ThresholdSource], Field(min_length=3)] | None = Field(
+        default=None, exclude_if=lambda value: value is None)
     # what an at_threshold verdict sets (`measure.at_threshold`): neutral, or failing (guard/report/_gate.py)
-    at_threshold_status: Literal["neutral", "fail"] = Field(default="neutral",
-                                                            exclude_if=lambda value: value == "neutral")
+    at_threshold_status: AtThreshold = Field(default="neutral", exclude_if=lambda value: value == "neutral")
     # what held the pull request's processes on this host (guard/sandbox/_isolation.py); None: a report from before
     isolation: Isolation | None = Field(default=None, exclude_if=lambda value: value is None)
 
+    @field_validator("threshold_sources")
+    @classmethod
+    def _gpu_ms_its_own(cls, value: dict[MetricKey, ThresholdSource] | None) -> dict[MetricKey, ThresholdSource] | None:
+        """GPU ms's threshold is the config's or the calibration's: the one the others may be held to."""
+        if value is not None and value["gpu_ms"] == "gpu_ms_fallback":
+            raise ValueError("gpu_ms's threshold is configured or calibrated, never held to another's")
+        return value
+
     @property
-    def rule_version(self) -> int:
-        """The decision rule its verdicts were made by (guard/compare/_rule.py): 2 from schema 8, 3
-        (slow processes set aside) from schema 9."""
-        return 3 if self.schema_version >= 9 else 2 if self.schema_version >= 8 else 1
+    def rule(self) -> Rule:
+        """The rule the report states its verdicts were decided by, from the keys it keeps them
+        in: its thresholds and where they came from, alpha, confidence, looks, the batch sizes
+        (and the mix) alpha was split over, the calibrated spreads and the at-threshold policy;
+        rule 2 from schema 8, 3 (slow processes set aside) from schema 9 (guard/config/_rule.py)."""
+        sources = self.threshold_sources or {}
+        end = self.end_to_end_threshold_pct
+        return Rule(
+            gpu_ms=Threshold(pct=self.threshold_pct, source=sources.get("gpu_ms")),
+            tok_per_s=Threshold(pct=self.tok_threshold_pct, source=sources.get("tok_per_s")),
+            end_to_end_ms=Threshold(pct=end, source=sources.get("end_to_end_ms")) if end is not None else None,
+            alpha=self.alpha, confidence=self.confidence, looks=self.looks, decided_sizes=len(self.decided()),
+            spreads=tuple(self.calibrated_spreads), at_threshold=self.at_threshold_status,
+            version=3 if self.schema_version >= 9 else 2 if self.schema_version >= 8 else 1,
+        )
 
     def arm(self, name: str) -> ArmInfo:
         return next(a for a in self.arms if a.name == name)

@@ -373,7 +373,7 @@ def _environment_blocks(report: Report) -> list[Block]:
         decided = report.batch_sizes + ([report.mix_comparison] if report.mix_comparison is not None else [])
         aside = sum(len(b.set_aside) for b in decided)
         blocks.append(_p(text(slow_processes_sentence(report.slow_processes, gpu=_gpu(report),
-                                                      set_aside=aside if report.rule_version >= 3 else None))))
+                                                      set_aside=aside if report.rule.sets_aside else None))))
     if swept := [a for a in report.arms if a.swept]:
         blocks.append(_p(text(words.swept_sentence([(a.name, a.swept) for a in swept]))))
     if left := [a for a in report.arms if a.temp_removed]:
