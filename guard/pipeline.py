@@ -122,12 +122,12 @@ def plan_run(
         given_text = ", ".join(f"{name} {value}" for name, value in overrides.given().items())
         progress(f"config: overridden on the command line: {given_text}")
     rule = _rule(config, files)
-    # the entry against the base commit's tree, before anything is built: a misspelt one is said now
-    where = f"{DEFAULT_CONFIG_NAME} of the base commit" if given is None else "the config given"
-    check_entry_in_commit(config.workload.entry, CommitFiles(repo=repo, sha=base_ref.sha), where)
     require_distinct(base_ref, head_ref)  # after the config: its errors are the ones to fix first
     check_cpus(config.measure.cpus)
     check_interpreter_reach(config.build, [HARNESS_SCRIPT])
+    # the entry against the base commit's tree, before anything is built: a misspelt one is said now
+    where = f"{DEFAULT_CONFIG_NAME} of the base commit" if given is None else "the config given"
+    check_entry_in_commit(config.workload.entry, CommitFiles(repo=repo, sha=base_ref.sha), where)
     security = []
     if exposed := persisted_credentials(repo):
         security.append(

@@ -54,7 +54,8 @@ def test_a_slower_head_that_raises_its_own_threshold_is_still_a_regression(tmp_p
     assert report["verdict"] == "regression"
     assert report["threshold_pct"] == 1.0 and report["tok_threshold_pct"] == 1.0  # the base's
     assert [b["batch_size"] for b in report["batch_sizes"]] == [1, 2]  # not the head's [1]
-    assert [a["repeats"] for a in report["arms"]] == [3, 3]  # not the head's 2
+    # the base's 3 processes per arm, not the head's 2 (a slow one measured again adds one to each arm)
+    assert report["workload"]["repeats"] == 3 and all(a["repeats"] >= 3 for a in report["arms"])
     assert report["config_change"]["paths"] == ["guard.toml"]
     assert "+threshold_pct = 100000" in report["config_change"]["diff"].splitlines()
     assert "config: from the base commit; the head's changes to guard.toml are not used" in proc.stderr

@@ -107,7 +107,7 @@ def test_work_added_at_every_batch_size_is_said_at_every_batch_size() -> None:
 
 
 def test_a_report_of_schema_8_is_held_to_what_its_stage_said() -> None:
-    """Before schema 9 a cause counted kernels for kernels_added alone: a schema 8 report read
+    """Before schema 10 a cause counted kernels for kernels_added alone: a schema 8 report read
     back is explained so, and holds up."""
     report = _with_traces(committed(H200_DEMO / "report.json"), {1: True, 2: False})
     older = explained(report.model_copy(update={"schema_version": 8}))

@@ -1,7 +1,7 @@
-"""The comment leads with the answer: a title under 120 characters, at most about 250 words
-above the first fold, one table, and the rest in folds that GitHub's renderer (cmark-gfm)
-opens and closes; report.json's published JSON Schema is the model's own; a report of this
-schema renders again byte for byte."""
+"""The comment leads with the answer: a title under 120 characters, at most about 280 words
+above the first fold (the answer, one table, the cause and what to do), one table, and the
+rest in folds that GitHub's renderer (cmark-gfm) opens and closes; report.json's published JSON
+Schema is the model's own; a report of this schema renders again byte for byte."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ OUTPUT_CHANGED = current_file(REPO_ROOT / "docs" / "validation" / "h200-engines"
                               / "report.json")
 FELL_OUT = current_file(REPO_ROOT / "docs" / "validation" / "h200-engines" / "pairs" / "compiled-mode-default"
                         / "report.json")
-WORDS_ABOVE_THE_FOLD = 250
+# 250 until the comment said what to do: its line and its command take 10-20 words
+WORDS_ABOVE_THE_FOLD = 280
 
 
 def _failed_arm() -> Report:

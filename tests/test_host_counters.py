@@ -206,7 +206,7 @@ def _decided_again(pair: str):  # type: ignore[no-untyped-def]
 
 
 def _detectable_pct(batch, level: float) -> float:  # type: ignore[no-untyped-def]
-    """The smallest tok/s change 3 processes per arm detect PASS_RATE of the time at `level`:
+    """The smallest tok/s change the processes per arm detect PASS_RATE of the time at `level`:
     (t at the level + t at the power) x the standard error of the difference of mean logs."""
     import math
 
@@ -214,7 +214,9 @@ def _detectable_pct(batch, level: float) -> float:  # type: ignore[no-untyped-de
 
     from guard.measure import PASS_RATE
 
-    logs = [[math.log(v) for v in a.tok_per_s.values] for a in batch.arms]
+    # without the processes the decision set aside (rule 3: slow in GPU ms), as it decides
+    aside = {(s.arm, s.repeat) for s in batch.set_aside}
+    logs = [[math.log(v) for i, v in enumerate(a.tok_per_s.values, 1) if (a.arm, i) not in aside] for a in batch.arms]
     variance = sum(statistics.variance(x) * (len(x) - 1) for x in logs) / sum(len(x) - 1 for x in logs)
     n = min(len(x) for x in logs)
     t = stats.t.ppf(0.5 + level / 2, 2 * n - 2) + stats.t.ppf(PASS_RATE, 2 * n - 2)

@@ -12,6 +12,7 @@ from scipy import stats
 
 from guard.cli import main
 from guard.measure import SET_ASIDE_SHARE, set_aside
+from guard.report import SCHEMA_VERSION
 from tests.conftest import commit_all
 from tests.standin import Run, StandIn, run_in_process
 from tests.test_pipeline import CONFIG, make_repo
@@ -59,7 +60,7 @@ def test_a_slow_process_is_set_aside_measured_again_and_the_aa_passes(tmp_path: 
     standin, run = _aa_with_one_slow(tmp_path, 1.05)
     report = run.report
     (batch,) = report.batch_sizes
-    assert report.verdict == "pass" and report.schema_version == 9, run.text
+    assert report.verdict == "pass" and report.schema_version == SCHEMA_VERSION, run.text
     assert [(s.arm, s.repeat, s.metric) for s in batch.set_aside] == [("head", 3, "gpu_ms")]
     # one more process of each arm, numbered after the first round's, in the pattern it left off
     measured = [(p.arm, p.repeat) for p in standin.asked if p.mode == "measure"]

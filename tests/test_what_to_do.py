@@ -37,9 +37,9 @@ def test_a_gain_asks_nothing_and_an_undecided_run_says_what_would_decide_it() ->
         needed = [b.repeats_to_decide for b in near.decided() if b.undecided]
         assert (None not in needed) == within_reach, needed
         if within_reach:
-            assert f"about {max(needed)} processes per arm would" in line and f"--repeats {max(needed)}`" in line
+            assert f"about {max(needed)} processes per arm decide it" in line and f"--repeats {max(needed)}`" in line
         else:
-            assert "more than 200 processes per arm" in line and "quieter runner" in line
+            assert "over 200 processes per arm" in line and "quieter runner" in line
 
 
 def test_a_forged_commit_goes_into_no_command() -> None:

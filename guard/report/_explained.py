@@ -10,15 +10,15 @@ from guard.report._schema import Report
 def explain_report(report: Report) -> Explanation:
     """The report's facts made again from its figures, as the stage of its schema made them: a
     fact a later schema added (`capture_unchanged`, schema 8; the work a slower batch size's step
-    added whatever part of its time dominates, schema 9) is left out of an older report's."""
+    added whatever part of its time dominates, schema 10) is left out of an older report's."""
     found = _explain(report)
-    if report.schema_version < 9:
+    if report.schema_version < 10:
         found = found.model_copy(update={"causes": [_as_schema_8(c) for c in found.causes]})
     return found if report.schema_version >= 8 else found.model_copy(update={"capture_unchanged": None})
 
 
 def _as_schema_8(cause: Cause) -> Cause:
-    """Before schema 9 a cause counted kernels for kernels_added alone, and no copies or memsets."""
+    """Before schema 10 a cause counted kernels for kernels_added alone, and no copies or memsets."""
     kept = cause.kernels_per_step if cause.kind == "kernels_added" else None
     return cause.model_copy(update={"kernels_per_step": kept, "memcpys_per_step": None, "memsets_per_step": None})
 

@@ -17,7 +17,7 @@ from guard.measure import MixReport, SlowProcesses, SourceLabel
 from guard.sandbox._isolation import Isolation
 from guard.trace import MixTraceSection, RankTraceSection, TraceSection
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # 1: verdicts by the significance rule; 2: the interval rule, with the looks the run could take;
 # 3: every fact the comment states is a field (`explanation`), reasons are kinds with figures;
 # 4: the report is its comparison's fields and the run's (GPU state as `gpu_fingerprint`, not
@@ -43,10 +43,13 @@ SCHEMA_VERSION = 9
 # 9: decided by rule 3: as 2, and the slow processes of base and head (by GPU ms) set aside before
 # deciding (`batch_sizes[].set_aside`; no key where none was). A schema 8 report is decided
 # again by rule 2, as it was.
+# 10: the same rule; a step's copies and memsets are its GPU work, in the same step windows as its
+# kernels (`explanation.causes[]` state the kernels, copies or memsets a step added). A schema 9
+# report is explained again as its stage explained it.
 # Read: the current version, schema 7 (by its own rule), schema 6 (decided as it says:
 # `end_to_end_threshold_pct` absent, over 2 metrics) and schema 5 without a mix, which state
 # nothing schema 7 would state otherwise; a report of an older one is made again by `guard run`.
-READ_VERSIONS = (5, 6, 7, 8, 9)
+READ_VERSIONS = (5, 6, 7, 8, 9, 10)
 DESCRIBED_LIMIT = 200  # characters of a string the workload's describe() gave, kept in the record
 
 
@@ -140,7 +143,7 @@ class Report(Comparison):
     """The comparison (verdict, reasons, thresholds, batch sizes, the runs' warnings and GPU
     fingerprint, looks: `Comparison`'s fields, defined there once) and the run around it."""
 
-    schema_version: Literal[5, 6, 7, 8, 9] = SCHEMA_VERSION
+    schema_version: Literal[5, 6, 7, 8, 9, 10] = SCHEMA_VERSION
     tool_version: str
     base: str  # arm names
     head: str

@@ -21,16 +21,13 @@ def what_to_do(report: Report) -> str | None:
         return None
     again = _AGAIN.format(base=shas[0][:12], head=shas[1][:12])
     if report.verdict == "regression":
-        return (f"**What to do:** look at the cause below, fix the change or accept the cost; to measure the "
-                f"same two commits on your machine: `{again}`.")
+        return f"**What to do:** fix it or accept the cost; to measure it again: `{again}`."
     if report.verdict == "invalid":
-        return f"**What to do:** fix what is listed above, then run again: `{again}`."
+        return f"**What to do:** fix what is listed above, then: `{again}`."
     if report.verdict in ("at_threshold", "inconclusive"):
         needed = [b.repeats_to_decide for b in report.decided() if b.undecided]
         if needed and None not in needed:
             more = max(n for n in needed if n is not None)
-            return (f"**What to do:** nothing decided this; about {more} processes per arm would: "
-                    f"`{again} --repeats {more}`, or a quieter runner.")
-        return (f"**What to do:** nothing decided this, and more than {MOST_REPEATS} processes per arm would be "
-                f"needed at this spread: run it on a quieter runner (`{again}`).")
+            return f"**What to do:** about {more} processes per arm decide it: `{again} --repeats {more}`."
+        return f"**What to do:** over {MOST_REPEATS} processes per arm at this spread: use a quieter runner."
     return None
