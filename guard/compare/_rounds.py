@@ -1,4 +1,5 @@
-"""The rounds of a run: decide on the first round, then measure base and head again at what is
+"""The rounds of a run: measure base and head again in place of the first round's slow
+processes (rule 3), decide on the first round, then measure base and head again at what is
 still undecided, while the looks planned from the first round's process times allow and the
 time budget holds. The measuring is the caller's, given as `measure`: this loop decides what
 to measure and when to stop, never how."""
