@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -33,7 +34,15 @@ GATE_EXIT = {
 
 
 def _progress(message: str) -> None:
-    print(f"[guard {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+    print(f"[guard {time.strftime('%H:%M:%S')}] {log_text(message)}", file=sys.stderr, flush=True)
+
+
+def log_text(message: str) -> str:
+    """A progress message as the log shows it: what a pull request wrote into it (an exception's
+    message, its traceback's lines) can start no workflow command (a line beginning '::') and
+    carries no control character but the line breaks."""
+    shown = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "?", message)
+    return re.sub(r"(?m)^(\s*)::", r"\1: :", shown)
 
 
 _CONFIG_HELP = (

@@ -4,33 +4,21 @@ again in their place after the first round; a report read back sets the same asi
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
-from scipy import stats
-
 from guard.cli import main
 from guard.measure import SET_ASIDE_SHARE, set_aside
 from guard.report import SCHEMA_VERSION
 from tests.conftest import commit_all
 from tests.standin import Run, StandIn, run_in_process
 from tests.test_pipeline import CONFIG, make_repo
+from tests.test_rounds import _log_bounds
 
 # an A/A at 5 processes per arm, batch size 1, steps within 0.1% of each other, one round
 AA_CONFIG = CONFIG.format(method="none", install="", repeats=5).replace("[1, 2]", "[1]").replace(
     "[measure]", "[measure]\nthreshold_pct = 1.0\nconfirm = false")
 SPREAD = [1.0, 1.0006, 0.9995, 1.0003, 0.9998, 1.0001, 0.9997, 1.0004]  # by repeat: the noise of a quiet GPU
-
-
-def _log_bounds(base: list[float], head: list[float], alpha: float) -> tuple[float, float]:
-    """Welch's one-sided bounds of the slowdown in percent, each wrong `alpha` of the time."""
-    b, h = [math.log(v) for v in base], [math.log(v) for v in head]
-    vb, vh = stats.tvar(b) / len(b), stats.tvar(h) / len(h)
-    df = (vb + vh) ** 2 / (vb**2 / (len(b) - 1) + vh**2 / (len(h) - 1))
-    half = stats.t.ppf(1 - alpha, df) * math.sqrt(vb + vh)
-    diff = sum(h) / len(h) - sum(b) / len(b)
-    return math.expm1(diff - half) * 100, math.expm1(diff + half) * 100
 
 
 def test_an_arm_keeps_its_slow_processes_where_more_than_a_third_are_slow() -> None:
