@@ -8,7 +8,11 @@
   faster end to end (expected `improvement`, said in end-to-end terms);
 - `host-only`: the demo's base, and a head that spins the host for `--host-us` before each
   step's launches: GPU time unchanged, end-to-end time longer (expected `regression`, titled
-  end to end).
+  end to end);
+- `added-op`: the demo's base, and a head whose debug flag (on) copies each layer's output to a
+  new tensor and checks it is finite: a device-to-device copy and two small kernels per layer at
+  every batch size, inside the graphs (issue 36 item 6: said as copies and kernels added at
+  every size, not as idle time).
 
 Each run is kept in OUT/NAME/ (report.json, comment.md, stderr.txt) and its figures appended
 to OUT/decision_v4.jsonl as it ends; a run already there is skipped, so a second call goes on
@@ -29,7 +33,7 @@ from _guard_runs import append, git, lines, run_kept
 
 from guard.demo._repo import make_demo_repo
 
-PAIRS = ("demo", "fallback-gain", "host-only")
+PAIRS = ("demo", "fallback-gain", "host-only", "added-op")
 FALLBACK_CONFIG = """target_branch = "main"
 
 [workload]
@@ -43,6 +47,9 @@ method = "venv"
 install = "pip install --no-deps --no-build-isolation --no-index ."
 """
 STEP_LINE = "        size, captured = self._policy(rows)\n"
+RESIDUAL_LINE = "        x = x + (out if self.comm is None else self.comm.all_reduce(out))  # a rank's heads: a partial sum\n"
+DEBUG_LINES = ("        if DEBUG_CHECKS:  # keep each layer's output and check it is finite\n"
+               "            self.debug_x, self.debug_finite = x.clone(), torch.isfinite(x).all()\n")
 
 
 def main() -> int:
@@ -95,6 +102,19 @@ def _staged(pair: str, args: argparse.Namespace) -> tuple[Path, str, Path | None
         config = args.work / f"fallback-gain-{args.dtype}.toml"
         config.write_text(FALLBACK_CONFIG.format(steps=args.steps, layers=args.layers, dtype=args.dtype))
         return repo, "remove-fallback", config
+    if pair == "added-op":
+        if not repo.exists():
+            make_demo_repo(repo, steps=args.steps)
+            git(repo, "checkout", "--quiet", "-b", "added-op", "main")
+            model = repo / "refengine" / "model.py"
+            source = model.read_text()
+            if RESIDUAL_LINE not in source or "\nimport torch\n" not in source:
+                raise SystemExit("decision_v4: the model's layer() changed; update RESIDUAL_LINE")
+            source = source.replace("\nimport torch\n", "\nimport torch\n\nDEBUG_CHECKS = True\n", 1)
+            model.write_text(source.replace(RESIDUAL_LINE, RESIDUAL_LINE + DEBUG_LINES, 1))
+            git(repo, "commit", "--quiet", "-am", "model: DEBUG_CHECKS keeps each layer's output and checks it")
+            git(repo, "checkout", "--quiet", "main")
+        return repo, "added-op", None
     if not repo.exists():
         make_demo_repo(repo, steps=args.steps)
         git(repo, "checkout", "--quiet", "-b", "host-only", "main")
