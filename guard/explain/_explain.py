@@ -65,9 +65,22 @@ def explain(
                         if (s := _profile_scale(b, diffs.get(b.batch_size), base, head))],
         mix=mix_attribution(mix, base, head, decision=mix_decision, dominant_share=DOMINANT_SHARE, diffs=diffs,
                             mix_trace=mix_trace),
-        capture_unchanged=all(d.kernel_counts_identical and d.api_calls_identical for d in diffs.values())
-        if diffs else None,
+        capture_unchanged=capture_unchanged(diffs),
     )
+
+
+def capture_unchanged(diffs: dict[int, TraceDiff]) -> bool | None:
+    """Whether what was captured is the same on both sides: every profiled batch size that
+    replays a CUDA graph on either side has the same kernels (copies and memsets included) and
+    the same API calls per step. A size run eagerly on both sides captured nothing, so what it
+    added is not capture's; a diff without launch counts (older reports) counts as replaying.
+    None without a profiled pass."""
+    if not diffs:
+        return None
+    replayed = [d for d in diffs.values() if d.launches is None
+                or (d.launches.graph_launches_per_step.before or 0) > 0
+                or (d.launches.graph_launches_per_step.after or 0) > 0]
+    return all(d.kernel_counts_identical and d.api_calls_identical for d in replayed)
 
 
 def compiled_cause(compiled: CompiledChange | None, causes: list[Cause]) -> CompiledCause | None:
