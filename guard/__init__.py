@@ -4,7 +4,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from guard._errors import BuildError, ConfigError, GitError, GuardError, HarnessError, TraceError
 
-UNKNOWN_VERSION = "0+unknown"  # pyproject.toml's fallback-version: a build that knew no commit
+UNKNOWN_VERSION = "0.0"  # pyproject.toml's fallback-version: a build that knew no tag and no commit
 # The installed distribution's, which hatch-vcs took from git's tags when it was built
 try:
     __version__ = version("regression-guard")
