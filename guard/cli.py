@@ -1,5 +1,5 @@
-"""Command line: `guard run`, `guard demo`, `guard calibrate`, `guard bisect`, `guard comment` / `guard summary`
-for GitHub, `guard export` for other tools, `guard analyze` / `guard diff` of profiler traces,
+"""Command line: `guard run`, `guard demo`, `guard record`, `guard calibrate`, `guard bisect`, `guard comment` /
+`guard summary` for GitHub, `guard export` for other tools, `guard analyze` / `guard diff` of profiler traces,
 and `guard serve`, the service, with `guard worker` on each GPU host of its procrastinate queue.
 Errors are one message and an exit code."""
 
@@ -83,6 +83,19 @@ def _parser() -> argparse.ArgumentParser:
     tried.add_argument("--threshold-pct", type=_percent, default=None,
                        help="smallest slowdown that counts, for both metrics (measure.threshold_pct; "
                             "replaces a calibrated thresholds file)")
+
+    record = sub.add_parser(
+        "record", help="build one commit and measure it alone, as a run measures each arm: main's figures",
+        description="No comparison and no verdict: writes record.json with every process's figures, and the "
+                    "same figures as Bencher Metric Format (bmf.json) and pyperf's JSON (pyperf.json). Exit 3: "
+                    "the commit did not build or run.")
+    record.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
+    record.add_argument("--commit", default="HEAD", help="the commit to measure (default: HEAD)")
+    record.add_argument("--config", type=Path, default=None,
+                        help=_CONFIG_HELP.replace("the base commit", "the commit"))
+    record.add_argument("--out", type=Path, default=Path("guard-out"),
+                        help="folder for record.json, bmf.json and pyperf.json (default: guard-out)")
+    record.add_argument("--cache-dir", type=Path, default=None, help="where arm builds are kept and reused")
 
     cal = sub.add_parser("calibrate", help="A/A runs of one commit: this runner's noise and suggested thresholds")
     cal.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
@@ -238,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        if args.command == "record":
+            return _record(args)
         if args.command == "analyze":
             return _analyze(args)
         if args.command == "diff":
@@ -279,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _bug_dir(args: argparse.Namespace) -> Path | None:
     """Where a traceback is kept: beside the command's outputs when it writes any."""
-    if args.command in ("run", "demo", "bisect"):
+    if args.command in ("run", "demo", "bisect", "record"):
         return args.out
     if args.command == "calibrate":
         return args.out.parent
@@ -324,6 +339,30 @@ def _run(args: argparse.Namespace) -> int:
             repeats=args.repeats, batch_sizes=args.batch_sizes, steps=args.steps, threshold_pct=args.threshold_pct),
     )
     return _finish(report, args.out, print_comment=False)
+
+
+def _record(args: argparse.Namespace) -> int:
+    from guard._resolve import record_config
+    from guard.config import load_caller_config
+
+    check_out_dir(args.out)
+    config = load_caller_config(args.config, args.repo) if args.config else None  # None: the commit's guard.toml
+    if args.own_process:  # as `guard run`: no secret in the process that builds and runs the commit
+        restart_clean(record_config(args.repo, args.commit, config).build.pass_env)
+    from guard.pipeline import record_commit
+
+    record = record_commit(args.repo, args.commit, config, args.out, args.cache_dir, _progress)
+    from guard.export import RECORD_EXPORTS
+    from guard.record import RECORD_FILE
+
+    if not record.measured:
+        _progress(f"{record.arm.sha[:12]} was not measured ({record.arm.status.replace('_', ' ')}: "
+                  f"{record.arm.error}); wrote {args.out / RECORD_FILE}, and no figures")
+        return EXIT_INVALID
+    written = ", ".join(str(args.out / name) for name in [RECORD_FILE, *RECORD_EXPORTS.values()])
+    _progress(f"recorded {record.arm.sha[:12]}: {len(record.batch_sizes)} batch size(s), {record.arm.repeats} "
+              f"processes; wrote {written}")
+    return EXIT_OK
 
 
 def _bisect(args: argparse.Namespace) -> int:

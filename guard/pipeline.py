@@ -1,6 +1,8 @@
 """The pipeline `guard run` and `guard demo` share: resolve, build, measure, decide in rounds,
-report. Each stage is a function of its own; the one that starts processes is passed in (a
-`Harness`), so the whole pipeline runs in-process over recorded or synthetic processes too."""
+report; and `guard record`'s, which builds and measures one commit with the same steps and
+records its figures. Each stage is a function of its own; the one that starts processes is
+passed in (a `Harness`), so the whole pipeline runs in-process over recorded or synthetic
+processes too."""
 
 from __future__ import annotations
 
@@ -15,23 +17,25 @@ import guard
 from guard._errors import BuildError, ConfigError, GuardError
 from guard._output import check_out_dir
 from guard._resolve import arms_and_config
+from guard.export import write_record
 from guard.cause import CaptureChanges, find_capture_changes
 from guard.explain import explain
 from guard.harness import HARNESS_SCRIPT
 from guard.checkout import (
     ArmRef, BuiltArm, build_arm, check_interpreter_reach, commit_subject, default_cache_dir, persisted_credentials,
-    require_distinct, uncommitted_changes,
+    require_distinct, require_repo, resolve_commit, uncommitted_changes,
 )
-from guard.compare import Comparison, Decide, MeasureRound, RoundsOutcome, compare, decide_in_rounds
+from guard.compare import Comparison, Decide, MeasureRound, RoundsOutcome, arm_stats, compare, decide_in_rounds
 from guard.config import (
     DEFAULT_CONFIG_NAME, MAX_CONFIG_BYTES, CommitFiles, ConfigChange, ConfigOverrides, Files, GuardConfig, Rule,
-    apply_overrides, check_entry, check_entry_in_commit, config_uncommitted, read_thresholds,
+    apply_overrides, check_entry, check_entry_in_commit, config_uncommitted, load_commit_config, read_thresholds,
 )
 from guard.measure import (
     ArmMeasurement, ArmTarget, Harness, HarnessSpec, ReferenceOutcome, check_cpus,
     mix_report, prepare_reference, rank_trace_paths, run_interleaved, run_ranks, share_compile_caches,
     slow_processes, fill_compile_caches,
 )
+from guard.record import Record, RecordedBatch
 from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, write_report,
 )
@@ -40,6 +44,7 @@ from guard.sandbox._isolation import Isolation, host_isolation
 from guard.trace import mix_trace_section, rank_trace_sections, trace_sections
 
 Progress = Callable[[str], None]
+RECORDED_ARM = "commit"  # the one arm of `guard record`: its processes' files are commit-N.json
 
 
 def run_guard(
@@ -70,7 +75,7 @@ def run_guard(
         check_out_dir(out_dir)
         plan = plan_run(repo, base, head, config, config_dir, overrides or ConfigOverrides(), progress)
         built = build_arms(repo, plan, cache_dir or default_cache_dir(repo), progress, builds_in_use)
-        first = measure_first_round(repo, plan, built, out_dir / "runs", progress, harness)
+        first = measure_first_round(repo, plan.config, plan.base, built, out_dir / "runs", progress, harness)
         measure = round_measure(built.targets, first.spec, out_dir / "runs", plan.config.measure.timeout_s,
                                 first.reference, progress, harness)
         outcome = decide_in_rounds(first.measurements, (plan.base.name, plan.head.name), first.spec,
@@ -81,6 +86,71 @@ def run_guard(
                                  github_repo=github_repo, server_url=server_url, started=started)
         write_report(report, out_dir)
         return report
+
+
+def record_commit(
+    repo: Path,
+    commit: str,
+    config: GuardConfig | None,
+    out_dir: Path,
+    cache_dir: Path | None = None,
+    progress: Progress = lambda _: None,
+    harness: Harness = run_ranks,
+) -> Record:
+    """`guard record`: one commit built and measured as a pull request's run measures each arm
+    (its reference process, compile fill and `measure.repeats` processes), with no comparison;
+    record.json and its exports written. `config` None: guard.toml as the commit itself holds it."""
+    started = time.time()
+    repo, out_dir = repo.resolve(), out_dir.resolve()
+    with ExitStack() as build_in_use:
+        left = build_in_use.enter_context(counting_sweeps())
+        check_out_dir(out_dir)
+        ref, config = plan_record(repo, commit, config, progress)
+        built = build_refs(repo, [ref], config, cache_dir or default_cache_dir(repo), build_in_use, progress)
+        built = _share_compile_caches(config, built, build_in_use, progress)
+        first = measure_first_round(repo, config, ref, built, out_dir / "runs", progress, harness)
+        (info,) = built.arms
+        measured = first.measurements[ref.name]
+        info.repeats = len(measured.repeats)
+        info.swept, info.temp_removed = left.processes[ref.name], left.temp_entries[ref.name]
+        if measured.error and info.status == "ok":
+            info.status, info.error, info.log_tail = "run_failed", measured.error, measured.log_tail
+        spec = first.spec
+        record = Record(
+            tool_version=guard.__version__,
+            arm=info,
+            workload=WorkloadInfo(
+                **spec.model_dump(exclude={"reference"}), repeats=config.measure.repeats,
+                described=_described(first.measurements, ref.name),
+                reference=first.reference.tokens.source if first.reference.tokens else None,
+                reference_error=first.reference.error,
+            ),
+            environment=_environment(first.measurements, [ref.name]),
+            batch_sizes=[RecordedBatch(batch_size=size, stats=arm_stats(ref.name, measured.repeats, size))
+                         for size in spec.batch_sizes if info.status == "ok"],
+            started_at=datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
+            duration_s=round(time.time() - started, 1),
+        )
+        write_record(record, out_dir)
+        return record
+
+
+def plan_record(repo: Path, commit: str, given: GuardConfig | None, progress: Progress) -> tuple[ArmRef, GuardConfig]:
+    """The commit and its config, checked as a run checks its base's before anything is built."""
+    require_repo(repo)
+    ref = ArmRef(name=RECORDED_ARM, ref=commit, sha=resolve_commit(repo, commit))
+    progress(f"recording {commit} = {ref.sha[:12]}")
+    if given is None:
+        held = CommitFiles(repo=repo, sha=ref.sha).read(DEFAULT_CONFIG_NAME, "config", MAX_CONFIG_BYTES)
+        progress(f"config: {DEFAULT_CONFIG_NAME} of the commit {ref.sha[:12]}"
+                 + ("" if held is not None else " (it has none: the defaults)"))
+    config = given if given is not None else load_commit_config(repo, ref.sha)
+    if given is None and config_uncommitted(repo, ref.sha):
+        progress(f"warning: the work tree's {DEFAULT_CONFIG_NAME} is not committed, and is not used: the config is "
+                 f"the commit's ({ref.sha[:12]}); commit it, or pass it with --config")
+    where = f"{DEFAULT_CONFIG_NAME} of the commit" if given is None else "the config given"
+    check_before_build(repo, config, ref, where, progress)
+    return ref, config
 
 
 @dataclass
@@ -123,11 +193,21 @@ def plan_run(
         progress(f"config: overridden on the command line: {given_text}")
     rule = _rule(config, files)
     require_distinct(base_ref, head_ref)  # after the config: its errors are the ones to fix first
+    where = f"{DEFAULT_CONFIG_NAME} of the base commit" if given is None else "the config given"
+    security, isolation = check_before_build(repo, config, base_ref, where, progress)
+    return Plan(base_ref, head_ref, config, files, change, overrides, rule, security, isolation)
+
+
+def check_before_build(
+    repo: Path, config: GuardConfig, config_ref: ArmRef, where: str, progress: Progress
+) -> tuple[list[str], Isolation]:
+    """What must hold before anything of the commits is built: the CPUs, the interpreter, the
+    workload's entry in the tree of the commit whose config names it (`where` says which), the
+    checkout's credentials and the kernel's box. Returns the security warnings and the box."""
     check_cpus(config.measure.cpus)
     check_interpreter_reach(config.build, [HARNESS_SCRIPT])
-    # the entry against the base commit's tree, before anything is built: a misspelt one is said now
-    where = f"{DEFAULT_CONFIG_NAME} of the base commit" if given is None else "the config given"
-    check_entry_in_commit(config.workload.entry, CommitFiles(repo=repo, sha=base_ref.sha), where)
+    # the entry against that commit's tree, before anything is built: a misspelt one is said now
+    check_entry_in_commit(config.workload.entry, CommitFiles(repo=repo, sha=config_ref.sha), where)
     security = []
     if exposed := persisted_credentials(repo):
         security.append(
@@ -147,7 +227,7 @@ def plan_run(
         progress(f"warning: the pull request's processes run without the kernel's box: {reason}")
     if config.build.isolation == "none":
         progress('warning: the pull request\'s processes run without a cgroup or namespaces (build.isolation = "none")')
-    return Plan(base_ref, head_ref, config, files, change, overrides, rule, security, isolation)
+    return security, isolation
 
 
 @dataclass
@@ -161,9 +241,17 @@ class Built:
 
 def build_arms(repo: Path, plan: Plan, cache_dir: Path, progress: Progress, builds_in_use: ExitStack) -> Built:
     """Base and head built (a failed build keeps the other arm), then the ablation arms on their builds."""
-    config = plan.config
+    built = build_refs(repo, [plan.base, plan.head], plan.config, cache_dir, builds_in_use, progress)
+    _add_ablation_arms(plan.config, built)
+    return _share_compile_caches(plan.config, built, builds_in_use, progress)
+
+
+def build_refs(
+    repo: Path, refs: list[ArmRef], config: GuardConfig, cache_dir: Path, builds_in_use: ExitStack, progress: Progress
+) -> Built:
+    """Each commit built as an arm; a failed build is kept as that arm's measurement and keeps the others."""
     built = Built(arms=[], targets=[])
-    for ref in (plan.base, plan.head):
+    for ref in refs:
         info, arm = _build(repo, ref, config, cache_dir, progress, builds_in_use)
         built.arms.append(info)
         if arm is not None:
@@ -173,7 +261,10 @@ def build_arms(repo: Path, plan: Plan, cache_dir: Path, progress: Progress, buil
                 user=config.build.user, cpus=config.measure.cpus, container=arm.container))
         else:
             built.failed[ref.name] = ArmMeasurement(arm=ref.name, error=info.error, log_tail=info.log_tail)
-    _add_ablation_arms(config, built)
+    return built
+
+
+def _share_compile_caches(config: GuardConfig, built: Built, builds_in_use: ExitStack, progress: Progress) -> Built:
     if config.measure.compile_cache:  # every round of this run, the reference process's too (base's)
         built.targets = share_compile_caches(built.targets, builds_in_use)
         if shared := [t.compile_cache for t in built.targets if t.compile_cache is not None]:
@@ -192,20 +283,21 @@ class FirstRound:
 
 
 def measure_first_round(
-    repo: Path, plan: Plan, built: Built, runs: Path, progress: Progress, harness: Harness
+    repo: Path, config: GuardConfig, first_arm: ArmRef, built: Built, runs: Path, progress: Progress, harness: Harness
 ) -> FirstRound:
-    """The reference process (base's), the compile fill, then every arm `repeats` times, interleaved."""
-    config = plan.config
+    """The reference process (`first_arm`'s: base's in a comparison), the compile fill, then every
+    arm `repeats` times, interleaved."""
     spec = HarnessSpec.of(config.workload)
-    base_target = next((t for t in built.targets if t.name == plan.base.name), None)
+    first_target = next((t for t in built.targets if t.name == first_arm.name), None)
     reference = ReferenceOutcome()
-    if base_target is not None:
+    if first_target is not None:
         spec, reference = prepare_reference(
-            base_target, spec, runs, config.measure.timeout_s, config.workload.reference_file,
-            f"base {plan.base.sha[:8]}", progress, files=CommitFiles(repo=repo, sha=plan.base.sha), harness=harness,
+            first_target, spec, runs, config.measure.timeout_s, config.workload.reference_file,
+            f"{first_arm.name} {first_arm.sha[:8]}", progress, files=CommitFiles(repo=repo, sha=first_arm.sha),
+            harness=harness,
         )
-    reference_ran = base_target is not None and not config.workload.reference_file
-    filled = fill_compile_caches(built.targets, plan.base.name, reference_ran, spec, reference, runs,
+    reference_ran = first_target is not None and not config.workload.reference_file
+    filled = fill_compile_caches(built.targets, first_arm.name, reference_ran, spec, reference, runs,
                                  config.measure.timeout_s, progress, harness=harness)
     measurements = dict(built.failed)
     if built.targets:

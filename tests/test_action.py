@@ -24,6 +24,8 @@ ACTION_PATH = ROOT / "action.yml"
 WORKFLOW_PATHS = sorted([*ROOT.glob(".github/workflows/*.yml"), *ROOT.glob("examples/workflows/*.yml")])
 EXAMPLES = ROOT / "examples" / "workflows"
 SHA_PIN = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
+THIS_ACTION = "example-org/regression-guard"
+RELEASE_TAG = re.compile(r"v\d+(\.\d+){0,2}")
 BASE_SHA = "1111111111111111111111111111111111111111"
 HEAD_SHA = "2222222222222222222222222222222222222222"
 TOKEN = "ghs_thetokenofthisjob"
@@ -104,15 +106,27 @@ def test_checkouts_do_not_persist_credentials() -> None:
 
 
 def test_actions_used_are_pinned_to_a_commit_with_its_version_beside_it() -> None:
+    """Every action but this one, which the examples name by its release tag (the next test)."""
     for where, step in all_steps():
         uses = step.get("uses")
-        if uses is None or uses.startswith("./"):
+        if uses is None or uses.startswith("./") or uses.startswith(f"{THIS_ACTION}@"):
             continue
         assert SHA_PIN.match(uses), f"{where}: {uses} is not pinned to a full commit SHA"
     for path in [ACTION_PATH, *WORKFLOW_PATHS]:
         for line in path.read_text().splitlines():
-            if re.match(r"\s*(- )?uses: [^.]", line):
+            if re.match(r"\s*(- )?uses: [^.]", line) and THIS_ACTION not in line:
                 assert re.search(r"# v\d", line), f"{path.name}: no version comment on {line.strip()!r}"
+
+
+def test_every_use_of_this_action_in_the_docs_and_examples_names_a_release_tag() -> None:
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted(EXAMPLES.glob("*.yml"))]
+    found = {(path.relative_to(ROOT).as_posix(), ref) for path in files
+             for ref in re.findall(rf"{THIS_ACTION}@(\S+)", path.read_text())}
+    assert {where for where, _ in found} >= {f"examples/workflows/{p.name}" for p in EXAMPLES.glob("*.yml")}
+    assert [(where, ref) for where, ref in sorted(found) if not RELEASE_TAG.fullmatch(ref)] == []
+    # the lint's one exception to pinning by commit is this action, and no other
+    policies = yaml.safe_load((ROOT / "tools" / "lint" / "zizmor.yml").read_text())["rules"]["unpinned-uses"]
+    assert policies["config"]["policies"] == {THIS_ACTION: "ref-pin", "*": "hash-pin"}
 
 
 def test_every_workflow_starts_from_no_permissions_or_read_only() -> None:
@@ -323,7 +337,17 @@ if command == "run":
     (out / "comment.md").write_text("the comment")
     (out / "step-times.svg").write_text("<svg/>")
     (out / "runs" / "base-0.log").write_text("a process's log: not in the artifact")
-    sys.exit({{"regression": 1, "invalid": 2}}.get(scenario["verdict"], 0))
+    sys.exit({{"regression": 1, "invalid": 3}}.get(scenario["verdict"], 0))
+if command == "record":  # the real one: tests/test_record.py
+    out = Path(arg("--out"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "record.json").write_text(json.dumps({{"status": scenario["verdict"]}}))
+    if scenario["verdict"] != "recorded":
+        print("[guard] 333333333333 was not measured (build failed: ...)", file=sys.stderr)
+        sys.exit(3)
+    (out / "bmf.json").write_text("{{}}")
+    (out / "pyperf.json").write_text("{{}}")
+    sys.exit(0)
 if command == "summary":
     report_path = arg("--report")
     verdict = json.loads(Path(report_path).read_text())["verdict"]
@@ -340,7 +364,8 @@ if command == "artifact":  # the real one copies only the guard's own regular fi
     import shutil
     out, into = Path(arg("--out")), Path(arg("--into"))
     into.mkdir(parents=True)
-    for name in ("report.json", "comment.md", "step-times.svg", "runs/traces"):
+    for name in ("report.json", "comment.md", "step-times.svg", "record.json", "bmf.json", "pyperf.json",
+                 "runs/traces"):
         if (out / name).is_dir():
             shutil.copytree(out / name, into / name)
         elif (out / name).exists():
@@ -400,7 +425,7 @@ class Harness:
 
     def run(
         self, verdict: str | None, inputs: dict[str, str] | None = None, event: str = "pull_request",
-        reasons: list[str] | None = None, job_env: dict[str, str] | None = None,
+        reasons: list[str] | None = None, job_env: dict[str, str] | None = None, ref: str = "refs/heads/main",
     ) -> ActionRun:
         scenario = {"verdict": verdict, "reasons": reasons or [], "token": TOKEN}
         (self.root / "scenario.json").write_text(json.dumps(scenario))
@@ -412,12 +437,13 @@ class Harness:
             "run_id": 99,
             "sha": "3333333333333333333333333333333333333333",
             "event_name": event,
-            "event": {},
+            "ref": ref,
+            "event": {"repository": {"default_branch": "main"}},
         }
         if event in ("pull_request", "pull_request_target"):
-            github["event"] = {"pull_request": {"number": 7, "base": {"sha": BASE_SHA}, "head": {"sha": HEAD_SHA}}}
+            github["event"] |= {"pull_request": {"number": 7, "base": {"sha": BASE_SHA}, "head": {"sha": HEAD_SHA}}}
         if event == "workflow_run":
-            github["event"] = {"workflow_run": {"html_url": "https://github.com/example-org/engine/actions/runs/5"}}
+            github["event"] |= {"workflow_run": {"html_url": "https://github.com/example-org/engine/actions/runs/5"}}
         return run_action(
             ACTION, {"python": str(self.python), **(inputs or {})}, github, self.workspace,
             clean_env() | (job_env or {}), uses={"actions/upload-artifact": self.artifacts},
@@ -468,6 +494,9 @@ def test_regression_on_a_pull_request_is_reported_commented_and_fails_the_job(ha
         "comment-url": "https://github.com/example-org/engine/pull/7#issuecomment-1",
         "report-path": "guard-out/report.json",
         "artifact-url": "https://github.com/example-org/engine/actions/runs/99/artifacts/1",
+        "mode": "compare",
+        "bmf-path": "",
+        "pyperf-path": "",
     }
     assert result.summary == "## regression-guard: regression\n"
     assert "::error title=regression-guard::tok/s" in result.step("Summarize").stdout
@@ -580,6 +609,8 @@ def test_other_verdicts_pass_and_still_go_to_the_comment_step(harness: Harness, 
 def test_invalid_fails_the_job_and_says_why(harness: Harness) -> None:
     reasons = ["tokens differ at step 3 of sequence 0", "100% of\nrepeats"]
     result = harness.run("invalid", {"fail-on-regression": "false"}, reasons=reasons)
+    run_step = result.step("Run regression-guard")
+    assert (run_step.exit_code, run_step.outcome) == (3, "failure")  # the guard's exit code for invalid
     check = result.step("Check the verdict")
     assert check.exit_code == 1
     assert "::error title=regression-guard::no valid comparison of base and head (verdict invalid)" in check.stdout
@@ -611,8 +642,9 @@ def test_a_run_without_a_report_is_invalid_and_posts_nothing(harness: Harness) -
     assert check.exit_code == 1 and "verdict invalid" in check.stdout
 
 
-def test_a_push_measures_against_the_merge_base_and_holds_no_token(harness: Harness) -> None:
-    result = harness.run("pass", event="push")
+def test_a_push_to_another_branch_measures_against_the_merge_base_and_holds_no_token(harness: Harness) -> None:
+    result = harness.run("pass", event="push", ref="refs/heads/feature")
+    assert result.outputs["mode"] == "compare"
     (run_call,) = harness.calls("run")
     # the cache defaults to the job's temp folder, which the runner empties for each job
     assert run_call["argv"] == ["run", "--repo", ".", "--head", "3333333333333333333333333333333333333333",
@@ -621,6 +653,42 @@ def test_a_push_measures_against_the_merge_base_and_holds_no_token(harness: Harn
     assert not result.step("Post the PR comment and commit status").ran
     assert _env_holding(result, TOKEN) == []
     assert result.succeeded and result.outputs["comment-url"] == ""
+
+
+def test_a_push_to_the_default_branch_records_the_commit_alone(harness: Harness) -> None:
+    result = harness.run("recorded", event="push", job_env={"GITHUB_TOKEN": JOB_LEVEL_TOKEN})
+    assert harness.calls("run") == [] and not result.step("Run regression-guard").ran
+    (record_call,) = harness.calls("record")
+    assert record_call["argv"] == ["record", "--repo", ".", "--commit", "3333333333333333333333333333333333333333",
+                                   "--out", "guard-out", "--cache-dir",
+                                   str(harness.workspace / "runner-temp" / "regression-guard-cache")]
+    assert "bash" not in Path(record_call["parent"][0]).name  # exec'd, as the run step's guard
+    assert not {"GITHUB_TOKEN", "GH_TOKEN"} & set(record_call["env"]) and _env_holding(result, TOKEN) == []
+    # no verdict: nothing summarized or posted, the figures in the artifact and the outputs
+    assert harness.calls("summary") == [] and harness.calls("comment") == []
+    assert not result.step("Check the verdict").ran
+    assert harness.artifacts.files("regression-guard") == [
+        "bmf.json", "pyperf.json", "record.json"]
+    assert len(harness.calls("clean")) == 1
+    assert result.succeeded
+    assert {k: result.outputs[k] for k in ("mode", "bmf-path", "pyperf-path", "verdict")} == {
+        "mode": "record", "bmf-path": "guard-out/bmf.json", "pyperf-path": "guard-out/pyperf.json", "verdict": ""}
+
+
+def test_a_record_without_figures_fails_the_job_and_still_uploads_what_it_wrote(harness: Harness) -> None:
+    result = harness.run("build_failed", {"mode": "record"}, event="workflow_dispatch")
+    record_step = result.step("Record the commit")
+    assert (record_step.exit_code, record_step.outcome) == (3, "failure")
+    check = result.step("Check the record")
+    assert check.exit_code == 1 and (
+        "::error title=regression-guard::guard record ended (failure) without the commit's figures" in check.stdout)
+    assert "record.json" in harness.artifacts.files("regression-guard")
+    assert not result.succeeded and result.outputs["bmf-path"] == ""
+
+
+def test_mode_compare_on_a_push_to_the_default_branch_runs_as_before(harness: Harness) -> None:
+    harness.run("pass", {"mode": "compare"}, event="push")
+    assert len(harness.calls("run")) == 1 and harness.calls("record") == []
 
 
 def test_comment_never_without_status_skips_the_token_step(harness: Harness) -> None:
@@ -682,6 +750,8 @@ def test_the_builds_are_removed_when_the_job_ends_however_the_run_ended(harness:
     ("inputs", "message"),
     [
         ({"comment": "sometimes"}, "input comment is 'sometimes'; use on-regression, always or never"),
+        ({"mode": "push"}, "input mode is 'push'; use auto, compare or record"),
+        ({"mode": "record", "report": "r.json"}, "input mode is 'record'; a record measures; leave report empty"),
         ({"fail-on-regression": "yes"}, "input fail-on-regression is 'yes'; use true or false"),
         ({"fail-on-invalid": "warn"}, "input fail-on-invalid is 'warn'; use true or false"),
         ({"commit-status": "no"}, "input commit-status is 'no'; use true or false"),

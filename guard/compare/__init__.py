@@ -17,7 +17,7 @@ from guard.compare._ranks import (
 from guard.compare._reasons import Reason, ReasonKind, SeenValue
 from guard.compare._recheck import Discrepancy, decide_again, recheck, same_facts
 from guard.compare._rounds import Decide, MeasureRound, RoundsOutcome, decide_in_rounds
-from guard.compare._verdict import Rounds, compare, confirm_undecided
+from guard.compare._verdict import Rounds, arm_stats, compare, confirm_undecided
 # the rule's names, defined with the rule (guard/config/_rule.py), as this stage has always offered them
 from guard.config import (
     FAMILIES_PER_LOOK, METRICS, METRICS_PER_LOOK, RULE_VERSION, alpha_per_look, bounds_level, spent,
@@ -51,6 +51,7 @@ __all__ = [
     "ArmAgreement",
     "ArmRanks",
     "ArmStats",
+    "arm_stats",
     "BatchComparison",
     "Comparison",
     "DisagreementNoise",

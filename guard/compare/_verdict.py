@@ -119,7 +119,8 @@ def _runs_for(repeats: list[RepeatResult], batch_size: int) -> list[BatchRun]:
     return [run for r in repeats for run in r.runs if run.batch_size == batch_size]
 
 
-def _arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmStats:
+def arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmStats:
+    """An arm's figures at one batch size over every process that measured it."""
     runs = _runs_for(repeats, batch_size)
     end_to_end = [r.end_to_end_gpu_ms_per_step for r in runs]
     host = [r.host_ms_per_step for r in runs]
@@ -149,7 +150,7 @@ def _compare_batch(
     reference: str | None = None,
 ) -> BatchComparison:
     usable = {name: m.repeats for name, m in measurements.items() if m.repeats}
-    arms = [_arm_stats(name, repeats, batch_size) for name, repeats in usable.items()]
+    arms = [arm_stats(name, repeats, batch_size) for name, repeats in usable.items()]
     if base not in usable or head not in usable:
         return BatchComparison(batch_size=batch_size, verdict="invalid", reasons=_unforced_reasons(
             usable, batch_size), arms=arms)

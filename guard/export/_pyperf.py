@@ -9,14 +9,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from guard.export._measures import Measure, benchmark_name
-from guard.report import Report
+from guard.export._measures import Measure, Source, benchmark_name
 
 FORMAT_VERSION = "1.0"
 _UNPRINTABLE = re.compile(r"[^ -~]")
 
 
-def to_pyperf(report: Report, arm_name: str, found: list[Measure]) -> dict[str, Any]:
+def to_pyperf(source: Source, found: list[Measure]) -> dict[str, Any]:
     benchmarks = []
     for m in found:
         if m.unit != "ms":
@@ -29,18 +28,17 @@ def to_pyperf(report: Report, arm_name: str, found: list[Measure]) -> dict[str, 
             },
             "runs": [{"values": [ms / 1000]} for ms in m.values],
         })
-    return {"version": FORMAT_VERSION, "metadata": _suite_metadata(report, arm_name), "benchmarks": benchmarks}
+    return {"version": FORMAT_VERSION, "metadata": _suite_metadata(source), "benchmarks": benchmarks}
 
 
-def _suite_metadata(report: Report, arm_name: str) -> dict[str, Any]:
+def _suite_metadata(source: Source) -> dict[str, Any]:
     """What the numbers were measured on, as pyperf keeps it: strings on one line, none empty."""
-    arm = report.arm(arm_name)
-    env = report.environment
+    env = source.environment
     metadata: dict[str, Any] = {
-        "commit_id": arm.sha,  # a full hex sha: the report was checked when read
-        "timer": "CUDA events" if report.gpu_timed() else "wall clock",
-        "steps": report.workload.steps,
-        "warmup_steps": report.workload.warmup_steps,
+        "commit_id": source.sha,  # a full hex sha: a report is checked when read, a record made by git
+        "timer": "CUDA events" if source.gpu_timed else "wall clock",
+        "steps": source.steps,
+        "warmup_steps": source.warmup_steps,
     }
     for key, value in (("gpu", env.gpu), ("gpu_driver", env.driver), ("torch_version", env.torch),
                        ("cuda_version", env.cuda), ("hostname", env.hostname)):

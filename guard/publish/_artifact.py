@@ -3,7 +3,8 @@
 The upload follows symbolic links, and the traces folder is one the pull request's processes
 could write in: a link left there (by a process that outlived its group, after the guard
 sealed the folder) would have the upload read a file of the runner's and publish it. So the
-upload reads a copy: report.json, comment.md, the picture and the traces, each opened without
+upload reads a copy: report.json, comment.md, the picture (or a record's record.json, bmf.json and
+pyperf.json) and the traces, each opened without
 following a link, kept only when it is a regular file of the guard's own user (what the guard
 wrote or sealed), copied into a new folder nobody else may write."""
 
@@ -14,10 +15,13 @@ import shutil
 import stat
 from pathlib import Path
 
+from guard.export import RECORD_EXPORTS
 from guard.publish._errors import PublishError
+from guard.record import RECORD_FILE
 from guard.report import CHART_FILE
 
-TOP_FILES = ("report.json", "comment.md", CHART_FILE)
+# a run's report, comment and picture; a record's figures (`guard record`)
+TOP_FILES = ("report.json", "comment.md", CHART_FILE, RECORD_FILE, *RECORD_EXPORTS.values())
 TRACES = Path("runs") / "traces"
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block the copy
 
