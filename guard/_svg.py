@@ -3,11 +3,13 @@ with its range and ticks. Built with xml.etree, which escapes every string it wr
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 from typing import Callable
 
 SVG_NS = "http://www.w3.org/2000/svg"
-TICKS = 5  # labelled values on a value axis, its ends included
+TICKS = 6  # labelled values on a value axis at most, its ends included
+_EPS = 1e-9  # a value this close to a multiple of the step (in steps) is on it: float rounding
 # The axis reaches this share of the values' range past them, so no mark sits on its edge.
 PAD_SHARE = 0.08
 
@@ -41,13 +43,45 @@ def y_scale(low: float, high: float, top: float, height: float) -> Callable[[flo
     return y
 
 
-def y_ticks(parent: ET.Element, left: float, low: float, high: float, y: Callable[[float], float],
-            label: Callable[[float], str]) -> None:
-    """TICKS marks left of `left`, evenly from `low` to `high`, each with its label."""
-    for tick in range(TICKS):
-        value = low + (high - low) * tick / (TICKS - 1)
+def round_step(low: float, high: float, most: int = TICKS) -> float:
+    """The smallest step of 1, 2 or 5 times a power of ten that marks `low` to `high` with at
+    most `most` ticks, its ends rounded out to the step; 0 where they are equal. (A dozen lines,
+    where a plotting library would bring its whole weight in for them.)"""
+    span = high - low
+    if span <= 0:
+        return 0.0
+    power = 10 ** math.floor(math.log10(span / (most - 1)))
+    for factor in (1, 2, 5, 10):
+        step = factor * power
+        if math.ceil(high / step - _EPS) - math.floor(low / step + _EPS) <= most - 1:
+            return step
+    return 10 * power  # not reached: 10 x the power always fits
+
+
+def round_axis(low: float, high: float, most: int = TICKS) -> tuple[float, float, list[float]]:
+    """(low, high, ticks): the axis from `low` to `high` rounded out to a round step, never
+    below 0, and a tick at every step, its ends included."""
+    step = round_step(low, high, most)
+    if step == 0:
+        return low, high, [low]
+    digits = step_digits(step)
+    first, last = math.floor(low / step + _EPS), math.ceil(high / step - _EPS)
+    ticks = [float(round(k * step, digits)) for k in range(first, last + 1)]
+    return ticks[0], ticks[-1], ticks
+
+
+def step_digits(step: float) -> int:
+    """Digits after the point that write every multiple of `step` exactly: 0.05 -> 2, 5 -> 0."""
+    return max(0, -math.floor(math.log10(step) + _EPS))
+
+
+def y_ticks(parent: ET.Element, left: float, ticks: list[float], y: Callable[[float], float]) -> None:
+    """A mark left of `left` at each of `ticks` (a round step apart, `round_axis`), labelled with
+    the digits the step needs."""
+    digits = step_digits(ticks[1] - ticks[0]) if len(ticks) > 1 else 3
+    for value in ticks:
         line(parent, left - 4, y(value), left, y(value), "#888888")
-        text(parent, left - 6, y(value) + 4, label(value), anchor="end")
+        text(parent, left - 6, y(value) + 4, f"{value:.{digits}f}", anchor="end").set("class", "tick")
 
 
 def line(parent: ET.Element, x1: float, y1: float, x2: float, y2: float, colour: str, kind: str = "") -> None:
@@ -59,7 +93,7 @@ def line(parent: ET.Element, x1: float, y1: float, x2: float, y2: float, colour:
 
 
 def text(parent: ET.Element, x: float, y: float, words: str, anchor: str = "start", fill: str = "#222222",
-         size: str = "", weight: str = "", family: str = "", rotate: bool = False) -> None:
+         size: str = "", weight: str = "", family: str = "", rotate: bool = False) -> ET.Element:
     """A label at (x, y); `rotate` turns it to read bottom to top about that point."""
     attrs = {"x": f"{x:.2f}", "y": f"{y:.2f}", "text-anchor": anchor, "fill": fill}
     if size:
@@ -70,4 +104,6 @@ def text(parent: ET.Element, x: float, y: float, words: str, anchor: str = "star
         attrs["font-family"] = family
     if rotate:
         attrs["transform"] = f"rotate(-90 {x:.2f} {y:.2f})"
-    ET.SubElement(parent, "text", attrs).text = words
+    label = ET.SubElement(parent, "text", attrs)
+    label.text = words
+    return label

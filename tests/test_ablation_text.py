@@ -5,10 +5,13 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+import numpy as np
+
 from guard.measure import Spread
 from guard.report import Report, render_comment
 from guard.report._cause_text import ablation_lines
-from tests.report_fixtures import committed, explained
+from guard.report.fold import above_the_fold
+from tests.report_fixtures import committed, explained, remeasured
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO = REPO_ROOT / "docs" / "examples" / "h200-demo-b31932f" / "report.json"
@@ -113,11 +116,66 @@ def test_an_arm_from_the_base_build_reproduces_a_share_of_the_slowdown() -> None
 
 def test_the_heading_names_the_step_time_as_it_was_timed() -> None:
     report = _demo()
-    assert "<summary>Ablation arms: GPU ms per step against base (95% interval)</summary>" in render_comment(report)
+    assert "<summary>Ablation arms: GPU ms per step against base</summary>" in render_comment(report)
     batches = [
         b.model_copy(update={"arms": [a.model_copy(update={"timer": "perf_counter"}) for a in b.arms]})
         for b in report.batch_sizes
     ]
     on_cpu = render_comment(report.model_copy(update={"batch_sizes": batches}))
-    assert "<summary>Ablation arms: CPU ms per step against base (95% interval)</summary>" in on_cpu
+    assert "<summary>Ablation arms: CPU ms per step against base</summary>" in on_cpu
     assert "GPU ms" not in on_cpu and "GPU time" not in on_cpu  # a CPU run never names its times GPU
+
+
+def _welch(before: list[float], after: list[float], level: float) -> tuple[float, float]:
+    """The interval of after / before - 1 in percent on log times, Welch's t, made here with
+    scipy.stats rather than the guard's own statistics."""
+    from scipy import stats
+
+    a, b = np.log(after), np.log(before)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = stats.t.ppf(0.5 + level / 2, df) * np.sqrt(va + vb)
+    diff = a.mean() - b.mean()
+    return float(np.expm1(diff - half) * 100), float(np.expm1(diff + half) * 100)
+
+
+def test_each_ablation_interval_is_at_the_level_its_batch_size_was_decided_at() -> None:
+    """The report keeps the arm's change at 95%; the comment shows it at the verdict's level, as
+    every other interval in it, and names no other level."""
+    report = _demo()
+    [line] = ablation_lines(report)
+    for batch in report.batch_sizes:
+        level = 1 - 2 * batch.alpha_per_look
+        assert level > 0.99
+        base, unpadded = _values(report, batch.batch_size, "base"), _values(report, batch.batch_size, "head-unpadded")
+        low, high = _welch(base, unpadded, level)
+        assert f"at batch size {batch.batch_size}, {_pct(unpadded, base):+.2f}% against base ({low:+.2f}% to " \
+               f"{high:+.2f}%)" in line
+        stored = next(e.change for e in report.explanation.ablations if e.batch_size == batch.batch_size)
+        assert stored is not None and stored.confidence == 0.95 and f"{stored.ci_low_pct:+.2f}%" not in line
+    assert "95%" not in render_comment(report).split("<summary>Method</summary>")[0]
+
+
+def test_what_an_ablation_arm_takes_back_is_said_above_the_fold() -> None:
+    """A regression's ablation arm: its share of the slowdown per batch size is a line of the
+    summary, not only in its fold."""
+    report = _demo()
+    above = above_the_fold(render_comment(report))
+    shares = []
+    for batch_size in (1, 2):
+        base, head, unpadded = (_values(report, batch_size, a) for a in ("base", "head", "head-unpadded"))
+        shares.append((_pct(head, base) - _pct(unpadded, base)) / _pct(head, base))
+    assert (f"Ablation arm `head-unpadded` takes back {shares[0]:.0%} of the slowdown at batch size 1 and "
+            f"{shares[1]:.0%} at batch size 2.") in above
+    # from the base build, the share it reproduces
+    arms = [a.model_copy(update={"source": "base"}) if a.source else a for a in report.arms]
+    from_base = above_the_fold(render_comment(explained(report.model_copy(update={"arms": arms}))))
+    assert "Ablation arm `head-unpadded` reproduces " in from_base and "takes back" not in from_base
+
+
+def test_no_ablation_line_above_the_fold_where_nothing_regressed() -> None:
+    """A pass has no slowdown to take back: the arm's figures stay in their fold."""
+    passed = remeasured(_demo(), 1.0)
+    assert passed.verdict == "pass" and passed.explanation.ablations
+    comment = render_comment(passed)
+    assert "Ablation arm `" not in above_the_fold(comment) and "<summary>Ablation arms" in comment

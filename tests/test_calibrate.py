@@ -175,7 +175,7 @@ def test_a_slow_process_is_named_counted_and_left_out_of_the_spread(tmp_path: Pa
     tok_off = (figures[slow_key][1] / np.exp(np.median(np.log([tok for _, tok in by_side[side]]))) - 1) * 100
     where = f"side {side} repeat {repeat} at batch size 1"
     assert f"{where}, GPU ms per step {gpu_off:+.2f}% from its side's median" in text
-    assert f"{where}, tok/s {tok_off:+.2f}% from its side's median" in text
+    assert f"{where}, tokens per second {tok_off:+.2f}% from its side's median" in text
     named = re.search(r"Slow processes: (\d+) of 8 \((\d+)%; 95% interval ([\d.]+)% to (\d+)%\)", text)
     assert named, text
     count = int(named.group(1))
@@ -412,13 +412,13 @@ def test_a_tok_per_s_held_to_gpu_ms_threshold_is_worded_so(tmp_path: Path) -> No
     report = read_report(path)  # it holds up: tok/s's threshold is GPU ms's
     assert report.threshold_sources == _sources() and report.tok_threshold_pct == report.threshold_pct == 1.0
     comment = render_comment(report)
-    assert ("tok/s is held to GPU ms per step's 1% threshold: the calibration found tok/s too noisy to gate on "
-            "this runner and wrote it no threshold of its own.") in comment
-    assert "(1% in GPU ms per step, GPU ms per step's 1% in tok/s)" in comment
+    assert ("Tokens per second is held to GPU ms per step's 1% threshold: the calibration found tokens per second too "
+            "noisy to gate on this runner and wrote it no threshold of its own.") in comment
+    assert "(1% in GPU ms per step, GPU ms per step's 1% in tokens per second)" in comment
     assert "detect only a change of 11.7% at batch size 1, not GPU ms per step's 1% threshold;" in comment
     for sources in (_sources(tok_per_s="calibrated"), None):
         plain = render_comment(report.model_copy(update={"threshold_sources": sources}))
-        assert "(1% in GPU ms per step, 1% in tok/s)" in plain and "not its 1% threshold;" in plain
+        assert "(1% in GPU ms per step, 1% in tokens per second)" in plain and "not its 1% threshold;" in plain
         assert "GPU ms per step's 1%" not in plain and "too noisy to gate" not in plain
 
 

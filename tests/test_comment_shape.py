@@ -19,6 +19,7 @@ from cmarkgfm.cmark import Options
 
 from guard.compare import Reason
 from guard.report import TITLE_LIMIT, Report, build_view, read_report, render_comment
+from guard.report._view import EVERY_ARM
 from guard.report._json_schema import SCHEMA_FILE, report_json_schema
 from guard.report.fold import above_the_fold, words
 from tests.report_fixtures import committed, current_file, explained, remeasured, with_mix
@@ -96,7 +97,7 @@ def test_the_answer_comes_first_in_few_words(name: str) -> None:
     assert above.count("\n|---") <= 1  # one small table, or none for an invalid run
     # the detail is folded: profiler, per-process figures, environment, method
     summaries = [f.summary for f in view.folds]
-    assert {"Environment", "Method", "Every arm, with the range of its processes"} <= set(summaries) or \
+    assert {"Environment", "Method", EVERY_ARM} <= set(summaries) or \
         report.verdict == "invalid"
     assert "Welch" not in above and "Python" not in above and "Profiler:" not in above
 

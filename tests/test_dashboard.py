@@ -96,8 +96,11 @@ def test_the_pull_request_page_shows_verdicts_strip_plots_and_traces():
     assert len(strips) == 2  # one per run with processes to draw
     marks = ET.fromstring(strips[0]).findall(f".//{SVG}circle[@class='mark']")
     drawn = sorted((int(m.get("data-batch-size")), m.get("data-arm"), float(m.get("data-ms"))) for m in marks)
-    expected = sorted((b.batch_size, a.arm, v) for b in report.batch_sizes for a in b.arms
-                      for v in a.gpu_ms_per_step.values if a.arm in (report.base, report.head))
+    ablated = [a.name for a in report.arms if a.source is not None]
+    assert len(ablated) == 1  # drawn beside base and head, named by its role
+    roles = {report.base: "base", report.head: "head", ablated[0]: "ablation"}
+    expected = sorted((b.batch_size, roles[a.arm], v) for b in report.batch_sizes for a in b.arms
+                      for v in a.gpu_ms_per_step.values)
     assert drawn == expected
     first = html.split('data-run="6"')[0]
     for batch in report.batch_sizes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -102,9 +103,16 @@ def test_host_time_per_step_is_its_own_metric_with_an_interval() -> None:
     report = report.model_copy(update={"batch_sizes": [batch.model_copy(update={
         "arms": arms, "host_ms_change": change})]})
     comment = render_comment(report)
-    assert "| tok/s | host ms per step |" in comment
-    assert f"Host ms per step (95% interval): {change.pct:+.2f}% ({change.interval()}) at batch size 1" in comment
-    assert "| 0.020 |" in comment and "| 2.000 |" in comment
+    assert "| tokens per second | host ms per step |" in comment
+    # at the level the batch size was decided at, as every interval of the comment, not the stored 95%
+    level = 1 - 2 * batch.alpha_per_look
+    assert level > 0.99
+    shown = relative_change(base_host, head_host, level)
+    assert shown.ci_low_pct < change.ci_low_pct and f"({change.interval()})" not in comment
+    assert f"Host ms per step, head against base: {shown.pct:+.2f}% ({shown.interval()}) at batch size 1" in comment
+    # each arm's geometric mean
+    assert f"| {statistics.geometric_mean(base_host):.3f} |" in comment
+    assert f"| {statistics.geometric_mean(head_host):.3f} |" in comment
 
 
 def test_an_arm_whose_host_outran_its_hold_is_flagged() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import re
 import subprocess
 import sys
@@ -117,6 +118,11 @@ def _parse_xychart(text: str) -> dict[str, object]:
 # --- Mermaid in the comment ----------------------------------------------------------------
 
 
+def _gm_change(after: list[float], before: list[float]) -> float:
+    """A change as the report states it: a ratio of geometric means, in percent."""
+    return (statistics.geometric_mean(after) / statistics.geometric_mean(before) - 1) * 100
+
+
 def test_the_comment_holds_one_mermaid_chart_per_batch_size_in_a_fold() -> None:
     report = _rich()
     blocks = _mermaid_blocks(render_comment(report))
@@ -124,16 +130,22 @@ def test_the_comment_holds_one_mermaid_chart_per_batch_size_in_a_fold() -> None:
     for (text, in_details), batch in zip(blocks, report.batch_sizes):
         assert in_details  # the picture sits in a fold, below the table
         chart = _parse_xychart(text)
-        base, head = _values(report, batch.batch_size, report.base), _values(report, batch.batch_size, report.head)
-        assert chart["title"] == f"Batch size {batch.batch_size}: GPU ms per step of each process"
-        assert chart["labels"] == [f"base {i}" for i in range(1, 6)] + [f"head {i}" for i in range(1, 6)]
+        base, head, ablated = (_values(report, batch.batch_size, arm)
+                               for arm in (report.base, report.head, "head-unpadded"))
+        # each arm's change against base is written on it, as the table and the ablation fold state it
+        changes = f"head {_gm_change(head, base):+.2f}%, ablation {_gm_change(ablated, base):+.2f}%"
+        assert chart["title"] == (f"Batch size {batch.batch_size}: GPU ms per step of each process; {changes} "
+                                  "against base")
+        assert chart["labels"] == ([f"base {i}" for i in range(1, 6)] + [f"head {i}" for i in range(1, 6)]
+                                   + [f"ablation {i}" for i in range(1, 6)])
         bars = chart["bars"]
-        assert isinstance(bars, list) and len(bars) == len(base) + len(head) == 10  # the ablation arm is not drawn
-        for shown, value in zip(bars, base + head):
+        assert isinstance(bars, list) and len(bars) == 15  # the ablation arm is drawn beside base and head
+        for shown, value in zip(bars, base + head + ablated):
             digits = len(shown.partition(".")[2])
             assert abs(float(shown) - value) <= 0.5 * 10 ** -digits + 1e-12
         _, low, high = chart["axis"]  # type: ignore[misc]
-        assert low < min(base + head) and max(base + head) < high
+        assert low < min(base + head + ablated) and max(base + head + ablated) < high
+        _assert_round(low, high)
 
 
 def test_a_report_whose_numbers_cannot_be_drawn_gets_no_chart_for_that_batch_size() -> None:
@@ -150,6 +162,13 @@ def test_a_report_whose_numbers_cannot_be_drawn_gets_no_chart_for_that_batch_siz
     assert _mermaid_blocks(comment) == [] and "of every process, base beside head" not in comment
 
 
+def _assert_round(*values: float) -> None:
+    """Each value is a whole multiple of 1, 2 or 5 times a power of ten, the same for all."""
+    span = max(values) - min(values)
+    steps = [m * 10.0 ** e for e in range(-6, 4) for m in (1, 2, 5) if m * 10.0 ** e <= span]
+    assert any(all(abs(v / step - round(v / step)) < 1e-6 for v in values) for step in steps), values
+
+
 def test_cpu_step_times_are_named_as_such() -> None:
     report = _rich()
     on_cpu = report.model_copy(update={"batch_sizes": [
@@ -157,7 +176,7 @@ def test_cpu_step_times_are_named_as_such() -> None:
         for b in report.batch_sizes
     ]})
     (text, _), _ = _mermaid_blocks(render_comment(on_cpu))
-    assert _parse_xychart(text)["title"] == "Batch size 1: CPU ms per step of each process"
+    assert str(_parse_xychart(text)["title"]).startswith("Batch size 1: CPU ms per step of each process; head ")
     assert "GPU" not in strip_svg(strip_chart(on_cpu), "CPU ms per step")  # type: ignore[arg-type]
 
 
@@ -201,19 +220,62 @@ def test_the_svg_has_a_mark_per_process_placed_by_its_value() -> None:
 
 def test_an_outlier_process_stands_out() -> None:
     """Head like base but for one process 0.7% slower (as one of 20 processes was at 30 layers
-    on the H200): that mark is far from its arm's median, the others are not."""
+    on the H200): that mark is far from the rest of its arm, which lie close together. The axis
+    also spans the ablation arm, 1.4% above base."""
     report = remeasured(_rich(), 1.0, jitter=0.0002)
     head = list(_values(report, 1, report.head))
     head[2] *= 1.007
     report = _with_head(report, 1, head)
     root = ET.fromstring(strip_svg(strip_chart(report), "GPU ms per step"))  # type: ignore[arg-type]
     panel = next(g for g in root.iter(f"{SVG}g") if g.get("data-batch-size") == "1")
-    median_y = next(float(line.get("y1")) for line in panel.iter(f"{SVG}line")  # type: ignore[arg-type]
-                    if line.get("class") == "median" and line.get("stroke") == "#dd8452")
-    away = {int(m.get("data-process")): abs(float(m.get("cy")) - median_y)  # type: ignore[arg-type]
-            for m in panel.iter(f"{SVG}circle") if m.get("data-arm") == "head"}
-    assert away[3] > 100  # pixels, of a 220-pixel plot
-    assert away[3] > 10 * max(v for k, v in away.items() if k != 3)
+    ys = {int(m.get("data-process")): float(m.get("cy"))  # type: ignore[arg-type]
+          for m in panel.iter(f"{SVG}circle") if m.get("data-arm") == "head"}
+    others = [y for k, y in ys.items() if k != 3]
+    away = abs(ys[3] - statistics.mean(others))
+    assert away > 40  # pixels, of a 220-pixel plot
+    assert away > 5 * (max(others) - min(others))  # the others jitter by 0.04% of each other
+
+
+def test_the_svg_axis_is_marked_at_a_round_step_from_its_bottom_to_its_top() -> None:
+    report = _rich()
+    root = ET.fromstring(strip_svg(strip_chart(report), "GPU ms per step"))  # type: ignore[arg-type]
+    for panel in root.iter(f"{SVG}g"):
+        labels = [t for t in panel.iter(f"{SVG}text") if t.get("class") == "tick"]
+        values = [float(t.text or "") for t in labels]
+        assert 3 <= len(values) <= 6, values
+        steps = {round(b - a, 9) for a, b in zip(values, values[1:])}
+        assert len(steps) == 1  # evenly spaced
+        (step,) = steps
+        mantissa = step / 10 ** math.floor(math.log10(step))
+        assert round(mantissa, 6) in (1.0, 2.0, 5.0), step
+        _assert_round(*values)
+        # each label written with the digits its step needs, no more
+        assert all(len((t.text or "").partition(".")[2]) == max(0, -math.floor(math.log10(step))) for t in labels)
+        # the lowest tick at the plot's bottom edge, the highest at its top: the axis ends on round values
+        (frame,) = [r for r in panel.iter(f"{SVG}rect")]
+        top, height = float(frame.get("y") or 0), float(frame.get("height") or 0)
+        ys = [float(t.get("y") or 0) - 4 for t in labels]
+        assert ys[0] == pytest.approx(top + height) and ys[-1] == pytest.approx(top)
+        # every process lies inside the axis
+        cys = [float(c.get("cy") or 0) for c in panel.iter(f"{SVG}circle")]
+        assert all(top < cy < top + height for cy in cys)
+
+
+def test_the_svg_draws_the_ablation_arm_and_writes_each_change_on_it() -> None:
+    report = _rich()
+    root = ET.fromstring(strip_svg(strip_chart(report), "GPU ms per step"))  # type: ignore[arg-type]
+    for batch in report.batch_sizes:
+        panel = next(g for g in root.iter(f"{SVG}g") if g.get("data-batch-size") == str(batch.batch_size))
+        base, head, ablated = (_values(report, batch.batch_size, arm)
+                               for arm in (report.base, report.head, "head-unpadded"))
+        marks = [m for m in panel.iter(f"{SVG}circle") if m.get("data-arm") == "ablation"]
+        assert [float(m.get("data-ms") or 0) for m in marks] == ablated
+        head_x = max(float(m.get("cx") or 0) for m in panel.iter(f"{SVG}circle") if m.get("data-arm") == "head")
+        assert head_x < min(float(m.get("cx") or 0) for m in marks)  # its own column, right of head's
+        written = {t.get("data-arm"): t.text for t in panel.iter(f"{SVG}text") if t.get("class") == "change"}
+        assert written == {"head": f"{_gm_change(head, base):+.2f}%", "ablation": f"{_gm_change(ablated, base):+.2f}%"}
+    # no string of the report is drawn: the ablation arm is named by its role
+    assert "head-unpadded" not in strip_svg(strip_chart(report), "GPU ms per step")  # type: ignore[arg-type]
 
 
 def test_the_svg_is_written_beside_the_report_and_goes_with_it(tmp_path: Path) -> None:
@@ -221,8 +283,8 @@ def test_the_svg_is_written_beside_the_report_and_goes_with_it(tmp_path: Path) -
     write_report(report, tmp_path)
     svg = tmp_path / CHART_FILE
     assert CHART_FILE == "step-times.svg"
-    assert len(_marks(svg.read_text())) == sum(
-        len(a.gpu_ms_per_step.values) for b in report.batch_sizes for a in b.arms if a.arm in ("base", "head"))
+    assert len(_marks(svg.read_text())) == sum(  # base's, head's and the ablation arm's processes
+        len(a.gpu_ms_per_step.values) for b in report.batch_sizes for a in b.arms)
     unmeasured = report.model_copy(update={"batch_sizes": [b.model_copy(update={"arms": []})
                                                            for b in report.batch_sizes]})
     write_report(unmeasured, tmp_path)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
+import statistics
 import shutil
 from pathlib import Path
 
@@ -175,9 +177,13 @@ def test_a_real_slowdown_at_the_threshold_is_said_to_be_at_threshold() -> None:
     assert (f"At batch size 1, GPU ms per step rose {bounds.pct:.2f}%: slower, but too close to the 0.5% threshold "
             "to call after its confirmation round; more than 200 processes per arm would decide it (this run: 8).") \
         in comment
-    assert f"| GPU ms per step | {_median(report, 'base')} | {_median(report, 'head')} | {bounds.pct:+.2f}% " \
-           f"({bounds.interval()}) |" in comment
-    assert f"change ({level} interval)" in comment
+    # the figures the change is a ratio of, and every interval at the level the verdict was decided at
+    row = re.search(rf"\| GPU ms per step \| ([0-9.]+) \| ([0-9.]+) \| {re.escape(f'{bounds.pct:+.2f}%')} "
+                    rf"\({re.escape(bounds.interval())}\) \| yes \|", comment)
+    assert row is not None
+    for shown, arm in zip(row.groups(), ("base", "head")):
+        assert abs(float(shown) - _mean(report, arm)) <= 0.5 * 10 ** -len(shown.partition(".")[2])
+    assert f"Intervals are {level}, the verdict's level." in comment and "95%" not in comment.split("<details>")[0]
     assert "4 fresh processes per arm, and 4 more in a confirmation round for batch size 1" in comment
     assert "Each bound of the first look is wrong at most 0.31% of the time" in comment  # 62% of alpha over 2
     assert "too noisy" not in comment and "No decode slowdown" not in comment
@@ -186,9 +192,12 @@ def test_a_real_slowdown_at_the_threshold_is_said_to_be_at_threshold() -> None:
     assert "The kernels themselves are slower: `softmax_warp_forward`" in comment
 
 
-def _median(report: Report, arm: str) -> str:
-    stats = next(a for a in report.batch_sizes[0].arms if a.arm == arm)
-    return f"{stats.gpu_ms_per_step.median:.3f}"
+def _mean(report: Report, arm: str) -> float:
+    """The arm's geometric mean of GPU ms per step: the figure its change is a ratio of."""
+    (batch,) = report.batch_sizes
+    assert batch.set_aside == []  # every process is in the change
+    stats = next(a for a in batch.arms if a.arm == arm)
+    return statistics.geometric_mean(stats.gpu_ms_per_step.values)
 
 
 def test_an_undecided_report_says_at_threshold_in_the_status_and_summary() -> None:
@@ -271,8 +280,8 @@ def test_title_and_sentence_name_the_metric_that_decided() -> None:
     tok = again.tok_per_s_bounds
     assert tok is not None
     # and why the device figure differs: GPU ms held, as it leaves the host's launch out
-    assert (f"At batch size 1, tok/s fell {-tok.pct:.2f}%, its whole interval past the 1% threshold; GPU ms per "
-            "step, timed with the host's launch held out, changed") in render_comment(by_tok)
+    assert (f"At batch size 1, tokens per second fell {-tok.pct:.2f}%, its whole interval past the 1% threshold; "
+            "GPU ms per step, timed with the host's launch held out, changed") in render_comment(by_tok)
     assert "(within the threshold): the difference is the host's part of each step." in render_comment(by_tok)
 
 
@@ -333,7 +342,7 @@ def test_a_launch_only_slowdown_is_named_where_the_verdict_does_not_see_it() -> 
     assert note.end_to_end.confidence == pytest.approx(1 - 2 * batch.alpha_per_look)
     comment = render_comment(noted)
     assert "At batch size 1, timed with the host's launch time included, GPU ms per step rose +5.00%" in comment
-    assert "which only tok/s weighs in the verdict" in comment
+    assert "which only tokens per second weighs in the verdict" in comment
     assert with_end_to_end(1.0).explanation.launch_notes == []
     assert "launch time included" not in render_comment(with_end_to_end(1.0))
 
@@ -346,10 +355,12 @@ def test_a_pass_says_what_it_rules_out_for_each_metric() -> None:
     assert batch.gpu_ms_bounds.ci_high_pct < report.threshold_pct
     assert -batch.tok_per_s_bounds.ci_low_pct < report.tok_threshold_pct
     gated = render_comment(_one_batch(report, tok_per_s_gates=True))
-    assert (f"No slowdown of {report.threshold_pct:g}% in GPU ms per step and {report.tok_threshold_pct:g}% in tok/s "
+    assert (f"No slowdown of {report.threshold_pct:g}% in GPU ms per step and {report.tok_threshold_pct:g}% in tokens "
+            "per second "
             "at any batch size measured: every upper bound is under it.") in gated
     comment = render_comment(report)
-    assert (f"({report.threshold_pct:g}% in GPU ms per step, {report.tok_threshold_pct:g}% in tok/s)" in comment)
+    assert (f"({report.threshold_pct:g}% in GPU ms per step, {report.tok_threshold_pct:g}% in tokens per second)"
+            in comment)
 
 
 def test_a_pass_whose_tok_per_s_only_informs_claims_nothing_of_tok_per_s() -> None:
@@ -360,12 +371,13 @@ def test_a_pass_whose_tok_per_s_only_informs_claims_nothing_of_tok_per_s() -> No
     comment = render_comment(informs)
     assert (f"No slowdown of {report.threshold_pct:g}% in GPU ms per step at any batch size measured: every upper "
             "bound is under it.") in comment
-    assert "| tok/s (informs) |" in comment
+    # too noisy to rule its threshold out, it decides only a change wholly past it, and says so
+    assert re.search(rf"\| tokens per second \|[^\n]*\| if past {report.tok_threshold_pct:g}% \|", comment)
     repeats = informs.batch_sizes[0].arms[0].repeats
     assert (f"at its spread, {repeats} processes per arm detect only a change of 23.4% at batch size 1, not its "
             f"{report.tok_threshold_pct:g}% threshold; it would take more than 200 per arm") in comment
     gated = _one_batch(report, tok_per_s_gates=False, tok_per_s_detectable_pct=1.8, tok_per_s_repeats_to_gate=41)
-    assert "it would take about 41 per arm for tok/s to decide" in render_comment(gated)
+    assert "it would take about 41 per arm for it to decide any change" in render_comment(gated)
 
 
 def test_a_kernel_swapped_for_another_variant_is_a_slower_kernel_on_h200_figures() -> None:

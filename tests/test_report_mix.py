@@ -60,7 +60,7 @@ def test_padding_is_named_above_the_fold_with_its_share_and_the_table_is_in_its_
     assert decided.gpu_ms_bounds is not None
     assert (f"Over the batch-size mix, GPU ms per step rose {decided.gpu_ms_bounds.pct:.2f}%, its whole interval past "
             f"the 1% threshold; padding carries {share(found.part('padding').share)} of the growth.") in above
-    assert "| GPU ms per step, the mix |" in above  # decided like a batch size: a row of the table
+    assert "| GPU ms per step | mix |" in above  # decided like a batch size: a row of the table
     assert words(above) <= WORDS_ABOVE_THE_FOLD
     assert above.count("\n|---") == 1  # the mix's table stays in its fold
     fold = _fold(comment, "Capture coverage and useful work")
@@ -82,7 +82,7 @@ def test_a_win_is_not_blamed_in_the_comment() -> None:
     above = above_the_fold(comment)
     # an improvement is said in what the user feels where that decided it too
     assert report.mix_comparison.decided_by == "tok_per_s"
-    assert "Over the batch-size mix, tok/s changed +" in above and "faster than the 1% threshold." in above
+    assert "Over the batch-size mix, tokens per second changed +" in above and "faster than the 1% threshold." in above
     assert "carries" not in above  # a win: no part of it is blamed
     fold = _fold(comment, "Capture coverage and useful work")
     assert "not slower past the threshold, so no cause is named" in fold and "carries" not in fold

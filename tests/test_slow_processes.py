@@ -87,7 +87,8 @@ def test_a_process_slow_in_two_metrics_counts_once() -> None:
     assert sentence.startswith("Slow processes: 1 of 10 (10%; 95% interval ")
     off = gpu["b"][1] / np.median(gpu["b"]) - 1
     assert f"b repeat 2 at batch size 1, GPU ms per step {off * 100:+.2f}% from its arm's median" in sentence
-    assert f"b repeat 2 at batch size 1, tok/s {(1 / (1 + off) - 1) * 100:+.2f}% from its arm's median" in sentence
+    assert f"b repeat 2 at batch size 1, tokens per second {(1 / (1 + off) - 1) * 100:+.2f}% from its arm's median" \
+        in sentence
 
 
 def test_a_report_naming_slow_processes_its_figures_do_not_give_is_refused(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from guard.compare._ranks import (
 )
 from guard.compare._reasons import Reason, ReasonKind, SeenValue
 from guard.compare._recheck import Discrepancy, decide_again, recheck, same_facts
+from guard.compare._set_aside import kept_arm
 from guard.compare._rounds import Decide, MeasureRound, RoundsOutcome, decide_in_rounds
 from guard.compare._verdict import Rounds, arm_stats, compare, confirm_undecided
 # the rule's names, defined with the rule (guard/config/_rule.py), as this stage has always offered them
@@ -82,6 +83,7 @@ __all__ = [
     "confirm_undecided",
     "false_alarm_bound",
     "first_mismatch",
+    "kept_arm",
     "most_severe",
     "spent",
     "rank_change",

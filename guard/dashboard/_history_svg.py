@@ -8,7 +8,7 @@ import statistics
 import xml.etree.ElementTree as ET
 
 from guard._markdown import visible
-from guard._svg import axis_range, line, svg_document, text, y_scale, y_ticks
+from guard._svg import axis_range, line, round_axis, svg_document, text, y_scale, y_ticks
 from guard.dashboard._models import SeriesHistory
 from guard.history import ChangePoint, MainPoint
 
@@ -30,14 +30,14 @@ def history_svg(history: SeriesHistory, server_url: str, metric: str) -> str:
     if not points:
         text(svg, _LEFT + plot_w / 2, _TOP + plot_h / 2, "no points yet", anchor="middle")
         return ET.tostring(svg, encoding="unicode")
-    low, high = axis_range([p.gpu_ms_per_step for p in points], _FLAT_SHARE)
+    low, high, ticks = round_axis(*axis_range([p.gpu_ms_per_step for p in points], _FLAT_SHARE))
     index = {p.sha: i for i, p in enumerate(points)}
     y = y_scale(low, high, _TOP, plot_h)
 
     def x(i: float) -> float:
         return _LEFT + plot_w * (i + 0.5) / len(points)
 
-    y_ticks(svg, _LEFT, low, high, y, lambda ms: f"{ms:.3g}")
+    y_ticks(svg, _LEFT, ticks, y)
     text(svg, 14, _TOP + plot_h / 2, metric, anchor="middle", rotate=True)
     _levels(svg, points, history.change_points, index, x, y)
     for cp in history.change_points:

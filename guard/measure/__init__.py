@@ -29,7 +29,8 @@ from guard.measure._slow import (
 )
 from guard.measure._stats import (
     BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, Change, PriorSpread, Spread, detectable_change_pct, rate_interval,
-    relative_change, repeats_to_decide, repeats_to_rule_out, smallest_caught_pct, caught_at_spread, spread,
+    geometric_mean, relative_change, repeats_to_decide, repeats_to_rule_out, smallest_caught_pct, caught_at_spread,
+    spread,
 )
 
 __all__ = [
@@ -122,5 +123,6 @@ __all__ = [
     "run_ranks",
     "RunFailed",
     "spread",
+    "geometric_mean",
     "write_reference",
 ]

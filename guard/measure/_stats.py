@@ -24,6 +24,16 @@ class Spread(BaseModel):
         """(max - min) / median, in percent: how far apart the repeats landed."""
         return (self.max - self.min) / self.median * 100 if self.median else 0.0
 
+    @property
+    def geometric_mean(self) -> float:
+        """The figure `relative_change` compares: its change is head's over base's, less 1."""
+        return geometric_mean(self.values)
+
+
+def geometric_mean(values: list[float]) -> float:
+    """exp of the mean of the logarithms; positive values only, as `relative_change` takes."""
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
 
 def spread(values: list[float]) -> Spread:
     return Spread(median=statistics.median(values), min=min(values), max=max(values), values=list(values))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from guard._markdown import code, text
 from guard.explain import AblationEffect, Cause, LaunchNote, ProfileScale
+from guard.report import _figures as figures
 from guard.report import _words as words
 from guard.report._schema import Report
 from guard.trace import BeforeAfter, LaunchChange
@@ -45,13 +46,13 @@ def cause_sentence(cause: Cause, gpu: bool, sized: bool) -> str:
         main = "the kernels themselves are slower" + (f": {names}" if names else "")
     elif cause.kind == "host_time" and cause.host is not None:
         host = cause.host
-        main = (f"{words.metric('gpu_ms', gpu)} changed {words.pct(host.gpu_ms_pct)} but tok/s fell "
+        main = (f"{words.metric('gpu_ms', gpu)} changed {words.pct(host.gpu_ms_pct)} but {words.TOK} fell "
                 f"{words.pct(host.tok_per_s_fall_pct).lstrip('+')}: the extra time is on the host, around the "
                 "GPU work of each step")
     else:
         main = "no single part of the extra time dominates"
     if cause.host is not None and cause.kind != "host_time":
-        main += f", and tok/s fell {words.pct(cause.host.tok_per_s_fall_pct).lstrip('+')}: time on the host too"
+        main += f", and {words.TOK} fell {words.pct(cause.host.tok_per_s_fall_pct).lstrip('+')}: time on the host too"
     sentence = main + split + "."
     return at + sentence if at else sentence[0].upper() + sentence[1:]
 
@@ -107,18 +108,18 @@ def fallout_line(report: Report, batch_size: int) -> str | None:
     if launches is None:
         return None
     batch = next((b for b in report.batch_sizes if b.batch_size == batch_size), None)
-    host = batch.host_ms_change if batch else None
+    host = figures.host_change(batch, report.base, report.head) if batch else None
     host_text = (f" The host's time to launch a step changed {words.with_interval(host)}, which "
-                 f"{words.metric('gpu_ms', True)} leaves out and tok/s carries." if host is not None else "")
+                 f"{words.metric('gpu_ms', True)} leaves out and {words.TOK} carries." if host is not None else "")
     return (f"**Decode fell out of its CUDA graphs at batch size {batch_size}**: {fallout_counts(launches)} "
             f"(profiled pass).{host_text}")
 
 
-def launch_sentence(note: LaunchNote, gpu: bool, level: str) -> str:
+def launch_sentence(note: LaunchNote, gpu: bool) -> str:
     return (f"At batch size {note.batch_size}, timed with the host's launch time included, "
-            f"{words.metric('gpu_ms', gpu)} rose {words.with_interval(note.end_to_end)} ({level} interval), past "
+            f"{words.metric('gpu_ms', gpu)} rose {words.with_interval(note.end_to_end)}, past "
             f"the threshold, against {words.with_interval(note.held)} without it: the extra time may be in "
-            "launching the step's work, which only tok/s weighs in the verdict.")
+            f"launching the step's work, which only {words.TOK} weighs in the verdict.")
 
 
 def scale_sentence(scale: ProfileScale) -> str:
@@ -145,8 +146,8 @@ def ablation_line(report: Report, effects: list[AblationEffect]) -> str:
     by_size = {b.batch_size: b for b in report.batch_sizes}
     for e in effects:
         clause = f"at batch size {e.batch_size}, {words.pct(e.pct)} against base"
-        if e.change is not None:
-            clause += f" ({words.interval(e.change)})"
+        if (change := figures.ablation_change(report, e)) is not None:
+            clause += f" ({words.interval(change)})"
         head = by_size[e.batch_size].gpu_ms_change
         if e.share_of_head is not None and head is not None:
             verb = "reproducing" if e.build == "base" else "taking back"
@@ -155,12 +156,30 @@ def ablation_line(report: Report, effects: list[AblationEffect]) -> str:
     return f"{code(arm.name)} ({built}): " + "; ".join(clauses) + "."
 
 
-def _share(value: float) -> str:
+def ablation_lead(report: Report) -> str | None:
+    """For the summary, each ablation arm's share of the head's slowdown it takes back (or, on
+    base's build, reproduces), where it has one: 'Ablation arm `no-upload` takes back 96% of the
+    slowdown at batch size 1 and 52% at batch size 2.' None where no arm has a share."""
+    effects = [e for e in report.explanation.ablations if e.share_of_head is not None]
+    sentences = []
+    for name in dict.fromkeys(e.arm for e in effects):
+        own = [e for e in effects if e.arm == name]
+        verb = "reproduces" if own[0].build == "base" else "takes back"
+        shares = [f"{_share(e.share_of_head, of=not i)}{' the slowdown' if not i else ''} at batch size {e.batch_size}"
+                  for i, e in enumerate(own) if e.share_of_head is not None]
+        sentences.append(f"Ablation arm {code(name)} {verb} {words.listed(shares)}.")
+    return " ".join(sentences) or None
+
+
+def _share(value: float, of: bool = True) -> str:
+    """'all of', 'none of', '96% of'; without `of`, the share alone."""
     if value >= 1 - _EDGE:
-        return "all of"
-    if value <= _EDGE:
-        return "none of"
-    return f"{words.share(value)} of"
+        shown = "all"
+    elif value <= _EDGE:
+        shown = "none"
+    else:
+        shown = words.share(value)
+    return f"{shown} of" if of else shown
 
 
 def _short(name: str) -> str:
@@ -187,9 +206,9 @@ def unheld_notes(report: Report) -> list[str]:
 
 def host_sentence(report: Report) -> str | None:
     """The host's enqueue time per step, where it was timed: left out of the GPU-timed figures."""
-    parts = [f"{words.with_interval(b.host_ms_change)} at batch size {b.batch_size}"
-             for b in report.batch_sizes if b.host_ms_change is not None]
+    parts = [f"{words.with_interval(change)} at batch size {b.batch_size}" for b in report.batch_sizes
+             if (change := figures.host_change(b, report.base, report.head)) is not None]
     if not parts:
         return None
-    return (f"{words.HOST[0].upper()}{words.HOST[1:]} ({words.level(report.confidence)} interval): "
-            + ", ".join(parts) + f"; {words.metric('gpu_ms', True)} leaves it out, tok/s carries it.")
+    return (f"{words.HOST[0].upper()}{words.HOST[1:]}, head against base: " + ", ".join(parts)
+            + f"; {words.metric('gpu_ms', True)} leaves it out, {words.metric('tok_per_s', True)} carries it.")

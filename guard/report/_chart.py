@@ -1,9 +1,11 @@
-"""What the picture shows: per batch size, every process's step time, base beside head, on
-one axis per batch size. A process far from the rest of its arm stands out, which a median
-and a range in the table hide.
+"""What the picture shows: per batch size, every process's step time, base beside head and
+beside each ablation arm, on one axis per batch size marked at a round step, with each arm's
+change against base. A process far from the rest of its arm stands out, which a mean and a
+range in the table hide.
 
-Built from the report's numbers alone (no string of it is drawn), each checked as data:
-a report read back may come from a pull request's run."""
+Built from the report's numbers alone (no string of it is drawn: an ablation arm is drawn as
+"ablation", numbered where there are several), each checked as data: a report read back may
+come from a pull request's run."""
 
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ import math
 
 from pydantic import BaseModel
 
-from guard._svg import axis_range
+from guard._svg import axis_range, round_axis
 from guard.config import MAX_REPEATS, MAX_ROUNDS
+from guard.measure import geometric_mean
+from guard.report import _figures as figures
 from guard.report._schema import Report
 
 # A run holds at most MAX_REPEATS repeats per arm and round, and MAX_ROUNDS rounds; a report with
@@ -22,14 +26,34 @@ MAX_PROCESSES_PER_ARM = MAX_REPEATS * MAX_ROUNDS
 FLAT_SHARE = 0.001
 
 
-class StripPanel(BaseModel):
-    """One batch size: each process's median step time, in the order the arm ran them."""
+class StripArm(BaseModel):
+    """One arm at one batch size: each process's median step time, in the order the arm ran them."""
 
+    label: str  # "base", "head", "ablation" or "ablation 2": the guard's own words
+    values_ms: list[float]
+    # the geometric mean its change compares: base's and head's over the processes the decision
+    # kept, an ablation arm's over every process
+    mean_ms: float
+    change_pct: float | None = None  # against base, as the report states it; None for base
+
+
+class StripPanel(BaseModel):
     batch_size: int
-    base_ms: list[float]
-    head_ms: list[float]
-    low_ms: float  # the axis, shared by both arms
+    arms: list[StripArm]  # base, head, then each ablation arm in the order they ran
+    low_ms: float  # the axis, shared by every arm, rounded out to its ticks
     high_ms: float
+    ticks_ms: list[float]
+
+    def arm(self, label: str) -> StripArm:
+        return next(a for a in self.arms if a.label == label)
+
+    @property
+    def base_ms(self) -> list[float]:
+        return self.arm("base").values_ms
+
+    @property
+    def head_ms(self) -> list[float]:
+        return self.arm("head").values_ms
 
 
 class StripChart(BaseModel):
@@ -39,19 +63,36 @@ class StripChart(BaseModel):
 
 def strip_chart(report: Report) -> StripChart | None:
     """The picture's data, or None when no batch size has both arms measured."""
+    ablated = [a.name for a in report.arms if a.source is not None]
+    names = {name: "ablation" if len(ablated) == 1 else f"ablation {i}" for i, name in enumerate(ablated, start=1)}
     panels = []
     for batch in report.batch_sizes:
-        arms = {a.arm: a for a in batch.arms}
-        base, head = arms.get(report.base), arms.get(report.head)
+        stats = {a.arm: a for a in batch.arms}
+        base, head = stats.get(report.base), stats.get(report.head)
         if base is None or head is None:
             continue
-        base_ms, head_ms = base.gpu_ms_per_step.values, head.gpu_ms_per_step.values
-        if not (_drawable(base_ms) and _drawable(head_ms)):
+        if not (_drawable(base.gpu_ms_per_step.values) and _drawable(head.gpu_ms_per_step.values)):
             continue
-        low, high = axis_range(base_ms + head_ms, FLAT_SHARE)
-        panels.append(StripPanel(batch_size=batch.batch_size, base_ms=base_ms, head_ms=head_ms,
-                                 low_ms=low, high_ms=high))
+        decided = batch.gpu_ms_bounds or batch.gpu_ms_change
+        arms = [_arm("base", base.gpu_ms_per_step.values, figures.decided_mean(batch, report.base, "gpu_ms")),
+                _arm("head", head.gpu_ms_per_step.values, figures.decided_mean(batch, report.head, "gpu_ms"),
+                     decided.pct if decided is not None else None)]
+        effects = {e.arm: e for e in report.explanation.ablations if e.batch_size == batch.batch_size}
+        for name, label in names.items():
+            values = stats[name].gpu_ms_per_step.values if name in stats else []
+            if _drawable(values):
+                effect = effects.get(name)
+                arms.append(_arm(label, values, figures.every_process_mean(stats[name], "gpu_ms"),
+                                 effect.pct if effect is not None else None))
+        low, high, ticks = round_axis(*axis_range([v for a in arms for v in a.values_ms], FLAT_SHARE))
+        panels.append(StripPanel(batch_size=batch.batch_size, arms=arms, low_ms=low, high_ms=high, ticks_ms=ticks))
     return StripChart(gpu_timed=report.gpu_timed(), panels=panels) if panels else None
+
+
+def _arm(label: str, values: list[float], mean: float | None, change_pct: float | None = None) -> StripArm:
+    """`mean` None (a value not above 0, which `_drawable` has ruled out): every process's."""
+    return StripArm(label=label, values_ms=values, mean_ms=mean if mean is not None else geometric_mean(values),
+                    change_pct=change_pct if change_pct is not None and math.isfinite(change_pct) else None)
 
 
 def decimals(panel: StripPanel) -> int:

@@ -41,7 +41,7 @@ def felt_sentence(report: Report) -> str | None:
     if h.felt is None or h.felt_change is None or h.batch_size is None:
         return None
     change, metric = h.felt_change, h.felt
-    how = "end to end" if metric == "end_to_end_ms" else "in tok/s"
+    how = "end to end" if metric == "end_to_end_ms" else f"in {words.TOK}"
     return (f"{words.at_size(h.batch_size).capitalize()}, decode is {words.slower(change, metric)} slower {how}: "
             f"{words.metric(metric, report.gpu_timed())} {_moved(change, metric)} ({words.interval(change)}), its "
             f"whole interval past {the_threshold(report, metric)}.")
@@ -104,7 +104,7 @@ def pass_sentence(report: Report) -> str:
     gates = all(b.tok_per_s_gates for b in report.decided())
     ruled = f"{words.threshold(report.threshold_pct)} in {words.metric('gpu_ms', gpu)}"
     if gates:
-        ruled += f" and {words.threshold(limit(report, 'tok_per_s'))} in tok/s"
+        ruled += f" and {words.threshold(limit(report, 'tok_per_s'))} in {words.TOK}"
     over = " or over the batch-size mix" if report.mix_comparison is not None else ""
     sentence = f"No slowdown of {ruled} at any batch size measured{over}: every upper bound is under it."
     h = report.explanation.headline
@@ -159,7 +159,7 @@ def rule_note(report: Report) -> str:
                  + (f" ({words.pct(100 * first / report.alpha, 0).lstrip('+')} of it at the first, by a "
                     "Pocock-type spending function)" if looks > 1 else "")
                  + f" and split over 2 families ({gpu}; "
-                 + ("end-to-end ms per step and tok/s, one pass's figures" if report.gpu_timed() else "tok/s")
+                 + (f"end-to-end ms per step and {words.TOK}, one pass's figures" if report.gpu_timed() else words.TOK)
                  + f") x {words.plural(n, 'batch size')}{mixed}. ")
     else:
         split = (f"Each bound is wrong at most {each} of the time (alpha {report.alpha:g} split over "
@@ -168,10 +168,10 @@ def rule_note(report: Report) -> str:
     return (
         f"A batch size is a regression when the lower bound of its slowdown is above the threshold "
         f"({words.threshold(report.threshold_pct)} in {gpu}, {threshold_text(report, 'tok_per_s')} in "
-        "tok/s), a pass when the upper bound is under it, an improvement when the upper bound is under minus the "
-        f"threshold. {split}So a regression that is not there is called at most {words.level(report.alpha)} of "
+        f"{words.TOK}), a pass when the upper bound is under it, an improvement when the upper bound is under minus "
+        f"the threshold. {split}So a regression that is not there is called at most {words.level(report.alpha)} of "
         f"the time, as is an improvement; all the bounds hold together at least {words.level(1 - 2 * report.alpha)} "
-        "of the time. tok/s decides only where this run's processes could "
+        f"of the time. {words.TOK.capitalize()} decides only where this run's processes could "
         "detect its threshold"
         + (f"; so does {words.END_TO_END} (unheld, the host's launch time included; "
            f"{threshold_text(report, 'end_to_end_ms')}), which otherwise decides a slowdown whose whole "
@@ -209,7 +209,7 @@ def caught_sentence(report: Report) -> str | None:
     parts = []
     for b in decided:
         felt: MetricKey = "end_to_end_ms" if "end_to_end_ms" in b.caught_pct else "tok_per_s"
-        unit = "end to end" if felt == "end_to_end_ms" else "in tok/s"
+        unit = "end to end" if felt == "end_to_end_ms" else f"in {words.TOK}"
         notes = [f"{_caught(b.caught_pct[felt])} {unit}"] if felt in b.caught_pct else []
         if "gpu_ms" in b.expected_caught_pct:  # the calibration's spread, against the run's own
             notes.append(f"the calibration expected {_caught(b.expected_caught_pct['gpu_ms'])}")

@@ -41,12 +41,16 @@ def coverage_rows(report: Report, gpu: bool) -> list[list[str]]:
     ]
 
 
-def mix_sentence(found: MixAttribution, gpu: bool) -> str:
-    """The mix's change and what carries it, in one sentence."""
-    spread = (f"; between the processes, {words.interval(found.change)} at {words.level(found.change.confidence)}"
-              if found.change is not None else "")
-    change = (f"Over the batch-size mix, {words.metric('gpu_ms', gpu)} went {words.ms(found.base_ms_per_step)} -> "
-              f"{words.ms(found.head_ms_per_step)} ({words.pct(found.pct)}{spread})")
+def mix_sentence(found: MixAttribution, gpu: bool, decided: tuple[float, float] | None = None) -> str:
+    """The mix's change and what carries it, in one sentence. `decided`: base's and head's
+    geometric means the compare stage decided the mix on, shown with its change where it did."""
+    if found.change is not None and decided is not None:
+        before, after = (words.mean_ms(v) for v in decided)
+        moved = f"{words.pct(found.change.pct)}; between the processes, {words.interval(found.change)}"
+    else:  # not decided: the split's own figures, the mix's means of each arm's steps
+        before, after = words.ms(found.base_ms_per_step), words.ms(found.head_ms_per_step)
+        moved = words.pct(found.pct)
+    change = f"Over the batch-size mix, {words.metric('gpu_ms', gpu)} went {before} -> {after} ({moved})"
     if found.cause is None:
         return f"{change}: not slower past the threshold, so no cause is named."
     if found.cause == "mixed_evidence":

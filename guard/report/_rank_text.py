@@ -71,7 +71,7 @@ def ranks_method(report: Report) -> str | None:
     if world == 1:
         return None
     return (f"On {world} ranks, a process each, started together for every repeat: a step's time is its slowest "
-            "rank's, a process's tok/s its slowest rank's, and every rank's outputs must be rank 0's.")
+            f"rank's, a process's {words.TOK} its slowest rank's, and every rank's outputs must be rank 0's.")
 
 
 def _share(ranks: ArmRanks) -> str:

@@ -31,7 +31,8 @@ def the_threshold(report: Report, metric: MetricKey, determiner: str = "the") ->
 
 # Why the thresholds file wrote a metric no threshold, where it wrote GPU ms's
 _HELD_BECAUSE = {
-    "tok_per_s": "the calibration found tok/s too noisy to gate on this runner and wrote it no threshold of its own",
+    "tok_per_s": f"the calibration found {words.TOK} too noisy to gate on this runner and wrote it no threshold of "
+                 "its own",
     "end_to_end_ms": "the thresholds file wrote it none of its own (too noisy or not measured where it was "
                      "calibrated, or calibrated before it was decided)",
 }
@@ -48,7 +49,7 @@ def held_note(report: Report) -> str:
     for metric in shown:
         if held_to_gpu_ms(report, metric):
             name = words.metric(metric, report.gpu_timed())
-            name = name if metric == "tok_per_s" else name.capitalize()  # tok/s is written so even first
+            name = name.capitalize()
             sentences.append(f"{name} is held to {the_threshold(report, metric)}: {_HELD_BECAUSE[metric]}.")
     return " ".join(sentences)
 
@@ -84,9 +85,9 @@ def tok_role_note(report: Report) -> str:
     needed = [b.tok_per_s_repeats_to_gate for b in batches]
     most = (f"more than {MOST_REPEATS}" if None in needed
             else f"about {max(n for n in needed if n is not None)}")
-    return (f"tok/s informs here and does not decide: at its spread, {repeats} processes per arm detect "
-            f"only a change of {detectable}, not {the_threshold(report, 'tok_per_s', 'its')}; it would take {most} "
-            "per arm for tok/s to decide. A tok/s slowdown still counts when its whole interval is past the threshold.")
+    return (f"{words.TOK.capitalize()} decides here only a change whose whole interval is past its threshold: at "
+            f"its spread, {repeats} processes per arm detect only a change of {detectable}, not "
+            f"{the_threshold(report, 'tok_per_s', 'its')}; it would take {most} per arm for it to decide any change.")
 
 
 def tok_unmeasured_note(report: Report) -> str:
@@ -94,6 +95,6 @@ def tok_unmeasured_note(report: Report) -> str:
     batches = unmeasurable(report)
     if not batches:
         return ""
-    return (f"tok/s is not shown, as not measurable here: at its spread, {_repeats(report, batches[0])} "
-            f"processes per arm detect only a change of {_detectable(batches)}, far past "
-            f"{the_threshold(report, 'tok_per_s', 'its')}.")
+    return (f"{words.TOK.capitalize()} is not shown, as not measurable here: at its spread, "
+            f"{_repeats(report, batches[0])} processes per arm detect only a change of {_detectable(batches)}, "
+            f"far past {the_threshold(report, 'tok_per_s', 'its')}.")

@@ -13,15 +13,18 @@ MAX_NAMED = 5  # slow processes named one by one; the rest are counted
 
 
 def slow_processes_sentence(slow: SlowProcesses, arm_label: Callable[[str], str] = str, arm_word: str = "arm",
-                            gpu: bool = True, set_aside: int | None = None) -> str:
+                            gpu: bool = True, set_aside: int | None = None, rate_interval: bool = True) -> str:
     """'Slow processes: 1 of 20 (5%; 95% interval 0.1% to 25%): head repeat 3 at batch size 1,
     GPU ms per step +4.20% from its arm's median.' `arm_label` names an arm as the reader knows
     it, `arm_word` says what an arm is (an A/A has sides). `set_aside`: the processes the decision
-    left out (rule 3), None where its rule sets none aside."""
+    left out (rule 3), None where its rule sets none aside. `rate_interval` False: the rate alone,
+    for the comment, whose intervals are all at the verdict's level (the rate's is in report.json)."""
     interval = f"{RATE_CONFIDENCE:.0%} interval {share(slow.rate_low)} to {share(slow.rate_high)}"
     if not slow.slow:
-        return f"Slow processes: none of {slow.processes} ({interval})."
+        return f"Slow processes: none of {slow.processes}" + (f" ({interval})." if rate_interval else ".")
     rate = share(slow.count / slow.processes) if slow.processes else "n/a"
+    if rate_interval:
+        rate += f"; {interval}"
     named = "; ".join(_one(s, arm_label, arm_word, gpu) for s in slow.slow[:MAX_NAMED])
     more = f"; and {len(slow.slow) - MAX_NAMED} more" if len(slow.slow) > MAX_NAMED else ""
     if set_aside:
@@ -30,7 +33,7 @@ def slow_processes_sentence(slow: SlowProcesses, arm_label: Callable[[str], str]
                   f"of the {arm_word} it ran in.")
     else:
         ending = f"Each widens the interval of the {arm_word} it ran in."
-    return f"Slow processes: {slow.count} of {slow.processes} ({rate}; {interval}): {named}{more}. {ending}"
+    return f"Slow processes: {slow.count} of {slow.processes} ({rate}): {named}{more}. {ending}"
 
 
 def _one(s: SlowProcess, arm_label: Callable[[str], str], arm_word: str, gpu: bool) -> str:

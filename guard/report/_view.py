@@ -11,21 +11,21 @@ from pydantic import BaseModel
 from guard._markdown import block, code, html, text
 from guard._marker import COMMENT_MARKER
 from guard.cause import location
-from guard.compare import METRICS, ArmStats, MetricKey
-from guard.measure import Spread
+from guard.compare import METRICS, BatchComparison, MetricKey
+from guard.report import _figures as figures
 from guard.report import _words as words
 from guard.report import _like_for_like as like_for_like
 from guard.report._capture_text import capture_summary
 from guard.report._cause_text import (
-    ablation_lines, cause_sentence, fallout_line, host_sentence, launch_sentence, scale_sentence, slower_kernel_lines,
-    unheld_notes,
+    ablation_lead, ablation_lines, cause_sentence, fallout_line, host_sentence, launch_sentence, scale_sentence,
+    slower_kernel_lines, unheld_notes,
 )
 from guard.report._chart import strip_chart
 from guard.report._compiled_text import compiled_line
 from guard.report._config_change import config_note
 from guard.report._lead import (
-    batch_sentence, bounds_level, caught_sentence, felt_sentence, pass_sentence, processes_text, ruled_out_sentence,
-    rule_note, shown,
+    batch_sentence, bounds_level, caught_sentence, felt_sentence, limit, pass_sentence, processes_text,
+    ruled_out_sentence, rule_note, shown,
 )
 from guard.report._links import RunLinks
 from guard.report._mermaid import mermaid_charts
@@ -47,6 +47,7 @@ from guard.report._environment_text import environment_line
 from guard.report._trace_text import gap_arithmetic, span_sentence, trace_bullets
 
 MAX_FILES_NAMED = 12
+EVERY_ARM = "Every arm: geometric means of its processes, with their range"
 
 
 class Block(BaseModel):
@@ -141,7 +142,7 @@ def _what_happened(report: Report) -> list[Block]:
         if (line := fallout_line(report, size)) is not None:
             blocks.append(_p(line))
     for note in report.explanation.launch_notes:
-        blocks.append(_p(launch_sentence(note, _gpu(report), bounds_level(report))))
+        blocks.append(_p(launch_sentence(note, _gpu(report))))
     for note in unheld_notes(report):
         blocks.append(_p(note))
     if report.explanation.ranks:  # what the ranks' profiled pass found, before what their timed steps say
@@ -153,57 +154,66 @@ def _what_happened(report: Report) -> list[Block]:
         blocks.append(_p(override))
     if (config := config_note(report.config_change)) is not None:
         blocks.append(_p(config.sentence))
+    if report.verdict != "invalid" and (ablated := ablation_lead(report)) is not None:
+        blocks.append(_p(ablated))
     if (todo := what_to_do(report)) is not None:
         blocks.append(_p(todo))
     return blocks
 
 
 def _table(report: Report) -> Block | None:
+    """Per batch size and metric: base's and head's geometric means (what the change is
+    computed from), the change between the bounds it was decided on, and whether it decides."""
     base, head = report.arm(report.base), report.arm(report.head)
     rows = []
     many = len(report.decided()) > 1
     for b in report.decided():
-        arms = {a.arm: a for a in b.arms}
+        arms = {a.arm for a in b.arms}
         if report.base not in arms or report.head not in arms:
             continue
-        at = f", {'the mix' if b.mix else words.size(b.batch_size)}" if many else ""
+        at = ["mix" if b.mix else str(b.batch_size)] if many else []
         for metric in METRICS:
             change = shown(b, metric)
             if metric == "end_to_end_ms" and change is None:
                 continue  # not decided here: a CPU's step time is already end to end
             if metric == "tok_per_s" and not b.tok_per_s_measurable:
                 continue  # its interval is wider than any effect asked about: a sentence says so
-            before, after = (_figure(arms[name], metric) for name in (report.base, report.head))
-            form = words.rate if metric == "tok_per_s" else words.ms
-            informs = {"tok_per_s": not b.tok_per_s_gates, "end_to_end_ms": b.end_to_end_gates is False}.get(metric)
-            name = words.metric(metric, _gpu(report)) + (" (informs)" if informs else "")
-            rows.append([name + at, form(before.median) if before else "-", form(after.median) if after else "-",
-                         words.with_interval(change) if change else "-"])
-        counted = arms[report.base].instructions_per_step, arms[report.head].instructions_per_step
+            before, after = (figures.decided_mean(b, name, metric) for name in (report.base, report.head))
+            form = words.rate if metric == "tok_per_s" else words.mean_ms
+            rows.append([words.metric(metric, _gpu(report)), *at, form(before) if before else "-",
+                         form(after) if after else "-", words.with_interval(change) if change else "-",
+                         _decides(report, b, metric)])
+        counted = [figures.instructions_mean(b, name) for name in (report.base, report.head)]
         if b.instructions_change is not None and counted[0] and counted[1]:
-            rows.append([f"{words.INSTRUCTIONS} (informs){at}", words.instructions(counted[0].median),
-                         words.instructions(counted[1].median), words.with_interval(b.instructions_change)])
+            rows.append([words.INSTRUCTIONS, *at, words.instructions(counted[0]), words.instructions(counted[1]),
+                         words.with_interval(b.instructions_change), "no"])
     if not rows:
         return None
-    header = ["", f"base {words.short_sha(base.sha)}", f"head {words.short_sha(head.sha)}",
-              f"change ({bounds_level(report)} interval)"]
+    header = ["geometric means", *(["batch size"] if many else []), f"base {words.short_sha(base.sha)}",
+              f"head {words.short_sha(head.sha)}", "change (interval)", "decides"]
     return Block(kind="table", header=header, rows=rows)
 
 
-def _figure(arm: ArmStats, metric: MetricKey) -> Spread | None:
-    return {"gpu_ms": arm.gpu_ms_per_step, "end_to_end_ms": arm.end_to_end_gpu_ms_per_step,
-            "tok_per_s": arm.tok_per_s}[metric]
+def _decides(report: Report, batch: BatchComparison, metric: MetricKey) -> str:
+    """'yes' where the metric gates; where its noise cannot rule its threshold out, it decides
+    only a change whose whole interval is past the threshold: 'if past 1%'."""
+    gates = {"gpu_ms": True, "tok_per_s": batch.tok_per_s_gates, "end_to_end_ms": batch.end_to_end_gates}[metric]
+    return "yes" if gates else f"if past {words.threshold(limit(report, metric))}"
 
 
 def _table_note(report: Report) -> str:
-    """How the table was measured and whether the work was like for like, in a line."""
+    """How the table was measured, whether the work was like for like, and the one level of
+    every interval in the comment, in a line."""
     same = ""
     if report.hash_match:
         same = "; the output tokens are identical in every process"
     elif any(b.agreement for b in report.decided()) and report.workload.reference is not None:
-        same = f", every step's input forced from {text(report.workload.reference)}: like for like"
+        same = f", inputs forced from {text(report.workload.reference)}: like for like"
+    aside = sum(len(b.set_aside) for b in report.decided())
+    kept = f", less {words.plural(aside, 'slow one')} set aside" if aside else ""
     unmeasured = tok_unmeasured_note(report)
-    return f"Medians of {processes_text(report)}, run interleaved{same}." + (f" {unmeasured}" if unmeasured else "")
+    return (f"Means of {processes_text(report)}{kept}{same}. Intervals are {bounds_level(report)}, the "
+            "verdict's level." + (f" {unmeasured}" if unmeasured else ""))
 
 
 def _cause_section(report: Report) -> Section | None:
@@ -220,11 +230,12 @@ def _cause_section(report: Report) -> Section | None:
         sentence = capture_summary(capture, github_repo=report.github_repo, sha=head.sha,
                                    server_url=report.server_url,
                                    captured_same=report.explanation.capture_unchanged is True)
+        # an ablation arm's share of the slowdown, said above, tests the inference itself
         ablated = any(a.source for a in report.arms)
-        caveat = ("Inferred from the timing, not proven; "
+        caveat = ("" if ablation_lead(report) is not None else " Inferred from the timing; "
                   + ("the ablation arms below test it." if ablated else
-                     "an ablation arm (`[[arms]]` in guard.toml) undoing it would settle it."))
-        blocks.append(_p(f"{sentence or ''} {caveat}"))
+                     "an ablation arm undoing it (`[[arms]]` in guard.toml) would settle it."))
+        blocks.append(_p(f"{sentence or ''}{caveat}"))
     if compiled is not None:
         blocks.append(_p(compiled))
     return Section(heading=f"Cause ({text(_ref_text(head))})", blocks=blocks)
@@ -274,19 +285,20 @@ def _folds(report: Report) -> list[Fold]:
         folds.append(Fold(summary="The changed lines of graph capture", blocks=[Block(kind="bullets", lines=places)]))
     lines = ablation_lines(report)
     if lines:
-        folds.append(Fold(summary=f"Ablation arms: {words.metric('gpu_ms', _gpu(report))} against base "
-                                  f"({words.level(report.confidence)} interval)",
+        folds.append(Fold(summary=f"Ablation arms: {words.metric('gpu_ms', _gpu(report))} against base",
                           blocks=[Block(kind="bullets", lines=lines)]))
     chart = strip_chart(report)
     metric = words.metric("gpu_ms", _gpu(report))
     if chart is not None:
-        folds.append(Fold(summary=f"{metric} of every process, base beside head", blocks=[
+        folds.append(Fold(summary=f"{metric} of every process, base beside head"
+                                  + (" and the ablation arms" if any(a.source for a in report.arms) else ""), blocks=[
             Block(kind="lines", lines=mermaid_charts(chart, metric)),
-            _p("A bar per process, in the order each arm ran them; each axis spans the values shown, not from zero."),
+            _p("A bar per process, in the order each arm ran them; each axis spans the values shown, not from zero; "
+               "each change is of the geometric means, as in the table."),
         ]))
     if (every := _every_arm(report)) is not None:
         host = host_sentence(report)
-        folds.append(Fold(summary="Every arm, with the range of its processes",
+        folds.append(Fold(summary=EVERY_ARM,
                           blocks=[every] + ([_p(host)] if host else [])))
     if (ranks := rank_table(report)) is not None:
         folds.append(Fold(summary=f"Every rank, on {report.workload.world_size} ranks",
@@ -340,7 +352,11 @@ def _mix_fold(report: Report) -> Fold | None:
                     rows=coverage_rows(report, gpu))]
     found = report.explanation.mix
     if found is not None:
-        blocks += [_p(mix_sentence(found, gpu)), Block(kind="bullets", lines=part_lines(found, gpu)),
+        decision = report.mix_comparison
+        means = [figures.decided_mean(decision, name, "gpu_ms") for name in (report.base, report.head)] \
+            if decision is not None else []
+        decided = (means[0], means[1]) if len(means) == 2 and means[0] and means[1] else None
+        blocks += [_p(mix_sentence(found, gpu, decided)), Block(kind="bullets", lines=part_lines(found, gpu)),
                    Block(kind="table", header=size_header(gpu), rows=size_rows(found, gpu))]
         if (evidence := evidence_line(found, report, gpu)):
             blocks.append(_p(evidence))
@@ -348,18 +364,22 @@ def _mix_fold(report: Report) -> Fold | None:
 
 
 def _every_arm(report: Report) -> Block | None:
+    """Every arm's geometric mean over every process, with the range of its processes."""
     host = any(a.host_ms_per_step is not None for b in report.batch_sizes for a in b.arms)
     metric = words.metric("gpu_ms", _gpu(report))
-    header = ["arm", "batch size", f"{metric} (range)", "tok/s"] + ([words.HOST] if host else [])
+    header = ["arm", "batch size", f"{metric} (range)", words.metric("tok_per_s", _gpu(report))] + (
+        [words.HOST] if host else [])
     rows = []
     for b in report.decided():
         ordered = sorted(b.arms, key=lambda a: (a.arm != report.base, a.arm != report.head))
         for a in ordered:
-            g = a.gpu_ms_per_step
+            g, mean, tok = a.gpu_ms_per_step, *(figures.every_process_mean(a, m) for m in ("gpu_ms", "tok_per_s"))
             row = [text(_label(report, report.arm(a.arm))), "mix" if b.mix else str(b.batch_size),
-                   f"{words.ms(g.median)} ({words.ms(g.min)}-{words.ms(g.max)})", words.rate(a.tok_per_s.median)]
+                   f"{words.mean_ms(mean) if mean else '-'} ({words.mean_ms(g.min)}-{words.mean_ms(g.max)})",
+                   words.rate(tok) if tok else "-"]
             if host:
-                row.append(words.ms(a.host_ms_per_step.median) if a.host_ms_per_step else "-")
+                host_mean = figures.geometric(a.host_ms_per_step)
+                row.append(words.ms(host_mean) if host_mean is not None else "-")
             rows.append(row)
     return Block(kind="table", header=header, rows=rows) if rows else None
 
@@ -372,7 +392,7 @@ def _environment_blocks(report: Report) -> list[Block]:
     if report.slow_processes is not None:
         decided = report.batch_sizes + ([report.mix_comparison] if report.mix_comparison is not None else [])
         aside = sum(len(b.set_aside) for b in decided)
-        blocks.append(_p(text(slow_processes_sentence(report.slow_processes, gpu=_gpu(report),
+        blocks.append(_p(text(slow_processes_sentence(report.slow_processes, gpu=_gpu(report), rate_interval=False,
                                                       set_aside=aside if report.rule.sets_aside else None))))
     if swept := [a for a in report.arms if a.swept]:
         blocks.append(_p(text(words.swept_sentence([(a.name, a.swept) for a in swept]))))
@@ -399,8 +419,9 @@ def _method_blocks(report: Report) -> list[Block]:
     options = f" with {code(w.options)}" if w.options else ""
     tok = ""
     if w.tok_per_s_min_s and w.tok_per_s_window_s:
-        tok = (f" tok/s is each process's median over windows of {round(w.tok_per_s_window_s * 1000)} ms or more, "
-               f"from at least {w.tok_per_s_min_s:g} s of decode per batch size.")
+        tok = (f" {words.TOK.capitalize()} is each process's median over windows of "
+               f"{round(w.tok_per_s_window_s * 1000)} ms or more, from at least {w.tok_per_s_min_s:g} s of decode "
+               "per batch size.")
     lines = [f"A like-for-like greedy decode workload, {code(w.entry)}{options}: {w.warmup_steps} warmup and "
              f"{w.steps} timed steps per batch size, {processes_text(report)}, run interleaved.{tok}"]
     lines += [s for s in (like_for_like.agreement_sentence(report), like_for_like.reference_note(report),
@@ -416,8 +437,8 @@ def _method_blocks(report: Report) -> list[Block]:
         lines.append(borrowed)
     lines.append(
         f"{words.metric('gpu_ms', True)} from CUDA events around each step, queued ahead of its start so the host's "
-        "launch time is left out; tok/s from the wall clock of a separate pass as the decode loop runs."
-        if _gpu(report) else "No CUDA events: step times and tok/s are the CPU's wall clock.")
+        f"launch time is left out; {words.TOK} from the wall clock of a separate pass as the decode loop runs."
+        if _gpu(report) else f"No CUDA events: step times and {words.TOK} are the CPU's wall clock.")
     return [_p(line) for line in lines]
 
 

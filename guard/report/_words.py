@@ -3,6 +3,8 @@ comment, the job summary, the commit status and the annotations take their words
 
 from __future__ import annotations
 
+import math
+
 from guard.compare import MIX_BATCH, MetricKey, ReasonKind, RoundsStop, Slowdown, Verdict, time_ratio
 from guard.explain import CauseKind, MixPartKind, RankCauseKind
 from guard.measure import Change
@@ -11,7 +13,8 @@ from guard.sandbox._isolation import Isolation
 # A step is timed with CUDA events on a GPU and by the host's clock on a CPU: a CPU run never says GPU.
 _STEP = {True: "GPU ms per step", False: "CPU ms per step"}
 _STEP_SHORT = {True: "GPU ms", False: "CPU ms"}
-TOK = "tok/s"
+TOK = "tokens per second"
+TOK_SHORT = "tok/s"
 HOST = "host ms per step"
 END_TO_END = "end-to-end ms per step"  # the unheld pass's CUDA events: the step as the user feels it (GPU only)
 LARGE_RATIO = 2.0  # a slowdown of this ratio of step times or more is written as one: '3.7x'
@@ -58,12 +61,12 @@ def per_real_token(gpu: bool) -> str:
 
 
 def metric(key: MetricKey, gpu: bool) -> str:
-    """'GPU ms per step' (CPU: 'CPU ms per step'), 'end-to-end ms per step' or 'tok/s'."""
+    """'GPU ms per step' (CPU: 'CPU ms per step'), 'end-to-end ms per step' or 'tokens per second'."""
     return {"gpu_ms": _STEP[gpu], "end_to_end_ms": END_TO_END}.get(key, TOK)
 
 
 def metric_short(key: MetricKey, gpu: bool) -> str:
-    return {"gpu_ms": _STEP_SHORT[gpu], "end_to_end_ms": "end-to-end ms"}.get(key, TOK)
+    return {"gpu_ms": _STEP_SHORT[gpu], "end_to_end_ms": "end-to-end ms"}.get(key, TOK_SHORT)
 
 
 def large(change: Change, key: MetricKey) -> bool:
@@ -120,6 +123,12 @@ def level(confidence: float) -> str:
 
 def ms(value: float) -> str:
     return f"{value:.3f}"
+
+
+def mean_ms(value: float) -> str:
+    """A mean step time as the table shows it: 3 decimals, more under 1 ms so that 4 digits
+    show (0.09440), enough for the change beside it to be read from the two figures."""
+    return f"{value:.{max(3, 3 - math.floor(math.log10(value)))}f}" if 0 < value < math.inf else ms(value)
 
 
 def ms_delta(value: float) -> str:
