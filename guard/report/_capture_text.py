@@ -40,8 +40,7 @@ def capture_summary(
         if captured_same and _settings(change) and not _api_hunks(change):
             verb = _verb("changes", _place_count(change) > 1)
             return (f"{_places(change, link)} {verb} {_settings_phrase(_settings(change), _reaches(change))}, read "
-                    "where CUDA graphs are captured; the profiled steps that replay graphs replayed the same "
-                    "kernels and graph launches on both sides, so what was captured did not change.")
+                    "at graph capture, but the graphs replayed the same kernels on both sides.")
         return f"{_places(change, link)} {_predicate(change, plural=_place_count(change) > 1)}."
     parts = [f"{_places(c, link)} {_what(c, plural=_place_count(c) > 1)}" for c in shown]
     rest = len(changes.files) - len(shown)
