@@ -411,3 +411,25 @@ def test_no_second_user_when_the_name_is_empty_or_the_guard_is_not_root() -> Non
     assert pr_user("") is None
     if os.geteuid() != 0:
         assert pr_user("guard-pr") is None
+
+
+@needs_root
+def test_git_trusts_roots_checkout_for_the_user_even_without_git_variables(tmp_path: Path) -> None:
+    """A build's git (a version from `git describe`, setuptools-scm's file finder) reads the
+    checkout's git data, which is root's; setuptools-scm drops every GIT_* variable before it
+    calls git, so the trust must also be in the user's home, not only in the environment."""
+    user = pr_user("guard-pr")
+    assert user is not None
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "root's"], check=True)
+    tmp_path.chmod(0o755)
+    git = shutil.which("git")
+    assert git
+    # as setuptools-scm runs it: the environment without any GIT_* variable
+    cmd = f"env $(env | sed -n 's/^\\(GIT_[A-Z0-9_]*\\)=.*/-u \\1/p') {git} -C {repo} rev-parse HEAD"
+    with (tmp_path / "log").open("w") as log:
+        code = run_process(cmd, stdout=log, timeout_s=30, cwd=repo, env=os.environ, user=user)
+    assert code == 0, (tmp_path / "log").read_text()

@@ -615,9 +615,15 @@ def _fresh_home(user: PrUser | None) -> Iterator[dict[str, str]]:
     home = Path(tempfile.mkdtemp(prefix=f"{user.name}-home-"))
     _homes.add(str(home))
     try:
+        # git in a build (a version from `git describe`, setuptools-scm's file finder) refuses the
+        # checkout's git data, which is root's, unless told to trust it; the user runs the
+        # checkout's code anyway. Said twice: in the environment, and in the home's own config
+        # for tools that drop GIT_* variables before they call git (setuptools-scm does). The
+        # file is written before the home is the user's, so no path of theirs is followed.
+        config = home / ".gitconfig"
+        config.write_text("[safe]\n\tdirectory = *\n")
+        os.chown(config, user.uid, user.gid)
         os.chown(home, user.uid, user.gid)
-        # git in a build (a version from `git describe`) refuses the checkout's git data,
-        # which is root's, unless told to trust it; the user runs the checkout's code anyway
         yield {"HOME": str(home), "TMPDIR": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
                "USER": user.name, "LOGNAME": user.name,
                "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
