@@ -38,7 +38,7 @@ from guard.report._rank_trace_text import rank_bullets, rank_cause_sentence, ran
 from guard.report._reason_text import reason_sentence, reason_short
 from guard.report._borrow_text import borrowed_note
 from guard.report._compiled_text import compile_cache_note
-from guard.report._roles import held_note, tok_role_note, tok_unmeasured_note
+from guard.report._roles import held_note, instructions_note, tok_role_note, tok_unmeasured_note
 from guard.report._schema import ArmInfo, Report
 from guard.report._slow import slow_processes_sentence
 from guard.report._todo import what_to_do
@@ -168,6 +168,8 @@ def _table(report: Report) -> Block | None:
             continue
         at = f", {'the mix' if b.mix else words.size(b.batch_size)}" if many else ""
         for metric in METRICS:
+            if metric == "instructions":
+                continue  # a row of its own below, with its counts
             change = shown(b, metric)
             if metric == "end_to_end_ms" and change is None:
                 continue  # not decided here: a CPU's step time is already end to end
@@ -202,8 +204,8 @@ def _table_note(report: Report) -> str:
         same = "; the output tokens are identical in every process"
     elif any(b.agreement for b in report.decided()) and report.workload.reference is not None:
         same = f", every step's input forced from {text(report.workload.reference)}: like for like"
-    unmeasured = tok_unmeasured_note(report)
-    return f"Medians of {processes_text(report)}, run interleaved{same}." + (f" {unmeasured}" if unmeasured else "")
+    notes = " ".join(note for note in (tok_unmeasured_note(report), instructions_note(report)) if note)
+    return f"Medians of {processes_text(report)}, run interleaved{same}." + (f" {notes}" if notes else "")
 
 
 def _cause_section(report: Report) -> Section | None:
