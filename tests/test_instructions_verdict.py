@@ -188,3 +188,29 @@ def test_the_comment_says_instructions_decided_nothing_where_a_process_had_no_co
     assert "| host instructions" not in comment
     counted_everywhere, _ = _report_with_counts({"base": base, "head": base[::-1]})
     assert "decided nothing" not in render_comment(counted_everywhere)
+
+
+def test_a_run_whose_head_does_more_host_work_fails_and_its_report_holds_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The whole pipeline, its processes answered by the stand-in: the same step times, head's
+    instructions per step 10% above base's; the report states rule 4's threshold and is decided
+    again to the same verdict when read back."""
+    from guard.report import read_report
+    from tests.conftest import commit_all
+    from tests.standin import StandIn, run_in_process
+    from tests.test_pipeline import make_repo
+
+    repo = make_repo(tmp_path)
+    (repo / "note.txt").write_text("more host work per step\n")
+    commit_all(repo, "more host work per step")
+    standin = StandIn(instructions=lambda p, _bs: BASE_COUNT * (1.1 if p.arm == "head" else 1.0)
+                      * COUNT_JITTER[p.number % len(COUNT_JITTER)])
+    run = run_in_process(repo, tmp_path / "out", standin)
+    report = run.report
+    assert report.verdict == "regression" and run.exit_code == 1
+    assert report.instructions_threshold_pct == INSTRUCTIONS_PCT and report.rule.decides_instructions
+    assert {b.decided_by for b in report.batch_sizes} == {"instructions"}
+    assert all(b.gpu_ms_verdict == "pass" for b in report.batch_sizes)
+    assert report.threshold_sources is not None and report.threshold_sources["instructions"] == "configured"
+    again = read_report(tmp_path / "out" / "report.json")  # refused where it would not hold up
+    assert again.verdict == "regression" and again.schema_version == 11
+    assert "Decode host work up 10.0% at batch size" in run.comment
