@@ -372,8 +372,9 @@ def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_th
 
     config = parse_config({"measure": {"thresholds_file": "thr.toml"}})
     read = _rule(config, FolderFiles(folder=tmp_path))
-    assert read.pcts() == {"gpu_ms": 0.5, "end_to_end_ms": 4.0, "tok_per_s": 0.5} and read.spreads == ()
-    assert read.sources() == _sources()
+    assert read.pcts() == {"gpu_ms": 0.5, "end_to_end_ms": 4.0, "tok_per_s": 0.5, "instructions": 2.0}
+    assert read.spreads == ()
+    assert read.sources() == _sources() | {"instructions": "configured"}  # never from a thresholds file
     path.write_text(path.read_text().replace("gpu_ms_pct = 0.500", "gpu_ms_pct = 0.500\ntok_per_s_pct = 7.000"))
     read = _rule(config, FolderFiles(folder=tmp_path))
     assert read.tok_per_s == Threshold(pct=7.0, source="calibrated")
@@ -382,8 +383,9 @@ def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_th
     read = _rule(config, FolderFiles(folder=tmp_path))
     assert read.end_to_end_ms == Threshold(pct=0.5, source="gpu_ms_fallback")
     configured = _rule(parse_config({"measure": {"threshold_pct": 2.0}}), FolderFiles(folder=tmp_path))
-    assert configured.pcts() == {"gpu_ms": 2.0, "end_to_end_ms": 2.0, "tok_per_s": 2.0} and configured.spreads == ()
-    assert configured.sources() == _sources("configured", "configured", "configured")
+    assert configured.pcts() == {"gpu_ms": 2.0, "end_to_end_ms": 2.0, "tok_per_s": 2.0, "instructions": 2.0}
+    assert configured.spreads == ()
+    assert configured.sources() == _sources("configured", "configured", "configured") | {"instructions": "configured"}
 
 
 # ---- in a report: where each threshold came from, worded in the comment, checked when read back -------------
