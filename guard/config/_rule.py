@@ -4,7 +4,7 @@ spreads the bounds may borrow, and what a verdict at the threshold sets. A run m
 its config (`Rule.of_config`), a report read back states it (`Report.rule`), and the compare
 stage, the recheck of a stored report and the render layer all take it.
 
-Three versions of the rule are kept, so that a stored report is decided again by its own:
+Four versions of the rule are kept, so that a stored report is decided again by its own:
 - 1 (schema 7's reports): alpha split evenly (Bonferroni) over every look the run might take
   (measure.max_rounds) x 3 metrics x the batch sizes, and a batch size takes its most severe
   metric's verdict;
