@@ -5,6 +5,7 @@ Usage: python benchmarks/decision_rule.py [--trials 400] [--seed 15] [--threshol
                                           [--alpha 0.01] [--repeats 5] [--max-rounds 4]
                                           [--process-s 9] [--budget-s 180] [--jobs 1]
                                           [--slow-share 0.1 --slow-pct 3 10]
+                                          [--instructions-share 1.0] [--instructions-pct 2.0]
 
 Each trial makes synthetic measurements of two arms at batch sizes 1 and 2 (`ArmMeasurement`s
 of fresh "processes", as a GPU run's harness reports them). Per process and batch size:
@@ -18,6 +19,12 @@ moves end-to-end ms and tok/s only. `--slow-share` makes that share of processes
 arm, slower in every figure by a uniform draw from `--slow-pct LOW HIGH` percent: the slow
 processes runners produce (a clock state, a neighbour), which rule 3 sets aside and measures
 again (guard/compare/_set_aside.py).
+With `--instructions-share S`, every process also counts its host instructions per step, and
+rule 4 decides them at `--instructions-pct`: nominal x (1 + S x host change) x
+exp(N(0, INSTRUCTIONS_SD_PCT)), from a stream of their own, so every other figure is drawn as
+without the flag and the two tables compare draw for draw. S = 1: a host slowdown that is all
+added work (code on the launch path); S = 0: one that is the machine's state (a slower clock, a
+neighbour), which adds no instruction. Device changes and slow processes add none.
 
 The trial runs through the guard's own rounds (`guard.compare.decide_in_rounds`), as `guard run`
 does: the first round of `--repeats` processes per arm, its slow processes measured again, the
@@ -52,7 +59,7 @@ from guard.compare import (  # noqa: E402
     FAMILIES_PER_LOOK, RULE_VERSION, UNDECIDED, Comparison, Verdict, alpha_per_look, compare, decide_in_rounds,
 )
 from guard.config import Rule, Threshold  # noqa: E402
-from guard.measure import ArmMeasurement, BatchRun, HarnessSpec, RepeatResult, RoundsBudget  # noqa: E402
+from guard.measure import ArmMeasurement, BatchRun, HarnessSpec, HostUsage, RepeatResult, RoundsBudget  # noqa: E402
 
 BATCH_SIZES = [1, 2]
 BASE_MS = {1: 10.0, 2: 11.0}  # nominal GPU ms per step; the level does not matter, only ratios
@@ -63,6 +70,10 @@ TOK_OWN_SD_PCT = 0.2  # tok/s's own timing beside end-to-end ms's (the windows o
 # measured per-process spreads (sd of the log): GPU ms 0.05-0.3% on the H200; end-to-end ms
 # 0.3% (quiet host), 1.4% (the reference engine), 10% (compiled engines: 12-22% measured)
 GPU_SD_PCT = (0.1, 0.3)
+# host instructions per step from process to process: near-deterministic (0.01-0.1% between
+# processes of one commit); drawn at 0.1%, the top of that range
+INSTRUCTIONS_SD_PCT = 0.1
+BASE_INSTRUCTIONS = {1: 1.5e6, 2: 1.6e6}  # the level does not matter, only ratios
 END_TO_END_SD_PCT = (0.3, 1.4, 10.0)
 # (device change as a multiple of T, host change in percent)
 CHANGES: tuple[tuple[float, float], ...] = (
@@ -93,10 +104,12 @@ class Settings:
     budget_s: float
     slow_share: float = 0.0
     slow_pct: tuple[float, float] = (0.0, 0.0)
+    instructions_share: float | None = None  # None: no process counts its instructions (rule 3's figures)
+    instructions_pct: float = 2.0
 
 
 def _process(arm: str, repeat: int, sizes: list[int], device: float, host: float, cell: Cell,
-             settings: Settings, rng: np.random.Generator) -> RepeatResult:
+             settings: Settings, rng: np.random.Generator, counts: np.random.Generator) -> RepeatResult:
     runs = []
     slow = 1.0
     if settings.slow_share:  # drawn for every process then; without it the stream is as before
@@ -107,10 +120,15 @@ def _process(arm: str, repeat: int, sizes: list[int], device: float, host: float
         end_ms = (BASE_MS[bs] * HOST_SHARE * (1 + device) * (1 + host) * slow
                   * float(np.exp(rng.normal(0, cell.end_to_end_sd_pct / 100))))
         tok_per_s = bs * 1000 / end_ms * float(np.exp(rng.normal(0, TOK_OWN_SD_PCT / 100)))
+        counted = None
+        if settings.instructions_share is not None:
+            counted = HostUsage(voluntary_switches=0, involuntary_switches=0, user_s=0.0, sys_s=0.0,
+                                instructions_per_step=BASE_INSTRUCTIONS[bs] * (1 + settings.instructions_share * host)
+                                * float(np.exp(counts.normal(0, INSTRUCTIONS_SD_PCT / 100))))
         runs.append(BatchRun(
             batch_size=bs, steps=STEPS, warmup_steps=0, timer="cuda_event", setup_s=0.0,
             wall_s=bs * STEPS / tok_per_s, tok_per_s=tok_per_s, gpu_ms_per_step=gpu_ms, step_ms=[],
-            end_to_end_gpu_ms_per_step=end_ms, tokens=TOKENS[bs], sha256=SHA[bs],
+            end_to_end_gpu_ms_per_step=end_ms, tokens=TOKENS[bs], sha256=SHA[bs], host=counted,
         ))
     return RepeatResult(arm=arm, repeat=repeat, environment={}, runs=runs, process_s=settings.process_s)
 
@@ -121,7 +139,8 @@ def _pool_size(settings: Settings) -> int:
     return settings.repeats * (2 * settings.max_rounds)
 
 
-def trial(cell: Cell, settings: Settings, rng: np.random.Generator) -> tuple[Verdict, int, int]:
+def trial(cell: Cell, settings: Settings, rng: np.random.Generator,
+          counts: np.random.Generator) -> tuple[Verdict, int, int]:
     """One run as the pipeline makes it, through the guard's own rounds (`decide_in_rounds`): the
     first round, the slow processes rule 3 sets aside measured again, the looks planned from the
     budget, confirmation rounds while undecided. The verdict, the rounds taken and the processes
@@ -129,10 +148,13 @@ def trial(cell: Cell, settings: Settings, rng: np.random.Generator) -> tuple[Ver
     device = cell.device_of_t * settings.threshold_pct / 100
     host = cell.host_pct / 100
     pool = {arm: [_process(arm, i, BATCH_SIZES, device if arm == "head" else 0.0, host if arm == "head" else 0.0,
-                           cell, settings, rng) for i in range(_pool_size(settings))] for arm in ("base", "head")}
+                           cell, settings, rng, counts) for i in range(_pool_size(settings))]
+            for arm in ("base", "head")}
     taken = {arm: 0 for arm in pool}
     every = Threshold(pct=settings.threshold_pct)
-    rule = Rule(gpu_ms=every, tok_per_s=every, end_to_end_ms=every, alpha=settings.alpha, confidence=CONFIDENCE)
+    counted = Threshold(pct=settings.instructions_pct) if settings.instructions_share is not None else None
+    rule = Rule(gpu_ms=every, tok_per_s=every, end_to_end_ms=every, instructions=counted, alpha=settings.alpha,
+                confidence=CONFIDENCE)
 
     def take(arm: str, processes: int, sizes: list[int]) -> list[RepeatResult]:
         drawn = pool[arm][taken[arm]:taken[arm] + processes]
@@ -156,9 +178,10 @@ def run_cell(cell: Cell, settings: Settings) -> dict[str, int]:
     key = [settings.seed, int(cell.gpu_sd_pct * 100), int(cell.end_to_end_sd_pct * 100),
            int(cell.device_of_t * 100), int(cell.host_pct * 100)]
     rng = np.random.default_rng(key)
+    instructions = np.random.default_rng([*key, 1])  # their own stream: the others' draws as without them
     counts = {v: 0 for v in (*SHOWN, "invalid")} | {"confirmed": 0, "rounds": 0, "processes": 0}
     for _ in range(settings.trials):
-        verdict, rounds, processes = trial(cell, settings, rng)
+        verdict, rounds, processes = trial(cell, settings, rng, instructions)
         counts[verdict] += 1
         counts["confirmed"] += rounds > 1
         counts["rounds"] += rounds
@@ -197,13 +220,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-share", type=float, default=0.0, help="share of processes made slow")
     parser.add_argument("--slow-pct", type=float, nargs=2, default=(3.0, 10.0), metavar=("LOW", "HIGH"),
                         help="how much slower a slow process is, percent, drawn uniformly")
+    parser.add_argument("--instructions-share", type=float, default=None,
+                        help="count host instructions; the share of a host change that is added work (0 to 1)")
+    parser.add_argument("--instructions-pct", type=float, default=2.0, help="their threshold")
     args = parser.parse_args(argv)
     if (args.trials < 1 or args.repeats < 2 or args.jobs < 1 or not 0 < args.alpha < 0.5 or args.threshold_pct <= 0
-            or args.max_rounds < 1 or args.process_s <= 0 or args.budget_s < 0 or not 0 <= args.slow_share < 1):
+            or args.max_rounds < 1 or args.process_s <= 0 or args.budget_s < 0 or not 0 <= args.slow_share < 1
+            or not 0 <= (args.instructions_share or 0) <= 1 or args.instructions_pct <= 0):
         parser.error("needs --trials >= 1, --repeats >= 2, --jobs >= 1, 0 < --alpha < 0.5, --threshold-pct > 0, "
-                     "--max-rounds >= 1, --process-s > 0, --budget-s >= 0, 0 <= --slow-share < 1")
+                     "--max-rounds >= 1, --process-s > 0, --budget-s >= 0, 0 <= --slow-share < 1, "
+                     "0 <= --instructions-share <= 1, --instructions-pct > 0")
     settings = Settings(args.trials, args.seed, args.threshold_pct, args.alpha, args.repeats, args.max_rounds,
-                        args.process_s, args.budget_s, args.slow_share, tuple(args.slow_pct))
+                        args.process_s, args.budget_s, args.slow_share, tuple(args.slow_pct),
+                        args.instructions_share, args.instructions_pct)
     cells = [Cell(g, e, d, h) for g in GPU_SD_PCT for e in END_TO_END_SD_PCT for d, h in CHANGES]
     started = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
@@ -219,7 +248,10 @@ def main(argv: list[str] | None = None) -> int:
           f"the first {first:.4g}: its Pocock-type share over {FAMILIES_PER_LOOK} families x {len(BATCH_SIZES)} "
           f"batch sizes), batch sizes {BATCH_SIZES}, {n} trials per row, seed {settings.seed}"
           + (f", {settings.slow_share:.0%} of processes slower by {settings.slow_pct[0]:g}-{settings.slow_pct[1]:g}%"
-             if settings.slow_share else "") + ". "
+             if settings.slow_share else "")
+          + (f", host instructions counted (sd {INSTRUCTIONS_SD_PCT:g}%, T {settings.instructions_pct:g}%; "
+             f"{settings.instructions_share:g} of a host change is added work)"
+             if settings.instructions_share is not None else "") + ". "
           "Rates with their 95% Clopper-Pearson interval.\n")
     print("| GPU ms sd | end-to-end sd | true change | regression is a | regression | at threshold | inconclusive "
           "| pass | improvement | undecided (not green) | confirmation round | mean rounds | processes per arm |")

@@ -63,6 +63,9 @@ class NoiseFloor(BaseModel):
     gpu_ms: RunnerNoise  # the spread without the slow processes, and what it supports
     tok_per_s: RunnerNoise
     end_to_end_ms: RunnerNoise | None = None  # None: no end-to-end figure (a CPU's step time is already one)
+    # host instructions per step, every process kept; None: a process had no counter. Their
+    # threshold stays the config's (what a user feels, not this spread): no file key is written
+    instructions: RunnerNoise | None = None
     gaps: GapNoise | None = None  # None: no profiled pass (no GPU, or workload.profile_steps = 0)
     disagreement: DisagreementNoise | None = None  # None: the workload ran free (its step() takes no ids)
 
@@ -163,6 +166,8 @@ def calibrate(
                                    level, asked, borrowed=True),
             end_to_end_ms=_end_to_end_noise(measurements, batch.batch_size, config.measure.repeats,
                                             level, asked),
+            instructions=_instructions_noise(measurements, batch.batch_size, config.measure.repeats, level,
+                                             config.measure.instructions_threshold_pct),
             gaps=gap_noise([Path(run.trace) for m in measurements.values() for r in m.repeats
                             for run in r.runs if run.batch_size == batch.batch_size and run.trace]),
             disagreement=disagreement_noise(batch.agreement),
@@ -266,6 +271,17 @@ def _end_to_end_noise(measurements: dict[str, ArmMeasurement], batch_size: int, 
     return runner_noise(sides, repeats, confidence, asked, borrowed=True)  # type: ignore[arg-type]
 
 
+def _instructions_noise(measurements: dict[str, ArmMeasurement], batch_size: int, repeats: int, confidence: float,
+                        threshold_pct: float) -> RunnerNoise | None:
+    """The spread of each side's host instructions per step, every process kept (a neighbour
+    slows a process, it does not change what it executes); None where a process had no counter."""
+    sides = [[run.host.instructions_per_step if run.host else None
+              for run in (r.run_for(batch_size) for r in measurements[side].repeats)] for side in "ab"]
+    if any(not v for side in sides for v in side):
+        return None
+    return runner_noise(sides, repeats, confidence, [threshold_pct])  # type: ignore[arg-type]
+
+
 REFUSED_SHOWN_UP_TO_PCT = 1000
 
 
@@ -358,6 +374,9 @@ def noise_lines(noise: NoiseFloor) -> list[str]:
                           ("end-to-end ms per step", noise.end_to_end_ms)):
         if metric is not None:
             lines.append(metric_line(noise.batch_size, label, metric))
+    if noise.instructions is not None:
+        lines.append(metric_line(noise.batch_size, "host instructions per step", noise.instructions,
+                                 "measure.instructions_threshold_pct, not calibrated: set by what a user feels"))
     lines.append(gap_noise_line(noise))
     lines.append(disagreement_line(noise))
     return lines
@@ -391,13 +410,14 @@ def _pct(share: float) -> str:
     return f"{share * 100:.1f}%"
 
 
-def metric_line(batch_size: int, label: str, noise: RunnerNoise) -> str:
-    """'bs 1, GPU ms per step: sd 0.031% (upper 95% limit 0.072%, ...); smallest threshold ...'."""
+def metric_line(batch_size: int, label: str, noise: RunnerNoise, setting: str = "measure.threshold_pct") -> str:
+    """'bs 1, GPU ms per step: sd 0.031% (upper 95% limit 0.072%, ...); smallest threshold ...'.
+    `setting`: what the first threshold asked about is."""
     def count(n: int | None) -> str:
         return f"more than {MOST_REPEATS}" if n is None else f"about {n}"
 
     needed = "; ".join(
-        f"{count(r.repeats)} repeats per arm for {r.threshold_pct:g}%" + (" (measure.threshold_pct)" if i == 0 else "")
+        f"{count(r.repeats)} repeats per arm for {r.threshold_pct:g}%" + (f" ({setting})" if i == 0 else "")
         for i, r in enumerate(noise.needed)
     )
     return (

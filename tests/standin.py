@@ -11,7 +11,9 @@ number among the run's processes, its spec and the arm's environment):
 - `token(process, batch_size, step, row)`: the id it generates (`step` counts from 1, the
   warmup included);
 - `fails(process)`: a message where the process fails, as the harness reports a workload's
-  exception.
+  exception;
+- `instructions(process, batch_size)`: its host instructions per step, or None where it had no
+  counter (as on a machine without one; the default).
 A workload whose step() takes ids (`accepts_tokens`) is forced from the reference the guard
 writes, as the harness forces it; its own ids are still what `token` says, so a head that
 generates others is counted as disagreeing.
@@ -65,6 +67,7 @@ class StandIn:
     step_ms: Callable[[Process, int], float | list[float]] = steady(1.0)
     token: Callable[[Process, int, int, int], int] = busy_token
     fails: Callable[[Process], str | None] = lambda _process: None
+    instructions: Callable[[Process, int], float | None] = lambda _process, _batch_size: None
     accepts_tokens: bool = False
     process_s: float = 0.05  # what each process's timings say it took besides its decode
     asked: list[Process] = field(default_factory=list)  # every process asked for, in order
@@ -125,13 +128,17 @@ class StandIn:
         rows = self._rows(process, batch_size, warmup + steps)
         seconds = sum(step_ms) / 1000
         tok_per_s = batch_size * 1000 / statistics.median(step_ms)
+        counted = self.instructions(process, batch_size)
+        host = {"voluntary_switches": 0, "involuntary_switches": 0, "user_s": seconds, "sys_s": 0.0}
+        host |= ({"instructions_per_step": counted, "instructions_per_step_passes": [counted]} if counted
+                 else {"instructions_unavailable": "no hardware instruction counter here (the stand-in)"})
         return {
             "batch_size": batch_size, "steps": steps, "warmup_steps": warmup, "timer": "perf_counter",
             "setup_s": 0.001, "wall_s": seconds, "gpu_ms_per_step": statistics.median(step_ms), "step_ms": step_ms,
             "forced": bool(spec.get("reference")) and self.accepts_tokens,
             "tok_per_s": tok_per_s, "tok_per_s_windows": [tok_per_s], "window_s": spec.get("tok_per_s_window_s"),
             "timed_passes": 1, "timed_s": seconds, "passes_differing": 0, "gc_disabled": True,
-            "tokens": rows, "sha256": tokens_sha256(rows), "workload": {},
+            "tokens": rows, "sha256": tokens_sha256(rows), "workload": {}, "host": host,
         }
 
     def _mix_rows(self, process: Process, schedule: list[int], steps: int) -> list[list[int]]:

@@ -21,7 +21,7 @@ from guard.compare import disagreement_noise as noise_of
 from guard.config import load_thresholds, parse_config
 from guard.measure import PASS_RATE, RunnerNoise, relative_change, runner_noise
 from tests.conftest import commit_all
-from tests.standin import Process, StandIn
+from tests.standin import Process, StandIn, steady
 from tests.test_forcing import CONFIG as FORCED_CONFIG
 from tests.test_forcing import forced_runs, noisy_model
 from tests.test_pipeline import CONFIG, SLEEPY_STEPS, guard_run, make_repo
@@ -372,8 +372,9 @@ def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_th
 
     config = parse_config({"measure": {"thresholds_file": "thr.toml"}})
     read = _rule(config, FolderFiles(folder=tmp_path))
-    assert read.pcts() == {"gpu_ms": 0.5, "end_to_end_ms": 4.0, "tok_per_s": 0.5} and read.spreads == ()
-    assert read.sources() == _sources()
+    assert read.pcts() == {"gpu_ms": 0.5, "end_to_end_ms": 4.0, "tok_per_s": 0.5, "instructions": 2.0}
+    assert read.spreads == ()
+    assert read.sources() == _sources() | {"instructions": "configured"}  # never from a thresholds file
     path.write_text(path.read_text().replace("gpu_ms_pct = 0.500", "gpu_ms_pct = 0.500\ntok_per_s_pct = 7.000"))
     read = _rule(config, FolderFiles(folder=tmp_path))
     assert read.tok_per_s == Threshold(pct=7.0, source="calibrated")
@@ -382,8 +383,9 @@ def test_tok_per_s_too_noisy_to_gate_is_written_as_none_and_informs_at_gpu_ms_th
     read = _rule(config, FolderFiles(folder=tmp_path))
     assert read.end_to_end_ms == Threshold(pct=0.5, source="gpu_ms_fallback")
     configured = _rule(parse_config({"measure": {"threshold_pct": 2.0}}), FolderFiles(folder=tmp_path))
-    assert configured.pcts() == {"gpu_ms": 2.0, "end_to_end_ms": 2.0, "tok_per_s": 2.0} and configured.spreads == ()
-    assert configured.sources() == _sources("configured", "configured", "configured")
+    assert configured.pcts() == {"gpu_ms": 2.0, "end_to_end_ms": 2.0, "tok_per_s": 2.0, "instructions": 2.0}
+    assert configured.spreads == ()
+    assert configured.sources() == _sources("configured", "configured", "configured") | {"instructions": "configured"}
 
 
 # ---- in a report: where each threshold came from, worded in the comment, checked when read back -------------
@@ -486,3 +488,33 @@ def test_a_report_whose_threshold_sources_do_not_fit_its_thresholds_is_refused(
         read_report(path)
     path.write_text(report.model_dump_json())  # the same numbers, without the sources: an older report holds
     assert read_report(path).threshold_sources is None
+
+
+def test_host_instructions_spread_is_measured_and_their_threshold_left_to_the_config(tmp_path: Path) -> None:
+    """Every process counted its instructions, a few hundredths of a percent apart: the file
+    gives their spread, computed here from the processes' own counts, and writes no threshold
+    for them; without a counter in one process there is no such line."""
+    repo = make_repo(tmp_path, config=SLEEPY_CONFIG, files={"wl.py": STAND_IN_WORKLOAD})
+    out = tmp_path / "thr.toml"
+
+    def count(process: Process, _batch_size: int) -> float:
+        return 1.5e6 * (1 + 0.0003 * ((process.number * 3) % 5 - 2))
+
+    standin = StandIn(step_ms=steady(4.0), instructions=count)
+    _calibrate(repo, out, standin)
+    text = out.read_text()
+    measured = [p for p in standin.asked if p.mode == "measure"]
+    sides = [np.log([count(p, 1) for p in measured if p.arm == side]) for side in "ab"]
+    pooled = sum(((x - x.mean()) ** 2).sum() for x in sides) / sum(len(x) - 1 for x in sides)
+    line = re.search(r"bs 1, host instructions per step: within-side sd ([\d.]+)% \(upper 95% limit [\d.]+%, "
+                     r"(\d+) processes", text)
+    assert line, text
+    assert float(line.group(1)) == pytest.approx(math.sqrt(pooled) * 100, abs=0.0006)
+    assert int(line.group(2)) == len(measured)
+    assert "(measure.instructions_threshold_pct, not calibrated: set by what a user feels)." in text
+    assert "instructions" not in out.read_text().split("[thresholds]")[1]
+    assert json.loads(calibration_path(out).read_text())["noise"][0]["instructions"]["sd_pct"] > 0
+
+    uncounted = StandIn(step_ms=steady(4.0), instructions=lambda p, size: None if p.number == 3 else count(p, size))
+    _calibrate(repo, out, uncounted)
+    assert "host instructions per step" not in out.read_text()

@@ -395,7 +395,8 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
     assert report["tok_threshold_pct"] == pytest.approx(thresholds.tok_per_s_pct)
     assert report["threshold_sources"] == {  # a CPU's calibration measures no end-to-end figure
         "gpu_ms": "calibrated", "tok_per_s": "calibrated",
-        "end_to_end_ms": "gpu_ms_fallback" if thresholds.end_to_end_ms_pct is None else "calibrated"}
+        "end_to_end_ms": "gpu_ms_fallback" if thresholds.end_to_end_ms_pct is None else "calibrated",
+        "instructions": "configured"}  # a thresholds file writes none for instructions
     # the run checked its spread against each calibrated one, and pooled in those it was not past
     assert report["calibrated_spreads"] == [s.model_dump() for s in thresholds.spreads]
     for batch in report["batch_sizes"]:

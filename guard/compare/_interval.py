@@ -13,6 +13,10 @@ they could not (too noisy at this run's repeats), an interval wholly past +T or 
 decides that direction, and a slowdown they show (lower bound above 0) keeps the batch size
 open (at_threshold); undecided without a slowdown shown, they pass, so their noise alone never
 holds a verdict open.
+Host instructions per step (rule 4, where every process of base and head counted them) decide a
+regression where their whole interval is past +T, and nothing else: a fall is no faster decode
+where the device bounds the step, and at their spread (far under 1%) any change of a few
+instructions is shown, so a rise not told from T passes rather than keeping the batch size open.
 Within a batch size, what any metric decided stands over what another left undecided
 (`batch_verdict`): a regression first, then a slowdown shown, then an improvement, then
 inconclusive. So a step whose end-to-end time fell by half is an improvement even where GPU ms
@@ -68,11 +72,15 @@ class Slowdown:
     def of(cls, change: Change, metric: MetricKey) -> Slowdown:
         return cls.of_rate(change) if metric == "tok_per_s" else cls.of_time(change)
 
-    def verdict(self, threshold_pct: float, gates: bool, shown_keeps_open: bool = True) -> Verdict:
+    def verdict(self, threshold_pct: float, gates: bool, shown_keeps_open: bool = True,
+                rise_only: bool = False) -> Verdict:
         """`shown_keeps_open`: a slowdown shown (lower bound above 0) but not told from T is
-        at_threshold even where the metric does not gate (False: it then passes, schema 7's rule)."""
+        at_threshold even where the metric does not gate (False: it then passes, schema 7's rule).
+        `rise_only`: a regression wholly past T, or a pass (host instructions)."""
         if self.low > threshold_pct:
             return "regression"
+        if rise_only:
+            return "pass"
         if self.high < -threshold_pct:
             return "improvement"
         if self.high < threshold_pct or not (gates or shown_keeps_open and self.low > 0):
@@ -136,22 +144,38 @@ def _decide(values: list[list[float]], threshold_pct: float, level: float, rate:
                     slowdown.verdict(threshold_pct, gates=gates, shown_keeps_open=shown_keeps_open), prior)
 
 
+def _decide_rise(values: list[list[float]], threshold_pct: float, level: float) -> _Decided:
+    """Host instructions per step: a regression where the whole interval is past the threshold,
+    else a pass; every process kept (a neighbour slows a process, it does not change what the
+    process executes), no calibrated spread."""
+    bounds = relative_change(*values, level)
+    slowdown = Slowdown.of_time(bounds)
+    return _Decided(values, bounds, slowdown, threshold_pct, False, None,
+                    slowdown.verdict(threshold_pct, gates=False, rise_only=True))
+
+
 def _decided_values(base: ArmStats, head: ArmStats, rule: Rule) -> dict[MetricKey, list[list[float]]]:
-    """Base's values and head's of each metric the rule decides: GPU ms and tok/s, and end-to-end
-    ms where the rule has its threshold and both arms measured it."""
+    """Base's values and head's of each metric the rule decides: GPU ms and tok/s, end-to-end
+    ms where the rule has its threshold and both arms measured it, and host instructions where
+    the rule decides them and every process of both arms counted them."""
     values: dict[MetricKey, list[list[float]]] = {
         "gpu_ms": [base.gpu_ms_per_step.values, head.gpu_ms_per_step.values],
         "tok_per_s": [base.tok_per_s.values, head.tok_per_s.values]}
     ends = [base.end_to_end_gpu_ms_per_step, head.end_to_end_gpu_ms_per_step]
     if rule.end_to_end_ms is not None and None not in ends:
         values["end_to_end_ms"] = [e.values for e in ends]  # type: ignore[union-attr]
+    counted = [base.instructions_per_step, head.instructions_per_step]
+    if rule.decides_instructions and None not in counted:
+        values["instructions"] = [c.values for c in counted]  # type: ignore[union-attr]
     return values
 
 
 def borrow_checks(base: ArmStats, head: ArmStats, batch_size: int, rule: Rule) -> list[Borrowing]:
     """The check of the run's spread against the calibrated one, for each metric the rule decides
-    and holds a spread for: the changes shown and the bounds pool in those that passed."""
-    checks = (borrowing(v, m, batch_size, rule.spreads) for m, v in _decided_values(base, head, rule).items())
+    and holds a spread for: the changes shown and the bounds pool in those that passed (not host
+    instructions: their own spread is far under any threshold that matters)."""
+    checks = (borrowing(v, m, batch_size, rule.spreads) for m, v in _decided_values(base, head, rule).items()
+              if m != "instructions")
     return [check for check in checks if check is not None]
 
 
@@ -163,12 +187,13 @@ def decide_by_interval(measured: BatchComparison, base: ArmStats, head: ArmStats
     level = rule.bounds_confidence
     values = _decided_values(base, head, rule)
     decided: dict[MetricKey, _Decided] = {
-        m: _decide(v, rule.pct(m), level, rate=m == "tok_per_s", always=m == "gpu_ms",
-                   borrowed=measured.borrowing(m), shown_keeps_open=rule.felt_decides)
+        m: _decide_rise(v, rule.pct(m), level) if m == "instructions" else
+        _decide(v, rule.pct(m), level, rate=m == "tok_per_s", always=m == "gpu_ms",
+                borrowed=measured.borrowing(m), shown_keeps_open=rule.felt_decides)
         for m, v in values.items()
     }
     verdicts = {m: decided[m].verdict for m in METRICS if m in decided}
-    tok, end = decided["tok_per_s"], decided.get("end_to_end_ms")
+    tok, end, counted = decided["tok_per_s"], decided.get("end_to_end_ms"), decided.get("instructions")
     tok_measurable = (tok.detectable_pct <= UNMEASURABLE_FACTOR * tok.threshold_pct  # type: ignore[operator]
                       or verdicts["tok_per_s"] in ("regression", "improvement"))
     verdict, decided_by = batch_verdict(verdicts, rule.felt_decides)
@@ -192,6 +217,7 @@ def decide_by_interval(measured: BatchComparison, base: ArmStats, head: ArmStats
         "end_to_end_repeats_to_gate": (repeats_to_rule_out(end.values, end.threshold_pct, level, prior=end.prior)
                                        if end and not end.gates else None),
         "end_to_end_bounds": end.bounds if end else None,
+        "instructions_verdict": counted.verdict if counted else None,
         "alpha_per_look": rule.alpha_per_look,
         "look": rule.look,
         "gpu_ms_bounds": decided["gpu_ms"].bounds,

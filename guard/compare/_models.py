@@ -52,6 +52,9 @@ class ArmStats(BaseModel):
     # the main thread's user-mode instructions per step of the end-to-end passes, per process
     # (where every process had the hardware counter); no key without
     instructions_per_step: Spread | None = Field(default=None, exclude_if=lambda value: value is None)
+    # where a process had no count: why, as the first such process said (no key where every one counted)
+    instructions_unavailable: str | None = Field(default=None, max_length=300,
+                                                 exclude_if=lambda value: value is None)
     timer: str
     sha256: str  # the token hash of the first repeat; `deterministic` says if all agree
     deterministic: bool | None  # None when the inputs were forced: then `Agreement` judges the tokens
@@ -136,8 +139,13 @@ class BatchComparison(BaseModel):
     end_to_end_gpu_ms_change: Change | None = None  # head vs base, launch time included
     host_ms_change: Change | None = None  # head vs base, host enqueue time per step; informative
     # head vs base, user-mode instructions per step: a host cost the machine's state does not
-    # move; informative, at the level of the verdict's bounds (no key where an arm had no counter)
+    # move, at the level of the verdict's bounds, every process kept (no key where an arm had no
+    # counter); from rule 4 the bounds `instructions_verdict` was decided on
     instructions_change: Change | None = Field(default=None, exclude_if=lambda value: value is None)
+    # rule 4: a rise whose whole interval is past measure.instructions_threshold_pct is a
+    # regression, anything else a pass (never an improvement, never undecided); no key where it
+    # was not decided: a process without the counter, or a report from before rule 4
+    instructions_verdict: Verdict | None = Field(default=None, exclude_if=lambda value: value is None)
     # each metric's own verdict; `verdict` is the most severe of them (None for invalid)
     gpu_ms_verdict: Verdict | None = None
     tok_per_s_verdict: Verdict | None = None
@@ -201,7 +209,7 @@ class BatchComparison(BaseModel):
     def bounds(self, metric: MetricKey) -> Change | None:
         """The metric's change between the bounds it was decided on."""
         return {"gpu_ms": self.gpu_ms_bounds, "end_to_end_ms": self.end_to_end_bounds,
-                "tok_per_s": self.tok_per_s_bounds}[metric]
+                "tok_per_s": self.tok_per_s_bounds, "instructions": self.instructions_change}[metric]
 
     @property
     def mix(self) -> bool:
@@ -219,6 +227,8 @@ class Comparison(BaseModel):
     tok_threshold_pct: float
     # end-to-end ms per step; None: a report from before it was decided (alpha split over 2 metrics)
     end_to_end_threshold_pct: float | None = Field(default=None, exclude_if=lambda value: value is None)
+    # host instructions per step (rule 4, schema 11 on); None: a report from before they were decided
+    instructions_threshold_pct: float | None = Field(default=None, exclude_if=lambda value: value is None)
     alpha: float
     confidence: float
     batch_sizes: list[BatchComparison]

@@ -140,6 +140,8 @@ def _rule_discrepancies(rule: Rule, batch_sizes: int) -> list[Discrepancy]:
     }
     if rule.end_to_end_ms is not None:
         bounds["end_to_end_threshold_pct"] = (rule.end_to_end_ms.pct, 0.0, math.inf)
+    if rule.instructions is not None:
+        bounds["instructions_threshold_pct"] = (rule.instructions.pct, 0.0, math.inf)
     return found + [
         Discrepancy(kind="shape", batch_size=None, field=name, stated=f"{value!r}",
                     recomputed=f"a finite number over {low:g} and under {high:g}")
@@ -268,7 +270,8 @@ def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> lis
 
     if stored.verdict != again.verdict:
         differs("verdict", "verdict", stored.verdict, again.verdict)
-    for field in ("gpu_ms_verdict", "tok_per_s_verdict", "end_to_end_verdict", "end_to_end_gates"):
+    for field in ("gpu_ms_verdict", "tok_per_s_verdict", "end_to_end_verdict", "end_to_end_gates",
+                  "instructions_verdict"):
         if getattr(stored, field) != getattr(again, field):
             differs("verdict", field, getattr(stored, field), getattr(again, field))
     if stored.tok_per_s_gates != again.tok_per_s_gates:

@@ -69,6 +69,7 @@ def compare(
         threshold_pct=rule.gpu_ms.pct,
         tok_threshold_pct=rule.tok_per_s.pct,
         end_to_end_threshold_pct=rule.end_to_end_ms.pct if rule.end_to_end_ms is not None else None,
+        instructions_threshold_pct=rule.instructions.pct if rule.decides_instructions else None,  # type: ignore[union-attr]
         alpha=rule.alpha,
         confidence=rule.confidence,
         batch_sizes=batches,
@@ -125,6 +126,8 @@ def arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmStat
     end_to_end = [r.end_to_end_gpu_ms_per_step for r in runs]
     host = [r.host_ms_per_step for r in runs]
     instructions = [r.host.instructions_per_step if r.host and r.host.instructions_per_step else None for r in runs]
+    uncounted = next((r.host.instructions_unavailable or "no count" if r.host else "no host figures"
+                      for r, count in zip(runs, instructions) if count is None), None)
     forced = all(r.forced for r in runs)
     unheld = [r.unheld_steps for r in runs] if runs[0].timer == "cuda_event" else []
     return ArmStats(
@@ -135,6 +138,7 @@ def arm_stats(arm: str, repeats: list[RepeatResult], batch_size: int) -> ArmStat
         end_to_end_gpu_ms_per_step=spread(end_to_end) if None not in end_to_end else None,  # type: ignore[arg-type]
         host_ms_per_step=spread(host) if None not in host else None,  # type: ignore[arg-type]
         instructions_per_step=spread(instructions) if None not in instructions else None,  # type: ignore[arg-type]
+        instructions_unavailable=uncounted,
         timer=runs[0].timer,
         sha256=runs[0].sha256,
         deterministic=None if forced else len({r.sha256 for r in runs}) == 1,

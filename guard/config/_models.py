@@ -30,6 +30,11 @@ MAX_TIMEOUT_S = 86_400  # a day
 REFUSED_GPU_MS_PCT = 25.0
 REFUSED_TOK_PER_S_PCT = 50.0
 REFUSED_END_TO_END_PCT = 50.0  # the step time as felt, host included: noisier than GPU ms, as tok/s is
+REFUSED_INSTRUCTIONS_PCT = 50.0  # the host's work per step half as much again
+# Host instructions per step: their A/A spread is far under 1%, so their threshold is set by what a user
+# would feel, not by noise: where the host bounds a step, 2% more instructions is about 2% more host
+# time, twice GPU ms's default (docs/decision-rule.md, "Host instructions per step")
+INSTRUCTIONS_THRESHOLD_PCT = 2.0
 # what steadies a runner, so that a calibration can suggest a threshold that guards
 STEADY_RUNNER = (
     "quiet the runner (no other jobs on it, a GPU of its own), pin the harness to CPUs (measure.cpus), "
@@ -84,7 +89,8 @@ def _in_repository(value: str | None, suffix: str, example: str) -> str | None:
     return value
 
 
-def threshold_refusal(metric: Literal["gpu_ms", "end_to_end_ms", "tok_per_s"], value: float) -> str | None:
+def threshold_refusal(metric: Literal["gpu_ms", "end_to_end_ms", "tok_per_s", "instructions"],
+                      value: float) -> str | None:
     """Why a threshold of `value` percent is refused for `metric`; None when it is not."""
     if metric == "gpu_ms" and value >= REFUSED_GPU_MS_PCT:
         return (f"a threshold under {REFUSED_GPU_MS_PCT:g}% in GPU ms per step ({value:g}% would let a decode a "
@@ -95,6 +101,10 @@ def threshold_refusal(metric: Literal["gpu_ms", "end_to_end_ms", "tok_per_s"], v
     if metric == "tok_per_s" and value >= REFUSED_TOK_PER_S_PCT:
         return (f"a threshold under {REFUSED_TOK_PER_S_PCT:g}% in tok/s ({value:g}% would let a decode twice as slow "
                 f"pass); {STEADY_RUNNER}, then use the threshold `guard calibrate` suggests")
+    if metric == "instructions" and value >= REFUSED_INSTRUCTIONS_PCT:
+        return (f"a threshold under {REFUSED_INSTRUCTIONS_PCT:g}% in host instructions per step ({value:g}% would let "
+                f"the host's work per step grow by half again); the default, {INSTRUCTIONS_THRESHOLD_PCT:g}%, is "
+                "already far above their noise")
     return None
 
 
@@ -352,6 +362,12 @@ class MeasureConfig(_Section):
         "included; GPU only) reported as a regression; default threshold_pct. It decides where the run's "
         "processes can detect it, and otherwise a slowdown whose whole interval is past it.",
     )
+    instructions_threshold_pct: float = Field(
+        default=INSTRUCTIONS_THRESHOLD_PCT, gt=0,
+        description="Smallest rise, in percent, of the host's user-mode instructions per step (the main thread's, "
+        "in the end-to-end passes) reported as a regression where every process of base and head counted them; "
+        "only a rise whose whole interval is past it decides. Not calibrated: set by what a user would feel.",
+    )
     at_threshold: Literal["neutral", "fail"] = Field(
         default="neutral",
         description="What a slowdown shown but not told from the threshold sets: a neutral Check Run (a pending "
@@ -418,6 +434,14 @@ class MeasureConfig(_Section):
     @classmethod
     def _guards_end_to_end(cls, value: float | None) -> float | None:
         problem = value is not None and threshold_refusal("end_to_end_ms", value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("instructions_threshold_pct")
+    @classmethod
+    def _guards_instructions(cls, value: float) -> float:
+        problem = threshold_refusal("instructions", value)
         if problem:
             raise ValueError(problem)
         return value

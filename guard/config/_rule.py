@@ -4,7 +4,7 @@ spreads the bounds may borrow, and what a verdict at the threshold sets. A run m
 its config (`Rule.of_config`), a report read back states it (`Report.rule`), and the compare
 stage, the recheck of a stored report and the render layer all take it.
 
-Three versions of the rule are kept, so that a stored report is decided again by its own:
+Four versions of the rule are kept, so that a stored report is decided again by its own:
 - 1 (schema 7's reports): alpha split evenly (Bonferroni) over every look the run might take
   (measure.max_rounds) x 3 metrics x the batch sizes, and a batch size takes its most severe
   metric's verdict;
@@ -14,7 +14,11 @@ Three versions of the rule are kept, so that a stored report is decided again by
   user feels decides (`compare/_interval.batch_verdict`);
 - 3 (schema 9 on): as 2, and the slow processes of base and head (by GPU ms) are set aside before
   deciding (`measure.set_aside`; `compare/_set_aside.py`), the pipeline measuring both arms again
-  in their place after the first round.
+  in their place after the first round;
+- 4 (schema 11 on): as 3, and where every process of base and head counted its host instructions
+  per step, a rise whose whole interval is past their threshold is a regression of host cost; a
+  bound of the host family, at its level (alpha is split as in 2). They decide nothing else: no
+  improvement, and a rise not told from the threshold passes (docs/decision-rule.md).
 
 The record and its arithmetic (how alpha is split) live here, below the compare stage: they
 import nothing but `math`, so every stage above can take the rule without taking another's.
@@ -31,28 +35,34 @@ from guard.config._models import MeasureConfig
 from guard.config._thresholds import CalibratedSpread, Thresholds
 
 # the metrics a verdict is decided on: GPU ms per step (held), end-to-end ms per step (unheld:
-# the host's launch time included, as the user feels it; GPU only) and tok/s
-MetricKey = Literal["gpu_ms", "end_to_end_ms", "tok_per_s"]
-METRICS: tuple[MetricKey, ...] = ("gpu_ms", "end_to_end_ms", "tok_per_s")  # in the order a tie between them is named
+# the host's launch time included, as the user feels it; GPU only), tok/s, and the main thread's
+# user-mode instructions per step in the end-to-end passes (rule 4, where every process counted them)
+MetricKey = Literal["gpu_ms", "end_to_end_ms", "tok_per_s", "instructions"]
+# in the order a tie between them is named: instructions last, named only where no time or rate decided
+METRICS: tuple[MetricKey, ...] = ("gpu_ms", "end_to_end_ms", "tok_per_s", "instructions")
 
 # Where a run's threshold for a metric came from: the config (measure.threshold_pct, and for
-# end-to-end ms measure.end_to_end_threshold_pct), the thresholds file `guard calibrate` wrote,
+# end-to-end ms measure.end_to_end_threshold_pct; instructions' is always the config's,
+# measure.instructions_threshold_pct), the thresholds file `guard calibrate` wrote,
 # or that file's GPU ms threshold where it wrote none for the metric: tok/s too noisy to gate
 # where it was calibrated; end-to-end ms too noisy or not measured there, or a file from before
 # it was calibrated.
 ThresholdSource = Literal["configured", "calibrated", "gpu_ms_fallback"]
-_SOURCES_ORDER: tuple[MetricKey, ...] = ("gpu_ms", "tok_per_s", "end_to_end_ms")  # as reports write them
+# as reports write them
+_SOURCES_ORDER: tuple[MetricKey, ...] = ("gpu_ms", "tok_per_s", "end_to_end_ms", "instructions")
 # What a verdict at the threshold sets (`measure.at_threshold`): neutral, or failing
 AtThreshold = Literal["neutral", "fail"]
 
-RULE_VERSION = 3
+RULE_VERSION = 4
 # Version 1: every look tests each metric of every batch size, so the error level is split this
 # many ways per look and batch size. tok/s and end-to-end ms count even where they only inform,
 # as they can still decide a regression, and end-to-end ms where it was not measured (a CPU, the
-# mix): the split is the rule's, the same whatever the run measured.
-METRICS_PER_LOOK = len(METRICS)
+# mix): the split is the rule's, the same whatever the run measured. (GPU ms, end-to-end ms and
+# tok/s: rule 1 never decided instructions.)
+METRICS_PER_LOOK = 3
 # Version 2: GPU ms, and the pass the user feels (end-to-end ms and tok/s: one pass's two figures,
-# which move together); alpha is split over these families, not the three figures
+# which move together; from version 4 the host instructions counted in that pass too); alpha is
+# split over these families, not the figures
 FAMILIES_PER_LOOK = 2
 
 
@@ -104,6 +114,8 @@ class Rule(BaseModel):
     gpu_ms: Threshold
     tok_per_s: Threshold
     end_to_end_ms: Threshold | None  # None: not decided (a report from before it was: alpha over 2 metrics)
+    # host instructions per step; None: not decided (rule 3 and before)
+    instructions: Threshold | None = None
     alpha: float
     confidence: float  # of the intervals shown beside the verdict (`Change`), not the decision's
     looks: int = 1  # the looks alpha is spent over
@@ -131,7 +143,9 @@ class Rule(BaseModel):
             own = {"tok_per_s": calibrated.tok_per_s_pct, "end_to_end_ms": calibrated.end_to_end_ms_pct}
         others = {metric: Threshold(pct=gpu, source=held) if pct is None else Threshold(pct=pct, source=source)
                   for metric, pct in own.items()}
-        return cls(gpu_ms=Threshold(pct=gpu, source=source), **others, alpha=measure.alpha,
+        return cls(gpu_ms=Threshold(pct=gpu, source=source), **others,
+                   instructions=Threshold(pct=measure.instructions_threshold_pct, source="configured"),
+                   alpha=measure.alpha,
                    confidence=measure.confidence, looks=measure.looks,
                    spreads=tuple(calibrated.spreads) if calibrated is not None else (),
                    at_threshold=measure.at_threshold)
@@ -139,7 +153,8 @@ class Rule(BaseModel):
     def thresholds(self) -> dict[MetricKey, Threshold]:
         """Each metric the rule decides, at its threshold (in METRICS order)."""
         every: dict[MetricKey, Threshold | None] = {
-            "gpu_ms": self.gpu_ms, "end_to_end_ms": self.end_to_end_ms, "tok_per_s": self.tok_per_s}
+            "gpu_ms": self.gpu_ms, "end_to_end_ms": self.end_to_end_ms, "tok_per_s": self.tok_per_s,
+            "instructions": self.instructions}
         return {metric: threshold for metric in METRICS if (threshold := every[metric]) is not None}
 
     def pcts(self) -> dict[MetricKey, float]:
@@ -173,6 +188,11 @@ class Rule(BaseModel):
         """Within a batch size, a direction any metric decided stands over what another left
         undecided, and a slowdown shown by a metric that does not gate keeps it open."""
         return self.version >= 2
+
+    @property
+    def decides_instructions(self) -> bool:
+        """Host instructions per step decide a regression wholly past their threshold (rule 4)."""
+        return self.version >= 4 and self.instructions is not None
 
     @property
     def sets_aside(self) -> bool:

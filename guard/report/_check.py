@@ -136,6 +136,9 @@ def _sources_hold(report: Report) -> list[Discrepancy]:
         elif source in held and metric in rule.thresholds() and rule.pct(metric) != rule.gpu_ms.pct:
             wrong(field, f"{rule.pct(metric)!r} with threshold_sources.{metric} {source}",
                   f"{rule.gpu_ms.pct!r} (GPU ms's)")
+    if rule.instructions is not None and sources.get("instructions") != "configured":
+        wrong("threshold_sources.instructions", str(sources.get("instructions")),
+              "configured (a thresholds file writes none for instructions)")
     return found
 
 

@@ -69,7 +69,7 @@ def batch_sentence(report: Report, batch: BatchComparison, then: str = "") -> st
     decide = f"{needed} processes per arm would decide it (this run: {_processes(report, batch)})"
     at = f"{words.at_size(batch.batch_size).capitalize()}, {name} {moved}"
     if batch.verdict == "regression":
-        return f"{at}, its whole interval past {cap}{_device_differs(report, batch)}{end}"
+        return f"{at}, its whole interval past {cap}{_device_differs(report, batch)}{_host_work(report, batch)}{end}"
     if batch.verdict == "improvement":
         return f"{at}, its whole interval faster than {cap}{_device_differs(report, batch)}{end}"
     if batch.verdict == "at_threshold":
@@ -96,6 +96,20 @@ def _device_differs(report: Report, batch: BatchComparison) -> str:
     return (f"; {words.metric('gpu_ms', True)}, timed with the host's launch held out, changed "
             f"{words.pct(device.pct)} ({_DEVICE_SAYS[batch.gpu_ms_verdict]}): the difference is the host's part "
             "of each step")
+
+
+def _host_work(report: Report, batch: BatchComparison) -> str:
+    """Where host instructions decided a regression and end-to-end time did not: '; end-to-end ms
+    per step changed +0.80% (too noisy to say): the host does more work per step, felt where the
+    host bounds the step'."""
+    felt = batch.end_to_end_bounds
+    if batch.decided_by != "instructions" or felt is None or batch.end_to_end_verdict in (None, "regression"):
+        return ""
+    # a pass of a figure that does not gate may still hold the threshold: then it could not say
+    noisy = batch.end_to_end_verdict == "pass" and felt.ci_high_pct >= limit(report, "end_to_end_ms")
+    says = _DEVICE_SAYS["inconclusive" if noisy else batch.end_to_end_verdict]
+    return (f"; {words.END_TO_END} changed {words.pct(felt.pct)} ({says}): the host does more work per step, felt "
+            "where the host bounds the step")
 
 
 def pass_sentence(report: Report) -> str:

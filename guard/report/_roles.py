@@ -5,6 +5,7 @@ wrote no threshold for is held to GPU ms's (its source in the report's rule), an
 
 from __future__ import annotations
 
+from guard._markdown import text
 from guard.compare import BatchComparison, MetricKey
 from guard.measure import MOST_REPEATS
 from guard.report import _words as words
@@ -98,3 +99,17 @@ def tok_unmeasured_note(report: Report) -> str:
     return (f"{words.TOK.capitalize()} is not shown, as not measurable here: at its spread, "
             f"{_repeats(report, batches[0])} processes per arm detect only a change of {_detectable(batches)}, "
             f"far past {the_threshold(report, 'tok_per_s', 'its')}.")
+
+
+def instructions_note(report: Report) -> str:
+    """One sentence where the rule decides host instructions and a process of base or head had no
+    counter: they decided nothing there, and why (the first such process's own words)."""
+    if not report.rule.decides_instructions:
+        return ""
+    for batch in report.decided():
+        arms = [a for a in batch.arms if a.arm in (report.base, report.head) and a.instructions_per_step is None]
+        if arms and batch.verdict != "invalid":
+            why = arms[0].instructions_unavailable or "no count"
+            return (f"{words.INSTRUCTIONS.capitalize()} decided nothing: not every process counted them "
+                    f"({text(arms[0].arm)}: {text(why)}).")
+    return ""

@@ -75,6 +75,8 @@ def _parts(report: Report) -> tuple[str, list[str]]:
         cause = [f": {words.CAUSE[h.cause]}"] if h.cause and not (h.cause == "no_cuda_graph" and h.fell_out) else []
         if h.rank_cause is not None:  # across the ranks: what rank 0's own trace says is its part of it
             cause = [f": {words.RANK_CAUSE[h.rank_cause]}"]
+        if metric == "instructions":  # the host's work, not a time: named as what it is
+            return f"Decode host work up {moved} {at} (instructions) with {{change}}", cause + fell + capture
         if words.large(change, metric):  # twice as slow or more: felt whatever the figure, named below
             return f"Decode {moved} slower {at} with {{change}}", cause + fell + capture
         if metric == "end_to_end_ms":

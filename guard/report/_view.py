@@ -38,7 +38,7 @@ from guard.report._rank_trace_text import rank_bullets, rank_cause_sentence, ran
 from guard.report._reason_text import reason_sentence, reason_short
 from guard.report._borrow_text import borrowed_note
 from guard.report._compiled_text import compile_cache_note
-from guard.report._roles import held_note, tok_role_note, tok_unmeasured_note
+from guard.report._roles import held_note, instructions_note, tok_role_note, tok_unmeasured_note
 from guard.report._schema import ArmInfo, Report
 from guard.report._slow import slow_processes_sentence
 from guard.report._todo import what_to_do
@@ -173,6 +173,8 @@ def _table(report: Report) -> Block | None:
             continue
         at = ["mix" if b.mix else str(b.batch_size)] if many else []
         for metric in METRICS:
+            if metric == "instructions":
+                continue  # a row of its own below, with its counts
             change = shown(b, metric)
             if metric == "end_to_end_ms" and change is None:
                 continue  # not decided here: a CPU's step time is already end to end
@@ -186,7 +188,9 @@ def _table(report: Report) -> Block | None:
         counted = [figures.instructions_mean(b, name) for name in (report.base, report.head)]
         if b.instructions_change is not None and counted[0] and counted[1]:
             rows.append([words.INSTRUCTIONS, *at, words.instructions(counted[0]), words.instructions(counted[1]),
-                         words.with_interval(b.instructions_change), "no"])
+                         words.with_interval(b.instructions_change),
+                         f"if up past {words.threshold(limit(report, 'instructions'))}"
+                         if report.rule.decides_instructions else "no"])
     if not rows:
         return None
     header = ["geometric means", *(["batch size"] if many else []), f"base {words.short_sha(base.sha)}",
@@ -211,9 +215,9 @@ def _table_note(report: Report) -> str:
         same = f", inputs forced from {text(report.workload.reference)}: like for like"
     aside = sum(len(b.set_aside) for b in report.decided())
     kept = f", less {words.plural(aside, 'slow one')} set aside" if aside else ""
-    unmeasured = tok_unmeasured_note(report)
+    notes = " ".join(note for note in (tok_unmeasured_note(report), instructions_note(report)) if note)
     return (f"Means of {processes_text(report)}{kept}{same}. Intervals are {bounds_level(report)}, the "
-            "verdict's level." + (f" {unmeasured}" if unmeasured else ""))
+            "verdict's level." + (f" {notes}" if notes else ""))
 
 
 def _cause_section(report: Report) -> Section | None:

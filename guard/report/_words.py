@@ -61,12 +61,14 @@ def per_real_token(gpu: bool) -> str:
 
 
 def metric(key: MetricKey, gpu: bool) -> str:
-    """'GPU ms per step' (CPU: 'CPU ms per step'), 'end-to-end ms per step' or 'tokens per second'."""
-    return {"gpu_ms": _STEP[gpu], "end_to_end_ms": END_TO_END}.get(key, TOK)
+    """'GPU ms per step' (CPU: 'CPU ms per step'), 'end-to-end ms per step', 'tokens per second' or
+    'host instructions per step'."""
+    return {"gpu_ms": _STEP[gpu], "end_to_end_ms": END_TO_END, "instructions": INSTRUCTIONS}.get(key, TOK)
 
 
 def metric_short(key: MetricKey, gpu: bool) -> str:
-    return {"gpu_ms": _STEP_SHORT[gpu], "end_to_end_ms": "end-to-end ms"}.get(key, TOK_SHORT)
+    return {"gpu_ms": _STEP_SHORT[gpu], "end_to_end_ms": "end-to-end ms", "instructions": "instructions"}.get(
+        key, TOK_SHORT)
 
 
 def large(change: Change, key: MetricKey) -> bool:
