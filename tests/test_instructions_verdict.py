@@ -172,7 +172,8 @@ def test_the_comment_names_host_work_where_instructions_decided() -> None:
     assert felt is not None and felt.ci_high_pct > 1.0  # it could not tell +1% from none: so the sentence says
     assert (f"end-to-end ms per step changed {felt.pct:+.2f}% (too noisy to say): the host does more work per step, "
             "felt where the host bounds the step.") in comment
-    assert "| host instructions per step (informs) | 1.20 M | 1.26 M |" in comment
+    assert "| host instructions per step | 1.20 M | 1.26 M | +5.00% (" in comment
+    assert comment.split("| host instructions per step |")[1].split("\n")[0].endswith("| if up past 2% |")
 
 
 def test_the_comment_says_instructions_decided_nothing_where_a_process_had_no_counter() -> None:
