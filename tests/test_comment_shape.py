@@ -189,11 +189,11 @@ def test_the_published_json_schema_is_the_models_own() -> None:
     assert not validator.is_valid(no_facts)
 
 
-def test_the_words_above_the_fold_are_counted_by_a_command_and_the_readme_states_its_figure() -> None:
+def test_the_words_above_the_fold_are_counted_by_a_command_and_the_docs_state_its_figure() -> None:
     """`python -m guard.report.fold` counts what a reader meets first: the marker, the table's
-    pipes and dashes and everything from the first fold on are not words. The README's figure
-    for the CPU demo is the command's output on the committed comment, which is the comment
-    its report renders."""
+    pipes and dashes and everything from the first fold on are not words. The figure that
+    docs/reading-the-comment.md gives for the CPU demo is the command's output on the committed
+    comment, which is the comment its report renders."""
     sample = "<!-- marker -->\n**Title here**\n\n| a | b |\n|---|---|\n| 1.5% | x |\n<details>\nhidden words\n"
     assert words(above_the_fold(sample)) == 6  # Title, here, a, b, 1.5%, x
     comment = CPU_DEMO / "comment.md"
@@ -203,7 +203,8 @@ def test_the_words_above_the_fold_are_counted_by_a_command_and_the_readme_states
     assert proc.returncode == 0, proc.stderr
     count = int(proc.stdout)
     assert count == words(above_the_fold(comment.read_text())) <= WORDS_ABOVE_THE_FOLD
-    stated = re.search(r"its top, (\d+) words above the first fold", (REPO_ROOT / "README.md").read_text())
+    page = (REPO_ROOT / "docs" / "reading-the-comment.md").read_text()
+    stated = re.search(r"its top, (\d+) words above the first fold", page)
     assert stated is not None and int(stated[1]) == count
     missing = subprocess.run([sys.executable, "-m", "guard.report.fold", str(CPU_DEMO / "nothing.md")],
                              capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)

@@ -1,6 +1,6 @@
 """examples/guard.toml, the file the README points a new user to, held to the config model: it
 names every key the model takes, the values it sets are the defaults (unless its comment says
-otherwise), and it parses as a config."""
+otherwise), and it parses as a config; the README's own guard.toml parses too."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pydantic import BaseModel
 
 from guard.config import GuardConfig, parse_config
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "guard.toml"
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "guard.toml"
 NOT_DEFAULT = "(not the default)"  # a value the example sets for show, marked so in its comment
 
 
@@ -73,3 +74,9 @@ def _at(config: Any, dotted: str) -> Any:
     for part in dotted.split("."):
         config = getattr(config, part)
     return config
+
+
+def test_the_readmes_guard_toml_parses_as_a_config() -> None:
+    shown = re.findall(r"^```toml\n(.*?)^```", (ROOT / "README.md").read_text(), re.M | re.S)
+    assert len(shown) == 1, "the README shows one guard.toml"
+    parse_config(tomllib.loads(shown[0]), source="README.md")

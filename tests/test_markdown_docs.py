@@ -103,11 +103,11 @@ def test_a_broken_table_is_found() -> None:
     assert not any(_pipes(p) for p in good.paragraphs)
 
 
-def test_the_readmes_quoted_comment_is_the_file_it_cites() -> None:
-    """The README quotes the top of a comment the demo wrote: each quoted line is in that file."""
-    text = (ROOT / "README.md").read_text()
+def test_the_quoted_comment_is_the_file_it_cites() -> None:
+    """docs/reading-the-comment.md quotes the top of a comment the demo wrote: each quoted line is in that file."""
+    text = (ROOT / "docs" / "reading-the-comment.md").read_text()
     cited = re.search(r"\[`(docs/examples/[^`]+/comment\.md)`\]", text)
-    assert cited, "the README cites no example comment"
+    assert cited, "docs/reading-the-comment.md cites no example comment"
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("> **Decode"))
     quoted = []
@@ -119,8 +119,23 @@ def test_the_readmes_quoted_comment_is_the_file_it_cites() -> None:
     assert len(quoted) > 5 and [q for q in quoted if q and q not in source] == []
 
 
-def test_the_readme_states_the_schema_version_the_guard_writes() -> None:
+def test_the_outputs_page_states_the_schema_version_the_guard_writes() -> None:
     from guard.report import SCHEMA_VERSION
 
-    stated = re.search(r"`schema_version` \((\d+),", (ROOT / "README.md").read_text())
+    stated = re.search(r"`schema_version` \((\d+),", (ROOT / "docs" / "outputs.md").read_text())
     assert stated and int(stated.group(1)) == SCHEMA_VERSION
+
+
+def _blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, re.M | re.S)
+
+
+def test_the_readmes_workflow_is_the_example_that_make_lint_checks() -> None:
+    """The README shows a whole workflow; `make lint` checks examples/workflows/ only, so the
+    README's is held to be that file, key for key."""
+    import yaml
+
+    shown = _blocks((ROOT / "README.md").read_text(), "yaml")
+    assert len(shown) == 1, "the README shows one workflow"
+    example = yaml.safe_load((ROOT / "examples" / "workflows" / "private-repo.yml").read_text())
+    assert yaml.safe_load(shown[0]) == example

@@ -1,7 +1,8 @@
-"""The README's commands work as written: each `guard` command it shows parses with the CLI's
-own parser (placeholders filled in, its optional parts left out and then each given), and each
-`make` target it names is one the Makefile has. Running them is the demo's and the pipeline's
-tests' work; here what a reader copies is held to what the tools accept."""
+"""The commands of the README and of the documentation site's pages work as written: each
+`guard` command they show parses with the CLI's own parser (placeholders filled in, its optional
+parts left out and then each given), and each `make` target they name is one the Makefile has.
+Running them is the demo's and the pipeline's tests' work; here what a reader copies is held to
+what the tools accept."""
 
 from __future__ import annotations
 
@@ -58,28 +59,42 @@ def _concrete(synopsis: str, with_options: bool) -> list[str]:
     return words
 
 
-README = (ROOT / "README.md").read_text()
-# the shell blocks' commands, and the synopses written inline (`guard clean [--repo PATH] ...`)
-GUARD = [c for c in _commands(README) if c.startswith("guard ")] + re.findall(r"`(guard [a-z]+ [^`]*\[[^`]*)`", README)
+# The README and the site's pages; the measurements and example runs under docs/ keep the
+# commands they ran, of their day.
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def test_the_readme_shows_guard_commands_and_make_targets() -> None:
-    assert len(GUARD) >= 8 and any(c.startswith("make demo") for c in _commands(README))
+def _guard_commands(text: str) -> list[str]:
+    """The shell blocks' `guard` commands, and the synopses written inline (`guard clean [--repo PATH] ...`)."""
+    return [c for c in _commands(text) if c.startswith("guard ")] + re.findall(r"`(guard [a-z]+ [^`]*\[[^`]*)`", text)
 
 
-@pytest.mark.parametrize("command", GUARD)
+GUARD = [(page.relative_to(ROOT).as_posix(), c) for page in PAGES for c in _guard_commands(page.read_text())]
+
+
+def test_the_pages_show_the_commands_a_user_runs() -> None:
+    shown = {command.split()[1] for _, command in GUARD}
+    assert {"run", "demo", "calibrate", "analyze", "diff", "export", "explain", "bisect", "comment"} <= shown
+
+
+def test_the_readmes_quickstart_is_make_demo_and_make_test() -> None:
+    shown = [c for c in _commands((ROOT / "README.md").read_text()) if c.startswith("make ")]
+    assert shown == ["make demo", "make test"]
+
+
+@pytest.mark.parametrize(("page", "command"), GUARD)
 @pytest.mark.parametrize("with_options", [False, True])
-def test_each_guard_command_parses(command: str, with_options: bool) -> None:
+def test_each_guard_command_parses(page: str, command: str, with_options: bool) -> None:
     argv = _concrete(command, with_options)[1:]
     try:
         _parser().parse_args(argv)
     except SystemExit as exc:
-        pytest.fail(f"README: `{command}` does not parse as {argv} (exit {exc.code})")
+        pytest.fail(f"{page}: `{command}` does not parse as {argv} (exit {exc.code})")
 
 
 def test_each_make_target_is_the_makefiles() -> None:
     targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), re.M))
-    named = [c.split()[1] for c in _commands(README) if c.startswith("make ")]
+    named = [c.split()[1] for page in PAGES for c in _commands(page.read_text()) if c.startswith("make ")]
     assert named and set(named) <= targets, sorted(set(named) - targets)
 
 
