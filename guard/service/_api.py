@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from starlette.concurrency import run_in_threadpool
@@ -204,8 +205,8 @@ async def ingest_record(request: Request) -> JSONResponse:
             redetect(state.sessions, query.repo, decided)
         return stored
 
-    try:
-        stored = await run_in_threadpool(check_and_store)
+    try:  # a writer among the deliveries' (guard.service._store.concurrent_writers)
+        stored = await anyio.to_thread.run_sync(check_and_store, limiter=state.writers)
     except GuardError as exc:
         return refuse(422, "unfounded-record", exc.message)
     return JSONResponse({"run": stored.run_id, "outcome": stored.outcome},
