@@ -1,6 +1,7 @@
 """Command line: `guard run`, `guard demo`, `guard record`, `guard calibrate`, `guard bisect`, `guard comment` /
 `guard summary` for GitHub, `guard export` for other tools, `guard analyze` / `guard diff` of profiler traces,
-and `guard serve`, the service, with `guard worker` on each GPU host of its procrastinate queue.
+and `guard serve`, the service, with `guard worker` on each GPU host of its procrastinate queue and
+`guard upload` of a record to it.
 Errors are one message and an exit code."""
 
 from __future__ import annotations
@@ -187,6 +188,16 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--artifact-id", type=_positive_int, default=None,
                          help="id of that run's artifact with report.json, the picture and the traces, to link it")
 
+    upload = sub.add_parser(
+        "upload", help="send a record (`guard record`'s record.json) to the service, into main's history",
+        description="Token from $GUARD_SERVICE_TOKEN: the repository's ingest token of the service's "
+                    "--ingest-tokens-file. A retried upload of the same record changes nothing there.",
+    )
+    upload.add_argument("--record", type=Path, required=True, help="record.json written by `guard record`")
+    upload.add_argument("--service-url", required=True, help="the service's root, e.g. https://guard.example.org")
+    upload.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY"),
+                        help="OWNER/NAME whose history it joins (default: $GITHUB_REPOSITORY)")
+
     artifact = sub.add_parser(
         "artifact", help="copy report.json, comment.md, the picture and the traces into a new folder to upload",
         description="Only regular files of this user's, opened without following links: a link a pull "
@@ -267,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
             return _export(args)
         if args.command == "artifact":
             return _artifact(args)
+        if args.command == "upload":
+            return _upload(args)
         if args.command == "explain":
             return _explain(args)
         if args.command == "clean":
@@ -450,6 +463,21 @@ def _summary(args: argparse.Namespace) -> int:
         })
     for line in annotations(report):
         print(line)
+    return EXIT_OK
+
+
+def _upload(args: argparse.Namespace) -> int:
+    from guard.publish import UploadError, upload_record, write_outputs
+
+    if not args.repo:
+        raise UploadError("no repository: pass --repo OWNER/NAME (or set GITHUB_REPOSITORY)")
+    uploaded = upload_record(args.record, args.service_url, args.repo, os.environ.get("GUARD_SERVICE_TOKEN", ""),
+                             progress=_progress)
+    said = {"created": "a new point of main's history", "unchanged": "already there: nothing changed",
+            "replaced": "in place of the commit's earlier record"}[uploaded.outcome]
+    _progress(f"uploaded {args.record} to {args.service_url} for {args.repo}: run {uploaded.run}, {said}")
+    if os.environ.get("GITHUB_OUTPUT"):
+        write_outputs(Path(os.environ["GITHUB_OUTPUT"]), {"service-run": str(uploaded.run)})
     return EXIT_OK
 
 

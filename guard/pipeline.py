@@ -25,7 +25,9 @@ from guard.checkout import (
     ArmRef, BuiltArm, build_arm, check_interpreter_reach, commit_subject, default_cache_dir, persisted_credentials,
     require_distinct, require_repo, resolve_commit, uncommitted_changes,
 )
-from guard.compare import Comparison, Decide, MeasureRound, RoundsOutcome, arm_stats, compare, decide_in_rounds
+from guard.compare import (
+    Comparison, Decide, MeasureRound, RoundsOutcome, arm_stats, check_measurements, compare, decide_in_rounds,
+)
 from guard.config import (
     DEFAULT_CONFIG_NAME, MAX_CONFIG_BYTES, CommitFiles, ConfigChange, ConfigOverrides, Files, GuardConfig, Rule,
     apply_overrides, check_entry, check_entry_in_commit, config_uncommitted, load_commit_config, read_thresholds,
@@ -126,6 +128,7 @@ def record_commit(
                 reference_error=first.reference.error,
             ),
             environment=_environment(first.measurements, [ref.name]),
+            gpu_fingerprint=check_measurements(first.measurements).summary,
             batch_sizes=[RecordedBatch(batch_size=size, stats=arm_stats(ref.name, measured.repeats, size))
                          for size in spec.batch_sizes if info.status == "ok"],
             started_at=datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),

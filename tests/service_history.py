@@ -9,6 +9,7 @@ from pathlib import Path
 from sqlalchemy.orm import sessionmaker
 
 from guard.history import gpu_class, workload_name
+from guard.record import Record, RecordedBatch
 from guard.report import Report, read_report
 from guard.service._store import migrate, open_engine
 from guard.service._store import sessions as make_sessions
@@ -32,6 +33,19 @@ def main_origin(folder: Path, commits: int) -> tuple[Path, list[str]]:
 
 def demo_report() -> Report:
     return read_report(CPU_REPORT)
+
+
+def demo_record(subject: str | None = None) -> Record:
+    """The CPU demo's head arm as the record of its commit measured alone: the figures a push's
+    report of that commit gives its point in main's history. `subject`: the commit's, in its place."""
+    report = demo_report()
+    head = report.arm(report.head)
+    return Record(
+        tool_version="test", arm=head if subject is None else head.model_copy(update={"subject": subject}),
+        workload=report.workload, environment=report.environment, gpu_fingerprint=report.gpu_fingerprint,
+        batch_sizes=[RecordedBatch(batch_size=b.batch_size, stats=next(a for a in b.arms if a.arm == report.head))
+                     for b in report.batch_sizes],
+        started_at="2026-01-01T00:00:00+00:00", duration_s=60.0)
 
 
 def head_medians(report: Report) -> dict[int, float]:

@@ -30,6 +30,8 @@ BASE_SHA = "1111111111111111111111111111111111111111"
 HEAD_SHA = "2222222222222222222222222222222222222222"
 TOKEN = "ghs_thetokenofthisjob"
 JOB_LEVEL_TOKEN = "ghp_atokenthejobputinitsenv"
+SERVICE_TOKEN = "the-ingest-token-of-this-repository"
+SERVICE = {"service-url": "https://guard.example.org", "service-token": SERVICE_TOKEN}
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -96,6 +98,18 @@ def test_the_token_reaches_the_comment_step_only() -> None:
                 holders.append((step["id"], name, value))
     assert holders == [("comment", "GITHUB_TOKEN", "${{ inputs.token }}")]
     assert ACTION["inputs"]["token"]["default"] == "${{ github.token }}"
+
+
+def test_the_service_token_reaches_the_upload_step_only() -> None:
+    """The install step learns whether one was given (a boolean), never the token itself."""
+    holders = []
+    for step in ACTION["runs"]["steps"]:
+        for name, value in (step.get("env") or step.get("with") or {}).items():
+            if "inputs.service-token" in str(value):
+                holders.append((step["id"], name, value))
+    assert holders == [("install", "GUARD_HAS_SERVICE_TOKEN", "${{ inputs.service-token != '' }}"),
+                       ("upload", "GUARD_SERVICE_TOKEN", "${{ inputs.service-token }}")]
+    assert ACTION["inputs"]["service-token"]["default"] == ""
 
 
 def test_checkouts_do_not_persist_credentials() -> None:
@@ -373,6 +387,12 @@ if command == "artifact":  # the real one copies only the guard's own regular fi
     sys.exit(0)
 if command == "clean":
     sys.exit(0)
+if command == "upload":  # the real one: tests/test_record_upload.py, tests/test_service_records.py
+    if os.environ.get("GUARD_SERVICE_TOKEN") != scenario["service_token"]:
+        print("guard: error: no ingest token: set GUARD_SERVICE_TOKEN", file=sys.stderr)
+        sys.exit(2)
+    output("service-run=12")
+    sys.exit(0)
 if command == "comment":
     if os.environ.get("GITHUB_TOKEN") != scenario["token"]:
         print("guard: error: GITHUB_TOKEN is not set", file=sys.stderr)
@@ -427,7 +447,7 @@ class Harness:
         self, verdict: str | None, inputs: dict[str, str] | None = None, event: str = "pull_request",
         reasons: list[str] | None = None, job_env: dict[str, str] | None = None, ref: str = "refs/heads/main",
     ) -> ActionRun:
-        scenario = {"verdict": verdict, "reasons": reasons or [], "token": TOKEN}
+        scenario = {"verdict": verdict, "reasons": reasons or [], "token": TOKEN, "service_token": SERVICE_TOKEN}
         (self.root / "scenario.json").write_text(json.dumps(scenario))
         github: dict[str, Any] = {
             "token": TOKEN,
@@ -497,6 +517,7 @@ def test_regression_on_a_pull_request_is_reported_commented_and_fails_the_job(ha
         "mode": "compare",
         "bmf-path": "",
         "pyperf-path": "",
+        "service-run": "",
     }
     assert result.summary == "## regression-guard: regression\n"
     assert "::error title=regression-guard::tok/s" in result.step("Summarize").stdout
@@ -686,6 +707,31 @@ def test_a_record_without_figures_fails_the_job_and_still_uploads_what_it_wrote(
     assert not result.succeeded and result.outputs["bmf-path"] == ""
 
 
+def test_a_record_is_sent_to_the_service_by_a_step_of_its_own_that_alone_holds_its_token(harness: Harness) -> None:
+    result = harness.run("recorded", SERVICE, event="push")
+    (upload,) = harness.calls("upload")
+    assert upload["argv"] == ["upload", "--record", "guard-out/record.json", "--service-url",
+                              "https://guard.example.org", "--repo", "example-org/engine"]
+    # the process that built and ran the commit never saw it, nor did any other step
+    assert _env_holding(result, SERVICE_TOKEN) == ["Send the record to the service"]
+    (record_call,) = harness.calls("record")
+    assert SERVICE_TOKEN not in json.dumps(record_call["env"])
+    assert result.succeeded and result.outputs["service-run"] == "12"
+
+
+def test_no_record_is_sent_without_a_service_url_or_without_figures(harness: Harness) -> None:
+    result = harness.run("recorded", event="push")
+    assert harness.calls("upload") == [] and not result.step("Send the record to the service").ran
+    assert result.succeeded and result.outputs["service-run"] == ""
+    failed = harness.run("build_failed", SERVICE, event="push")
+    assert harness.calls("upload") == [] and not failed.succeeded
+
+
+def test_a_pull_requests_run_sends_nothing_to_the_service(harness: Harness) -> None:
+    result = harness.run("pass", SERVICE)
+    assert harness.calls("upload") == [] and _env_holding(result, SERVICE_TOKEN) == []
+
+
 def test_mode_compare_on_a_push_to_the_default_branch_runs_as_before(harness: Harness) -> None:
     harness.run("pass", {"mode": "compare"}, event="push")
     assert len(harness.calls("run")) == 1 and harness.calls("record") == []
@@ -752,6 +798,10 @@ def test_the_builds_are_removed_when_the_job_ends_however_the_run_ended(harness:
         ({"comment": "sometimes"}, "input comment is 'sometimes'; use on-regression, always or never"),
         ({"mode": "push"}, "input mode is 'push'; use auto, compare or record"),
         ({"mode": "record", "report": "r.json"}, "input mode is 'record'; a record measures; leave report empty"),
+        ({"service-url": "guard.example.org", "service-token": "t"},
+         "input service-url is 'guard.example.org'; give the service's root URL"),
+        ({"service-url": "https://guard.example.org"},
+         "input service-token is ''; give this repository's ingest token"),
         ({"fail-on-regression": "yes"}, "input fail-on-regression is 'yes'; use true or false"),
         ({"fail-on-invalid": "warn"}, "input fail-on-invalid is 'warn'; use true or false"),
         ({"commit-status": "no"}, "input commit-status is 'no'; use true or false"),

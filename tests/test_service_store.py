@@ -86,3 +86,43 @@ def test_change_points_are_found_again_after_each_push_and_keep_their_state(tmp_
     with sessions() as session:
         assert [(c.after_sha, c.state) for c in session.scalars(select(ChangePoint))] == [(f"{21:040x}", "confirmed")]
     engine.dispose()
+
+
+def test_the_records_migration_keeps_the_runs_before_it_and_its_downgrade_drops_only_the_records(
+        tmp_path: Path) -> None:
+    from alembic import command
+
+    from guard.service._records import store_record, store_run
+    from guard.service._store import run_migrations
+    from guard.service._store import sessions as make_sessions
+    from tests.service_history import REPO, demo_record, demo_report
+
+    engine = open_engine(f"sqlite:///{tmp_path / 'guard.db'}")
+    sessions = make_sessions(engine)
+
+    def rows() -> tuple[list[tuple[int, str]], set[int], set[int]]:
+        with engine.connect() as connection:
+            return (connection.execute(text("SELECT id, source FROM runs ORDER BY id")).all(),
+                    {r for (r,) in connection.execute(text("SELECT DISTINCT run_id FROM main_points"))},
+                    {r for (r,) in connection.execute(text("SELECT DISTINCT run_id FROM samples"))})
+
+    # a database of the schema before it, holding a run of main with its samples and points
+    run_migrations(engine, lambda config: command.upgrade(config, "0003"))
+    with engine.begin() as connection:
+        connection.execute(text(
+            "INSERT INTO runs (id, source, repo, base_sha, head_sha, verdict, workload, gpu_class, report_json, "
+            "created_s) VALUES (1, 'ingest', :repo, :sha, :sha, 'pass', 'w', 'g', '{}', 0)"), {"repo": REPO,
+                                                                                               "sha": "a" * 40})
+        connection.execute(text("INSERT INTO samples (run_id, arm, batch_size, repeat, gpu_ms_per_step) "
+                                "VALUES (1, 'head', 1, 0, 2.5)"))
+    migrate(engine)
+    assert rows() == ([(1, "ingest")], set(), {1})
+    kept = store_run(sessions, demo_report(), repo=REPO, source="ingest", main_branch=True)
+    record = store_record(sessions, demo_record(), repo=REPO).run_id
+    assert rows() == ([(1, "ingest"), (kept, "ingest"), (record, "record")], {kept, record}, {1, kept, record})
+
+    run_migrations(engine, lambda config: command.downgrade(config, "0003"))
+    assert rows() == ([(1, "ingest"), (kept, "ingest")], {kept}, {1, kept})
+    migrate(engine)  # and up again
+    assert rows() == ([(1, "ingest"), (kept, "ingest")], {kept}, {1, kept})
+    engine.dispose()

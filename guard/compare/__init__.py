@@ -15,7 +15,7 @@ from guard.compare._ranks import (
     RankStats, arm_ranks, rank_change, straggler_of,
 )
 from guard.compare._reasons import Reason, ReasonKind, SeenValue
-from guard.compare._recheck import Discrepancy, decide_again, recheck, same_facts
+from guard.compare._recheck import Discrepancy, arm_discrepancies, decide_again, recheck, same_facts
 from guard.compare._set_aside import kept_arm
 from guard.compare._rounds import Decide, MeasureRound, RoundsOutcome, decide_in_rounds
 from guard.compare._verdict import Rounds, arm_stats, compare, confirm_undecided
@@ -53,6 +53,7 @@ __all__ = [
     "ArmRanks",
     "ArmStats",
     "arm_stats",
+    "arm_discrepancies",
     "BatchComparison",
     "Comparison",
     "DisagreementNoise",

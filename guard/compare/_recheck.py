@@ -166,26 +166,7 @@ def _shape(stored: BatchComparison, base: str, head: str, rule: Rule) -> list[Di
     if not 1 <= stored.look <= rule.looks:
         wrong("look", stored.look, f"1 to {rule.looks} (the looks the run could take)")
     for arm in stored.arms:
-        where = f"arms[{arm.arm}]"
-        spreads = {"gpu_ms_per_step": arm.gpu_ms_per_step, "tok_per_s": arm.tok_per_s}
-        spreads |= {name: s for name, s in (("end_to_end_gpu_ms_per_step", arm.end_to_end_gpu_ms_per_step),
-                                            ("host_ms_per_step", arm.host_ms_per_step),
-                                            ("instructions_per_step", arm.instructions_per_step)) if s is not None}
-        for name, spread in spreads.items():
-            floor = 0.0 if name == "host_ms_per_step" else math.nextafter(0.0, 1.0)  # host time may be 0
-            if len(spread.values) != arm.repeats:
-                wrong(f"{where}.{name}.values", f"{len(spread.values)} values", f"{arm.repeats} (the repeats)")
-            elif not all(math.isfinite(v) and v >= floor for v in spread.values):
-                wrong(f"{where}.{name}.values", "a value not finite or not positive", "positive finite values")
-            elif spread.values:
-                found += _spread_discrepancies(spread, size, f"{where}.{name}")
-        if arm.unheld_steps and len(arm.unheld_steps) != arm.repeats:
-            wrong(f"{where}.unheld_steps", f"{len(arm.unheld_steps)} counts", f"{arm.repeats} (the repeats)")
-        held = bool(arm.unheld_steps) and sum(arm.unheld_steps) > UNHELD_SHARE * arm.steps * len(arm.unheld_steps)
-        if arm.outran_hold != held:
-            wrong(f"{where}.outran_hold", arm.outran_hold, held)
-        if arm.ranks is not None:
-            found += _ranks_shape(arm, size)
+        found += arm_discrepancies(arm, size)
     if stored.agreement is not None:
         repeats = {a.arm: a.repeats for a in stored.arms}
         for agreed in stored.agreement.arms:
@@ -195,6 +176,39 @@ def _shape(stored: BatchComparison, base: str, head: str, rule: Rule) -> list[Di
             elif not agreed.disagreements or not all(0 <= d <= agreed.compared for d in agreed.disagreements):
                 wrong(where, agreed.disagreements, f"one count per process, each 0 to {agreed.compared}")
             found += _confident_shape(stored.agreement, agreed, size)
+    return found
+
+
+def arm_discrepancies(arm: ArmStats, size: int) -> list[Discrepancy]:
+    """One arm's figures at a batch size against its own values: each spread its values' (a
+    value per repeat, positive and finite), its counts one per repeat, its flags the ones its
+    counts give. A record of one commit is read back by this check alone."""
+    found: list[Discrepancy] = []
+    where = f"arms[{arm.arm}]"
+
+    def wrong(field: str, stated: object, expected: object) -> None:
+        found.append(Discrepancy(kind="shape", batch_size=size, field=f"{where}.{field}", stated=str(stated),
+                                 recomputed=str(expected)))
+
+    spreads = {"gpu_ms_per_step": arm.gpu_ms_per_step, "tok_per_s": arm.tok_per_s}
+    spreads |= {name: s for name, s in (("end_to_end_gpu_ms_per_step", arm.end_to_end_gpu_ms_per_step),
+                                        ("host_ms_per_step", arm.host_ms_per_step),
+                                        ("instructions_per_step", arm.instructions_per_step)) if s is not None}
+    for name, spread in spreads.items():
+        floor = 0.0 if name == "host_ms_per_step" else math.nextafter(0.0, 1.0)  # host time may be 0
+        if len(spread.values) != arm.repeats:
+            wrong(f"{name}.values", f"{len(spread.values)} values", f"{arm.repeats} (the repeats)")
+        elif not all(math.isfinite(v) and v >= floor for v in spread.values):
+            wrong(f"{name}.values", "a value not finite or not positive", "positive finite values")
+        elif spread.values:
+            found += _spread_discrepancies(spread, size, f"{where}.{name}")
+    if arm.unheld_steps and len(arm.unheld_steps) != arm.repeats:
+        wrong("unheld_steps", f"{len(arm.unheld_steps)} counts", f"{arm.repeats} (the repeats)")
+    held = bool(arm.unheld_steps) and sum(arm.unheld_steps) > UNHELD_SHARE * arm.steps * len(arm.unheld_steps)
+    if arm.outran_hold != held:
+        wrong("outran_hold", arm.outran_hold, held)
+    if arm.ranks is not None:
+        found += _ranks_shape(arm, size)
     return found
 
 

@@ -8,7 +8,7 @@ from guard.history._models import (
     AlertPlan, ChangePoint, ChangeState, Confirmation, Direction, GpuClass, IssueAlert, MainPoint, PairedRun,
     PullComment, SeriesKey,
 )
-from guard.history._points import group_series, points_from_report, workload_name
+from guard.history._points import group_series, points_from_record, points_from_report, workload_name
 from guard.history._track import apply_confirmation, confirmation_run, reconcile
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "gpu_class",
     "group_series",
     "plan_alerts",
+    "points_from_record",
     "points_from_report",
     "reconcile",
     "workload_name",

@@ -1,5 +1,6 @@
 """Publish: the sticky pull-request comment, the commit status, and the job's outputs,
-summary and annotations; for the service, the words of its alerts and failed checks."""
+summary and annotations; for the service, the words of its alerts and failed checks, and the
+upload of a record to it."""
 
 from guard._marker import Marker
 from guard.publish._alert import alert_comment_body, alert_issue_body, alert_issue_title
@@ -21,6 +22,7 @@ from guard.publish._status import STATUS_CONTEXT, set_status, status_state
 from guard.publish._summary import (
     annotations, headline, worst_gpu_ms_change_pct, worst_tok_per_s_change_pct, write_outputs,
 )
+from guard.publish._upload import Uploaded, UploadError, upload_record
 
 __all__ = [
     "CheckOutput",
@@ -38,6 +40,8 @@ __all__ = [
     "PublishError",
     "PublishRequest",
     "PublishResult",
+    "UploadError",
+    "Uploaded",
     "alert_comment_body",
     "alert_issue_body",
     "alert_issue_title",
@@ -48,6 +52,7 @@ __all__ = [
     "failed_check_output",
     "headline",
     "job_links",
+    "upload_record",
     "publish",
     "publish_comment",
     "set_status",

@@ -3,7 +3,7 @@ the figures of every process, in the form a report's arms hold them."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -25,6 +25,9 @@ class Record(BaseModel):
     arm: ArmInfo  # its status says whether it built and ran
     workload: WorkloadInfo
     environment: Environment
+    # the NVML state every process shared (guard.compare.check_measurements' summary, as a report
+    # keeps it): with the environment, the GPU class whose series main's history puts it in
+    gpu_fingerprint: dict[str, Any] = {}
     batch_sizes: list[RecordedBatch] = []  # none where the arm did not build or run
     started_at: str  # ISO 8601, UTC
     duration_s: float

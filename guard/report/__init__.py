@@ -1,7 +1,7 @@
 """Report: `report.json` (versioned schema) and `comment.md` (rendered from templates/comment.md.j2)."""
 
 from guard.report._chart import StripChart, strip_chart
-from guard.report._check import UnfoundedReport, check_report
+from guard.report._check import MAX_NAMED, UnfoundedReport, check_report, describe_discrepancy
 from guard.report._links import RunLinks, run_links
 from guard.report._render import COMMENT_MARKER, render_comment, render_view
 from guard.report._explained import explain_report
@@ -28,6 +28,7 @@ from guard.report._write import MAX_REPORT_BYTES, ReportError, read_report, writ
 
 __all__ = [
     "COMMENT_MARKER",
+    "MAX_NAMED",
     "MAX_REPORT_BYTES",
     "TITLE_LIMIT",
     "Annotation",
@@ -58,6 +59,7 @@ __all__ = [
     "StripChart",
     "WorkloadInfo",
     "check_report",
+    "describe_discrepancy",
     "read_report",
     "render_comment",
     "share",

@@ -36,7 +36,7 @@ def check_report(report: Report, path: Path, *, check_explanation: bool = True) 
     ) or _slow_processes(report) or _rank_traces(report) or (_explanation(report) if check_explanation else [])
     if not found:
         return
-    named = "; ".join(_describe(d) for d in found[:MAX_NAMED])
+    named = "; ".join(describe_discrepancy(d) for d in found[:MAX_NAMED])
     more = f"; and {len(found) - MAX_NAMED} more" if len(found) > MAX_NAMED else ""
     what = "verdicts its own numbers do not give" if any(d.kind == "verdict" for d in found) else (
         "figures its own values do not give" if any(d.kind != "shape" for d in found) else "parts that do not fit")
@@ -201,7 +201,7 @@ def _explanation(report: Report) -> list[Discrepancy]:
     return found
 
 
-def _describe(d: Discrepancy) -> str:
+def describe_discrepancy(d: Discrepancy) -> str:
     """'batch size 1: verdict pass, but its numbers give regression'. Only the report's field
     names and figures: its strings are left out, as this line goes to a workflow's log."""
     where = f"{words.size(d.batch_size)}: " if d.batch_size is not None else ""

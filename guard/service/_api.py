@@ -1,6 +1,7 @@
 """The JSON API: health, jobs, runs, bisects, the default branch's history, and the ingest of a
 report.json from a CI job, authenticated by its repository's token and read back like
-`guard comment` reads one (schema, size, verdicts decided again from its numbers)."""
+`guard comment` reads one (schema, size, verdicts decided again from its numbers), or of a
+record.json of one default-branch commit, read back the same way into main's history."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from starlette.concurrency import run_in_threadpool
@@ -17,9 +19,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from guard._errors import GuardError
+from guard.record import MAX_RECORD_BYTES, RecordError, parse_record
 from guard.report import MAX_REPORT_BYTES, read_report
+from guard.service._confirm import decided_confirmations
 from guard.service._queue import list_jobs
-from guard.service._records import bisect_detail, history, iso, run_detail, store_run
+from guard.service._records import StoredRecord, bisect_detail, history, iso, run_detail, store_record, store_run
+from guard.service._series import redetect
 from guard.service._settings import cannot_yet
 from guard.service._state import ServiceState
 from guard.service._tables import JOB_STATES, Job
@@ -128,14 +133,22 @@ async def history_of(request: Request) -> JSONResponse:
     return JSONResponse(found)
 
 
+def _may_upload(request: Request, repo: str) -> bool:
+    """The request sends the repository's ingest token (--ingest-tokens-file), compared in constant time."""
+    expected = _state(request).settings.ingest_tokens.get(repo)
+    given = request.headers.get("authorization", "").removeprefix("Bearer ")
+    return expected is not None and hmac.compare_digest(given.encode(), expected.get_secret_value().encode())
+
+
+_NO_UPLOAD = "give repo=OWNER/NAME and its ingest token as `Authorization: Bearer TOKEN`"
+
+
 async def ingest(request: Request) -> JSONResponse:
     state = _state(request)
     params = request.query_params
     repo = params.get("repo", "")
-    expected = state.settings.ingest_tokens.get(repo)
-    given = request.headers.get("authorization", "").removeprefix("Bearer ")
-    if expected is None or not hmac.compare_digest(given.encode(), expected.get_secret_value().encode()):
-        return refuse(401, "bad-token", "give repo=OWNER/NAME and its ingest token as `Authorization: Bearer TOKEN`")
+    if not _may_upload(request, repo):
+        return refuse(401, "bad-token", _NO_UPLOAD)
     pr = params.get("pr")
     if pr is not None and not (pr.isdigit() and int(pr) > 0):
         return refuse(400, "bad-pr", "pr is a pull request number")
@@ -159,3 +172,42 @@ async def ingest(request: Request) -> JSONResponse:
     except GuardError as exc:
         return refuse(422, "unfounded-report", exc.message)
     return JSONResponse({"run": run_id}, status_code=201)
+
+
+class _RecordQuery(_Query):
+    repo: Annotated[str, StringConstraints(pattern=_REPO.pattern)]
+
+
+async def ingest_record(request: Request) -> JSONResponse:
+    """A record of one default-branch commit into main's history: 201 with a new run, 200 with
+    the run that already holds this record (a retry) or that now holds it in place of the
+    commit's earlier record in the same series."""
+    state = _state(request)
+    query = _query(request, _RecordQuery)
+    if isinstance(query, JSONResponse):
+        return query
+    if not _may_upload(request, query.repo):
+        return refuse(401, "bad-token", _NO_UPLOAD)
+    try:
+        body = await read_capped(request, MAX_RECORD_BYTES)
+    except TooLarge:
+        return refuse(413, "too-large", f"a record is at most {MAX_RECORD_BYTES:,} bytes")
+
+    def check_and_store() -> StoredRecord:
+        record = parse_record(body, "the upload")
+        if not record.measured:
+            raise RecordError(f"the upload is the record of {record.arm.sha[:12]}, which was not measured "
+                              f"(arm.status {record.arm.status}): it has no figures for main's history")
+        stored = store_record(state.sessions, record, repo=query.repo)
+        if stored.outcome != "unchanged":  # a new point: the series' change points found again
+            with state.sessions() as session:
+                decided = decided_confirmations(session, query.repo)
+            redetect(state.sessions, query.repo, decided)
+        return stored
+
+    try:  # a writer among the deliveries' (guard.service._store.concurrent_writers)
+        stored = await anyio.to_thread.run_sync(check_and_store, limiter=state.writers)
+    except GuardError as exc:
+        return refuse(422, "unfounded-record", exc.message)
+    return JSONResponse({"run": stored.run_id, "outcome": stored.outcome},
+                        status_code=201 if stored.outcome == "created" else 200)

@@ -58,6 +58,7 @@ def create_app(settings: ServiceSettings) -> Starlette:
         Route("/github/webhook", webhook, methods=["POST"]),
         Route("/healthz", _api.healthz),
         Route("/api/v1/runs", _api.ingest, methods=["POST"]),  # the repository's ingest token
+        Route("/api/v1/records", _api.ingest_record, methods=["POST"]),  # the same token
         # what private repositories' runs say: for readers only (guard.service._access)
         Route("/api/v1/jobs", readers_only(_api.jobs)),
         Route("/api/v1/runs/{run_id:int}", readers_only(_api.run)),

@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+from guard._git import FULL_SHA
+
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _NO_COMMIT = re.compile(r"^0+$")
 COMMAND = "/guard run"
@@ -213,4 +214,4 @@ def _int(value: Any) -> bool:
 
 
 def _sha(value: Any) -> bool:
-    return isinstance(value, str) and bool(_SHA.match(value))
+    return isinstance(value, str) and bool(FULL_SHA.match(value))

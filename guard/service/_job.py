@@ -14,7 +14,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pydantic import BaseModel
 from sqlalchemy.orm import sessionmaker
 
 from guard._errors import GitError, GuardError
+from guard._git import FULL_SHA
 from guard.checkout import clean, default_cache_dir
 from guard.publish import FailureKind, PublishError
 from guard.publish import GitHub as RestClient
@@ -47,7 +47,6 @@ logger = logging.getLogger("guard.service")
 
 LOG_TAIL_CHARS = 2_000
 POLL_S = 0.25  # how soon a running command is stopped once its lease is lost
-_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _SECRET_ENV = ("GUARD_WEBHOOK_SECRET", "GITHUB_TOKEN", "GH_TOKEN")
 _PR_SET_PDEATHSIG = 1
 
@@ -129,7 +128,7 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
             return JobOutcome(error=f"not-permitted: {job.sender} has no write access to {job.repo}")
         pull = rest.get(f"/repos/{job.repo}/pulls/{job.pr}")
         shas = [(pull.get(side) or {}).get("sha") if isinstance(pull, dict) else None for side in ("base", "head")]
-        if not all(isinstance(s, str) and _SHA.match(s) for s in shas):
+        if not all(isinstance(s, str) and FULL_SHA.match(s) for s in shas):
             return JobOutcome(error=f"GET /repos/{job.repo}/pulls/{job.pr} gave no base and head shas",
                               failure="github")
         refused = _unpinned(job, pull, shas[1])

@@ -1,17 +1,24 @@
 """Runs as the database keeps them: a checked report with its per-process samples and
 per-batch-size verdicts, for the default branch a point per series of its history, and the
-bisects of its change points."""
+bisects of its change points. A record of one default-branch commit is kept as a run of its
+own (no base, no verdict), once per commit and series."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from guard.history import gpu_class, points_from_report, workload_name
+from guard.compare import ArmStats
+from guard.history import MainPoint as HistoryPoint
+from guard.history import gpu_class, points_from_record, points_from_report, workload_name
+from guard.record import Record
 from guard.report import Report
 from guard.service._tables import Bisect, ChangePoint, MainPoint, Run, Sample, Verdict
 
@@ -48,22 +55,93 @@ def store_run(sessions: sessionmaker, report: Report, *, repo: str, source: str,
                 tok_per_s_change_pct=batch.tok_per_s_change.pct if batch.tok_per_s_change else None,
             ))
             for arm in batch.arms:
-                tok = arm.tok_per_s.values if arm.tok_per_s else []
-                for repeat, gpu_ms in enumerate(arm.gpu_ms_per_step.values):
-                    session.add(Sample(run_id=run.id, arm=arm.arm, batch_size=batch.batch_size, repeat=repeat,
-                                       gpu_ms_per_step=gpu_ms, tok_per_s=tok[repeat] if repeat < len(tok) else None))
+                _add_samples(session, run.id, batch.batch_size, arm)
         if main_branch and report.verdict != "invalid":
             order = commit.order if commit and commit.order is not None else _next_order(session, repo)
+            subject = commit.subject if commit else ""
             for point in points_from_report(report, repo, order, run_id=str(run.id)):
-                session.add(MainPoint(
-                    repo=repo, workload=point.series.workload, batch_size=point.series.batch_size,
-                    gpu_class=point.series.gpu_class, sha=point.sha, commit_order=point.order,
-                    subject=(commit.subject if commit else "") or point.subject, run_id=run.id,
-                    gpu_ms_per_step=point.gpu_ms_per_step, gpu_ms_values=point.gpu_ms_values,
-                    gpu_timed=point.gpu_timed, tok_per_s=point.tok_per_s, created_s=now,
-                ))
+                _add_point(session, point.model_copy(update={"subject": subject or point.subject}), run.id, now)
         session.commit()
         return run.id
+
+
+RECORD_SOURCE = "record"
+Stored = Literal["created", "unchanged", "replaced"]
+
+
+class StoredRecord(BaseModel):
+    run_id: int
+    # created: a new run; unchanged: this very record was stored before (a retried upload);
+    # replaced: the commit's earlier record in this series gave way to this one (a re-run measured it again)
+    outcome: Stored
+
+
+def upload_key(repo: str, record: Record) -> str:
+    """What makes two uploads the same commit's record: its repository, commit and series."""
+    klass = gpu_class(record.environment, record.gpu_fingerprint).key
+    fields = [repo, record.arm.sha, workload_name(record.workload), klass]
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
+
+
+def store_record(sessions: sessionmaker, record: Record, *, repo: str) -> StoredRecord:
+    """Stores a measured record (already checked) as a run of the default branch, with a point
+    per batch size in main's history. One run per commit and series (its upload key): a retried
+    upload of the same record changes nothing, and another record of that commit replaces the
+    earlier one's figures in place, at the earlier one's position in the history."""
+    key = upload_key(repo, record)
+    body = record.model_dump_json()
+    for last in (False, True):
+        try:
+            return _store_record(sessions, record, repo, key, body)
+        except IntegrityError:  # a concurrent upload of the same key committed first: its row is there now
+            if last:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _store_record(sessions: sessionmaker, record: Record, repo: str, key: str, body: str) -> StoredRecord:
+    now = time.time()
+    with sessions() as session:
+        run = session.scalar(select(Run).where(Run.upload_key == key))
+        if run is not None and run.report_json == body:
+            return StoredRecord(run_id=run.id, outcome="unchanged")
+        outcome: Stored = "replaced" if run is not None else "created"
+        if run is None:
+            run = Run(source=RECORD_SOURCE, repo=repo, head_sha=record.arm.sha, workload=workload_name(record.workload),
+                      gpu_class=gpu_class(record.environment, record.gpu_fingerprint).key, report_json=body,
+                      upload_key=key, created_s=now)
+            session.add(run)
+            session.flush()
+            order = _next_order(session, repo)
+        else:
+            kept = session.scalar(select(func.min(MainPoint.commit_order)).where(MainPoint.run_id == run.id))
+            order = kept if kept is not None else _next_order(session, repo)
+            for table in (Sample, MainPoint):
+                session.execute(delete(table).where(table.run_id == run.id))
+            run.report_json, run.created_s = body, now
+        for batch in record.batch_sizes:
+            _add_samples(session, run.id, batch.batch_size, batch.stats)
+        for point in points_from_record(record, repo, order, run_id=str(run.id)):
+            _add_point(session, point, run.id, now)
+        session.commit()
+        return StoredRecord(run_id=run.id, outcome=outcome)
+
+
+def _add_samples(session: Session, run_id: int, batch_size: int, arm: ArmStats) -> None:
+    """A row per process of the arm at the batch size."""
+    tok = arm.tok_per_s.values if arm.tok_per_s else []
+    for repeat, gpu_ms in enumerate(arm.gpu_ms_per_step.values):
+        session.add(Sample(run_id=run_id, arm=arm.arm, batch_size=batch_size, repeat=repeat, gpu_ms_per_step=gpu_ms,
+                           tok_per_s=tok[repeat] if repeat < len(tok) else None))
+
+
+def _add_point(session: Session, point: HistoryPoint, run_id: int, now: float) -> None:
+    session.add(MainPoint(
+        repo=point.series.repo, workload=point.series.workload, batch_size=point.series.batch_size,
+        gpu_class=point.series.gpu_class, sha=point.sha, commit_order=point.order, subject=point.subject,
+        run_id=run_id, gpu_ms_per_step=point.gpu_ms_per_step, gpu_ms_values=point.gpu_ms_values,
+        gpu_timed=point.gpu_timed, tok_per_s=point.tok_per_s, created_s=now,
+    ))
 
 
 def _next_order(session: Session, repo: str) -> int:

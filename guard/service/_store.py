@@ -3,6 +3,7 @@ migrations applied at start."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +72,31 @@ def concurrent_writers(engine: Engine) -> int:
 
 def migrate(engine: Engine) -> None:
     """Brings the database to the newest migration shipped with the package."""
+    run_migrations(engine, lambda config: command.upgrade(config, "head"))
+
+
+def run_migrations(engine: Engine, step: Callable[[Config], None]) -> None:
+    """`step` (an alembic command) on the package's migrations, in one transaction."""
     config = Config()
     config.set_main_option("script_location", "guard.service:migrations")
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+    sqlite = engine.dialect.name == "sqlite"
+    with engine.connect() as connection:
+        driver = connection.connection.driver_connection
+        if sqlite:  # see below; a pragma that a transaction would ignore, so before it begins
+            driver.execute("PRAGMA foreign_keys=OFF")  # type: ignore[union-attr]
+        try:
+            with connection.begin():
+                config.attributes["connection"] = connection
+                step(config)
+                # SQLite changes a column by making its table again and dropping the old one, which
+                # the rows that refer to it would refuse with the checks on: they are checked here
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all() if sqlite else []
+                if broken:
+                    raise StoreError(f"the migration left {len(broken)} row(s) that refer to no row, the first in "
+                                     f"table {broken[0][0]}; the database is left as it was")
+        finally:
+            if sqlite:
+                driver.execute("PRAGMA foreign_keys=ON")  # type: ignore[union-attr]
 
 
 def sessions(engine: Engine, info: dict[str, Any] | None = None) -> sessionmaker:

@@ -56,21 +56,27 @@ class Job(Base):
 
 
 class Run(Base):
-    """One checked report: measured by a job here, or ingested from a CI job."""
+    """One checked report: measured by a job here, or ingested from a CI job; or the checked
+    record of one commit of the default branch measured alone, uploaded by a CI job (source
+    `record`: no base and no verdict, its commit as head)."""
 
     __tablename__ = "runs"
+    __table_args__ = (UniqueConstraint("upload_key", name="uq_runs_upload_key"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id"))
-    source: Mapped[str] = mapped_column(String(16))  # job, ingest, workflow_run
+    source: Mapped[str] = mapped_column(String(16))  # job, ingest, workflow_run, record
     repo: Mapped[str] = mapped_column(String(200), index=True)
     pr: Mapped[int | None] = mapped_column(Integer)
-    base_sha: Mapped[str] = mapped_column(String(64))
+    base_sha: Mapped[str | None] = mapped_column(String(64))  # None: a record
     head_sha: Mapped[str] = mapped_column(String(64), index=True)
-    verdict: Mapped[str] = mapped_column(String(16))
+    verdict: Mapped[str | None] = mapped_column(String(16))  # None: a record
     workload: Mapped[str] = mapped_column(String(300))
     gpu_class: Mapped[str] = mapped_column(String(300))
-    report_json: Mapped[str] = mapped_column(Text)
+    report_json: Mapped[str] = mapped_column(Text)  # the report, or the record
     out_dir: Mapped[str | None] = mapped_column(Text)  # report, picture and traces on disk
+    # a record's repository, commit and series (guard.service._records.upload_key): a second upload
+    # of that commit's record finds this row, so main's history keeps one run of it per series
+    upload_key: Mapped[str | None] = mapped_column(String(64))
     created_s: Mapped[float] = mapped_column(Float)
 
 
