@@ -1,7 +1,8 @@
 """The interval rule: each metric's slowdown between one-sided bounds, held against its threshold T.
 
-Each bound is wrong at most `alpha_per_look` of the time: the run's alpha split (Bonferroni)
-over the looks it may take (2 with a confirmation round), the 3 metrics and the batch sizes.
+Each bound is wrong at most `alpha_per_look` of the time: the share of the run's alpha its
+look spends (rule 2 on: a Pocock-type function over the looks the time budget holds), split
+over the 2 families and the batch sizes (`guard/config/_rule.py`).
 Per metric:
 - regression: the lower bound of the slowdown is above T; improvement: the upper bound is below -T;
 - pass: the upper bound is below T;

@@ -1,4 +1,4 @@
-"""Pydantic models of `guard.toml`. Field names here are a public contract (see README)."""
+"""Pydantic models of `guard.toml`. Field names here are a public contract (docs/configuration.md)."""
 
 from __future__ import annotations
 
