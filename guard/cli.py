@@ -82,8 +82,8 @@ def _parser() -> argparse.ArgumentParser:
                             "otherwise, fewer processes than the rule needs allowed; the verdict holds for these "
                             "settings alone")
     tried.add_argument("--threshold-pct", type=_percent, default=None,
-                       help="smallest slowdown that counts, for both metrics (measure.threshold_pct; "
-                            "replaces a calibrated thresholds file)")
+                       help="smallest slowdown that counts, for GPU ms, tok/s and end-to-end ms where it has no "
+                            "threshold of its own (measure.threshold_pct; replaces a calibrated thresholds file)")
 
     record = sub.add_parser(
         "record", help="build one commit and measure it alone, as a run measures each arm: main's figures",
