@@ -45,8 +45,10 @@ def check_entry_in_commit(entry: str, files: CommitFiles, fix: str) -> None:
         return
     defined = _defined(source, files.shown(path), entry, fix)
     if defined is not None and name not in defined[0] | defined[1]:
-        callables = sorted(defined[0])
-        what = f"it defines {_names(callables)}" if callables else "it defines no function or class"
+        callables, bound = sorted(defined[0]), sorted(n for n in defined[1] if not n.startswith("_"))
+        what = (f"it defines {_names(callables)}" if callables else
+                f"it defines no function or class; the names it imports or assigns: {_names(bound)}" if bound else
+                "it defines no function or class")
         raise ConfigError(f"workload.entry '{entry}': {files.shown(path)} defines no '{name}'; {what}. Name one "
                           f"of them in workload.entry in {fix}, or define '{name}' in the file")
 
