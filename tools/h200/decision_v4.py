@@ -47,7 +47,8 @@ method = "venv"
 install = "pip install --no-deps --no-build-isolation --no-index ."
 """
 STEP_LINE = "        size, captured = self._policy(rows)\n"
-RESIDUAL_LINE = "        x = x + (out if self.comm is None else self.comm.all_reduce(out))  # a rank's heads: a partial sum\n"
+RESIDUAL_LINE = ("        x = x + (out if self.comm is None else self.comm.all_reduce(out))"
+                 "  # a rank's heads: a partial sum\n")
 DEBUG_LINES = ("        if DEBUG_CHECKS:  # keep each layer's output and check it is finite\n"
                "            self.debug_x, self.debug_finite = x.clone(), torch.isfinite(x).all()\n")
 
