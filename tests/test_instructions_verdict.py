@@ -173,6 +173,9 @@ def test_the_comment_names_host_work_where_instructions_decided() -> None:
     assert (f"end-to-end ms per step changed {felt.pct:+.2f}% (too noisy to say): the host does more work per step, "
             "felt where the host bounds the step.") in comment
     assert "| host instructions per step | 1.20 M | 1.26 M | +5.00% (" in comment
+    caught = batch.caught_pct["instructions"]
+    assert caught > 2.0  # the threshold and then some: a rise must be wholly past it
+    assert f"end to end; {caught:.2g}% in host instructions" in comment
     assert comment.split("| host instructions per step |")[1].split("\n")[0].endswith("| if up past 2% |")
 
 

@@ -214,7 +214,8 @@ def _rounds_note(report: Report) -> str:
 
 def caught_sentence(report: Report) -> str | None:
     """What the run could see, in one sentence: 'This run would have caught a slowdown in GPU ms
-    per step of 1.4% or more at batch size 1 (12% end to end; the calibration expected 1.2%) and
+    per step of 1.4% or more at batch size 1 (12% end to end; 2.1% in host instructions, where
+    they decide; the calibration expected 1.2%) and
     1.6% at batch size 2 (15% end to end), 95% of the time at its error rates.' None for a
     report without the figures."""
     decided = [b for b in report.decided() if "gpu_ms" in b.caught_pct]
@@ -225,6 +226,8 @@ def caught_sentence(report: Report) -> str | None:
         felt: MetricKey = "end_to_end_ms" if "end_to_end_ms" in b.caught_pct else "tok_per_s"
         unit = "end to end" if felt == "end_to_end_ms" else f"in {words.TOK}"
         notes = [f"{_caught(b.caught_pct[felt])} {unit}"] if felt in b.caught_pct else []
+        if "instructions" in b.caught_pct and report.rule.decides_instructions:  # rule 4: host work gates
+            notes.append(f"{_caught(b.caught_pct['instructions'])} in host instructions")
         if "gpu_ms" in b.expected_caught_pct:  # the calibration's spread, against the run's own
             notes.append(f"the calibration expected {_caught(b.expected_caught_pct['gpu_ms'])}")
         also = f" ({'; '.join(notes)})" if notes else ""
