@@ -193,6 +193,15 @@ def test_the_comment_says_instructions_decided_nothing_where_a_process_had_no_co
     counted_everywhere, _ = _report_with_counts({"base": base, "head": base[::-1]})
     assert "decided nothing" not in render_comment(counted_everywhere)
 
+    # a machine without the counter: said once, in the Method fold, not above it on every run
+    from guard.report.fold import above_the_fold
+
+    uncounted, _ = _report_with_counts({"base": [None, None, None], "head": [None, None, None]})
+    comment = render_comment(uncounted)
+    method = comment.split("<summary>Method</summary>")[1]
+    assert "Host instructions per step decided nothing: not every process counted them (base: " in method
+    assert "decided nothing" not in above_the_fold(comment)
+
 
 def test_a_run_whose_head_does_more_host_work_fails_and_its_report_holds_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The whole pipeline, its processes answered by the stand-in: the same step times, head's

@@ -101,11 +101,25 @@ def tok_unmeasured_note(report: Report) -> str:
             f"far past {the_threshold(report, 'tok_per_s', 'its')}.")
 
 
-def instructions_note(report: Report) -> str:
+def instructions_note(report: Report, *, counted_somewhere: bool) -> str:
     """One sentence where the rule decides host instructions and a process of base or head had no
-    counter: they decided nothing there, and why (the first such process's own words)."""
+    counter: they decided nothing there, and why (the first such process's own words). Said in
+    the table's note where some arm counted in every process (`counted_somewhere`: a counter
+    that came and went), and in the method fold where none did (a machine without one, every run
+    alike); empty where the other place says it."""
     if not report.rule.decides_instructions:
         return ""
+    pairs = [[a for a in b.arms if a.arm in (report.base, report.head)] for b in report.decided()
+             if b.verdict != "invalid"]
+    if any(a.instructions_per_step is not None for arms in pairs for a in arms) != counted_somewhere:
+        return ""
+    for arms in pairs:
+        missing = [a for a in arms if a.instructions_per_step is None]
+        if missing:
+            why = missing[0].instructions_unavailable or "no count"
+            return (f"{words.INSTRUCTIONS.capitalize()} decided nothing: not every process counted them "
+                    f"({text(missing[0].arm)}: {text(why)}).")
+    return ""
     for batch in report.decided():
         arms = [a for a in batch.arms if a.arm in (report.base, report.head) and a.instructions_per_step is None]
         if arms and batch.verdict != "invalid":

@@ -215,7 +215,8 @@ def _table_note(report: Report) -> str:
         same = f", inputs forced from {text(report.workload.reference)}: like for like"
     aside = sum(len(b.set_aside) for b in report.decided())
     kept = f", less {words.plural(aside, 'slow one')} set aside" if aside else ""
-    notes = " ".join(note for note in (tok_unmeasured_note(report), instructions_note(report)) if note)
+    notes = " ".join(note for note in (tok_unmeasured_note(report),
+                                      instructions_note(report, counted_somewhere=True)) if note)
     return (f"Means of {processes_text(report)}{kept}{same}. Intervals are {bounds_level(report)}, the "
             "verdict's level." + (f" {notes}" if notes else ""))
 
@@ -437,6 +438,8 @@ def _method_blocks(report: Report) -> list[Block]:
         lines.append(caught)
     if held := held_note(report):
         lines.append(held)
+    if uncounted := instructions_note(report, counted_somewhere=False):
+        lines.append(uncounted)
     if borrowed := borrowed_note(report):
         lines.append(borrowed)
     lines.append(
