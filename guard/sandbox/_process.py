@@ -620,9 +620,7 @@ def _fresh_home(user: PrUser | None) -> Iterator[dict[str, str]]:
         # checkout's code anyway. Said twice: in the environment, and in the home's own config
         # for tools that drop GIT_* variables before they call git (setuptools-scm does). The
         # file is written before the home is the user's, so no path of theirs is followed.
-        config = home / ".gitconfig"
-        config.write_text("[safe]\n\tdirectory = *\n")
-        os.chown(config, user.uid, user.gid)
+        _write_own(home, ".gitconfig", b"[safe]\n\tdirectory = *\n", user)
         os.chown(home, user.uid, user.gid)
         yield {"HOME": str(home), "TMPDIR": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
                "USER": user.name, "LOGNAME": user.name,
@@ -630,6 +628,21 @@ def _fresh_home(user: PrUser | None) -> Iterator[dict[str, str]]:
     finally:
         shutil.rmtree(home, ignore_errors=True)
         _homes.discard(str(home))
+
+
+def _write_own(folder: Path, name: str, data: bytes, user: PrUser) -> None:
+    """A new file `name` in `folder`, given to `user`: made by descriptor (no link followed, none
+    there before), written and handed over through that descriptor."""
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+        try:
+            os.write(fd, data)
+            os.fchown(fd, user.uid, user.gid)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _wait_exited(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
