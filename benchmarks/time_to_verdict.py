@@ -2,7 +2,9 @@
 
 Usage: python benchmarks/time_to_verdict.py [--steps N] [--warmup-steps N] [--repeats N]
                                             [--options 'layers = 36'] [--no-ablation] [--out FILE.json]
-                                            [--workload demo|compiled] [--compile-cache on|off|both]
+                                            [--workload demo|compiled|hf] [--compile-cache on|off|both]
+                                            [--mix '1 = 0.4, 2 = 0.3, 3 = 0.2, 4 = 0.1'] [--aa]
+                                            [--scenario piecewise|fallback|fallback-win]
 
 Makes the repository `guard demo` makes (the reference engine on base, its piecewise capture
 on head, and the ablation arm unless --no-ablation), with the config's defaults for steps,
@@ -18,6 +20,12 @@ would add at the measured per-process times. On a CPU there is no profiled pass.
 instead, as `python -m validation engines` sets it up (batch size 1, no confirmation round;
 with --guard-defaults, the guard's batch sizes, profiled processes and rounds instead);
 `--options` then replaces its options (on a CPU: `compile_on_cpu = true, mode = "default"`).
+`--workload hf` is the same A/A pair of `guard.workloads.hf` (transformers over a static
+cache, compiled with torch.compile on a GPU). `--mix` adds that batch-size mix (the
+workload's `batch_mix`, TOML inline-table body) to the config; `--aa` runs the demo's engine
+against a head that changes only a notes file, without the ablation arm (an A/A pair, as most
+pull requests are); `--scenario` stages another of the demo's scenarios (`fallback`: an MoE
+engine over its batch-size mix).
 `--compile-cache both` runs the same pipeline with `measure.compile_cache` on, then off, and
 prints them side by side; every measured process is listed in order with the seconds torch.compile
 spent in it and its FX graph cache's hits and misses, so the first process of an arm (which
@@ -43,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 import guard.pipeline as pipeline  # noqa: E402
 from guard.config import GuardConfig, load_config  # noqa: E402
 from guard.demo._repo import make_demo_repo  # noqa: E402
+from guard.demo._scenarios import DEFAULT_SCENARIO, SCENARIOS  # noqa: E402
 from guard.measure import RepeatResult  # noqa: E402
 
 # the pipeline's stages, by the names it calls them under, and the line each is printed as
@@ -119,11 +128,27 @@ def _prime_cache(repo: Path, head: str, config: GuardConfig, work: Path) -> None
     pipeline.run_guard(repo, None, head, short, work / "prime", progress=lambda _: None)
 
 
+def _notes_head(repo: Path) -> str:
+    """A head branch off main whose one commit adds a notes file: the engine unchanged."""
+    from guard._git import made_git
+
+    made_git(repo, "checkout", "--quiet", "-b", "notes", "main", author="Bench", email="bench@example.invalid")
+    (repo / "NOTES.md").write_text("A note; the engine is unchanged.\n")
+    made_git(repo, "add", "NOTES.md", author="Bench", email="bench@example.invalid")
+    made_git(repo, "commit", "--quiet", "-m", "notes: a line", author="Bench", email="bench@example.invalid")
+    made_git(repo, "checkout", "--quiet", "main", author="Bench", email="bench@example.invalid")
+    return "notes"
+
+
+def _with_mix(config: GuardConfig, mix: dict[int, float]) -> GuardConfig:
+    return config.model_copy(update={"workload": config.workload.model_copy(update={"batch_mix": mix})})
+
+
 def _compiled_repo(work: Path, args: argparse.Namespace) -> tuple[Path, str]:
-    """An A/A pair of the compiled workload, as the engines validation makes it: repository, head branch."""
+    """An A/A pair of the compiled (or hf) workload, as the engines validation makes it: repository, head branch."""
     from validation._engines import CASES, Case, head_branch, make_repo
 
-    known = CASES["compiled"]
+    known = CASES[args.workload]
     case = Case(known.name, known.entry, args.options or known.options, known.engine_file)
     made = argparse.Namespace(steps=args.steps, warmup_steps=args.warmup_steps, profile_steps=args.profile_steps,
                               repeats=args.repeats)
@@ -191,8 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--options", default="", help="the workload's options, as TOML, e.g. 'layers = 36' "
                    "(--workload compiled: an inline table's body, e.g. 'layers = 2, d_model = 256')")
     p.add_argument("--no-ablation", action="store_true", help="base and head only, without the demo's ablation arm")
-    p.add_argument("--workload", choices=("demo", "compiled"), default="demo",
-                   help="the demo's reference engine, or an A/A pair of guard.workloads.compiled")
+    p.add_argument("--workload", choices=("demo", "compiled", "hf"), default="demo",
+                   help="the demo's reference engine, or an A/A pair of guard.workloads.compiled or .hf")
+    p.add_argument("--mix", default="", help="a batch-size mix for the config, as TOML, e.g. '1 = 0.5, 2 = 0.5'")
+    p.add_argument("--aa", action="store_true", help="--workload demo: a head that changes only a notes file")
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), default=DEFAULT_SCENARIO,
+                   help="--workload demo: which of the demo's scenarios is staged")
     p.add_argument("--profile-steps", type=int, default=8, help="--workload compiled: steps of its profiled pass")
     p.add_argument("--compile-cache", choices=("on", "off", "both"), default="on",
                    help="measure.compile_cache for the timed run; both: on, then off, side by side")
@@ -205,20 +234,32 @@ def main(argv: list[str] | None = None) -> int:
         tomllib.loads(args.options if args.workload == "demo" else f"options = {{ {args.options} }}")
     except tomllib.TOMLDecodeError as exc:
         return _bad(f"--options {args.options!r} is not TOML ({exc}), e.g. 'layers = 36'")
+    try:
+        mix = {int(size): share for size, share in tomllib.loads(f"mix = {{ {args.mix} }}")["mix"].items()}
+    except (tomllib.TOMLDecodeError, ValueError) as exc:
+        return _bad(f"--mix {args.mix!r} is not a TOML table of batch sizes to shares ({exc}), e.g. '1 = 0.5, 2 = 0.5'")
 
     work = Path(tempfile.mkdtemp(prefix="guard-ttv-"))
     work.chmod(0o755)  # run as root, the arms' code runs as build.user, which must reach the repository
     if args.workload == "demo":
         repo = work / "engine-repo"
-        _, head = make_demo_repo(repo, args.steps, args.warmup_steps, args.repeats, args.options)
+        _, head = make_demo_repo(repo, args.steps, args.warmup_steps, args.repeats, args.options,
+                                 scenario=args.scenario)
+        if args.aa:
+            head = _notes_head(repo)
         committed = load_config(repo / "guard.toml")
+        if mix:
+            committed = _with_mix(committed, mix)
         _prime_cache(repo, head, committed, work)
     else:  # build method none: nothing to build, so nothing to prime
         repo, head = _compiled_repo(work, args)
         committed = load_config(repo / "guard.toml")
         if args.guard_defaults:
             committed = _at_guard_defaults(committed, defaults)
-    base_config = committed.model_copy(update={"arms": []}) if args.no_ablation else committed
+        if mix:
+            committed = _with_mix(committed, mix)
+    no_arms = args.no_ablation or args.aa
+    base_config = committed.model_copy(update={"arms": []}) if no_arms else committed
 
     settings = ("on", "off") if args.compile_cache == "both" else (args.compile_cache,)
     by_setting: dict[str, dict[str, Any]] = {}
