@@ -6,6 +6,7 @@ Usage: python benchmarks/decision_rule.py [--trials 400] [--seed 15] [--threshol
                                           [--process-s 9] [--budget-s 180] [--jobs 1]
                                           [--slow-share 0.1 --slow-pct 3 10]
                                           [--instructions-share 1.0] [--instructions-pct 2.0]
+                                          [--rule 5] [--calibrated] [--quick]
 
 Each trial makes synthetic measurements of two arms at batch sizes 1 and 2 (`ArmMeasurement`s
 of fresh "processes", as a GPU run's harness reports them). Per process and batch size:
@@ -15,7 +16,16 @@ of fresh "processes", as a GPU run's harness reports them). Per process and batc
 - tok/s: from the same pass, batch size x 1000 / end-to-end ms, x exp(N(0, 0.2%)) for its own
   window timing: tied to end-to-end ms, as the harness's two figures of one pass are.
 A device change moves all three; a host change (a slower launch path, GPU time unchanged)
-moves end-to-end ms and tok/s only. `--slow-share` makes that share of processes, in either
+moves end-to-end ms and tok/s only. A stall (50 ms every 32 steps of the head's end-to-end
+pass, on the host) moves a process's figure by its share of the mean step where the figure is
+the mean over the steps (rule 5: +50/32 ms a step, +13% here) and not at all where it is the
+median (rules 2 to 4: the median step and the median tok/s window never hold one).
+`--rule N` decides by that rule's version (guard/config/_rule.py; 4: the rule before issue 48).
+`--calibrated` holds end-to-end ms and tok/s to what a calibration of the runner resolves, as
+`Rule.of_config` does with a thresholds file: per noise setting, an A/A of CALIBRATION_REPEATS
+processes per side drawn at that spread is put through the guard's own `runner_noise` at the
+felt metrics' bound level, and its upper limit's supported threshold (rounded up as
+`guard calibrate` rounds it) replaces T where it is larger. `--slow-share` makes that share of processes, in either
 arm, slower in every figure by a uniform draw from `--slow-pct LOW HIGH` percent: the slow
 processes runners produce (a clock state, a neighbour), which rule 3 sets aside and measures
 again (guard/compare/_set_aside.py).
@@ -35,10 +45,11 @@ is decided, the looks are spent, or the budget is.
 
 Printed, per noise setting and true change: the share of trials whose overall verdict was
 regression, at_threshold, inconclusive, pass and improvement, each with its 95% Clopper-Pearson
-interval; the share left undecided (not green: a neutral check); the share that took a
-confirmation round; the mean rounds and processes per arm. False alarm: a regression at a
-device change under T. Detection: a regression at a device change over T, or at any host
-change (the user feels it whatever GPU ms says).
+interval; the share left undecided (exit code 4 from rule 5: the merge is held); the share
+green (pass or improvement); the share that took a confirmation round; the mean rounds and
+processes per arm. False alarm: a regression at a device change under T. Detection: a
+regression at a device change over T, or at any host change or stall (the user feels it
+whatever GPU ms says). `--quick`: fewer settings, for a look in seconds.
 """
 
 from __future__ import annotations
@@ -58,8 +69,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from guard.compare import (  # noqa: E402
     FAMILIES_PER_LOOK, RULE_VERSION, UNDECIDED, Comparison, Verdict, alpha_per_look, compare, decide_in_rounds,
 )
+from guard.calibrate import _suggest  # noqa: E402
 from guard.config import Rule, Threshold  # noqa: E402
 from guard.measure import ArmMeasurement, BatchRun, HarnessSpec, HostUsage, RepeatResult, RoundsBudget  # noqa: E402
+from guard.measure._noise import runner_noise  # noqa: E402
 
 BATCH_SIZES = [1, 2]
 BASE_MS = {1: 10.0, 2: 11.0}  # nominal GPU ms per step; the level does not matter, only ratios
@@ -74,11 +87,15 @@ GPU_SD_PCT = (0.1, 0.3)
 # processes of one commit); drawn at 0.1%, the top of that range
 INSTRUCTIONS_SD_PCT = 0.1
 BASE_INSTRUCTIONS = {1: 1.5e6, 2: 1.6e6}  # the level does not matter, only ratios
-END_TO_END_SD_PCT = (0.3, 1.4, 10.0)
-# (device change as a multiple of T, host change in percent)
-CHANGES: tuple[tuple[float, float], ...] = (
-    (0.0, 0.0), (0.5, 0.0), (1.0, 0.0), (1.25, 0.0), (1.5, 0.0), (2.0, 0.0), (0.0, 10.0), (0.0, 25.0), (0.0, 100.0),
+END_TO_END_SD_PCT = (0.3, 1.4, 3.0, 10.0)
+# (device change as a multiple of T, host change in percent, stall ms every STALL_EVERY steps)
+CHANGES: tuple[tuple[float, float, float], ...] = (
+    (0.0, 0.0, 0), (0.5, 0.0, 0), (1.0, 0.0, 0), (1.25, 0.0, 0), (1.5, 0.0, 0), (2.0, 0.0, 0),
+    (0.0, 2.0, 0), (0.0, 5.0, 0), (0.0, 10.0, 0), (0.0, 25.0, 0), (0.0, 100.0, 0), (0.0, 0.0, 50.0),
 )
+QUICK_CHANGES = ((0.0, 0.0, 0), (2.0, 0.0, 0), (0.0, 10.0, 0), (0.0, 0.0, 50.0))
+STALL_EVERY = 32
+CALIBRATION_REPEATS = 10  # processes per side of the simulated calibration (`--calibrated`)
 SHOWN: tuple[Verdict, ...] = ("regression", "at_threshold", "inconclusive", "pass", "improvement")
 TOKENS = {bs: [[7] * bs for _ in range(4)] for bs in BATCH_SIZES}
 SHA = {bs: hashlib.sha256(repr(TOKENS[bs]).encode()).hexdigest() for bs in BATCH_SIZES}
@@ -90,6 +107,7 @@ class Cell:
     end_to_end_sd_pct: float
     device_of_t: float
     host_pct: float
+    stall_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -106,6 +124,8 @@ class Settings:
     slow_pct: tuple[float, float] = (0.0, 0.0)
     instructions_share: float | None = None  # None: no process counts its instructions (rule 3's figures)
     instructions_pct: float = 2.0
+    rule: int = RULE_VERSION
+    calibrated: bool = False
 
 
 def _process(arm: str, repeat: int, sizes: list[int], device: float, host: float, cell: Cell,
@@ -119,6 +139,8 @@ def _process(arm: str, repeat: int, sizes: list[int], device: float, host: float
         gpu_ms = BASE_MS[bs] * (1 + device) * slow * float(np.exp(rng.normal(0, cell.gpu_sd_pct / 100)))
         end_ms = (BASE_MS[bs] * HOST_SHARE * (1 + device) * (1 + host) * slow
                   * float(np.exp(rng.normal(0, cell.end_to_end_sd_pct / 100))))
+        if arm == "head" and settings.rule >= 5:  # the mean step holds the stall; a median never does
+            end_ms += cell.stall_ms / STALL_EVERY
         tok_per_s = bs * 1000 / end_ms * float(np.exp(rng.normal(0, TOK_OWN_SD_PCT / 100)))
         counted = None
         if settings.instructions_share is not None:
@@ -152,9 +174,10 @@ def trial(cell: Cell, settings: Settings, rng: np.random.Generator,
             for arm in ("base", "head")}
     taken = {arm: 0 for arm in pool}
     every = Threshold(pct=settings.threshold_pct)
+    felt = Threshold(pct=calibrated_pct(cell, settings)) if settings.calibrated else every
     counted = Threshold(pct=settings.instructions_pct) if settings.instructions_share is not None else None
-    rule = Rule(gpu_ms=every, tok_per_s=every, end_to_end_ms=every, instructions=counted, alpha=settings.alpha,
-                confidence=CONFIDENCE)
+    rule = Rule(gpu_ms=every, tok_per_s=felt, end_to_end_ms=felt, instructions=counted, alpha=settings.alpha,
+                confidence=CONFIDENCE, version=settings.rule)
 
     def take(arm: str, processes: int, sizes: list[int]) -> list[RepeatResult]:
         drawn = pool[arm][taken[arm]:taken[arm] + processes]
@@ -173,10 +196,27 @@ def trial(cell: Cell, settings: Settings, rng: np.random.Generator,
     return outcome.comparison.verdict, outcome.rounds, len(outcome.measurements["base"].repeats)
 
 
+def calibrated_pct(cell: Cell, settings: Settings) -> float:
+    """End-to-end ms's and tok/s's threshold as a calibration of this runner would set it
+    (`Rule.of_config`): the larger of T and the supported threshold of an A/A of
+    CALIBRATION_REPEATS processes per side at the cell's end-to-end spread, through the guard's
+    own `runner_noise`, at the bound level of those metrics at the first look."""
+    rng = np.random.default_rng([settings.seed, int(cell.end_to_end_sd_pct * 100), 99])
+    sides = [list(12.0 * np.exp(rng.normal(0, cell.end_to_end_sd_pct / 100, CALIBRATION_REPEATS))) for _ in "ab"]
+    looks = RoundsBudget(settings.budget_s, process_s=settings.process_s).looks_that_fit(
+        2 * settings.repeats, settings.max_rounds)
+    every = Threshold(pct=settings.threshold_pct)
+    rule = Rule(gpu_ms=every, tok_per_s=every, end_to_end_ms=every, alpha=settings.alpha, confidence=CONFIDENCE,
+                looks=looks, decided_sizes=len(BATCH_SIZES), version=settings.rule)
+    level = rule.bound_level("end_to_end_ms", ("gpu_ms", "end_to_end_ms", "tok_per_s"))
+    supported = runner_noise(sides, settings.repeats, level, [settings.threshold_pct]).supported_pct
+    return max(settings.threshold_pct, _suggest(supported))
+
+
 def run_cell(cell: Cell, settings: Settings) -> dict[str, int]:
     # one stream per cell, from the seed and the cell: a cell's figures do not depend on the others
     key = [settings.seed, int(cell.gpu_sd_pct * 100), int(cell.end_to_end_sd_pct * 100),
-           int(cell.device_of_t * 100), int(cell.host_pct * 100)]
+           int(cell.device_of_t * 100), int(cell.host_pct * 100)] + ([int(cell.stall_ms)] if cell.stall_ms else [])
     rng = np.random.default_rng(key)
     instructions = np.random.default_rng([*key, 1])  # their own stream: the others' draws as without them
     counts = {v: 0 for v in (*SHOWN, "invalid")} | {"confirmed": 0, "rounds": 0, "processes": 0}
@@ -195,13 +235,15 @@ def _rate(k: int, n: int) -> str:
 
 
 def _change(cell: Cell) -> str:
+    if cell.stall_ms:
+        return f"stall {cell.stall_ms:g} ms / {STALL_EVERY} steps"
     return f"host +{cell.host_pct:g}%" if cell.host_pct else f"{cell.device_of_t:g} T"
 
 
 def _role(cell: Cell) -> str:
     """What a regression verdict is at this true change: a false alarm under T, a detection over
-    T or at any host change; at T itself, the edge the bounds are built for."""
-    if cell.host_pct or cell.device_of_t > 1:
+    T or at any host change or stall; at T itself, the edge the bounds are built for."""
+    if cell.host_pct or cell.stall_ms or cell.device_of_t > 1:
         return "detection"
     return "at T" if cell.device_of_t == 1 else "false alarm"
 
@@ -223,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instructions-share", type=float, default=None,
                         help="count host instructions; the share of a host change that is added work (0 to 1)")
     parser.add_argument("--instructions-pct", type=float, default=2.0, help="their threshold")
+    parser.add_argument("--rule", type=int, choices=(4, 5), default=RULE_VERSION, help="the rule's version")
+    parser.add_argument("--calibrated", action="store_true",
+                        help="end-to-end ms and tok/s at what a calibration of the runner resolves")
+    parser.add_argument("--quick", action="store_true", help="fewer settings: a look in seconds")
     args = parser.parse_args(argv)
     if (args.trials < 1 or args.repeats < 2 or args.jobs < 1 or not 0 < args.alpha < 0.5 or args.threshold_pct <= 0
             or args.max_rounds < 1 or args.process_s <= 0 or args.budget_s < 0 or not 0 <= args.slow_share < 1
@@ -232,8 +278,9 @@ def main(argv: list[str] | None = None) -> int:
                      "0 <= --instructions-share <= 1, --instructions-pct > 0")
     settings = Settings(args.trials, args.seed, args.threshold_pct, args.alpha, args.repeats, args.max_rounds,
                         args.process_s, args.budget_s, args.slow_share, tuple(args.slow_pct),
-                        args.instructions_share, args.instructions_pct)
-    cells = [Cell(g, e, d, h) for g in GPU_SD_PCT for e in END_TO_END_SD_PCT for d, h in CHANGES]
+                        args.instructions_share, args.instructions_pct, args.rule, args.calibrated)
+    gpu_sds, changes = (GPU_SD_PCT[-1:], QUICK_CHANGES) if args.quick else (GPU_SD_PCT, CHANGES)
+    cells = [Cell(g, e, d, h, stall) for g in gpu_sds for e in END_TO_END_SD_PCT for d, h, stall in changes]
     started = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
         results = list(pool.map(run_cell, cells, [settings] * len(cells)))
@@ -241,11 +288,17 @@ def main(argv: list[str] | None = None) -> int:
     n = settings.trials
     budget = RoundsBudget(settings.budget_s, process_s=settings.process_s)
     looks = budget.looks_that_fit(2 * settings.repeats, settings.max_rounds)
-    first = alpha_per_look(settings.alpha, looks, len(BATCH_SIZES), look=1, version=RULE_VERSION)
-    print(f"Rule {RULE_VERSION}, T = {settings.threshold_pct:g}% for every metric, alpha {settings.alpha:g}, "
+    first = alpha_per_look(settings.alpha, looks, len(BATCH_SIZES), look=1, version=settings.rule)
+    split = (" (GPU ms's; end-to-end ms's and tok/s's half that, or a third where instructions count: the host "
+             "family's share split over its metrics)" if settings.rule >= 5 else "")
+    felt = ({e: calibrated_pct(Cell(0, e, 0, 0), settings) for e in END_TO_END_SD_PCT} if settings.calibrated else {})
+    print(f"Rule {settings.rule}, T = {settings.threshold_pct:g}% for "
+          + ("GPU ms, and end-to-end ms and tok/s at what a calibration of each runner resolves ("
+             + ", ".join(f"{pct:g}% at sd {e:g}%" for e, pct in felt.items()) + ")" if felt else "every metric")
+          + f", alpha {settings.alpha:g}, "
           f"{settings.repeats} processes per arm per round of {settings.process_s:g} s each, a "
           f"{settings.budget_s:g} s budget: {looks} look(s) planned of at most {settings.max_rounds} (each bound of "
-          f"the first {first:.4g}: its Pocock-type share over {FAMILIES_PER_LOOK} families x {len(BATCH_SIZES)} "
+          f"the first {first:.4g}{split}: its Pocock-type share over {FAMILIES_PER_LOOK} families x {len(BATCH_SIZES)} "
           f"batch sizes), batch sizes {BATCH_SIZES}, {n} trials per row, seed {settings.seed}"
           + (f", {settings.slow_share:.0%} of processes slower by {settings.slow_pct[0]:g}-{settings.slow_pct[1]:g}%"
              if settings.slow_share else "")
@@ -254,14 +307,15 @@ def main(argv: list[str] | None = None) -> int:
              if settings.instructions_share is not None else "") + ". "
           "Rates with their 95% Clopper-Pearson interval.\n")
     print("| GPU ms sd | end-to-end sd | true change | regression is a | regression | at threshold | inconclusive "
-          "| pass | improvement | undecided (not green) | confirmation round | mean rounds | processes per arm |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| pass | improvement | undecided | green | confirmation round | mean rounds | processes per arm |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for cell, counts in zip(cells, results):
         shown = " | ".join(_rate(counts[v], n) for v in SHOWN)
         assert counts["invalid"] == 0, f"{cell}: {counts['invalid']} trials were invalid"  # like for like
         undecided = sum(counts[v] for v in UNDECIDED)
         print(f"| {cell.gpu_sd_pct:g}% | {cell.end_to_end_sd_pct:g}% | {_change(cell)} | {_role(cell)} | {shown} "
-              f"| {_rate(undecided, n)} | {_rate(counts['confirmed'], n)} | {counts['rounds'] / n:.2f} "
+              f"| {_rate(undecided, n)} | {_rate(counts['pass'] + counts['improvement'], n)} "
+              f"| {_rate(counts['confirmed'], n)} | {counts['rounds'] / n:.2f} "
               f"| {counts['processes'] / n:.1f} |")
     print(f"\n{len(cells) * n} runs in {elapsed:.0f} s with {args.jobs} worker(s).")
     return 0

@@ -1,5 +1,8 @@
 """End-to-end ms per step (unheld, the host's launch time included) decided beside GPU ms:
-a host-only slowdown the held GPU figure cannot see, on synthetic GPU-timed measurements."""
+a host-only slowdown the held GPU figure cannot see, on synthetic GPU-timed measurements. Here
+as rules 2 to 4 decide it (a figure too noisy to detect its threshold informs, and its noise
+alone never holds a verdict open): how a stored report of schemas 8 to 11 is decided again.
+Rule 5, where what the user feels always gates: tests/test_felt_verdict.py."""
 
 from __future__ import annotations
 
@@ -39,10 +42,13 @@ def decided(base: ArmMeasurement, head: ArmMeasurement, looks: int = 2, **rule: 
                    rule_at(THRESHOLD, CONFIDENCE, looks=looks, **rule))
 
 
+RULE_4 = 4  # the last rule under which a figure too noisy to gate informs
+
+
 def test_a_host_only_2x_slowdown_is_a_regression_decided_by_end_to_end_time() -> None:
     base_end = [GPU_MS * 1.1 * j for j in HOST_JITTER]
     head_end = [2 * v for v in base_end[::-1]]
-    comparison = decided(gpu_arm("base", base_end), gpu_arm("head", head_end, tok_factor=1.0))
+    comparison = decided(gpu_arm("base", base_end), gpu_arm("head", head_end, tok_factor=1.0), version=RULE_4)
     (batch,) = comparison.batch_sizes
     assert comparison.verdict == "regression" and batch.decided_by == "end_to_end_ms"
     assert batch.gpu_ms_verdict == "pass" and batch.end_to_end_verdict == "regression"
@@ -66,7 +72,7 @@ def test_end_to_end_noise_never_leaves_an_unchanged_commit_undecided() -> None:
     verdicts = []
     for _ in range(200):
         base_end, head_end = (list(GPU_MS * 1.2 * np.exp(rng.normal(0, 0.06, 5))) for _ in range(2))
-        (batch,) = decided(gpu_arm("base", base_end), gpu_arm("head", head_end)).batch_sizes
+        (batch,) = decided(gpu_arm("base", base_end), gpu_arm("head", head_end), version=RULE_4).batch_sizes
         assert batch.end_to_end_gates is False
         verdicts.append((batch.verdict, batch.end_to_end_verdict))
     assert {v for v, _ in verdicts} <= {"pass", "improvement", "regression"}
@@ -90,9 +96,9 @@ def test_a_quiet_end_to_end_figure_gates_and_holds_a_slowdown_at_its_threshold_o
 def test_its_own_threshold_decides_it() -> None:
     base_end = [GPU_MS * 1.05 * j for j in TINY]
     head_end = [1.03 * v for v in base_end]
-    (over,) = decided(gpu_arm("base", base_end), gpu_arm("head", head_end)).batch_sizes
+    (over,) = decided(gpu_arm("base", base_end), gpu_arm("head", head_end), version=RULE_4).batch_sizes
     (under,) = decided(gpu_arm("base", base_end), gpu_arm("head", head_end),
-                       end_to_end_ms=Threshold(pct=5.0)).batch_sizes
+                       end_to_end_ms=Threshold(pct=5.0), version=RULE_4).batch_sizes
     assert over.verdict == "regression" and over.decided_by == "end_to_end_ms"
     assert under.verdict == "pass" and under.end_to_end_verdict == "pass"
 
@@ -129,7 +135,7 @@ def test_a_host_slowdown_shown_by_a_figure_too_noisy_to_gate_keeps_its_batch_siz
     so another round; schema 7's rule passed it."""
     base_end = [GPU_MS * 1.1 * j for j in HOST_JITTER]
     head_end = [1.165 * v for v in base_end[::-1]]
-    comparison = decided(gpu_arm("base", base_end), gpu_arm("head", head_end))
+    comparison = decided(gpu_arm("base", base_end), gpu_arm("head", head_end), version=RULE_4)
     (batch,) = comparison.batch_sizes
     low, high = welch_bounds(base_end, head_end, batch.alpha_per_look)
     assert 0 < low < THRESHOLD < high  # the case is what it says, by this test's own arithmetic

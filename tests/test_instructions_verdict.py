@@ -36,8 +36,11 @@ def counted(arm: ArmMeasurement, counts: list[float | None]) -> ArmMeasurement:
     return arm.model_copy(update={"repeats": repeats})
 
 
-def decided(base: ArmMeasurement, head: ArmMeasurement, instructions: bool = True):  # type: ignore[no-untyped-def]
-    rule = rule_at(THRESHOLD, CONFIDENCE, looks=2,
+def decided(base: ArmMeasurement, head: ArmMeasurement, instructions: bool = True,  # type: ignore[no-untyped-def]
+            version: int = 4):
+    """By rule 4 unless `version` says otherwise: there end-to-end ms at a 6% host spread informs,
+    and instructions are what decides a host-only rise (rule 5: tests/test_felt_verdict.py)."""
+    rule = rule_at(THRESHOLD, CONFIDENCE, looks=2, version=version,
                    instructions=Threshold(pct=INSTRUCTIONS_PCT, source="configured") if instructions else None)
     (batch,) = compare({"base": base, "head": head}, "base", "head", [1], rule).batch_sizes
     return batch

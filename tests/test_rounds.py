@@ -130,3 +130,23 @@ def test_the_looks_are_the_ones_the_budget_holds_at_the_first_rounds_process_tim
     assert budget.looks_that_fit(5, 4) == 4 and budget.looks_that_fit(5, 2) == 2  # never past max_rounds
     assert budget.looks_that_fit(20, 4) == 1  # 240 s: no confirmation round, all of alpha at the first look
     assert RoundsBudget(budget_s=0.0).looks_that_fit(10, 4) == 1
+
+
+def test_a_round_that_could_not_decide_anything_is_not_run(tmp_path: Path) -> None:
+    """An unchanged commit whose processes spread about 30% against a 1% threshold: telling 1%
+    from none would take thousands of processes per arm, more than the rule counts, so no
+    confirmation round runs; the first round stands, undecided, and says why."""
+    config = CONFIG.format(method="none", install="", repeats=3).replace("[1, 2]", "[1]").replace(
+        "max_rounds = 2", "max_rounds = 4")
+    repo = make_repo(tmp_path, config=config)
+    (repo / "note.txt").write_text("nothing that matters\n")
+    commit_all(repo, "a note")
+    spread = [0.7, 1.3, 1.0, 1.25, 0.75, 1.05]
+    standin = StandIn(step_ms=lambda p, _bs: spread[p.number % len(spread)])
+    run = run_in_process(repo, tmp_path / "out", standin)
+    report = run.report
+    (batch,) = report.batch_sizes
+    assert batch.undecided and batch.repeats_to_decide is None, run.text
+    assert (report.rounds, report.rounds_stopped) == (1, "futile"), run.text
+    assert len(standin.asked) == 7  # the reference process and the first round's 6
+    assert "(stopped where the rounds left could not measure what would decide it)" in run.comment

@@ -1,5 +1,5 @@
-"""The rule as one record (guard/config/_rule.py): a metric without a threshold of its own takes
-GPU ms's in one place, where the rule is made from the config; a report read back states the
+"""The rule as one record (guard/config/_rule.py): what the user feels is held to what the runner
+resolves in one place, where the rule is made from the config; a report read back states the
 rule its run was made by; and an older report states the rule it was decided by, no more."""
 
 from __future__ import annotations
@@ -26,14 +26,23 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
      Threshold(pct=2.0, source="configured"), Threshold(pct=2.0, source="configured")),
     (MeasureConfig(threshold_pct=2.0, end_to_end_threshold_pct=5.0), None, Threshold(pct=2.0, source="configured"),
      Threshold(pct=2.0, source="configured"), Threshold(pct=5.0, source="configured")),
-    # a thresholds file replaces the config's; a metric it wrote none for is held to its GPU ms's, and says so
+    # a thresholds file replaces GPU ms's; what the user feels is held to the larger of the config's
+    # threshold and what the file says the runner resolves: none written, the config's
     (MeasureConfig(threshold_pct=2.0), Thresholds(gpu_ms_pct=0.5), Threshold(pct=0.5, source="calibrated"),
-     Threshold(pct=0.5, source="gpu_ms_fallback"), Threshold(pct=0.5, source="gpu_ms_fallback")),
+     Threshold(pct=2.0, source="configured"), Threshold(pct=2.0, source="configured")),
     (MeasureConfig(threshold_pct=2.0), Thresholds(gpu_ms_pct=0.5, tok_per_s_pct=3.0, end_to_end_ms_pct=4.0),
      Threshold(pct=0.5, source="calibrated"), Threshold(pct=3.0, source="calibrated"),
      Threshold(pct=4.0, source="calibrated")),
+    # a runner that resolves less than the config's threshold: the config's
+    (MeasureConfig(threshold_pct=2.0), Thresholds(gpu_ms_pct=0.5, tok_per_s_pct=1.5, end_to_end_ms_pct=0.75),
+     Threshold(pct=0.5, source="calibrated"), Threshold(pct=2.0, source="configured"),
+     Threshold(pct=2.0, source="configured")),
+    # end-to-end ms's own threshold in the config stands over the file's
+    (MeasureConfig(threshold_pct=2.0, end_to_end_threshold_pct=5.0), Thresholds(gpu_ms_pct=0.5, end_to_end_ms_pct=9.0),
+     Threshold(pct=0.5, source="calibrated"), Threshold(pct=2.0, source="configured"),
+     Threshold(pct=5.0, source="configured")),
 ])
-def test_a_metric_without_a_threshold_of_its_own_takes_gpu_ms_s_where_the_rule_is_made(
+def test_what_the_user_feels_is_held_to_what_the_runner_resolves_where_the_rule_is_made(
     measure: MeasureConfig, calibrated: Thresholds | None, gpu: Threshold, tok: Threshold, end: Threshold,
 ) -> None:
     rule = Rule.of_config(measure, calibrated)
@@ -43,7 +52,8 @@ def test_a_metric_without_a_threshold_of_its_own_takes_gpu_ms_s_where_the_rule_i
 def test_a_report_read_back_states_the_rule_its_run_made_from_its_config(tmp_path: Path) -> None:
     """A run at a thresholds file that wrote GPU ms's threshold alone, at alpha 0.02, failing at
     the threshold: its report, read back (and checked), states that rule, tok/s and end-to-end ms
-    held to GPU ms's, spent over the looks the run planned and split over its two batch sizes."""
+    held to the config's threshold, spent over the looks the run planned and split over its two
+    batch sizes."""
     settings = '[measure]\nthresholds_file = "thr.toml"\nat_threshold = "fail"\nalpha = 0.02'
     config = CONFIG.format(method="none", install="", repeats=3).replace("[measure]", settings)
     repo = make_repo(tmp_path, config=config, files={"thr.toml": "[thresholds]\ngpu_ms_pct = 2.0\n"})

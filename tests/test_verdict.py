@@ -365,10 +365,12 @@ def level(batch) -> float:  # type: ignore[no-untyped-def]
 
 def test_tok_per_s_too_noisy_to_detect_its_threshold_informs_and_does_not_decide() -> None:
     """Steady GPU time and tok/s spread 8%, as on a shared host, against a 1% threshold: tok/s
-    cannot detect 1% at 5 repeats, so it neither gates nor leaves the verdict undecided."""
+    cannot detect 1% at 5 repeats, so by rule 4 it neither gates nor leaves the verdict undecided
+    (rule 5 holds it open: tests/test_felt_verdict.py)."""
     base = with_tok(arm("base", {1: scaled(1.0, TINY)}), [1.0, 0.96, 1.04, 0.98, 1.02])
     head = with_tok(arm("head", {1: scaled(1.0, TINY)}), [0.97, 1.03, 0.99, 1.01, 0.95])
-    (batch,) = run_compare({"base": base, "head": head}, [1]).batch_sizes
+    (batch,) = compare({"base": base, "head": head}, "base", "head", [1],
+                       rule_at(THRESHOLD, CONFIDENCE, version=4)).batch_sizes
     assert batch.verdict == "pass" and batch.reasons == [] and batch.decided_by is None
     assert (batch.gpu_ms_verdict, batch.tok_per_s_verdict) == ("pass", "pass")
     assert batch.tok_per_s_gates is False
@@ -381,10 +383,11 @@ def test_tok_per_s_too_noisy_to_detect_its_threshold_informs_and_does_not_decide
 
 
 def test_informational_tok_per_s_still_counts_a_slowdown_its_whole_interval_shows() -> None:
-    """The same noise, head's tok/s 40% lower: the interval is past the threshold end to end."""
+    """The same noise, head's tok/s 40% lower: the interval is past the threshold end to end (rule 4)."""
     base = with_tok(arm("base", {1: scaled(1.0, TINY)}), [1.0, 0.96, 1.04, 0.98, 1.02])
     head = with_tok(arm("head", {1: scaled(1.0, TINY)}), [0.6 * f for f in [0.97, 1.03, 0.99, 1.01, 0.95]])
-    (batch,) = run_compare({"base": base, "head": head}, [1]).batch_sizes
+    (batch,) = compare({"base": base, "head": head}, "base", "head", [1],
+                       rule_at(THRESHOLD, CONFIDENCE, version=4)).batch_sizes
     assert batch.tok_per_s_gates is False
     tok = [[r.runs[0].tok_per_s for r in m.repeats] for m in (base, head)]
     low, _ = welch_bounds(*tok, batch.alpha_per_look)

@@ -30,6 +30,14 @@ spread with the calibrated one's upper limit, unless the run's own is past it (`
 A batch size names the metric its verdict came from: for an improvement, what the user feels
 (end-to-end ms, then tok/s) where it decided one. p-values are kept
 in the report beside the shown intervals; they decide nothing.
+
+Rule 5 (schema 12) decides what the user feels first (`Rule.felt_gates`): end-to-end ms and
+tok/s always gate, each at its own threshold, so a felt upper bound past it never passes; within
+a batch size a felt regression, then a felt improvement, stand over what GPU ms and host
+instructions say, and a felt figure left undecided keeps an improvement GPU ms alone shows from
+going green (`_felt_first`). Each bound's error is its family's share split over the family's
+metrics decided at the batch size (`Rule.alpha_per_bound`), and what the run could see is stated
+at the upper limit of its spread (SIGHT_LIMIT_CONFIDENCE).
 """
 
 from __future__ import annotations
@@ -38,11 +46,14 @@ from dataclasses import dataclass
 
 from guard.compare._borrow import Borrowing, borrowing
 from guard.compare._models import UNDECIDED, VERDICT_SEVERITY, ArmStats, BatchComparison, MetricKey, Verdict
-from guard.config import METRICS, Rule
+from guard.config import FELT_METRICS, METRICS, Rule
 from guard.measure import (
     Change, PriorSpread, detectable_change_pct, relative_change, repeats_to_decide, repeats_to_rule_out,
     caught_at_spread, smallest_caught_pct,
 )
+
+# what a run could see is stated at this upper one-sided limit of its spread (rule 5)
+SIGHT_LIMIT_CONFIDENCE = 0.95
 
 
 # tok/s is not measurable here where the smallest change it detects is over this many times its
@@ -95,19 +106,52 @@ _WITHIN_SIZE: tuple[Verdict, ...] = ("regression", "at_threshold", "improvement"
 _FELT_FIRST: tuple[MetricKey, ...] = ("end_to_end_ms", "tok_per_s", "gpu_ms")
 
 
-def batch_verdict(verdicts: dict[MetricKey, Verdict], felt_decides: bool = True) -> tuple[
+def batch_verdict(verdicts: dict[MetricKey, Verdict], felt_decides: bool = True, felt_gates: bool = False) -> tuple[
         Verdict, MetricKey | None]:
     """One batch size's verdict from its metrics', and the metric it came from (None for a
     pass). A regression or an undecided verdict names the first metric in METRICS order that
     gave it (GPU ms first: the device's figure explains the cause); an improvement names what the
     user feels where it decided one (end-to-end ms, then tok/s: one pass's two figures). `felt_decides` False: the
-    most severe metric's verdict, named by the first metric that gave it (schema 7's rule)."""
+    most severe metric's verdict, named by the first metric that gave it (schema 7's rule).
+    `felt_gates` (rule 5, `_felt_first`): what the user feels decides first."""
+    if felt_gates and verdicts:
+        return _felt_first(verdicts)
     order = _WITHIN_SIZE if felt_decides else VERDICT_SEVERITY
     verdict = next(v for v in order if v in verdicts.values()) if verdicts else "invalid"
     if verdict == "pass":
         return verdict, None
     order = _FELT_FIRST if verdict == "improvement" and felt_decides else METRICS
     return verdict, next(m for m in order if verdicts.get(m) == verdict)
+
+
+def _felt_first(verdicts: dict[MetricKey, Verdict]) -> tuple[Verdict, MetricKey | None]:
+    """Rule 5's verdict of a batch size, in this order:
+    - a regression of a felt metric (end-to-end ms, tok/s);
+    - an improvement of a felt metric, none showing a slowdown: over whatever GPU ms and host
+      instructions say (a step the user gets 1.5x faster is an improvement where padding made
+      each step 1% more GPU work; the comment says what the device figure did);
+    - a regression of GPU ms or host instructions, where the felt metrics decided no direction;
+    - a slowdown shown (at_threshold), by any metric;
+    - a felt metric undecided: over an improvement GPU ms alone shows, so that a step the user
+      may feel slower is never green;
+    - an improvement of GPU ms; any metric undecided; else a pass.
+    A regression or an undecided verdict names the first metric in METRICS order that gave it;
+    an improvement, the first felt metric that did (else GPU ms)."""
+    felt = {m: v for m, v in verdicts.items() if m in FELT_METRICS}
+
+    def named(verdict: Verdict, among: dict[MetricKey, Verdict]) -> tuple[Verdict, MetricKey]:
+        order = _FELT_FIRST if verdict == "improvement" else METRICS
+        return verdict, next(m for m in order if among.get(m) == verdict)
+
+    if "regression" in felt.values():
+        return named("regression", verdicts)
+    if "improvement" in felt.values() and "at_threshold" not in felt.values():
+        return named("improvement", felt)
+    for verdict, among in (("regression", verdicts), ("at_threshold", verdicts), ("inconclusive", felt),
+                           ("improvement", verdicts), ("inconclusive", verdicts)):
+        if verdict in among.values():
+            return named(verdict, among)
+    return "pass", None
 
 
 @dataclass(frozen=True)
@@ -121,6 +165,7 @@ class _Decided:
     gates: bool
     detectable_pct: float | None
     verdict: Verdict
+    level: float  # the two-sided level of `bounds`
     prior: PriorSpread | None = None  # the calibrated spread pooled in, where it was
 
 
@@ -131,18 +176,19 @@ def time_ratio(slowdown_pct: float, metric: MetricKey) -> float:
 
 
 def _decide(values: list[list[float]], threshold_pct: float, level: float, rate: bool, always: bool,
-            borrowed: Borrowing | None = None, shown_keeps_open: bool = True) -> _Decided:
-    """A metric that gates `always` (GPU ms), or where an unchanged commit would pass it
-    PASS_RATE of the time: its upper bound then falls under the threshold, as the decision's own
-    level asks (tok/s, end-to-end ms). `borrowed`: the calibrated spread's check, pooled in where
-    it passed."""
+            borrowed: Borrowing | None = None, shown_keeps_open: bool = True, device: bool = False) -> _Decided:
+    """A metric that gates `always` (GPU ms; from rule 5 end-to-end ms and tok/s too), or where an
+    unchanged commit would pass it PASS_RATE of the time: its upper bound then falls under the
+    threshold, as the decision's own level asks (tok/s, end-to-end ms to rule 4). `borrowed`: the
+    calibrated spread's check, pooled in where it passed. What the run detects is stated for every
+    metric but the `device`'s (GPU ms), whether it gates or not."""
     prior = borrowed.prior() if borrowed else None
     bounds = relative_change(*values, level, prior=prior)
     slowdown = Slowdown.of_rate(bounds) if rate else Slowdown.of_time(bounds)  # tok/s alone is a rate
-    detectable = None if always else detectable_change_pct(values, min(len(v) for v in values), level, prior=prior)
+    detectable = None if device else detectable_change_pct(values, min(len(v) for v in values), level, prior=prior)
     gates = always or detectable <= threshold_pct  # type: ignore[operator]
     return _Decided(values, bounds, slowdown, threshold_pct, gates, detectable,
-                    slowdown.verdict(threshold_pct, gates=gates, shown_keeps_open=shown_keeps_open), prior)
+                    slowdown.verdict(threshold_pct, gates=gates, shown_keeps_open=shown_keeps_open), level, prior)
 
 
 def _decide_rise(values: list[list[float]], threshold_pct: float, level: float) -> _Decided:
@@ -152,7 +198,7 @@ def _decide_rise(values: list[list[float]], threshold_pct: float, level: float) 
     bounds = relative_change(*values, level)
     slowdown = Slowdown.of_time(bounds)
     return _Decided(values, bounds, slowdown, threshold_pct, False, None,
-                    slowdown.verdict(threshold_pct, gates=False, rise_only=True))
+                    slowdown.verdict(threshold_pct, gates=False, rise_only=True), level)
 
 
 def _decided_values(base: ArmStats, head: ArmStats, rule: Rule) -> dict[MetricKey, list[list[float]]]:
@@ -185,23 +231,25 @@ def decide_by_interval(measured: BatchComparison, base: ArmStats, head: ArmStats
     by the interval rule at `rule.look` on `base`'s figures and `head`'s (without the processes
     set aside, where the rule sets any aside). A metric whose check passed pools the calibrated
     spread into its bounds, as into the change shown beside them."""
-    level = rule.bounds_confidence
     values = _decided_values(base, head, rule)
     decided: dict[MetricKey, _Decided] = {
-        m: _decide_rise(v, rule.pct(m), level) if m == "instructions" else
-        _decide(v, rule.pct(m), level, rate=m == "tok_per_s", always=m == "gpu_ms",
-                borrowed=measured.borrowing(m), shown_keeps_open=rule.felt_decides)
+        m: _decide_rise(v, rule.pct(m), rule.bound_level(m, values)) if m == "instructions" else
+        _decide(v, rule.pct(m), rule.bound_level(m, values), rate=m == "tok_per_s",
+                always=m == "gpu_ms" or rule.felt_gates, borrowed=measured.borrowing(m),
+                shown_keeps_open=rule.felt_decides, device=m == "gpu_ms")
         for m, v in values.items()
     }
     verdicts = {m: decided[m].verdict for m in METRICS if m in decided}
     tok, end, counted = decided["tok_per_s"], decided.get("end_to_end_ms"), decided.get("instructions")
-    tok_measurable = (tok.detectable_pct <= UNMEASURABLE_FACTOR * tok.threshold_pct  # type: ignore[operator]
+    # from rule 5 tok/s gates wherever it is measured: its row is always shown
+    tok_measurable = (rule.felt_gates or tok.detectable_pct <= UNMEASURABLE_FACTOR * tok.threshold_pct  # type: ignore[operator]
                       or verdicts["tok_per_s"] in ("regression", "improvement"))
-    verdict, decided_by = batch_verdict(verdicts, rule.felt_decides)
+    verdict, decided_by = batch_verdict(verdicts, rule.felt_decides, rule.felt_gates)
     needed = None
     if decided_by is not None and verdict in UNDECIDED:
         by = decided[decided_by]
-        needed = repeats_to_decide(by.values, by.slowdown.pct, by.threshold_pct, level, prior=by.prior)
+        needed = repeats_to_decide(by.values, by.slowdown.pct, by.threshold_pct, by.level, prior=by.prior)
+    sight = {"at_spread_limit": SIGHT_LIMIT_CONFIDENCE} if rule.sight_at_limit else {}
     return measured.model_copy(update={
         "verdict": verdict,
         "gpu_ms_verdict": verdicts["gpu_ms"],
@@ -210,27 +258,31 @@ def decide_by_interval(measured: BatchComparison, base: ArmStats, head: ArmStats
         "tok_per_s_gates": tok.gates,
         "tok_per_s_detectable_pct": tok.detectable_pct,
         "tok_per_s_measurable": tok_measurable,
-        "tok_per_s_repeats_to_gate": None if tok.gates else repeats_to_rule_out(tok.values, tok.threshold_pct, level,
-                                                                                 prior=tok.prior),
+        "tok_per_s_repeats_to_gate": None if tok.gates else repeats_to_rule_out(tok.values, tok.threshold_pct,
+                                                                                 tok.level, prior=tok.prior),
         "end_to_end_verdict": end.verdict if end else None,
         "end_to_end_gates": end.gates if end else None,
         "end_to_end_detectable_pct": end.detectable_pct if end else None,
-        "end_to_end_repeats_to_gate": (repeats_to_rule_out(end.values, end.threshold_pct, level, prior=end.prior)
-                                       if end and not end.gates else None),
+        "end_to_end_repeats_to_gate": (repeats_to_rule_out(end.values, end.threshold_pct, end.level,
+                                                           prior=end.prior) if end and not end.gates else None),
         "end_to_end_bounds": end.bounds if end else None,
         "instructions_verdict": counted.verdict if counted else None,
+        # at the level its verdict was decided at (rule 5: its own share of the host family's alpha)
+        "instructions_change": counted.bounds if counted else measured.instructions_change,
         "alpha_per_look": rule.alpha_per_look,
+        "alpha_per_bound": {m: rule.alpha_per_bound(m, values) for m in decided} if rule.version >= 5 else {},
         "look": rule.look,
         "gpu_ms_bounds": decided["gpu_ms"].bounds,
         "tok_per_s_bounds": tok.bounds,
         "repeats_to_decide": needed,
         "at_threshold": [m for m in verdicts if verdicts[m] == "at_threshold"],
         "undecided": verdict in UNDECIDED,
-        "caught_pct": {m: smallest_caught_pct(d.values, min(len(v) for v in d.values), d.threshold_pct, level,
-                                              prior=d.prior)
+        "caught_pct": {m: smallest_caught_pct(d.values, min(len(v) for v in d.values), d.threshold_pct, d.level,
+                                              prior=d.prior, **sight)
                        for m, d in decided.items()} if rule.version >= 2 else {},
         "expected_caught_pct": {
             c.metric: caught_at_spread((c.calibrated_sd_pct / 100) ** 2, min(len(v) for v in decided[c.metric].values),
-                                       decided[c.metric].threshold_pct, level, extra_dof=c.calibrated_dof)
+                                       decided[c.metric].threshold_pct, decided[c.metric].level,
+                                       extra_dof=c.calibrated_dof, **sight)
             for c in measured.borrowed if c.metric in decided} if rule.version >= 2 else {},
     })

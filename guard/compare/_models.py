@@ -26,7 +26,8 @@ UNDECIDED: tuple[Verdict, ...] = ("at_threshold", "inconclusive")  # what anothe
 
 # Why a run took no further round: every batch size (and the mix) decided, the next round would
 # not fit the time budget left, or the run took the most rounds it may (measure.max_rounds).
-RoundsStop = Literal["decided", "budget", "max_rounds"]
+# futile (rule 5): the rounds left could not measure the processes any undecided batch size needs
+RoundsStop = Literal["decided", "budget", "max_rounds", "futile"]
 
 
 def most_severe(verdicts: list[Verdict]) -> Verdict:
@@ -172,6 +173,9 @@ class BatchComparison(BaseModel):
     # The interval rule's own figures (None for invalid):
     # the error each one-sided bound may make, alpha split over looks x metrics x batch sizes;
     alpha_per_look: float | None = None
+    # rule 5: each metric's own, its family's share split over the family's metrics decided here
+    # (`Rule.alpha_per_bound`); its bounds are at 1 - 2 x this. No key before rule 5.
+    alpha_per_bound: dict[MetricKey, float] = Field(default={}, exclude_if=lambda value: not value)
     look: int = 1  # the round whose processes (with the earlier rounds') decided it
     # each change between its two one-sided bounds at alpha_per_look: an interval at
     # confidence 1 - 2 x alpha_per_look, the one the verdict was decided on
@@ -205,6 +209,10 @@ class BatchComparison(BaseModel):
 
     def borrowing(self, metric: MetricKey) -> Borrowing | None:
         return next((b for b in self.borrowed if b.metric == metric), None)
+
+    def alpha_of(self, metric: MetricKey) -> float | None:
+        """The error each one-sided bound of `metric` may make: its own from rule 5, else the look's."""
+        return self.alpha_per_bound.get(metric, self.alpha_per_look)
 
     def bounds(self, metric: MetricKey) -> Change | None:
         """The metric's change between the bounds it was decided on."""

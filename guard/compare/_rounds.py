@@ -99,7 +99,8 @@ def decide_in_rounds(
         mix_at = round_no if mix else mix_at
         return decide(measurements, decided_at, mix_at, looks)
 
-    comparison, rounds, stopped, _ = confirm_undecided(first, confirmation_round, fits)
+    # a round that cannot decide anything is not run: the run says what would decide it instead
+    comparison, rounds, stopped, _ = confirm_undecided(first, confirmation_round, fits, stop_futile=True)
     if stopped == "max_rounds" and rounds == looks < most_looks:
         stopped = "budget"  # the looks planned were the budget's, not measure.max_rounds
     progress(f"rounds: {rounds}, stopped: {stopped}")

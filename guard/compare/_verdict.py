@@ -94,17 +94,21 @@ class Rounds(NamedTuple):
 
 def confirm_undecided(
     first: Comparison, next_round: Callable[[list[int], bool], Comparison | None],
-    fits: Callable[[list[int], bool], bool] = lambda _sizes, _mix: True,
+    fits: Callable[[list[int], bool], bool] = lambda _sizes, _mix: True, stop_futile: bool = False,
 ) -> Rounds:
     """The confirmation rule: while a batch size or the mix is undecided and the run may take
     another look (up to `first.looks` rounds), `fits(sizes, mix)` is asked whether one more
     round fits the time left, and `next_round(sizes, mix)` measures (or looks up) a round of
     more processes for those alone (and the mix where `mix`) and decides them at the next look,
-    on every round that measured them."""
+    on every round that measured them. `stop_futile`: no round runs that could not decide
+    anything (`could_decide`): the run stops undecided at once, and says what would decide it,
+    rather than spend its budget on rounds that cannot tell."""
     decided, rounds = first, 1
     while decided.undecided_sizes or decided.mix_undecided:
         if rounds >= first.looks:
             return Rounds(decided, rounds, "max_rounds")
+        if stop_futile and not could_decide(decided):
+            return Rounds(decided, rounds, "futile")
         if not fits(decided.undecided_sizes, decided.mix_undecided):
             return Rounds(decided, rounds, "budget")
         more = next_round(decided.undecided_sizes, decided.mix_undecided)
@@ -112,6 +116,17 @@ def confirm_undecided(
             return Rounds(decided, rounds, "max_rounds", unmeasured=True)
         decided, rounds = more, rounds + 1
     return Rounds(decided, rounds, "decided")
+
+
+def could_decide(comparison: Comparison) -> bool:
+    """Whether more processes could decide an undecided batch size (or the mix): its
+    `repeats_to_decide`, the processes per arm that would tell its change from its threshold at
+    its spread, is counted (MOST_REPEATS or fewer). Where it is not (a spread some ten times the
+    threshold, or a change on the threshold itself), no round the budget holds comes near, even
+    at the lower limit of a spread estimated from a few processes (the processes needed go with
+    its square): such a round is not run."""
+    return any(batch.repeats_to_decide is not None for batch in comparison.decided()
+               if batch.undecided and (comparison.mix_undecided or not batch.mix))
 
 
 def _runs_for(repeats: list[RepeatResult], batch_size: int) -> list[BatchRun]:

@@ -28,8 +28,8 @@ from guard.config._overrides import ConfigOverrides, apply_overrides
 from guard.config._entry import check_entry_in_commit
 from guard.config._paths import check_entry
 from guard.config._rule import (
-    FAMILIES_PER_LOOK, METRICS, METRICS_PER_LOOK, RULE_VERSION, AtThreshold, MetricKey, Rule, Threshold,
-    ThresholdSource, alpha_per_look, bounds_level, spent,
+    FAMILIES_PER_LOOK, FELT_METRICS, METRICS, METRICS_PER_LOOK, RULE_VERSION, AtThreshold, MetricKey, Rule,
+    Threshold, ThresholdSource, alpha_per_look, bounds_level, spent,
 )
 from guard.config._sources import MAX_CONFIG_BYTES, MAX_REFERENCE_BYTES, CommitFiles, Files, FolderFiles
 from guard.config._thresholds import CalibratedSpread, Thresholds, load_thresholds, read_thresholds, write_thresholds
@@ -38,6 +38,7 @@ __all__ = [
     "AtThreshold",
     "CalibratedSpread",
     "FAMILIES_PER_LOOK",
+    "FELT_METRICS",
     "METRICS",
     "METRICS_PER_LOOK",
     "MetricKey",

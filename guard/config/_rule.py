@@ -18,7 +18,21 @@ Four versions of the rule are kept, so that a stored report is decided again by 
 - 4 (schema 11 on): as 3, and where every process of base and head counted its host instructions
   per step, a rise whose whole interval is past their threshold is a regression of host cost; a
   bound of the host family, at its level (alpha is split as in 2). They decide nothing else: no
-  improvement, and a rise not told from the threshold passes (docs/decision-rule.md).
+  improvement, and a rise not told from the threshold passes (docs/decision-rule.md);
+- 5 (schema 12 on): as 4, decided on what the user feels:
+  - each process's figure is its mean over its timed steps, tok/s its tokens over its decode's
+    time (the harness's, made again by the guard), so a stall adds to the figure decided;
+  - end-to-end ms and tok/s always gate, each at its own threshold: the config's, or the larger
+    of measure.threshold_pct and what the calibration says this runner resolves; an upper bound
+    past it is never a pass (`felt_gates`);
+  - within a batch size a felt regression stands over everything, and a felt improvement (no felt
+    slowdown shown) over what GPU ms and host instructions say; only where the felt metrics decide
+    no direction do those decide, as in 2-4 (`compare/_interval.batch_verdict`);
+  - each family's alpha is split over the metrics it decides at the batch size (GPU ms alone;
+    end-to-end ms, tok/s and host instructions where counted), so each bound has its own level
+    (`alpha_per_bound`);
+  - what a run could see (`caught_pct`) is stated at the upper 95% limit of its spread, not the
+    spread itself.
 
 The record and its arithmetic (how alpha is split) live here, below the compare stage: they
 import nothing but `math`, so every stage above can take the rule without taking another's.
@@ -27,6 +41,7 @@ import nothing but `math`, so every stage above can take the rule without taking
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -53,7 +68,7 @@ _SOURCES_ORDER: tuple[MetricKey, ...] = ("gpu_ms", "tok_per_s", "end_to_end_ms",
 # What a verdict at the threshold sets (`measure.at_threshold`): neutral, or failing
 AtThreshold = Literal["neutral", "fail"]
 
-RULE_VERSION = 4
+RULE_VERSION = 5
 # Version 1: every look tests each metric of every batch size, so the error level is split this
 # many ways per look and batch size. tok/s and end-to-end ms count even where they only inform,
 # as they can still decide a regression, and end-to-end ms where it was not measured (a CPU, the
@@ -64,6 +79,14 @@ METRICS_PER_LOOK = 3
 # which move together; from version 4 the host instructions counted in that pass too); alpha is
 # split over these families, not the figures
 FAMILIES_PER_LOOK = 2
+# What the user feels: the end-to-end pass's step time and its tokens per second. From version 5
+# they always gate, and a direction they decide stands over the device's figures.
+FELT_METRICS: tuple[MetricKey, ...] = ("end_to_end_ms", "tok_per_s")
+# The families alpha is split over (version 2 on): the device's figure, and the end-to-end pass's
+# (host instructions are counted in that pass). From version 5 a family's share is split again
+# over the metrics it decides at a batch size.
+FAMILY: dict[MetricKey, str] = {"gpu_ms": "device", "end_to_end_ms": "host", "tok_per_s": "host",
+                                "instructions": "host"}
 
 
 def spent(alpha: float, looks: int, look: int) -> float:
@@ -94,6 +117,22 @@ def alpha_per_look(alpha: float, looks: int, batch_sizes: int, metrics: int = ME
 def bounds_level(alpha_per_bound: float) -> float:
     """The two-sided level whose tails are each `alpha_per_bound`: its interval holds both bounds."""
     return 1 - 2 * alpha_per_bound
+
+
+def felt_threshold(measure: MeasureConfig, metric: Literal["end_to_end_ms", "tok_per_s"],
+                   calibrated: Thresholds | None) -> Threshold:
+    """End-to-end ms's or tok/s's threshold: measure.end_to_end_threshold_pct where set (end-to-end
+    ms alone has one of its own); otherwise the larger of measure.threshold_pct and what the
+    calibration says this runner resolves (the file's threshold for the metric), so that an
+    unchanged commit passes it as often as the calibration promised. Without a calibration,
+    measure.threshold_pct: a runner too noisy for it leaves runs undecided, and says so."""
+    if metric == "end_to_end_ms" and measure.end_to_end_threshold_pct is not None:
+        return Threshold(pct=measure.end_to_end_threshold_pct, source="configured")
+    resolved = None if calibrated is None else (
+        calibrated.end_to_end_ms_pct if metric == "end_to_end_ms" else calibrated.tok_per_s_pct)
+    if resolved is not None and resolved > measure.threshold_pct:
+        return Threshold(pct=resolved, source="calibrated")
+    return Threshold(pct=measure.threshold_pct, source="configured")
 
 
 class Threshold(BaseModel):
@@ -129,21 +168,13 @@ class Rule(BaseModel):
     @classmethod
     def of_config(cls, measure: MeasureConfig, calibrated: Thresholds | None = None) -> Rule:
         """The rule a run decides by: `measure`'s settings at its thresholds, or at those of the
-        thresholds file it names (`calibrated`, with the spreads it kept). The one place a metric
-        without a threshold of its own takes GPU ms's: tok/s from the config (threshold_pct is
-        both), end-to-end ms without measure.end_to_end_threshold_pct, and either where the file
-        wrote it none (its source then `gpu_ms_fallback`)."""
-        source: ThresholdSource
-        held: ThresholdSource
-        if calibrated is None:
-            gpu, source, held = measure.threshold_pct, "configured", "configured"
-            own = {"tok_per_s": None, "end_to_end_ms": measure.end_to_end_threshold_pct}
-        else:
-            gpu, source, held = calibrated.gpu_ms_pct, "calibrated", "gpu_ms_fallback"
-            own = {"tok_per_s": calibrated.tok_per_s_pct, "end_to_end_ms": calibrated.end_to_end_ms_pct}
-        others = {metric: Threshold(pct=gpu, source=held) if pct is None else Threshold(pct=pct, source=source)
-                  for metric, pct in own.items()}
-        return cls(gpu_ms=Threshold(pct=gpu, source=source), **others,
+        thresholds file it names (`calibrated`, with the spreads it kept): GPU ms at the file's
+        threshold or measure.threshold_pct, end-to-end ms and tok/s each at its own
+        (`felt_threshold`)."""
+        gpu = (Threshold(pct=measure.threshold_pct, source="configured") if calibrated is None
+               else Threshold(pct=calibrated.gpu_ms_pct, source="calibrated"))
+        others = {metric: felt_threshold(measure, metric, calibrated) for metric in ("tok_per_s", "end_to_end_ms")}
+        return cls(gpu_ms=gpu, **others,
                    instructions=Threshold(pct=measure.instructions_threshold_pct, source="configured"),
                    alpha=measure.alpha,
                    confidence=measure.confidence, looks=measure.looks,
@@ -182,6 +213,29 @@ class Rule(BaseModel):
         """The error each one-sided bound of this look may make (`alpha_per_look()`)."""
         return alpha_per_look(self.alpha, self.looks, self.decided_sizes, self.metrics_per_look, look=self.look,
                               version=self.version)
+
+    def alpha_per_bound(self, metric: MetricKey, decided: Collection[MetricKey]) -> float:
+        """The error a one-sided bound of `metric` may make at this look, where `decided` are the
+        metrics decided at its batch size: from version 5 its family's share (`alpha_per_look`)
+        split over the family's metrics among them; before, the family's whole share."""
+        if self.version < 5:
+            return self.alpha_per_look
+        return self.alpha_per_look / sum(1 for m in decided if FAMILY[m] == FAMILY[metric])
+
+    def bound_level(self, metric: MetricKey, decided: Collection[MetricKey]) -> float:
+        """The two-sided level of `metric`'s interval that the verdict was decided on."""
+        return bounds_level(self.alpha_per_bound(metric, decided))
+
+    @property
+    def felt_gates(self) -> bool:
+        """End-to-end ms and tok/s always gate: an upper bound past the threshold never passes, and
+        a direction they decide stands over GPU ms and host instructions (rule 5)."""
+        return self.version >= 5
+
+    @property
+    def sight_at_limit(self) -> bool:
+        """What the run could see is stated at the upper limit of its spread (rule 5)."""
+        return self.version >= 5
 
     @property
     def felt_decides(self) -> bool:

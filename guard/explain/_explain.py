@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from guard.cause import CaptureChanges
 from guard.compare import BatchComparison, CompiledChange, MetricKey, Slowdown, Verdict, time_ratio
+from guard.config import FELT_METRICS
 from guard.explain._models import (
-    GRAPH_BREAK_CAUSES, AblationEffect, CapturePlace, Cause, CauseKind, CompiledCause, Explanation, Headline,
-    HostTime, LaunchNote, ProfileScale, RankCause, SlowerKernel, TimeSplit,
+    GRAPH_BREAK_CAUSES, AblationEffect, CapturePlace, Cause, CauseKind, CompiledCause, DeviceRise, Explanation,
+    Headline, HostTime, LaunchNote, ProfileScale, RankCause, SlowerKernel, TimeSplit,
 )
 from guard.explain._mix import mix_attribution
 from guard.explain._ranks import rank_causes
@@ -51,6 +52,10 @@ def explain(
     broke = compiled_cause(compiled, causes)
     headline = _headline(verdict, batches + ([mix_decision] if mix_decision is not None else []), diffs, causes,
                          thresholds, capture, ranks)
+    if headline.verdict == "improvement":
+        headline = headline.model_copy(update={"device_rise": device_rise(
+            next(b for b in [*batches, *([mix_decision] if mix_decision else [])]
+                 if b.batch_size == headline.batch_size), rows, mix, base, head)})
     if broke is not None and headline.batch_size in broke.batch_sizes:
         headline = headline.model_copy(update={"graph_breaks": True})
     return Explanation(
@@ -81,6 +86,22 @@ def capture_unchanged(diffs: dict[int, TraceDiff]) -> bool | None:
                 or (d.launches.graph_launches_per_step.before or 0) > 0
                 or (d.launches.graph_launches_per_step.after or 0) > 0]
     return all(d.kernel_counts_identical and d.api_calls_identical for d in replayed)
+
+
+def device_rise(batch: BatchComparison, rows: dict[int, tuple[int, int]], mix: MixReport | None, base: str,
+                head: str) -> DeviceRise | None:
+    """Where what the user feels decided `batch` an improvement and its GPU ms per step rose, a
+    slowdown shown (its lower bound above 0): that rise, and the padding that explains it where
+    the run recorded one (`padded_rows`; over the mix, each arm's padding waste)."""
+    gpu = batch.gpu_ms_bounds
+    if batch.decided_by not in FELT_METRICS or gpu is None or gpu.ci_low_pct <= 0:
+        return None
+    waste = None
+    if batch.mix and mix is not None:
+        arms = {a.arm: a.padding_waste for a in mix.arms}
+        before, after = arms.get(base), arms.get(head)
+        waste = (before, after) if before is not None and after is not None and after > before else None
+    return DeviceRise(gpu_ms=gpu, rows=None if batch.mix else rows.get(batch.batch_size), padding_waste=waste)
 
 
 def compiled_cause(compiled: CompiledChange | None, causes: list[Cause]) -> CompiledCause | None:
@@ -234,7 +255,7 @@ def _launch_note(batch: BatchComparison, base: str, head: str, threshold_pct: fl
     if b is None or h is None or b.end_to_end_gpu_ms_per_step is None or h.end_to_end_gpu_ms_per_step is None:
         return None
     bounds = relative_change(b.end_to_end_gpu_ms_per_step.values, h.end_to_end_gpu_ms_per_step.values,
-                             1 - 2 * batch.alpha_per_look)
+                             1 - 2 * (batch.alpha_of("end_to_end_ms") or batch.alpha_per_look))
     if Slowdown.of_time(bounds).low <= threshold_pct:
         return None
     return LaunchNote(batch_size=batch.batch_size, end_to_end=bounds, held=batch.gpu_ms_bounds)
@@ -257,11 +278,8 @@ def _slowdown_pct(batch: BatchComparison, metric: MetricKey) -> float:
     return 0.0 if change is None else Slowdown.of(change, metric).pct
 
 
-FELT: tuple[MetricKey, ...] = ("end_to_end_ms", "tok_per_s")  # what a user of the engine feels
-
-
 def _felt(batch: BatchComparison, metric: MetricKey, thresholds: dict[MetricKey, float]) -> MetricKey | None:
-    """Of FELT, the larger slowdown whose whole interval is past its threshold and whose lower
+    """Of FELT_METRICS, the larger slowdown whose whole interval is past its threshold and whose lower
     bound is past `metric`'s own figure, as time ratios: at the decision's level it is a
     slowdown, and a larger one than the title would give otherwise. None where neither is.
     (Past `metric`'s upper bound asks too much of few processes: on the H200 a compile mode that
@@ -272,7 +290,7 @@ def _felt(batch: BatchComparison, metric: MetricKey, thresholds: dict[MetricKey,
         return None
     ceiling = time_ratio(Slowdown.of(decided, metric).pct, metric)
     found: list[tuple[float, MetricKey]] = []
-    for other in FELT:
+    for other in FELT_METRICS:
         change = batch.bounds(other)
         if other == metric or change is None:
             continue

@@ -144,6 +144,17 @@ class CompiledCause(BaseModel):
     batch_sizes: list[int]  # the slower ones whose cause it accounts for
 
 
+class DeviceRise(BaseModel):
+    """An improvement decided by what the user feels, at a batch size (or the mix) whose GPU ms
+    per step rose, its slowdown shown (rule 5): the device does more work per step, and the step
+    is still faster end to end. Why, where the run recorded it: the rows each step computed at
+    that size (step_info), or over the mix the share of computed rows no request asked for."""
+
+    gpu_ms: Change  # GPU ms per step's change, between the bounds it was decided on
+    rows: tuple[int, int] | None = None  # base -> head, where the head pads this size to more rows
+    padding_waste: tuple[float, float] | None = None  # the mix: base -> head, where the head's is larger
+
+
 class Headline(BaseModel):
     """The facts of the title: which batch size, which metric, how much, and why."""
 
@@ -166,6 +177,8 @@ class Headline(BaseModel):
     # past `metric`'s figure (as time ratios); the title and the first sentence lead with it
     felt: MetricKey | None = Field(default=None, exclude_if=lambda value: value is None)
     felt_change: Change | None = Field(default=None, exclude_if=lambda value: value is None)
+    # an improvement by what the user feels where GPU ms per step rose (rule 5); no key otherwise
+    device_rise: DeviceRise | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 # The parts of the head's change over the batch-size mix (explain/_mix.py): graph_replay, a

@@ -125,7 +125,15 @@ def _sources_hold(report: Report) -> list[Discrepancy]:
     configured = sources["gpu_ms"] == "configured"
     if not configured and report.overrides is not None and "threshold_pct" in report.overrides.given():
         wrong("threshold_sources.gpu_ms", sources["gpu_ms"], "configured (the command line gave the threshold)")
-    held_by: tuple[tuple[MetricKey, str, tuple[str, ...]], ...] = (
+    if rule.felt_gates:  # rule 5: what the user feels has its own threshold, never GPU ms's
+        for metric in ("tok_per_s", "end_to_end_ms"):
+            source = sources.get(metric)
+            if source == "gpu_ms_fallback" or (configured and source != "configured"):
+                wrong(f"threshold_sources.{metric}", str(source), "configured, like GPU ms's," if configured
+                      else "configured or calibrated (rule 5 holds no metric to GPU ms's threshold)")
+        if configured and rule.tok_per_s.pct != rule.gpu_ms.pct:  # measure.threshold_pct is both
+            wrong("tok_threshold_pct", repr(rule.tok_per_s.pct), f"{rule.gpu_ms.pct!r} (GPU ms's, from the config)")
+    held_by: tuple[tuple[MetricKey, str, tuple[str, ...]], ...] = () if rule.felt_gates else (
         ("tok_per_s", "tok_threshold_pct", ("configured", "gpu_ms_fallback")),
         ("end_to_end_ms", "end_to_end_threshold_pct", ("gpu_ms_fallback",)))
     for metric, field, held in held_by:

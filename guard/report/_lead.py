@@ -4,6 +4,7 @@ and the interval rule's level and account, with this run's figures."""
 from __future__ import annotations
 
 from guard.compare import BatchComparison, MetricKey, spent
+from guard.explain import DeviceRise
 from guard.measure import MOST_REPEATS, PASS_RATE, Change
 from guard.report import _words as words
 from guard.report._roles import the_threshold, threshold_text
@@ -12,9 +13,25 @@ from guard.report._schema import Report
 
 def bounds_level(report: Report) -> str:
     """The level of the intervals the verdicts were decided on: '99.75%', or '99.38% to 99.62%'
-    where batch sizes were decided at looks that spent different shares of alpha."""
+    where batch sizes were decided at looks that spent different shares of alpha; from rule 5,
+    where the host family's metrics split their share, each family's: '99.75% for GPU ms per
+    step, 99.87% for end-to-end ms per step and tokens per second'."""
+    by_metric: dict[MetricKey, set[float]] = {}
+    for batch in report.decided():
+        for metric, alpha in batch.alpha_per_bound.items():
+            by_metric.setdefault(metric, set()).add(alpha)
+    if len({a for alphas in by_metric.values() for a in alphas}) > 1:
+        grouped: dict[str, list[str]] = {}
+        for metric, alphas in by_metric.items():
+            grouped.setdefault(_levels(sorted(alphas, reverse=True)), []).append(words.metric(metric, report.gpu_timed()))
+        return ", ".join(f"{level} for {words.listed(names)}" for level, names in grouped.items())
     used = sorted({b.alpha_per_look for b in report.decided() if b.alpha_per_look is not None}, reverse=True)
-    levels = list(dict.fromkeys(words.level(1 - 2 * a) for a in used or [_alpha_per_look(report)]))
+    return _levels(used or [_alpha_per_look(report)])
+
+
+def _levels(alphas: list[float]) -> str:
+    """The levels of bounds each wrong `alpha` (largest first): one, or their range."""
+    levels = list(dict.fromkeys(words.level(1 - 2 * a) for a in alphas))
     return levels[0] if len(levels) == 1 else f"{levels[0]} to {levels[-1]}"
 
 
@@ -88,14 +105,33 @@ _DEVICE_SAYS = {"pass": "within the threshold", "inconclusive": "too noisy to sa
 def _device_differs(report: Report, batch: BatchComparison) -> str:
     """Where end-to-end time or tok/s decided a batch size and GPU ms said otherwise, why the
     device figure differs: '; GPU ms per step, timed with the host's launch held out, changed
-    -2.10% (too noisy to say): the difference is the host's part of each step'."""
+    -2.10% (too noisy to say): the difference is the host's part of each step'. An improvement
+    whose GPU ms rose (explain's `device_rise`) says so, and why where the run recorded it:
+    '; GPU ms per step rose 1.06% (slower past the threshold): each step computes 4 rows where
+    base computed 3 (padding), and still takes less time than base's'."""
     device = batch.gpu_ms_bounds
     if (not report.gpu_timed() or batch.decided_by not in ("end_to_end_ms", "tok_per_s") or device is None
             or batch.gpu_ms_verdict in (None, batch.verdict)):
         return ""
+    rise = report.explanation.headline.device_rise
+    if rise is not None and report.explanation.headline.batch_size == batch.batch_size:
+        return (f"; {words.metric('gpu_ms', True)} rose {words.pct(rise.gpu_ms.pct).lstrip('+')} "
+                f"({_DEVICE_SAYS[batch.gpu_ms_verdict]}): {_more_work(rise)}, and the step still takes less time "
+                "than base's")
     return (f"; {words.metric('gpu_ms', True)}, timed with the host's launch held out, changed "
             f"{words.pct(device.pct)} ({_DEVICE_SAYS[batch.gpu_ms_verdict]}): the difference is the host's part "
             "of each step")
+
+
+def _more_work(rise: DeviceRise) -> str:
+    """Why the device does more per step: the padding the run recorded, or that alone."""
+    if rise.rows is not None:
+        return f"each step computes {rise.rows[1]} rows where base computed {rise.rows[0]} (padding)"
+    if rise.padding_waste is not None:
+        before, after = rise.padding_waste
+        return (f"{words.share(after)} of the rows each step computes are padding no request asked for, against "
+                f"{words.share(before)} on base")
+    return "the GPU does more work per step"
 
 
 def _host_work(report: Report, batch: BatchComparison) -> str:
@@ -174,7 +210,9 @@ def rule_note(report: Report) -> str:
                     "Pocock-type spending function)" if looks > 1 else "")
                  + f" and split over 2 families ({gpu}; "
                  + (f"end-to-end ms per step and {words.TOK}, one pass's figures" if report.gpu_timed() else words.TOK)
-                 + f") x {words.plural(n, 'batch size')}{mixed}. ")
+                 + f") x {words.plural(n, 'batch size')}{mixed}"
+                 + ("; a family's share is split again over the metrics it decides" if report.rule.felt_gates else "")
+                 + ". ")
     else:
         split = (f"Each bound is wrong at most {each} of the time (alpha {report.alpha:g} split over "
                  f"{words.plural(looks, 'round')} x {report.rule.metrics_per_look} metrics x "
@@ -185,12 +223,7 @@ def rule_note(report: Report) -> str:
         f"{words.TOK}), a pass when the upper bound is under it, an improvement when the upper bound is under minus "
         f"the threshold. {split}So a regression that is not there is called at most {words.level(report.alpha)} of "
         f"the time, as is an improvement; all the bounds hold together at least {words.level(1 - 2 * report.alpha)} "
-        f"of the time. {words.TOK.capitalize()} decides only where this run's processes could "
-        "detect its threshold"
-        + (f"; so does {words.END_TO_END} (unheld, the host's launch time included; "
-           f"{threshold_text(report, 'end_to_end_ms')}), which otherwise decides a slowdown whose whole "
-           "interval is past it" if report.rule.end_to_end_ms is not None and report.gpu_timed() else "")
-        + ". "
+        f"of the time. " + _felt_note(report) + " "
         + _rounds_note(report)
         + "is at threshold (a slowdown is shown, its size against the threshold is not) or inconclusive (no change "
         "and the threshold both fit). Intervals from Welch's t on log times"
@@ -198,6 +231,30 @@ def rule_note(report: Report) -> str:
            if any(c.borrowed for b in report.decided() for c in b.borrowed) else "")
         + "; p-values are in report.json and decide nothing."
     )
+
+
+def _felt_note(report: Report) -> str:
+    """How the rule note says what the user feels decides: from rule 5 first, at its own
+    threshold; before, only where the run could detect its threshold."""
+    end = report.rule.end_to_end_ms is not None and report.gpu_timed()
+    if report.rule.felt_gates:
+        felt = (f"{words.END_TO_END} (unheld, the host's launch time included; {threshold_text(report, 'end_to_end_ms')}"
+                f"{_source(report, 'end_to_end_ms')}) and " if end else "")
+        return (f"What the user feels decides first: {felt}{words.TOK} ({threshold_text(report, 'tok_per_s')}"
+                f"{_source(report, 'tok_per_s')}) always decide; a slowdown they show is a regression whatever "
+                f"{words.metric('gpu_ms', report.gpu_timed())} says, a speed-up they show an improvement, and one "
+                "they cannot rule out keeps the batch size open; where they decide no direction, "
+                f"{words.metric('gpu_ms', report.gpu_timed())} (and host instructions, where counted) decide.")
+    return (f"{words.TOK.capitalize()} decides only where this run's processes could detect its threshold"
+            + (f"; so does {words.END_TO_END} (unheld, the host's launch time included; "
+               f"{threshold_text(report, 'end_to_end_ms')}), which otherwise decides a slowdown whose whole "
+               "interval is past it" if end else "") + ".")
+
+
+def _source(report: Report, metric: MetricKey) -> str:
+    """', what the calibration says this runner resolves' where the metric's threshold is the calibration's."""
+    decided = report.rule.thresholds().get(metric)
+    return ", what the calibration says this runner resolves" if decided and decided.source == "calibrated" else ""
 
 
 def _rounds_note(report: Report) -> str:

@@ -17,7 +17,7 @@ from guard.measure import MixReport, SlowProcesses, SourceLabel
 from guard.sandbox._isolation import Isolation
 from guard.trace import MixTraceSection, RankTraceSection, TraceSection
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 # 1: verdicts by the significance rule; 2: the interval rule, with the looks the run could take;
 # 3: every fact the comment states is a field (`explanation`), reasons are kinds with figures;
 # 4: the report is its comparison's fields and the run's (GPU state as `gpu_fingerprint`, not
@@ -51,10 +51,15 @@ SCHEMA_VERSION = 11
 # regression (`batch_sizes[].instructions_verdict`, `decided_by` "instructions"); where a process
 # had no counter, `batch_sizes[].arms[].instructions_unavailable` says why. A schema 10 report is
 # decided again by rule 3, as it was.
+# 12: decided by rule 5: each process's figures are means over its timed steps (tok/s: tokens over
+# the decode's time), end-to-end ms and tok/s always gate at their own thresholds, a direction they
+# decide stands over GPU ms and host instructions, each family's alpha is split over its metrics
+# (`batch_sizes[].alpha_per_bound`), and `caught_pct` is stated at the upper limit of the spread. A
+# schema 11 report is decided again by rule 4, as it was.
 # Read: the current version, schema 7 (by its own rule), schema 6 (decided as it says:
 # `end_to_end_threshold_pct` absent, over 2 metrics) and schema 5 without a mix, which state
 # nothing schema 7 would state otherwise; a report of an older one is made again by `guard run`.
-READ_VERSIONS = (5, 6, 7, 8, 9, 10, 11)
+READ_VERSIONS = (5, 6, 7, 8, 9, 10, 11, 12)
 DESCRIBED_LIMIT = 200  # characters of a string the workload's describe() gave, kept in the record
 
 
@@ -148,7 +153,7 @@ class Report(Comparison):
     """The comparison (verdict, reasons, thresholds, batch sizes, the runs' warnings and GPU
     fingerprint, looks: `Comparison`'s fields, defined there once) and the run around it."""
 
-    schema_version: Literal[5, 6, 7, 8, 9, 10, 11] = SCHEMA_VERSION
+    schema_version: Literal[5, 6, 7, 8, 9, 10, 11, 12] = SCHEMA_VERSION
     tool_version: str
     base: str  # arm names
     head: str
@@ -208,7 +213,8 @@ class Report(Comparison):
         in: its thresholds and where they came from, alpha, confidence, looks, the batch sizes
         (and the mix) alpha was split over, the calibrated spreads and the at-threshold policy;
         rule 2 from schema 8, 3 (slow processes set aside) from schema 9, 4 (host instructions
-        decide a rise past their threshold) from schema 11 (guard/config/_rule.py)."""
+        decide a rise past their threshold) from schema 11, 5 (what the user feels decides) from
+        schema 12 (guard/config/_rule.py)."""
         sources = self.threshold_sources or {}
         end = self.end_to_end_threshold_pct
         counted = self.instructions_threshold_pct if self.schema_version >= 11 else None
@@ -220,8 +226,8 @@ class Report(Comparison):
                           else None),
             alpha=self.alpha, confidence=self.confidence, looks=self.looks, decided_sizes=len(self.decided()),
             spreads=tuple(self.calibrated_spreads), at_threshold=self.at_threshold_status,
-            version=(4 if self.schema_version >= 11 else 3 if self.schema_version >= 9 else 2
-                     if self.schema_version >= 8 else 1),
+            version=(5 if self.schema_version >= 12 else 4 if self.schema_version >= 11 else 3
+                     if self.schema_version >= 9 else 2 if self.schema_version >= 8 else 1),
         )
 
     def arm(self, name: str) -> ArmInfo:

@@ -228,6 +228,7 @@ ROUNDS_STOPPED: dict[RoundsStop, str] = {
     "decided": "until every batch size was decided",
     "budget": "stopped at the time budget",
     "max_rounds": "stopped at the most rounds allowed",
+    "futile": "stopped where the rounds left could not measure what would decide it",
 }
 
 

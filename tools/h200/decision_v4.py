@@ -9,6 +9,11 @@
 - `host-only`: the demo's base, and a head that spins the host for `--host-us` before each
   step's launches: GPU time unchanged, end-to-end time longer (expected `regression`, titled
   end to end);
+- `fallback-mix`: the demo's `fallback` scenario (an MoE engine, CUDA graphs at 1, 2, 4 and 8
+  with an eager fallback, measured at batch sizes 1 and 6 and over its batch-size mix); the head
+  removes the fallback, so 3, 6 and 9 pad up and replay graphs: each padded step does more GPU
+  work and decodes faster end to end (issue 48: expected `improvement`, decided by what the
+  user feels, the comment saying what GPU ms did and why);
 - `added-op`: the demo's base, and a head whose debug flag (on) copies each layer's output to a
   new tensor and checks it is finite: a device-to-device copy and two small kernels per layer at
   every batch size, inside the graphs (issue 36 item 6: said as copies and kernels added at
@@ -33,7 +38,7 @@ from _guard_runs import append, git, lines, run_kept
 
 from guard.demo._repo import make_demo_repo
 
-PAIRS = ("demo", "fallback-gain", "host-only", "added-op")
+PAIRS = ("demo", "fallback-gain", "host-only", "added-op", "fallback-mix")
 FALLBACK_CONFIG = """target_branch = "main"
 
 [workload]
@@ -103,6 +108,10 @@ def _staged(pair: str, args: argparse.Namespace) -> tuple[Path, str, Path | None
         config = args.work / f"fallback-gain-{args.dtype}.toml"
         config.write_text(FALLBACK_CONFIG.format(steps=args.steps, layers=args.layers, dtype=args.dtype))
         return repo, "remove-fallback", config
+    if pair == "fallback-mix":
+        if not repo.exists():
+            make_demo_repo(repo, steps=args.steps, scenario="fallback")
+        return repo, "remove-fallback", None
     if pair == "added-op":
         if not repo.exists():
             make_demo_repo(repo, steps=args.steps)
