@@ -84,6 +84,18 @@ def chi2_quantile(q: Any, df: Any) -> Any:
     return 2 * special.gammaincinv(df / 2, q)
 
 
+# One-sided confidence of the upper limit on a spread: the limit a calibration's thresholds hold
+# at (measure/_noise.py) and the one a run pools in where it borrows (compare/_borrow.py).
+SPREAD_LIMIT_CONFIDENCE = 0.95
+
+
+def spread_upper_limit(sd: float, dof: float, confidence: float = SPREAD_LIMIT_CONFIDENCE) -> float:
+    """The one-sided upper `confidence` limit of a standard deviation `sd` estimated on `dof`
+    degrees of freedom: sd x sqrt(dof / chi2_{1 - confidence, dof}). The true sd lies under it
+    `confidence` of the time."""
+    return sd * math.sqrt(dof / float(chi2_quantile(1 - confidence, dof)))
+
+
 def rate_interval(count: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
     """The Clopper-Pearson interval of a rate, count of trials, 0 to 1; (0, 1) without trials:
     its bounds are quantiles of beta distributions."""
