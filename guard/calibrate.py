@@ -375,9 +375,9 @@ def gap_noise_line(noise: NoiseFloor) -> str:
 def noise_lines(noise: NoiseFloor) -> list[str]:
     """The file's lines for one batch size: what the A/A saw, then per metric what it supports."""
     lines = [
-        f"bs {noise.batch_size}: GPU ms/step {noise.gpu_ms_per_step:.4f}, spread {noise.gpu_ms_spread_pct:.2f}% "
+        f"bs {noise.batch_size}: GPU ms/step {noise.gpu_ms_per_step:.4f}, spread {_shown(noise.gpu_ms_spread_pct)} "
         f"(A/A {_shown(noise.gpu_ms_aa_ci_pct[0], '+.2f')} to {_shown(noise.gpu_ms_aa_ci_pct[1], '+.2f')}); "
-        f"tok/s spread {noise.tok_per_s_spread_pct:.2f}% "
+        f"tok/s spread {_shown(noise.tok_per_s_spread_pct)} "
         f"(A/A {_shown(noise.tok_per_s_aa_ci_pct[0], '+.2f')} to {_shown(noise.tok_per_s_aa_ci_pct[1], '+.2f')})"
     ]
     for label, metric in (("GPU ms per step", noise.gpu_ms), ("tok/s", noise.tok_per_s),
@@ -431,8 +431,9 @@ def metric_line(batch_size: int, label: str, noise: RunnerNoise, setting: str = 
         for i, r in enumerate(noise.needed)
     )
     return (
-        f"bs {batch_size}, {label}: within-side sd {noise.sd_pct:.3f}% (upper {SPREAD_LIMIT_CONFIDENCE:.0%} limit "
-        f"{noise.sd_limit_pct:.3f}%, {noise.processes} processes, {noise.degrees_of_freedom} degrees of freedom); "
+        f"bs {batch_size}, {label}: within-side sd {_shown(noise.sd_pct, '.3f')} (upper "
+        f"{SPREAD_LIMIT_CONFIDENCE:.0%} limit {_shown(noise.sd_limit_pct, '.3f')}, {noise.processes} processes, "
+        f"{noise.degrees_of_freedom} degrees of freedom); "
         f"smallest threshold at {noise.repeats} repeats per arm {_shown(noise.supported_pct)}"
         + (f" (a run borrowing this spread; {_shown(noise.alone_pct)} on its own processes alone)"
            if noise.alone_pct is not None else "")
