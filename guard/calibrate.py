@@ -200,8 +200,9 @@ def calibrate(
     lines.append(
         f"Thresholds: the smallest each metric supports at {result.repeats} repeats per arm (the upper "
         f"{SPREAD_LIMIT_CONFIDENCE:.0%} limit of its spread, the widest batch size), rounded up to "
-        f"{SUGGESTION_STEP_PCT:g}% and at least {FLOOR_PCT}%: GPU ms per step {gpu_pct:.3f}%, tok/s {tok_pct:.3f}%"
-        + (f", end-to-end ms per step {end_pct:.3f}%" if end_pct is not None else "") + ". "
+        f"{SUGGESTION_STEP_PCT:g}% and at least {FLOOR_PCT}%: GPU ms per step {_shown(gpu_pct, '.3f')}, "
+        f"tok/s {_shown(tok_pct, '.3f')}"
+        + (f", end-to-end ms per step {_shown(end_pct, '.3f')}" if end_pct is not None else "") + ". "
         f"At that limit an unchanged commit passes them {PASS_RATE:.0%} of the time in the first round (more at the "
         f"spread measured), each bound at the rule's own level ({level:.4%} two-sided: alpha "
         f"{config.measure.alpha:g} split over {config.measure.looks} round(s), the metrics and the batch sizes), "
@@ -282,7 +283,9 @@ def _instructions_noise(measurements: dict[str, ArmMeasurement], batch_size: int
     return runner_noise(sides, repeats, confidence, [threshold_pct])  # type: ignore[arg-type]
 
 
-REFUSED_SHOWN_UP_TO_PCT = 1000
+# Past this a figure of the file says no more than its order: at few repeats and the rule's level
+# a threshold or a bound runs to millions of percent, or to the cap (measure.pct_of_log's)
+SHOWN_UP_TO_PCT = 1000
 
 
 def too_noisy_message(gpu_ms_pct: float, noise: list[NoiseFloor], repeats: int) -> str | None:
@@ -305,9 +308,16 @@ def too_noisy_message(gpu_ms_pct: float, noise: list[NoiseFloor], repeats: int) 
 
 
 def _refused(pct: float) -> str:
-    """A refused suggestion: at few repeats and the rule's level it can run to millions of percent,
-    a figure that says no more than its order."""
-    return f"{pct:.3g}%" if pct < REFUSED_SHOWN_UP_TO_PCT else f"over {REFUSED_SHOWN_UP_TO_PCT:,}%"
+    """A refused suggestion: '279%', or 'over 1,000%'."""
+    return _shown(pct, ".3g")
+
+
+def _shown(pct: float, form: str = ".2f") -> str:
+    """A percent as the file and the progress lines state it, in `form`; past SHOWN_UP_TO_PCT,
+    'over 1,000%' ('over +1,000%' for a signed form)."""
+    if pct < SHOWN_UP_TO_PCT:
+        return f"{pct:{form}}%"
+    return f"over {'+' if form.startswith('+') else ''}{SHOWN_UP_TO_PCT:,}%"
 
 
 def _gating_suggestion(metric: Literal["tok_per_s", "end_to_end_ms"], supported_pct: float | None) -> float | None:
@@ -365,10 +375,10 @@ def gap_noise_line(noise: NoiseFloor) -> str:
 def noise_lines(noise: NoiseFloor) -> list[str]:
     """The file's lines for one batch size: what the A/A saw, then per metric what it supports."""
     lines = [
-        f"bs {noise.batch_size}: GPU ms/step {noise.gpu_ms_per_step:.4f}, spread {noise.gpu_ms_spread_pct:.2f}% "
-        f"(A/A {noise.gpu_ms_aa_ci_pct[0]:+.2f}% to {noise.gpu_ms_aa_ci_pct[1]:+.2f}%); "
-        f"tok/s spread {noise.tok_per_s_spread_pct:.2f}% "
-        f"(A/A {noise.tok_per_s_aa_ci_pct[0]:+.2f}% to {noise.tok_per_s_aa_ci_pct[1]:+.2f}%)"
+        f"bs {noise.batch_size}: GPU ms/step {noise.gpu_ms_per_step:.4f}, spread {_shown(noise.gpu_ms_spread_pct)} "
+        f"(A/A {_shown(noise.gpu_ms_aa_ci_pct[0], '+.2f')} to {_shown(noise.gpu_ms_aa_ci_pct[1], '+.2f')}); "
+        f"tok/s spread {_shown(noise.tok_per_s_spread_pct)} "
+        f"(A/A {_shown(noise.tok_per_s_aa_ci_pct[0], '+.2f')} to {_shown(noise.tok_per_s_aa_ci_pct[1], '+.2f')})"
     ]
     for label, metric in (("GPU ms per step", noise.gpu_ms), ("tok/s", noise.tok_per_s),
                           ("end-to-end ms per step", noise.end_to_end_ms)):
@@ -421,10 +431,11 @@ def metric_line(batch_size: int, label: str, noise: RunnerNoise, setting: str = 
         for i, r in enumerate(noise.needed)
     )
     return (
-        f"bs {batch_size}, {label}: within-side sd {noise.sd_pct:.3f}% (upper {SPREAD_LIMIT_CONFIDENCE:.0%} limit "
-        f"{noise.sd_limit_pct:.3f}%, {noise.processes} processes, {noise.degrees_of_freedom} degrees of freedom); "
-        f"smallest threshold at {noise.repeats} repeats per arm {noise.supported_pct:.2f}%"
-        + (f" (a run borrowing this spread; {noise.alone_pct:.2f}% on its own processes alone)"
+        f"bs {batch_size}, {label}: within-side sd {_shown(noise.sd_pct, '.3f')} (upper "
+        f"{SPREAD_LIMIT_CONFIDENCE:.0%} limit {_shown(noise.sd_limit_pct, '.3f')}, {noise.processes} processes, "
+        f"{noise.degrees_of_freedom} degrees of freedom); "
+        f"smallest threshold at {noise.repeats} repeats per arm {_shown(noise.supported_pct)}"
+        + (f" (a run borrowing this spread; {_shown(noise.alone_pct)} on its own processes alone)"
            if noise.alone_pct is not None else "")
         + f"; {needed}."
     )

@@ -253,6 +253,24 @@ def test_a_runner_too_noisy_to_guard_is_refused_and_nothing_is_written(tmp_path:
 
 
 @pytest.mark.slow
+def test_two_processes_a_side_state_their_unbounded_figures_by_order_not_as_an_overflow(tmp_path: Path) -> None:
+    """At 2 processes a side the rule's quantile sits on about 1 degree of freedom: steps of 1 ms
+    in one pair of processes and 1 s in the other put the smallest threshold past e^700, which
+    raised OverflowError out of `runner_noise` (and at 1 to 3 ms spelled out 74 digits). Now it is
+    the cap, refused as any runner too noisy to guard, and every figure past 1,000% reads as its order."""
+    config = AA_CONFIG.replace("repeats = 4", "repeats = 2")
+    repo = make_repo(tmp_path, config=config, files={"wl.py": STAND_IN_WORKLOAD})
+    lines: list[str] = []
+    with pytest.raises(RunnerTooNoisy, match=r"would need a threshold of over 1,000% in GPU ms per step"):
+        calibrate(repo, "main", None, tmp_path / "thr.toml", lines.append,
+                  harness=StandIn(step_ms=lambda process, _: 1000.0 ** ((process.number - 1) // 2 % 2)))
+    progress = "\n".join(lines)
+    assert "smallest threshold at 2 repeats per arm over 1,000% (a run borrowing this spread; over 1,000% on its " \
+           "own processes alone)" in progress, progress
+    assert not re.search(r"\d{5}[\d.]*%", progress), progress  # no figure of 10,000% or more spelled out
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(("thresholds", "expected"), [
     ("gpu_ms_pct = 25\ntok_per_s_pct = 2", "'thresholds.gpu_ms_pct': a threshold under 25% in GPU ms per step"),
     ("gpu_ms_pct = 1\ntok_per_s_pct = 1901.8", "'thresholds.tok_per_s_pct': a threshold under 50% in tok/s"),

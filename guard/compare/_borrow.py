@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from guard.config import CalibratedSpread
 from guard.measure import SPREAD_LIMIT_CONFIDENCE, PriorSpread
 from guard.measure._stats import BORROW_CHECK_ALPHA as CHECK_ALPHA
-from guard.measure._stats import _pooled_log_variance, chi2_quantile, f_quantile
+from guard.measure._stats import _pooled_log_variance, f_quantile, spread_upper_limit
 
 Metric = Literal["gpu_ms", "end_to_end_ms", "tok_per_s"]  # MetricKey, which _models defines after this module
 
@@ -58,6 +58,6 @@ def borrowing(
     run_sd = math.sqrt(_pooled_log_variance(values)) * 100
     dof = found.degrees_of_freedom
     limit = found.sd_pct * math.sqrt(float(f_quantile(1 - CHECK_ALPHA, run_dof, dof)))
-    upper = found.sd_pct * math.sqrt(dof / float(chi2_quantile(1 - SPREAD_LIMIT_CONFIDENCE, dof)))
+    upper = spread_upper_limit(found.sd_pct, dof, SPREAD_LIMIT_CONFIDENCE)
     return Borrowing(metric=metric, calibrated_sd_pct=found.sd_pct, calibrated_dof=dof, calibrated_limit_pct=upper,
                      run_sd_pct=run_sd, run_dof=run_dof, limit_sd_pct=limit, borrowed=run_sd <= limit)

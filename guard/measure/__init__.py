@@ -7,7 +7,7 @@ from guard.measure._mix import (
     MIX_BATCH, ArmMix, Imbalance, ImbalanceBucket, MixReport, MixSize, imbalance_of, mix_report, usable_mix_runs,
 )
 from guard.measure._compiled import DynamoRecord, GraphBreak
-from guard.measure._noise import SPREAD_LIMIT_CONFIDENCE, RepeatsNeeded, RunnerNoise, runner_noise
+from guard.measure._noise import RepeatsNeeded, RunnerNoise, runner_noise
 from guard.measure._models import (
     REFERENCE_FORMAT, ArmMeasurement, BatchRun, CacheOutcomes, ClockMisfit, CompileStats, HostUsage, MarginFloor,
     MarginMismatch, MixRun, RankRun, ReferenceTokens, RepeatResult, SourceLabel, StepInfo, TokenMismatch, TopLogits,
@@ -28,9 +28,9 @@ from guard.measure._slow import (
     find_slow_processes, processes_of, set_aside, slow_in, slow_processes,
 )
 from guard.measure._stats import (
-    BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, Change, PriorSpread, Spread, detectable_change_pct, rate_interval,
-    geometric_mean, relative_change, repeats_to_decide, repeats_to_rule_out, smallest_caught_pct, caught_at_spread,
-    spread,
+    BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, SPREAD_LIMIT_CONFIDENCE, Change, PriorSpread, Spread,
+    detectable_change_pct, rate_interval, geometric_mean, relative_change, repeats_to_decide, repeats_to_rule_out,
+    smallest_caught_pct, caught_at_spread, spread,
 )
 
 __all__ = [

@@ -20,11 +20,10 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from guard.measure._stats import (
-    BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, _pooled_log_variance, chi2_quantile, f_quantile, t_quantile,
+    BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, SPREAD_LIMIT_CONFIDENCE, _pooled_log_variance, f_quantile,
+    pct_of_log, spread_upper_limit, t_quantile,
 )
 
-# One-sided confidence of the upper limit on the spread.
-SPREAD_LIMIT_CONFIDENCE = 0.95
 # Unchanged pairs drawn to find where the rule's upper bound falls (`welch_upper_quantile`): the
 # quantile's own error is then about 0.5% of it. Drawn from a fixed seed, so a calibration of the
 # same processes suggests the same thresholds.
@@ -140,17 +139,17 @@ def runner_noise(
     if dof < 1:
         raise ValueError("needs at least two processes on a side")
     variance = _pooled_log_variance(sides)
-    limit = dof * variance / float(chi2_quantile(1 - SPREAD_LIMIT_CONFIDENCE, dof))
+    limit = spread_upper_limit(math.sqrt(variance), dof, SPREAD_LIMIT_CONFIDENCE) ** 2
     borrow = Borrow(dof, math.sqrt(variance / limit)) if borrowed and limit > 0 else None
-    alone = math.expm1(math.sqrt(limit) * welch_upper_quantile(repeats, confidence, PASS_RATE)) * 100
+    # at 2 processes a side the rule's quantile runs to thousands of sds: capped, as relative_change caps
+    alone = pct_of_log(math.sqrt(limit) * welch_upper_quantile(repeats, confidence, PASS_RATE))
     return RunnerNoise(
         processes=sum(len(values) for values in sides),
         degrees_of_freedom=dof,
         sd_pct=math.sqrt(variance) * 100,
         sd_limit_pct=math.sqrt(limit) * 100,
         repeats=repeats,
-        supported_pct=(math.expm1(math.sqrt(limit) * _upper_quantile(repeats, confidence, borrow)) * 100
-                       if borrow else alone),
+        supported_pct=pct_of_log(math.sqrt(limit) * _upper_quantile(repeats, confidence, borrow)) if borrow else alone,
         needed=[
             RepeatsNeeded(threshold_pct=t, repeats=_repeats_to_pass(limit, math.log1p(t / 100), confidence,
                                                                    MOST_REPEATS, borrow))

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from guard.measure._mix import MIX_BATCH, usable_mix_runs
 from guard.measure._models import ArmMeasurement
-from guard.measure._stats import rate_interval
+from guard.measure._stats import pct_of_log, rate_interval
 
 SLOW_SIGMAS = 5.0
 SLOW_MIN_PCT = 0.1
@@ -79,7 +79,7 @@ def slow_in(values_by_arm: dict[str, list[float]], slower_is_higher: bool) -> li
     limit = max(SLOW_SIGMAS * MAD_TO_SD * statistics.median(distances), math.log1p(SLOW_MIN_PCT / 100))
     sign = 1 if slower_is_higher else -1
     return [
-        (arm, position, math.expm1(v - medians[arm]) * 100)
+        (arm, position, pct_of_log(v - medians[arm]))
         for arm, pairs in logs.items()
         for position, v in pairs
         if sign * (v - medians[arm]) > limit
