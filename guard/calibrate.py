@@ -13,9 +13,9 @@ from pydantic import BaseModel
 from guard._errors import GuardError, HarnessError, TraceError
 from guard._output import write_atomic
 from guard.checkout import ArmRef, build_arm, check_interpreter_reach, default_cache_dir, require_repo, resolve_commit
-from guard.compare import DisagreementNoise, compare, disagreement_noise
+from guard.compare import BatchComparison, DisagreementNoise, MetricKey, bounds_level, compare, disagreement_noise
 from guard.config import (
-    REFUSED_GPU_MS_PCT, REFUSED_TOK_PER_S_PCT, STEADY_RUNNER, CalibratedSpread, CommitFiles, GuardConfig, Rule,
+    MAX_CALIBRATED_FELT_PCT, REFUSED_GPU_MS_PCT, STEADY_RUNNER, CalibratedSpread, CommitFiles, GuardConfig, Rule,
     Thresholds, check_entry, load_commit_config, threshold_refusal, write_thresholds,
 )
 from guard.harness import HARNESS_SCRIPT
@@ -96,6 +96,14 @@ def rule_level(config: GuardConfig, batch_sizes: int) -> float:
     return Rule.of_config(config.measure).model_copy(update={"decided_sizes": batch_sizes}).bounds_confidence
 
 
+def _level_of(batch: BatchComparison, metric: MetricKey, level: float) -> float:
+    """The level `metric`'s bounds are decided at in a run under this config (rule 5: its own
+    share of its family's alpha at the first look, as the A/A's own comparison split it), or
+    `level` where the comparison kept none of its own (rule 4 and before)."""
+    alpha = batch.alpha_per_bound.get(metric)
+    return bounds_level(alpha) if alpha is not None else level
+
+
 def calibrate(
     repo: Path, ref: str, config: GuardConfig | None, out: Path, progress: Progress = lambda _: None,
     cache_dir: Path | None = None, thresholds_pct: list[float] | None = None, harness: Harness = run_ranks,
@@ -162,10 +170,11 @@ def calibrate(
             tok_per_s_aa_ci_pct=(batch.tok_per_s_change.ci_low_pct, batch.tok_per_s_change.ci_high_pct),
             gpu_ms=runner_noise(_kept(measurements, slow, "gpu_ms", batch.batch_size), config.measure.repeats,
                                 level, asked, borrowed=True),
+            # what the user feels at its own level: rule 5 splits the host family's share over its metrics
             tok_per_s=runner_noise(_kept(measurements, slow, "tok_per_s", batch.batch_size), config.measure.repeats,
-                                   level, asked, borrowed=True),
+                                   _level_of(batch, "tok_per_s", level), asked, borrowed=True),
             end_to_end_ms=_end_to_end_noise(measurements, batch.batch_size, config.measure.repeats,
-                                            level, asked),
+                                            _level_of(batch, "end_to_end_ms", level), asked),
             instructions=_instructions_noise(measurements, batch.batch_size, config.measure.repeats, level,
                                              config.measure.instructions_threshold_pct),
             gaps=gap_noise([Path(run.trace) for m in measurements.values() for r in m.repeats
@@ -210,12 +219,18 @@ def calibrate(
         "its own processes' where its own is not past it (an F test at "
         f"{BORROW_CHECK_ALPHA:.0%}), and decides on its own alone where it is."
     )
-    if tok_suggested is None:
-        lines.append(
-            f"tok/s is too noisy here to gate ({_refused(_suggest(tok_pct))}, refused at {REFUSED_TOK_PER_S_PCT:g}% "
-            "or more): no tok/s threshold is written, so it informs at GPU ms per step's threshold, gating only "
-            "in a run whose own spread lets it."
-        )
+    felt = (("tok/s", tok_pct, tok_suggested), ("end-to-end ms per step", end_pct, end_suggested))
+    for name, pct, written in felt:
+        if pct is not None and written is None:
+            lines.append(
+                f"{name} cannot tell a change here ({_refused(_suggest(pct))}, past "
+                f"{MAX_CALIBRATED_FELT_PCT:,.0f}%): no threshold is written for it, so a run holds it to "
+                "measure.threshold_pct and leaves it undecided; "
+                f"{STEADY_RUNNER}."
+            )
+        elif written is not None and written > config.measure.threshold_pct:
+            lines.append(f"{name} resolves {written:g}% here, not measure.threshold_pct's "
+                         f"{config.measure.threshold_pct:g}%: a run holds it to {written:g}%.")
     out.parent.mkdir(parents=True, exist_ok=True)
     write_thresholds(out, suggested, "\n".join(lines))
     write_atomic(calibration_path(out), result.model_dump_json(indent=2) + "\n")
@@ -224,10 +239,10 @@ def calibrate(
 
 def suggested_text(suggested: Thresholds) -> str:
     """The suggested thresholds as the progress output names them; a metric written none is held
-    to GPU ms's threshold by a run (`Rule.of_config`), and still decides where its spread lets it."""
-    tok = ("none (too noisy to gate here: held to GPU ms's)" if suggested.tok_per_s_pct is None
+    to measure.threshold_pct by a run (`Rule.of_config`)."""
+    tok = ("none (held to measure.threshold_pct)" if suggested.tok_per_s_pct is None
            else f"{suggested.tok_per_s_pct:g}%")
-    end = ("none written (held to GPU ms's)" if suggested.end_to_end_ms_pct is None
+    end = ("none written (held to measure.threshold_pct)" if suggested.end_to_end_ms_pct is None
            else f"{suggested.end_to_end_ms_pct:g}%")
     return f"GPU ms per step {suggested.gpu_ms_pct:g}%, tok/s {tok}, end-to-end ms per step {end}"
 
@@ -321,11 +336,13 @@ def _shown(pct: float, form: str = ".2f") -> str:
 
 
 def _gating_suggestion(metric: Literal["tok_per_s", "end_to_end_ms"], supported_pct: float | None) -> float | None:
-    """The threshold written for a metric beside GPU ms, or None where it is too noisy for any the
-    config takes (a compiled engine's tok/s can move by a third between processes whose GPU ms agree):
-    while GPU ms gates that does not switch the guard off; the metric then informs at GPU ms's
-    threshold, gating only in a run whose own spread lets it."""
-    if supported_pct is None or threshold_refusal(metric, _suggest(supported_pct)):
+    """The threshold written for what the user feels (end-to-end ms, tok/s): what the runner
+    resolves at this spread, however coarse (a compiled engine's tok/s can move by a third
+    between processes whose GPU ms agree), since a run holds the metric to it and GPU ms still
+    gates at its own; None past MAX_CALIBRATED_FELT_PCT (a step eleven times as long), where the
+    figure says no more than that the runner cannot tell: a run then holds the metric to the
+    config's threshold and stays undecided on it, saying so."""
+    if supported_pct is None or _suggest(supported_pct) > MAX_CALIBRATED_FELT_PCT:
         return None
     return _suggest(supported_pct)
 

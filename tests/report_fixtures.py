@@ -16,8 +16,9 @@ from guard.compare import MIX_BATCH, Agreement, ArmStats, BatchComparison, decid
 from guard.config import CalibratedSpread, Rule, Threshold
 from guard.measure import MixReport, spread
 
+from validation._older import MEDIANS_SCHEMA
 from validation._older import read_any as committed
-from guard.report import SCHEMA_VERSION, Report, explain_report
+from guard.report import Report, explain_report
 
 __all__ = ["committed", "current_file", "explained", "mix_decision", "remeasured", "with_mix"]
 
@@ -44,8 +45,10 @@ def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 
     +`jitter` and -`jitter` in turn (a share), and each arm's tok/s were its batch size over
     its step time; every batch size and the whole decided again, at the first of `looks`,
     borrowing the calibrated `spreads` where the run's own agrees with them."""
-    # the rule the report says, as the current schema states it, at `looks` with `spreads`
-    rule = report.model_copy(update={"schema_version": SCHEMA_VERSION, "looks": looks,
+    # the rule the report says, as its schema (or, before 11, the last of medians) states it, at
+    # `looks` with `spreads`
+    schema = max(report.schema_version, MEDIANS_SCHEMA)
+    rule = report.model_copy(update={"schema_version": schema, "looks": looks,
                                      "calibrated_spreads": list(spreads)}).rule
     batches = []
     for batch in report.batch_sizes:
@@ -62,7 +65,7 @@ def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 
         stored = batch.model_copy(update={"arms": arms, "look": 1})
         batches.append(decide_again(stored, report.base, report.head, rule))
     again = report.model_copy(update={
-        "schema_version": SCHEMA_VERSION, "looks": looks, "rounds": 1,
+        "schema_version": schema, "looks": looks, "rounds": 1,
         "batch_sizes": batches, "calibrated_spreads": list(spreads),
         "verdict": most_severe([b.verdict for b in batches]),
         "reasons": [r for b in batches for r in b.reasons],
@@ -92,14 +95,16 @@ def with_mix(report: Report, mix: MixReport, agreement: Agreement | None = None)
     """`report` with the batch-size mix `mix`, decided beside its batch sizes (alpha split over
     them and the mix; forced with `agreement`, where given), its sizes decided again at that
     split, and its facts explained again."""
-    # the rule the report says, as the current schema states it, alpha split over the mix too
-    rule = report.model_copy(update={"schema_version": SCHEMA_VERSION}).rule.model_copy(
+    # the rule the report says, as its schema (at least the last of medians) states it, alpha split
+    # over the mix too
+    schema = max(report.schema_version, MEDIANS_SCHEMA)
+    rule = report.model_copy(update={"schema_version": schema}).rule.model_copy(
         update={"decided_sizes": len(report.batch_sizes) + 1})
     batches = [b if b.verdict == "invalid" else decide_again(b, report.base, report.head, rule)
                for b in report.batch_sizes]
     decided = mix_decision(mix, report.base, report.head, rule, agreement=agreement)
     again = report.model_copy(update={
-        "schema_version": SCHEMA_VERSION, "mix": mix, "mix_comparison": decided, "batch_sizes": batches,
+        "schema_version": schema, "mix": mix, "mix_comparison": decided, "batch_sizes": batches,
         "verdict": report.verdict if report.verdict == "invalid" else most_severe(
             [b.verdict for b in [*batches, decided]]),
     })

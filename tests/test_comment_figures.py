@@ -143,3 +143,16 @@ def test_metrics_have_plain_names_and_each_row_says_whether_it_decides(name: str
                    "tokens per second": "yes" if batch.tok_per_s_gates else f"if past {report.tok_threshold_pct:g}%",
                    }.get(cells[0], "yes" if batch.end_to_end_gates else "if past")
         assert cells[-1].startswith(decides), (cells, decides)
+
+
+def test_a_bound_past_what_a_percent_can_say_is_written_as_over_it() -> None:
+    """At 2 processes per arm a bound can run to the arithmetic's cap (e^700): the comment says
+    'over +100,000%' (and what a run could see 'over 1,000x'), never a figure of 300 digits."""
+    from guard.measure._stats import pct_of_log
+    from guard.report import _words as words
+    from guard.report._lead import _caught
+
+    capped = pct_of_log(1e9)
+    assert words.pct(capped) == "over +100,000%" and words.pct(-capped) == "over -100,000%"
+    assert _caught(capped) == "over 1,000x"
+    assert words.pct(99_999.0) == "+99999.00%" and _caught(150.0) == "2.5x"

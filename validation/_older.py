@@ -1,6 +1,8 @@
 """The committed reports of older schemas, read as data: their numbers taken as they are, the
 verdicts decided again by the interval rule at the rounds the run took, the trace diffs made
-again from the figures each arm's trace kept, and the facts explained again. The guard itself
+again from the figures each arm's trace kept, and the facts explained again. Their processes'
+figures are medians, so they are read as schema 11, the last whose figures were (MEDIANS_SCHEMA),
+and decided by its rule (rule 4), not by rule 5, whose figures are means. The guard itself
 reads only the current schema (`guard comment` refuses the others); the validation suite and
 the corpus tests read the evidence it already holds this way."""
 
@@ -17,6 +19,10 @@ from guard.compare import Reason, Verdict, decide_again, most_severe
 from guard.explain import Explanation, Headline
 from guard.report import READ_VERSIONS, SCHEMA_VERSION, Report, explain_report
 from guard.trace import diff
+
+
+# the last schema whose processes' figures were medians over their steps (rule 4's)
+MEDIANS_SCHEMA = 11
 
 
 class Kept(NamedTuple):
@@ -38,7 +44,7 @@ def read_kept(path: Path) -> Kept:
 
 
 def current_report(data: dict[str, Any]) -> Report:
-    if data.get("schema_version") in READ_VERSIONS and (data.get("schema_version") == SCHEMA_VERSION
+    if data.get("schema_version") in READ_VERSIONS and (data.get("schema_version") in (SCHEMA_VERSION, MEDIANS_SCHEMA)
                                                         or data.get("mix") is None):
         return Report.model_validate(data)
     data = json.loads(json.dumps(data))  # a copy to change
@@ -58,7 +64,7 @@ def current_report(data: dict[str, Any]) -> Report:
     # explain a slowdown no rule found, so an older report is read as its fixed sizes
     for name in ("mix", "mix_traces", "mix_comparison"):
         data.pop(name, None)
-    data.update(schema_version=SCHEMA_VERSION, looks=looks, reasons=[],
+    data.update(schema_version=MEDIANS_SCHEMA, looks=looks, reasons=[],
                 # schema 4 keeps it at the top already; older ones under `environment`
                 gpu_fingerprint=data["environment"].pop("gpu_state", None) or data.get("gpu_fingerprint", {}),
                 tok_threshold_pct=data.get("tok_threshold_pct") or data["threshold_pct"],

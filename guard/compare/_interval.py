@@ -37,7 +37,7 @@ a batch size a felt regression, then a felt improvement, stand over what GPU ms 
 instructions say, and a felt figure left undecided keeps an improvement GPU ms alone shows from
 going green (`_felt_first`). Each bound's error is its family's share split over the family's
 metrics decided at the batch size (`Rule.alpha_per_bound`), and what the run could see is stated
-at the upper limit of its spread (SIGHT_LIMIT_CONFIDENCE).
+at the upper limit of its spread (SPREAD_LIMIT_CONFIDENCE).
 """
 
 from __future__ import annotations
@@ -48,12 +48,10 @@ from guard.compare._borrow import Borrowing, borrowing
 from guard.compare._models import UNDECIDED, VERDICT_SEVERITY, ArmStats, BatchComparison, MetricKey, Verdict
 from guard.config import FELT_METRICS, METRICS, Rule
 from guard.measure import (
-    Change, PriorSpread, detectable_change_pct, relative_change, repeats_to_decide, repeats_to_rule_out,
+    SPREAD_LIMIT_CONFIDENCE, Change, PriorSpread, detectable_change_pct, relative_change, repeats_to_decide,
+    repeats_to_rule_out,
     caught_at_spread, smallest_caught_pct,
 )
-
-# what a run could see is stated at this upper one-sided limit of its spread (rule 5)
-SIGHT_LIMIT_CONFIDENCE = 0.95
 
 
 # tok/s is not measurable here where the smallest change it detects is over this many times its
@@ -249,7 +247,7 @@ def decide_by_interval(measured: BatchComparison, base: ArmStats, head: ArmStats
     if decided_by is not None and verdict in UNDECIDED:
         by = decided[decided_by]
         needed = repeats_to_decide(by.values, by.slowdown.pct, by.threshold_pct, by.level, prior=by.prior)
-    sight = {"at_spread_limit": SIGHT_LIMIT_CONFIDENCE} if rule.sight_at_limit else {}
+    sight = {"at_spread_limit": SPREAD_LIMIT_CONFIDENCE} if rule.sight_at_limit else {}
     return measured.model_copy(update={
         "verdict": verdict,
         "gpu_ms_verdict": verdicts["gpu_ms"],

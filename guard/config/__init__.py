@@ -7,6 +7,7 @@ from guard.config._load import (
 )
 from guard.config._models import (
     MAX_BATCH_SIZE,
+    MAX_CALIBRATED_FELT_PCT,
     MAX_HOST_SECONDS,
     MAX_MIX_SIZES,
     MAX_REPEATS,
@@ -49,6 +50,7 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_DIFF_LINES",
     "MAX_BATCH_SIZE",
+    "MAX_CALIBRATED_FELT_PCT",
     "MAX_HOST_SECONDS",
     "MAX_MIX_SIZES",
     "MAX_REFERENCE_BYTES",

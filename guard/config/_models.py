@@ -31,6 +31,10 @@ REFUSED_GPU_MS_PCT = 25.0
 REFUSED_TOK_PER_S_PCT = 50.0
 REFUSED_END_TO_END_PCT = 50.0  # the step time as felt, host included: noisier than GPU ms, as tok/s is
 REFUSED_INSTRUCTIONS_PCT = 50.0  # the host's work per step half as much again
+# What the user feels (end-to-end ms, tok/s), as a calibration writes it: what the runner resolves,
+# however coarse, since a run holds the metric to it while GPU ms gates at its own (rule 5); past a
+# step eleven times as long the figure only says the runner cannot tell (calibrate writes none)
+MAX_CALIBRATED_FELT_PCT = 1000.0
 # Host instructions per step: their A/A spread is far under 1%, so their threshold is set by what a user
 # would feel, not by noise: where the host bounds a step, 2% more instructions is about 2% more host
 # time, twice GPU ms's default (docs/decision-rule.md, "Host instructions per step")

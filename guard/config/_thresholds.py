@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from guard._errors import ConfigError
 from guard._output import write_atomic
-from guard.config._models import threshold_refusal
+from guard.config._models import MAX_CALIBRATED_FELT_PCT, STEADY_RUNNER, threshold_refusal
 from guard.config._sources import MAX_CONFIG_BYTES, Files, FolderFiles
 from guard.config._toml import parse_toml
 
@@ -38,21 +38,30 @@ class Thresholds(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False)
 
     gpu_ms_pct: float = Field(gt=0)  # under REFUSED_GPU_MS_PCT
-    # under REFUSED_TOK_PER_S_PCT; None: too noisy to gate where it was calibrated (a compiled
-    # engine's tok/s can move by a third between processes), so tok/s informs at GPU ms's threshold
+    # what the runner resolves in tok/s and end-to-end ms, up to MAX_CALIBRATED_FELT_PCT: a run holds
+    # them to the larger of this and measure.threshold_pct (rule 5); None: the runner could not tell a
+    # change at all, not measured there (end-to-end ms on a CPU), or a file from before it was written
     tok_per_s_pct: float | None = Field(default=None, gt=0)
-    # under REFUSED_END_TO_END_PCT; None: a file written before it was calibrated (GPU ms's is used)
     end_to_end_ms_pct: float | None = Field(default=None, gt=0)
     # [] : a file written before spreads were kept; the run then decides on its own processes alone
     spreads: list[CalibratedSpread] = []
 
-    @field_validator("gpu_ms_pct", "tok_per_s_pct", "end_to_end_ms_pct")
+    @field_validator("gpu_ms_pct")
     @classmethod
-    def _guards(cls, value: float | None, info: ValidationInfo) -> float | None:
-        metric = {"gpu_ms_pct": "gpu_ms", "tok_per_s_pct": "tok_per_s"}.get(info.field_name or "", "end_to_end_ms")
-        problem = value is not None and threshold_refusal(metric, value)  # type: ignore[arg-type]
+    def _guards(cls, value: float) -> float:
+        """GPU ms's threshold is the one that always guards: one that would switch the guard off is
+        refused. What the user feels may be as coarse as the runner is (rule 5)."""
+        problem = threshold_refusal("gpu_ms", value)
         if problem:
             raise ValueError(problem)
+        return value
+
+    @field_validator("tok_per_s_pct", "end_to_end_ms_pct")
+    @classmethod
+    def _resolvable(cls, value: float | None) -> float | None:
+        if value is not None and value > MAX_CALIBRATED_FELT_PCT:
+            raise ValueError(f"at most {MAX_CALIBRATED_FELT_PCT:g}% (a step eleven times as long): past it a runner "
+                             f"tells no change at all; {STEADY_RUNNER}, then run `guard calibrate` again")
         return value
 
     @model_validator(mode="after")

@@ -6,8 +6,8 @@ from guard.explain._explain import (
 from guard.explain._mix import CANDIDATE_SHARE, mix_attribution, row_cost
 from guard.explain._models import (
     GRAPH_BREAK_CAUSES, AblationEffect, CapturePlace, Cause, CauseKind, CompiledCause, DeviceRise, Explanation,
-    Headline, HostTime, LaunchNote, MixAttribution, MixCauseKind, MixPart, MixPartKind, MixPath, MixSizeChange, ProfileScale,
-    RankCause, RankCauseKind, RowCost, SlowerKernel, StragglerAgreement, TimeSplit, TraceSide,
+    Headline, HostTime, LaunchNote, MixAttribution, MixCauseKind, MixPart, MixPartKind, MixPath, MixSizeChange,
+    ProfileScale, RankCause, RankCauseKind, RowCost, SlowerKernel, StragglerAgreement, TimeSplit, TraceSide,
 )
 from guard.explain._ranks import rank_causes
 

@@ -23,7 +23,8 @@ def bounds_level(report: Report) -> str:
     if len({a for alphas in by_metric.values() for a in alphas}) > 1:
         grouped: dict[str, list[str]] = {}
         for metric, alphas in by_metric.items():
-            grouped.setdefault(_levels(sorted(alphas, reverse=True)), []).append(words.metric(metric, report.gpu_timed()))
+            named = words.metric(metric, report.gpu_timed())
+            grouped.setdefault(_levels(sorted(alphas, reverse=True)), []).append(named)
         return ", ".join(f"{level} for {words.listed(names)}" for level, names in grouped.items())
     used = sorted({b.alpha_per_look for b in report.decided() if b.alpha_per_look is not None}, reverse=True)
     return _levels(used or [_alpha_per_look(report)])
@@ -238,8 +239,8 @@ def _felt_note(report: Report) -> str:
     threshold; before, only where the run could detect its threshold."""
     end = report.rule.end_to_end_ms is not None and report.gpu_timed()
     if report.rule.felt_gates:
-        felt = (f"{words.END_TO_END} (unheld, the host's launch time included; {threshold_text(report, 'end_to_end_ms')}"
-                f"{_source(report, 'end_to_end_ms')}) and " if end else "")
+        felt = (f"{words.END_TO_END} (unheld, the host's launch time included; "
+                f"{threshold_text(report, 'end_to_end_ms')}{_source(report, 'end_to_end_ms')}) and " if end else "")
         return (f"What the user feels decides first: {felt}{words.TOK} ({threshold_text(report, 'tok_per_s')}"
                 f"{_source(report, 'tok_per_s')}) always decide; a slowdown they show is a regression whatever "
                 f"{words.metric('gpu_ms', report.gpu_timed())} says, a speed-up they show an improvement, and one "
@@ -295,5 +296,7 @@ def caught_sentence(report: Report) -> str | None:
 
 
 def _caught(pct: float) -> str:
-    """'1.4%', '12%', '2.3x' (a step 2.3 times as long) past 100%."""
+    """'1.4%', '12%', '2.3x' (a step 2.3 times as long) past 100%, 'over 1,000x' past words.SHOWN_PCT_LIMIT."""
+    if pct > words.SHOWN_PCT_LIMIT:
+        return f"over {words.SHOWN_PCT_LIMIT / 100:,.0f}x"
     return f"{1 + pct / 100:.2g}x" if pct >= 100 else f"{pct:.2g}%"

@@ -97,8 +97,15 @@ def verdict(value: Verdict | str) -> str:
     return VERDICT.get(value, value)
 
 
+# A percent past this (a ratio of 1,000) is written as "over" it: a bound at a few processes can
+# run to the cap of the arithmetic (e^700), a figure that says no more than its order
+SHOWN_PCT_LIMIT = 100_000.0
+
+
 def pct(value: float, digits: int = 2) -> str:
-    """A signed percentage: '+3.21%'; a zero never shows a sign."""
+    """A signed percentage: '+3.21%'; a zero never shows a sign; past SHOWN_PCT_LIMIT, 'over +100,000%'."""
+    if abs(value) > SHOWN_PCT_LIMIT:
+        return f"over {'+' if value > 0 else '-'}{SHOWN_PCT_LIMIT:,.0f}%"
     shown = f"{value:+.{digits}f}"
     return f"{'0.' + '0' * digits if float(shown) == 0 else shown}%" if digits else f"{shown}%"
 
