@@ -7,8 +7,9 @@ Usage: python benchmarks/host_spread.py [--repeats 10] [--steps 64] [--warmup-st
 Runs the workload in fresh harness processes, alternating (ABBA) the harness as it was at
 REV (default: the commit before tok/s windows came in), whose tok/s is one pass of `steps`
 over its wall time with the collector on and `warmup_steps` of warmup, and the harness of
-this checkout at the config's defaults (tok/s the median of 100 ms windows over at least
-workload.tok_per_s_min_s of decode, warmup until it settles, the collector off). Prints, per
+this checkout at the config's defaults (tok/s over at least workload.tok_per_s_min_s of decode,
+now its tokens over their time, the median of 100 ms windows when this was written; warmup until
+it settles, the collector off). Prints, per
 harness, the spread of tok/s over its processes ((max - min) / median), its standard deviation
 (of the logs, in %), and the repeats per arm `repeats_to_rule_out` asks for at a 1% threshold;
 and, from the same new processes, the first timed pass alone (old-style, but warm and
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
     series = {
         "old: one pass": [r["tok_per_s"] for r in runs["old"]],
-        "new: median of windows": [r["tok_per_s"] for r in runs["new"]],
+        "new: this checkout's": [r["tok_per_s"] for r in runs["new"]],
         "new, its first pass alone": [args.batch_size * args.steps / r["wall_s"] for r in runs["new"]],
     }
     report = {

@@ -225,7 +225,7 @@ def test_coverages_padding_and_step_times_from_known_records() -> None:
     assert sizes[1].share == 0.5 and sizes[3].share == sizes[4].share == 0.25
     assert sizes[1].path == "graph" and sizes[4].path == "eager" and sizes[3].padded_to == 4
     assert sizes[3].padding_waste == 0.25 and sizes[1].padding_waste == sizes[4].padding_waste == 0
-    # per process: size 1's median 1.5 and 2.0; their median 1.75
+    # per process: size 1's mean 1.5 and 2.0; their median 1.75
     assert sizes[1].gpu_ms_per_step == 1.75
     assert sizes[3].gpu_ms_per_real_token == pytest.approx((1.0 + 5 / 3) / 2)
     assert figures.gpu_ms_per_step == pytest.approx((2.5 + 3.75) / 2)
@@ -234,6 +234,19 @@ def test_coverages_padding_and_step_times_from_known_records() -> None:
     # a process that decoded another schedule is left out, not read against this one
     assert arm_mix("head", [first, _run([2.0, 5.0, 2.0, 6.0], infos, [9, 1, 1, 3, 4], warmup=1)],
                    schedule).processes == 1
+
+
+def test_a_sizes_step_time_is_its_mean_so_the_sizes_add_up_to_the_whole() -> None:
+    """A stall on one step of size 1 counts in that size's figure, as in the whole mix's: each
+    size's mean times its share adds up to the process's mean over every timed step."""
+    schedule = [1, 1, 1, 2]
+    figures = arm_mix("head", [_run([1.0, 1.0, 4.0, 3.0], None, schedule)], schedule)
+    assert figures is not None
+    sizes = {s.batch_size: s for s in figures.sizes}
+    assert sizes[1].gpu_ms_per_step == pytest.approx((1.0 + 1.0 + 4.0) / 3)  # its median would say 1.0
+    assert sizes[2].gpu_ms_per_step == 3.0
+    assert sum(s.share * s.gpu_ms_per_step for s in figures.sizes) == pytest.approx(figures.gpu_ms_per_step)
+    assert figures.gpu_ms_per_step == pytest.approx(9.0 / 4)
 
 
 def test_unknown_without_step_info_and_a_contradicting_record_is_not_taken() -> None:

@@ -5,7 +5,6 @@ rank that fails fails the process, and compare names a straggler or a rank on an
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -119,8 +118,10 @@ def test_a_step_takes_as_long_as_its_slowest_rank(lagging: tuple[Path, RepeatRes
     run = result.run_for(2)
     slowest = [max(a, b) for a, b in zip(raw[0]["step_ms"], raw[1]["step_ms"])]
     assert run.step_ms == slowest and len(slowest) == STEPS
-    assert run.gpu_ms_per_step == statistics.median(slowest)
-    assert run.tok_per_s == min(r["tok_per_s"] for r in raw)
+    assert run.gpu_ms_per_step == pytest.approx(sum(slowest) / STEPS)  # the mean: what the steps took
+    # the slowest rank's tokens over its decode time
+    passes = [r["end_to_end_pass_ms"] for r in raw]
+    assert run.tok_per_s == pytest.approx(min(2 * STEPS * len(p) / (sum(p) / 1e3) for p in passes))
     # each rank's own figures are kept, and rank 0's tokens are the process's, as every rank's
     assert [r.step_ms for r in run.ranks] == [r["step_ms"] for r in raw]
     assert [r.gpu_ms_per_step for r in run.ranks] == [r["gpu_ms_per_step"] for r in raw]
@@ -212,9 +213,9 @@ def _batch(step_ms: list[float], done_ns: list[int] | None = None, tokens: list[
            trace: str | None = None, workload: dict[str, Any] | None = None) -> BatchRun:
     rows = tokens or [[1, 2]] * len(step_ms)
     return BatchRun(batch_size=2, steps=len(step_ms), warmup_steps=0, timer="perf_counter", setup_s=0.1,
-                    wall_s=sum(step_ms) / 1e3, tok_per_s=2000 / statistics.median(step_ms),
-                    gpu_ms_per_step=statistics.median(step_ms), step_ms=step_ms, tokens=rows, sha256="x",
-                    step_done_ns=done_ns or [], trace=trace, workload=workload or {})
+                    wall_s=sum(step_ms) / 1e3, tok_per_s=2 * len(step_ms) / (sum(step_ms) / 1e3),
+                    gpu_ms_per_step=sum(step_ms) / len(step_ms), step_ms=step_ms, end_to_end_pass_ms=[sum(step_ms)],
+                    tokens=rows, sha256="x", step_done_ns=done_ns or [], trace=trace, workload=workload or {})
 
 
 def _process(*runs: BatchRun, repeat: int = 0) -> list[RepeatResult]:
@@ -224,7 +225,10 @@ def _process(*runs: BatchRun, repeat: int = 0) -> list[RepeatResult]:
 def test_merging_takes_each_step_from_its_slowest_rank_and_counts_who_finished_last() -> None:
     ranks = [_batch([1.0, 5.0, 2.0], done_ns=[10, 30, 55]), _batch([4.0, 1.0, 2.5], done_ns=[12, 20, 60])]
     merged = merge_ranks(_process(*ranks)).run_for(2)
-    assert merged.step_ms == [4.0, 5.0, 2.5] and merged.gpu_ms_per_step == 4.0
+    assert merged.step_ms == [4.0, 5.0, 2.5] and merged.gpu_ms_per_step == pytest.approx(11.5 / 3)  # their mean
+    assert merged.gpu_ms_median_per_step == 4.0  # beside it, a diagnostic
+    # tok/s is the slowest rank's: rank 1's 7.5 ms of decode against rank 0's 8 ms, so rank 0's 6 tokens in 8 ms
+    assert merged.tok_per_s == pytest.approx(6 / 0.008) and merged.end_to_end_pass_ms == [8.0]
     assert merged.slowest_steps == [1, 2]  # last to finish: rank 1, rank 0, rank 1
     assert [r.finish_lag_us for r in merged.ranks] == [0.0, 0.002]  # medians of (0, 10, 0) ns and (2, 0, 5) ns
     unstamped = merge_ranks(_process(_batch([1.0, 5.0, 2.0]), _batch([4.0, 1.0, 2.5]))).run_for(2)

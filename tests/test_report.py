@@ -470,3 +470,17 @@ def test_what_boxed_the_arms_code_is_the_reports_fact_and_a_missing_box_is_said_
             assert "ran without" not in comment
         else:
             assert comment.count("ran without") == 1 and said in comment, comment
+
+
+def test_the_method_fold_says_a_process_figure_is_its_mean_from_the_schema_that_made_it_one() -> None:
+    """A report of schema 11 or older holds medians (tok/s over windows); a later one, means."""
+    report = committed(EXAMPLE)
+    workload = report.workload.model_copy(update={"tok_per_s_min_s": 0.3, "tok_per_s_window_s": 0.1})
+    report = report.model_copy(update={"workload": workload})
+    assert report.schema_version <= 11
+    older = render_comment(report)
+    assert "median over windows of 100 ms or more" in older and "a stall included" not in older
+    newer = render_comment(report.model_copy(update={"schema_version": 12}))
+    assert ("time per step is its mean over its timed steps, a stall included, and its tokens per second is its "
+            "tokens over its decode time, at least 0.3 s of it per batch size.") in newer
+    assert "median over windows" not in newer

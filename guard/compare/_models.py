@@ -46,9 +46,9 @@ class ArmStats(BaseModel):
     repeats: int
     gpu_ms_per_step: Spread
     tok_per_s: Spread
-    # CUDA-event time of the end-to-end pass, the host's launch time included (GPU only)
+    # CUDA-event time of the end-to-end pass, the host's launch time included, its mean per process (GPU only)
     end_to_end_gpu_ms_per_step: Spread | None = None
-    # the host's enqueue time per step in the GPU-timed pass, median per process (GPU only)
+    # the host's enqueue time per step in the GPU-timed pass, its mean per process (GPU only)
     host_ms_per_step: Spread | None = None
     # the main thread's user-mode instructions per step of the end-to-end passes, per process
     # (where every process had the hardware counter); no key without

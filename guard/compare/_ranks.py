@@ -32,7 +32,7 @@ _FIELD_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
 class RankStats(BaseModel):
     rank: int = Field(ge=0)
-    gpu_ms_per_step: Spread  # this rank's own median per process
+    gpu_ms_per_step: Spread  # this rank's own mean over its steps, per process
     host_ms_per_step: Spread | None = None  # its host's enqueue time per step (GPU only)
     # per process, the median of how far behind the first rank to finish a step it finished
     finish_lag_us: Spread | None = None

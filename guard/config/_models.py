@@ -144,14 +144,14 @@ class Workload(BaseModel):
     batch_sizes: list[int] = Field(default=[1, 2], min_length=1, max_length=64)
     steps: int = Field(default=256, ge=1, le=MAX_STEPS, description="Timed decode steps per batch size.")
     warmup_steps: int = Field(default=32, ge=0, le=MAX_STEPS, description="Untimed steps at the start of every pass.")
-    # 0.3 s: three windows, whose median a stray window cannot move; tok/s spreads between
-    # processes, not inside one, so a longer floor bought no steadier figure and cost each
-    # process about 0.7 s per batch size (docs/measurements/host-spread-h200.md)
+    # 0.3 s: tok/s spreads between processes, not inside one, so a longer floor bought no
+    # steadier figure and cost each process about 0.7 s per batch size
+    # (docs/measurements/host-spread-h200.md, measured when tok/s was a median of windows)
     tok_per_s_min_s: float = Field(
         default=0.3, ge=0, le=MAX_HOST_SECONDS,
         description="Seconds of decode per batch size that tok/s is measured over, at the least: passes of `steps` "
-        "are repeated, each from setup() and warmup_steps, until they add up to this (0: one pass). tok/s is the "
-        "median over windows of 100 ms or more.",
+        "are repeated, each from setup() and warmup_steps, until they add up to this (0: one pass). tok/s is their "
+        "tokens over their summed time.",
     )
     warmup_max_s: float = Field(
         default=1.0, ge=0, le=MAX_HOST_SECONDS,

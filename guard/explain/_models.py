@@ -246,7 +246,7 @@ class MixAttribution(BaseModel):
     slower: bool  # the mix's verdict is a regression or at threshold: only then is a cause named,
     # so a win is not blamed
     parts: list[MixPart]  # in MixPartKind's order
-    unsplit_ms: float  # the arms' change less the parts' sum (per-size medians against whole means)
+    unsplit_ms: float  # the arms' change less the parts' sum (the sizes' medians over processes against the whole's)
     row_costs: list[RowCost] = []
     sizes: list[MixSizeChange] = []
     trace: TraceSide | None = None

@@ -1,6 +1,6 @@
 """pyperf's JSON suite format (format version 1.0), which `pyperf show`, `pyperf stats` and
 `pyperf compare_to` read: a benchmark per batch size and time metric, a run per process
-whose one value is that process's median time per step, in seconds. Export base and head
+whose one value is that process's time per step, in seconds. Export base and head
 to two files and `pyperf compare_to base.json head.json` compares them. tok/s is left out:
 pyperf's values are times, sizes or counts."""
 
@@ -23,7 +23,7 @@ def to_pyperf(source: Source, found: list[Measure]) -> dict[str, Any]:
         benchmarks.append({
             "metadata": {
                 "name": f"{benchmark_name(m.batch_size)}/{m.slug}", "unit": "second", "loops": 1,
-                "description": f"{m.name}, median of each process over its timed steps",
+                "description": f"{m.name}, each process's time per step over its timed steps",
                 "batch_size": m.batch_size,
             },
             "runs": [{"values": [ms / 1000]} for ms in m.values],

@@ -1,6 +1,7 @@
-"""The host side of a process's timed passes: tok/s by windows, when a warmup has settled,
-and what the host did meanwhile (context switches, CPU time, the CPUs it ran on, each window's
-CPU, clock frequency and steal time, and the user-mode instructions per step).
+"""The host side of a process's timed passes: tok/s by windows (a diagnostic; the decided tok/s
+is tokens over the whole decode), when a warmup has settled, and what the host did meanwhile
+(context switches, CPU time, the CPUs it ran on, each window's CPU, clock frequency and steal
+time, and the user-mode instructions per step).
 
 Runs inside the arm's environment, loaded by path beside harness/run.py, so it imports only
 the standard library.
@@ -13,8 +14,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-# tok/s is the median over windows of at least WINDOW_S of decode: one pass of a fast engine
-# lasts ~77 ms, under what one value needs, and a single pause then moves it by 10%.
+# Windows of at least WINDOW_S of decode: what the warmup's settling reads, and each one's host
+# state; their rates are kept as a diagnostic, the decided tok/s is tokens over the whole time.
 WINDOW_S = 0.1  # the guard sends its own (measure/_runner.py, TOK_PER_S_WINDOW_S)
 SETTLE_WIDTH = 3  # windows in the warmup's rolling median
 SETTLE_PCT = 1.0  # the warmup ends once that rolling median moves by less than this

@@ -91,6 +91,17 @@ def tokens_sha256(tokens: list[list[int]]) -> str:
     return digest.hexdigest()
 
 
+def mean(values: list[float]) -> float:
+    """A process's figure over its steps: their total time over their count (0 without steps).
+    The guard computes it again from the same lists (guard/measure/_figures.py)."""
+    return sum(values) / len(values) if values else 0.0
+
+
+def median(values: list[float]) -> float:
+    """A diagnostic beside a mean: a stall moves the mean and leaves the median where it was."""
+    return statistics.median(values) if values else 0.0
+
+
 def uses_cuda(output: Any) -> bool:
     device = getattr(output, "device", None)
     return getattr(device, "type", None) == "cuda"
@@ -281,16 +292,16 @@ def _end_to_end_pass(
     peers: Any = ALONE,
 ) -> dict[str, Any]:
     """`steps` steps with each step's ids copied to the host, as a decode loop does. Each step's
-    wall time runs from the end of the one before, so they add up to the pass. CUDA events are
-    recorded whenever CUDA is present and kept as a diagnostic (they include the host's launch
-    time, as the GPU waits for it); every pass records them, so every pass does the same."""
+    wall time runs from the end of the one before, so they add up to the pass: tok/s, and on a
+    CPU the step time, come from them. CUDA events are recorded whenever CUDA is present (they
+    include the host's launch time, as the GPU waits for it): the first pass's are end-to-end
+    ms per step; every pass records them, so every pass does the same."""
     if cuda_ok:
         torch.cuda.synchronize()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
     tokens: list[list[int]] = []
     step_s: list[float] = []
-    host_ms: list[float] = []
     enqueue_us: list[float] = []
     done_ns: list[int] = []  # as each step's ids reached the host, on the clock every process of the host shares
     on_cuda = False
@@ -310,7 +321,6 @@ def _end_to_end_pass(
         tokens.append(token_ids(out, batch_size))  # copies to the host: a real decode loop does too
         now = time.perf_counter()
         done_ns.append(time.monotonic_ns())
-        host_ms.append((now - s0) * 1e3)
         step_s.append(now - stamp)
         stamp = now
         on_cuda = on_cuda or uses_cuda(out)
@@ -321,7 +331,7 @@ def _end_to_end_pass(
         torch.cuda.synchronize()
     meter.count_stop(steps)
     meter.stop()
-    result: dict[str, Any] = {"tokens": tokens, "step_s": step_s, "host_ms": host_ms, "enqueue_us": enqueue_us,
+    result: dict[str, Any] = {"tokens": tokens, "step_s": step_s, "enqueue_us": enqueue_us,
                               "on_cuda": on_cuda, "done_ns": done_ns}
     if on_cuda:
         result["end_to_end_gpu_ms"] = [s.elapsed_time(e) for s, e in zip(starts, ends)]
@@ -340,7 +350,10 @@ def run_batch(
     decode. `tokens` holds the first of them alone (and the GPU-timed pass), so that what is
     compared with the reference does not depend on how many passes a process made. The
     garbage collector is off during the timed passes: a collection is a pause of the host.
-    `phase(name)` is called as the setup and warmup end and as the timed passes do;
+    Every figure is a mean, what the user feels, a stall included: GPU ms per step over the
+    GPU-timed pass (a CPU's: the first end-to-end pass), end-to-end ms over the first pass's CUDA
+    events, tok/s the tokens of every end-to-end pass over their summed time; the medians are
+    diagnostics. `phase(name)` is called as the setup and warmup end and as the timed passes do;
     `after_warmup()` before the timed passes."""
     t0 = time.perf_counter()
     workload.setup(batch_size)
@@ -365,29 +378,33 @@ def run_batch(
     try:
         first = _end_to_end_pass(workload, torch, batch_size, steps, feed, cuda_ok, meter, peers)
         tokens.extend(first["tokens"])
-        wall_s = sum(first["step_s"])
+        first_ms = [s * 1e3 for s in first["step_s"]]
         run: dict[str, Any] = {
             "batch_size": batch_size,
             "steps": steps,
             "warmup_steps": warmup_steps,
             "timer": "perf_counter",
             "setup_s": setup_s,
-            "wall_s": wall_s,
-            "gpu_ms_per_step": statistics.median(first["host_ms"]) if first["host_ms"] else 0.0,
-            "step_ms": first["host_ms"],
+            "wall_s": sum(first["step_s"]),
+            "gpu_ms_per_step": mean(first_ms),
+            "gpu_ms_median_per_step": median(first_ms),
+            "step_ms": first_ms,
             "forced": feed is not None,
         }
         done_ns = first["done_ns"]  # of the pass whose step times are the figures
         if first["on_cuda"]:
-            run["end_to_end_gpu_ms_per_step"] = statistics.median(first["end_to_end_gpu_ms"])
+            run |= {"end_to_end_gpu_ms": first["end_to_end_gpu_ms"],
+                    "end_to_end_gpu_ms_per_step": mean(first["end_to_end_gpu_ms"]),
+                    "end_to_end_gpu_ms_median_per_step": median(first["end_to_end_gpu_ms"])}
             hold_us = peers.max(hold_us_for(first["enqueue_us"]))  # one hold for every rank: they start together
             meter.start()
             held = _gpu_timed_pass(workload, torch, batch_size, steps, hold_us, tokens, feed, peers)
             meter.stop()
             done_ns = held.pop("done_ns")
-            run |= held | {"timer": "cuda_event", "gpu_ms_per_step": statistics.median(held["step_ms"])}
-            run["host_ms_per_step"] = statistics.median(held["host_ms"])
+            run |= held | {"timer": "cuda_event", "gpu_ms_per_step": mean(held["step_ms"]),
+                           "gpu_ms_median_per_step": median(held["step_ms"]), "host_ms_per_step": mean(held["host_ms"])}
         step_s = list(first["step_s"])
+        pass_ms = [sum(first["step_s"]) * 1e3]  # each end-to-end pass's decode: tok/s is tokens over their sum
         passes, differing = 1, 0
         first_pass = tokens[: warmup_steps + steps]
         budget_end = time.perf_counter() + PASS_BUDGET_FACTOR * tok_per_s_min_s
@@ -396,6 +413,7 @@ def run_batch(
             lead_in = [token_ids(call_step(workload, feed), batch_size) for _ in range(warmup_steps)]
             again = _end_to_end_pass(workload, torch, batch_size, steps, feed, cuda_ok, meter, peers)
             step_s.extend(again["step_s"])
+            pass_ms.append(sum(again["step_s"]) * 1e3)
             passes += 1
             differing += (lead_in + again["tokens"]) != first_pass
     finally:
@@ -410,7 +428,8 @@ def run_batch(
             f"{tok_per_s_min_s:g} s asked: setup() is slow when called again for the same batch size "
             "(see docs/workload-protocol.md)")
     run |= {
-        "tok_per_s": statistics.median(rates),
+        "tok_per_s": batch_size * steps * passes / timed_s if timed_s > 0 else 0.0,
+        "end_to_end_pass_ms": pass_ms,
         "tok_per_s_windows": rates,
         "window_s": window_s,
         "timed_passes": passes,
@@ -709,8 +728,9 @@ def run_mix(
     """The mix pass: setup() once for the largest size, the settling warmup (`settle_mix`),
     a lead step of every row, then the schedule: `warmup_steps` untimed, `steps` end-to-end
     (host clock; on a CPU, the step times), on a GPU `steps` more held and CUDA-event timed,
-    as the fixed sizes are. Each step(tokens) gets its active rows' input ids, so tokens'
-    length is the step's batch size. `after_warmup()` before the timed steps."""
+    as the fixed sizes are; tok/s is the end-to-end steps' rows over their summed time. Each
+    step(tokens) gets its active rows' input ids, so tokens' length is the step's batch size.
+    `after_warmup()` before the timed steps."""
     if not accepts_tokens(workload):
         raise WorkloadError("a batch_mix needs a workload whose step(tokens) takes its input ids (the active "
                             "rows' ids set the step's batch size); see docs/workload-protocol.md")
@@ -735,7 +755,8 @@ def run_mix(
         mark_pass(b"m")
         first = _mix_steps(workload, torch, feed, warmup_steps, steps, tokens)
         mark_pass(b"n")
-        run: dict[str, Any] = {"timer": "perf_counter", "step_ms": [s * 1e3 for s in first["step_s"]],
+        end_to_end_ms = [s * 1e3 for s in first["step_s"]]
+        run: dict[str, Any] = {"timer": "perf_counter", "step_ms": end_to_end_ms, "end_to_end_step_ms": end_to_end_ms,
                                "step_info": first["step_info"]}
         done_ns = first["done_ns"]
         if cuda_ok:
@@ -760,7 +781,7 @@ def run_mix(
         "steps": steps,
         "warmup_steps": warmup_steps,
         "setup_s": setup_s,
-        "tok_per_s": rows / sum(first["step_s"]) if first["step_s"] else 0.0,
+        "tok_per_s": rows / sum(first["step_s"]) if sum(first["step_s"]) > 0 else 0.0,  # tokens over their time
         "tokens": tokens,
         "forced": reference is not None,
         "workload": described,

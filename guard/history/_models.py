@@ -48,7 +48,7 @@ class MainPoint(BaseModel):
     subject: str = ""  # first line of the commit message, from git: data, escaped where shown
     committed_at: str | None = None  # ISO 8601
     gpu_ms_per_step: float = Field(gt=0, allow_inf_nan=False)  # median over the arm's processes
-    gpu_ms_values: list[float] = []  # each process's median step time
+    gpu_ms_values: list[float] = []  # each process's step time (its mean; schema 11 and older: its median)
     tok_per_s: float | None = None
     gpu_timed: bool = True  # CUDA-event time; False: the host's wall clock (a CPU run)
     run_id: str | None = None  # the service's run that measured it

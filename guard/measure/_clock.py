@@ -5,12 +5,13 @@ code, timestamps each with its own monotonic clock as it reads it. A process who
 do not fit the passes the guard saw is refused: its figures are not measured (a workload that
 patched `time.perf_counter`, or `torch.cuda.Event.elapsed_time`, to report another arm's).
 
-What each pass claims (`claims`): an end-to-end pass, its step times (their sum is the pass:
-tok/s and end-to-end ms come from them); a GPU-timed pass, its CUDA-event step times, which
-may add up to no more than the pass, and which with the GPU spin each step waited behind (the
-hold it states) must fill at least FLOOR of it. A process that states both a made-up step time
-and a hold to match passes the GPU pass's check, never the end-to-end pass's, whose claim
-counts nothing the process picks."""
+What each pass claims (`claims`): an end-to-end pass, its decode time (`end_to_end_pass_ms`, the
+mix's `end_to_end_step_ms`: the guard's tok/s comes from them, measure/_figures.py); a GPU-timed
+pass, its CUDA-event step times (GPU ms per step is their mean), which may add up to no more
+than the pass, and which with the GPU spin each step waited behind (the hold it states) must
+fill at least FLOOR of it. A process that states both a made-up step time and a hold to match
+passes the GPU pass's check, never the end-to-end pass's, whose claim counts nothing the
+process picks."""
 
 from __future__ import annotations
 
@@ -98,15 +99,14 @@ def claims(result: RepeatResult) -> list[Claim]:
     """What `result` claims of each kind of timed pass, in the order the process ran them."""
     found = []
     for run in result.runs:
-        timed = run.timed_s if run.timed_s is not None else run.wall_s
-        found.append(Claim("end_to_end", run.batch_size, timed, timed, run.timed_passes))
+        timed = sum(run.end_to_end_pass_ms) / 1e3
+        found.append(Claim("end_to_end", run.batch_size, timed, timed, len(run.end_to_end_pass_ms)))
         if run.timer == "cuda_event":
             gpu_s = sum(run.step_ms) / 1e3
             found.append(Claim("gpu_timed", run.batch_size, gpu_s, gpu_s + len(run.step_ms) * run.hold_us / 1e6, 1))
     mix = result.mix
     if mix is not None:
-        rows = sum(len(row) for row in mix.tokens[1 + mix.warmup_steps: 1 + mix.warmup_steps + mix.steps])
-        timed = rows / mix.tok_per_s if mix.tok_per_s > 0 else 0.0
+        timed = sum(mix.end_to_end_step_ms) / 1e3
         found.append(Claim("mix", None, timed, timed, 1))
         if mix.timer == "cuda_event":
             gpu_s = sum(mix.step_ms) / 1e3

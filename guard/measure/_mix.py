@@ -35,7 +35,7 @@ class MixSize(BaseModel):
     path: Literal["graph", "eager", "mixed"] | None = None  # None: unknown (no step_info)
     padded_to: int | None = None  # the rows most of its steps computed; None: unknown
     padding_waste: float | None = None  # its padded rows over its computed rows; None: unknown
-    gpu_ms_per_step: float  # median over processes of each one's median over the size's steps
+    gpu_ms_per_step: float  # median over processes of each one's mean over the size's steps
     gpu_ms_per_real_token: float  # median over processes of the size's step ms summed over its real rows
     imbalance_median: float | None = None  # median I over its steps; None: no expert_tokens
 
@@ -46,8 +46,10 @@ class ImbalanceBucket(BaseModel):
     i_from: float
     i_to: float | None
     steps: int
-    gpu_ms_per_step: float  # median over those steps
-    gpu_ms_per_real_token: float  # median over those steps
+    # medians over those steps, of every process pooled: a relation read across buckets, which a
+    # few slow steps should not bend (the mix's own figures are means)
+    gpu_ms_per_step: float
+    gpu_ms_per_real_token: float
 
 
 class Imbalance(BaseModel):
@@ -70,7 +72,7 @@ class ArmMix(BaseModel):
     gpu_ms_per_step: float  # median over processes of the mean over the timed steps (a mix is a whole)
     process_ms_per_step: list[float] = []  # each process's mean over its timed steps, as they ran
     gpu_ms_per_real_token: float  # median over processes of the timed steps' ms over their real rows
-    tok_per_s: float  # median over processes, from the end-to-end pass
+    tok_per_s: float  # median over processes of each one's, the end-to-end pass's rows over its time
     # None: unknown (the workload has no step_info(), or some step did not say)
     capture_coverage: float | None = None  # share of timed steps replayed from a graph
     useful_work_coverage: float | None = None  # real rows over computed rows
@@ -177,7 +179,8 @@ def arm_mix(arm: str, runs: list[MixRun], schedule: list[int]) -> ArmMix | None:
                 points.append((level, ms, ms / size))
                 levels_by_size.setdefault(size, []).append(level)
         for size, values in by_size.items():
-            per_size_ms.setdefault(size, []).append(statistics.median(values))
+            # a mean, as the whole mix's: each process's sizes then add up to its whole, share by share
+            per_size_ms.setdefault(size, []).append(statistics.fmean(values))
             per_size_token.setdefault(size, []).append(sum(values) / (size * len(values)))
         whole_ms.append(statistics.fmean(run.step_ms))
         whole_token.append(sum(run.step_ms) / sum(sizes))

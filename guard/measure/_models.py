@@ -28,6 +28,8 @@ class MarginMismatch(TokenMismatch):
 
 
 LogitsDtype = Literal["bfloat16", "float16", "float32", "float64"]
+# One step's (or one pass's) time as a process states it: the guard sums and divides these
+StepMs = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class MarginFloor(BaseModel):
@@ -80,10 +82,10 @@ class RankRun(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     rank: int
-    gpu_ms_per_step: float  # the median of its own timed steps
-    step_ms: list[float]
-    host_ms_per_step: float | None = None
-    tok_per_s: float
+    gpu_ms_per_step: float  # the mean of its own timed steps
+    step_ms: list[StepMs]
+    host_ms_per_step: float | None = None  # the mean of its own
+    tok_per_s: float  # its own tokens over its own decode time
     # as each timed step's ids reached its host (CLOCK_MONOTONIC ns, one clock for the host's
     # processes), and the median of how far behind the rank that finished the step first it did
     step_done_ns: list[int] = []
@@ -107,9 +109,13 @@ class BatchRun(BaseModel):
     timer: str  # "cuda_event" or "perf_counter"
     setup_s: float
     wall_s: float  # the first end-to-end pass
-    # the median over `tok_per_s_windows`: windows of `window_s` or more of decode, over
-    # `timed_passes` end-to-end passes (`timed_s` seconds). Older results: one pass's tok/s
+    # Every decided figure is a mean, computed by the guard from the lists below as it reads the
+    # result (measure/_figures.py), never taken as the process wrote it; a stall counts in full.
+    # tok/s: batch_size x steps x `timed_passes` over `timed_s`, the sum of `end_to_end_pass_ms`
+    # (each end-to-end pass's decode time, the first first). Protocol 3 and older: the median of
+    # `tok_per_s_windows`, the rates of windows of `window_s` or more of decode (now a diagnostic)
     tok_per_s: float
+    end_to_end_pass_ms: list[StepMs] = []
     tok_per_s_windows: list[float] = []
     window_s: float | None = None
     timed_passes: int = 1
@@ -119,14 +125,21 @@ class BatchRun(BaseModel):
     warmup_settled: bool | None = None  # the warmup ended as its tok/s settled (False: at its limit); None: none
     gc_disabled: bool = False  # the garbage collector was off during the timed passes
     host: HostUsage | None = None
-    gpu_ms_per_step: float  # median over the timed steps (CUDA: the held pass)
-    step_ms: list[float]
-    end_to_end_gpu_ms_per_step: float | None = None  # CUDA events of the end-to-end pass (host launch included)
+    # the mean over `step_ms`, the timed steps: on a GPU the held pass's CUDA events, on a CPU the
+    # first end-to-end pass's wall times; the median beside it is a diagnostic
+    gpu_ms_per_step: float
+    gpu_ms_median_per_step: float | None = None
+    step_ms: list[StepMs]
+    # GPU only: the first end-to-end pass's CUDA events per step (host launch included), their
+    # mean (what the user feels of a step) and, a diagnostic, their median
+    end_to_end_gpu_ms: list[StepMs] = []
+    end_to_end_gpu_ms_per_step: float | None = None
+    end_to_end_gpu_ms_median_per_step: float | None = None
     hold_us: float = 0.0  # the GPU spin each timed step waited behind (CUDA), 0 without one
     unheld_steps: int = 0  # timed steps the host was still launching when the hold ran out
-    # the host's enqueue time of each step of the GPU-timed pass, and its median (CUDA only):
+    # the host's enqueue time of each step of the GPU-timed pass, and its mean (CUDA only):
     # launch-bound time, which the held GPU figure leaves out and CUDA graphs remove
-    host_ms: list[float] = []
+    host_ms: list[StepMs] = []
     host_ms_per_step: float | None = None
     tokens: list[list[int]]  # one row per step (warmup included), one id per sequence
     sha256: str
@@ -177,8 +190,11 @@ class MixRun(BaseModel):
     warmup_steps: int
     timer: Literal["cuda_event", "perf_counter"]
     setup_s: float
+    # the timed steps' rows (the guard's schedule) over the summed `end_to_end_step_ms`, computed by
+    # the guard as it reads the result (measure/_figures.py); GPU ms is the mean over `step_ms`
     tok_per_s: float
-    step_ms: list[float]  # the timed steps: the end-to-end pass on a CPU, the GPU-timed pass on a GPU
+    step_ms: list[StepMs]  # the timed steps: the end-to-end pass on a CPU, the GPU-timed pass on a GPU
+    end_to_end_step_ms: list[StepMs] = []  # the end-to-end pass's steps (a CPU's: `step_ms` again)
     hold_us: float = 0.0  # the GPU spin each step of the GPU-timed pass waited behind, 0 without one
     step_info: list[StepInfo] | None = None  # one per timed step; None: the workload has no step_info()
     tokens: list[list[int]]  # the lead step (every row), then one row per schedule step, as wide as its batch

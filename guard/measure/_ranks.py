@@ -1,8 +1,9 @@
 """One process of several ranks, from its ranks' results: a step's time is its slowest rank's.
 
 Every rank of a process times the same steps (the harness keeps them in step), so step k of
-the process took as long as the slowest rank's step k: that is the process's step time, the
-figure the decision rule compares, and its tok/s is its slowest rank's. Each rank's own
+the process took as long as the slowest rank's step k: that is the process's step time, whose
+mean (measure/_figures.py) is the figure the decision rule compares, and its tok/s is its
+slowest rank's, its decode time that rank's end-to-end passes. Each rank's own
 figures stay beside it (`RankRun`), with how often each rank was the slowest: the one that
 finished the step last. Ranks that wait for each other in collectives take about as long
 per step, whichever holds the others back; the one that finishes last is the one they wait
@@ -17,6 +18,7 @@ import statistics
 from pathlib import Path
 
 from guard.measure._disagreements import count_disagreements
+from guard.measure._figures import batch_figures, mean_ms
 from guard.measure._models import ArmMeasurement, BatchRun, MixRun, RankRun, RepeatResult
 
 
@@ -74,7 +76,7 @@ def _last_counts(values: list[list[float]] | list[list[int]]) -> list[int]:
 
 def _rank_run(rank: int, run: BatchRun | MixRun, lead: BatchRun | MixRun, lag_us: float | None) -> RankRun:
     count, _, first = count_disagreements(run.tokens, lead.tokens) if rank else (0, 0, None)
-    own = run.gpu_ms_per_step if isinstance(run, BatchRun) else (statistics.median(run.step_ms) if run.step_ms else 0.0)
+    own = run.gpu_ms_per_step if isinstance(run, BatchRun) else mean_ms(run.step_ms)
     return RankRun(rank=rank, gpu_ms_per_step=own, step_ms=run.step_ms,
                    host_ms_per_step=run.host_ms_per_step if isinstance(run, BatchRun) else None,
                    tok_per_s=run.tok_per_s, step_done_ns=run.step_done_ns, finish_lag_us=lag_us, trace=run.trace,
@@ -94,30 +96,29 @@ def _ranks_of(per_rank: list[BatchRun] | list[MixRun]) -> tuple[list[RankRun], l
 
 
 def _merged_batch(per_rank: list[BatchRun]) -> BatchRun:
+    """Each per-step list its slowest rank's step by step, the end-to-end passes the slowest
+    rank's; the figures then computed from them as from one rank's (`batch_figures`)."""
     lead = per_rank[0]
-    step_ms = slowest_rank_times([r.step_ms for r in per_rank])
     ranks, slowest = _ranks_of(per_rank)
-    update: dict[str, object] = {"step_ms": step_ms, "gpu_ms_per_step": statistics.median(step_ms) if step_ms else 0.0}
-    if all(r.host_ms for r in per_rank):
-        host_ms = slowest_rank_times([r.host_ms for r in per_rank])
-        update |= {"host_ms": host_ms, "host_ms_per_step": statistics.median(host_ms)}
-    end_to_end = [r.end_to_end_gpu_ms_per_step for r in per_rank]
-    update["end_to_end_gpu_ms_per_step"] = None if None in end_to_end else max(e for e in end_to_end if e is not None)
+    update: dict[str, object] = {"step_ms": slowest_rank_times([r.step_ms for r in per_rank])}
+    for name in ("host_ms", "end_to_end_gpu_ms"):
+        lists = [getattr(r, name) for r in per_rank]
+        update[name] = slowest_rank_times(lists) if all(lists) else []
     slow = min(per_rank, key=lambda r: r.tok_per_s)  # the process decodes as fast as its slowest rank
-    update |= {name: getattr(slow, name) for name in ("tok_per_s", "tok_per_s_windows", "window_s", "timed_passes",
-                                                       "timed_s", "wall_s")}
+    update |= {name: getattr(slow, name) for name in ("end_to_end_pass_ms", "tok_per_s_windows", "window_s")}
     update |= {"setup_s": max(r.setup_s for r in per_rank), "warmup_s": max(r.warmup_s for r in per_rank),
                "hold_us": max(r.hold_us for r in per_rank), "unheld_steps": max(r.unheld_steps for r in per_rank),
                "ranks": ranks, "slowest_steps": slowest}
-    return lead.model_copy(update=update)
+    return batch_figures(lead.model_copy(update=update))
 
 
 def _merged_mix(per_rank: list[MixRun]) -> MixRun:
     lead = per_rank[0]
     step_ms = slowest_rank_times([m.step_ms for m in per_rank])
     ranks, slowest = _ranks_of(per_rank)
+    slow = min(per_rank, key=lambda m: m.tok_per_s)  # its tok/s as the guard computed it, from these
     return lead.model_copy(update={
-        "step_ms": step_ms, "tok_per_s": min(m.tok_per_s for m in per_rank),
+        "step_ms": step_ms, "tok_per_s": slow.tok_per_s, "end_to_end_step_ms": slow.end_to_end_step_ms,
         "setup_s": max(m.setup_s for m in per_rank), "warmup_s": max(m.warmup_s for m in per_rank),
         "ranks": ranks, "slowest_steps": slowest,
     })

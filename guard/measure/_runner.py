@@ -19,6 +19,7 @@ from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION, draw_schedule, pass_
 from guard.measure import _clock as clock
 from guard.measure._compile_cache import compile_cache_environment
 from guard.measure._disagreements import UNCOUNTED, with_disagreements
+from guard.measure._figures import StepsMissing, with_figures
 from guard.measure._in_container import container_environment, run_in_container
 from guard.measure._models import ArmMeasurement, ClockMisfit, ReferenceTokens, RepeatResult
 from guard.measure._ranks import RanksDiffer, merge_ranks
@@ -62,8 +63,8 @@ class Harness(Protocol):
                  repeat: int = 0) -> list[dict[str, Any]]: ...
 
 
-# tok/s is the median over windows of at least this much decode: a value shorter than that
-# is one pause away from being 10% off
+# the windows the warmup settles by and each one's host state is read at: a window shorter than
+# that is one pause away from being 10% off (tok/s itself is tokens over the whole decode)
 TOK_PER_S_WINDOW_S = 0.1
 
 
@@ -132,7 +133,7 @@ def run_interleaved(
             continue
         result = result.model_copy(update={"process_s": time.perf_counter() - started})
         measurement.repeats.append(result)
-        figures = [f"bs {r.batch_size}: {r.gpu_ms_per_step:.3f} ms/step" for r in result.runs]
+        figures = [f"bs {r.batch_size}: {r.gpu_ms_per_step:.3f} ms/step (mean)" for r in result.runs]
         if result.mix is not None and result.mix.step_ms:
             figures.append(f"mix: {sum(result.mix.step_ms) / len(result.mix.step_ms):.3f} ms/step (mean)")
         timings = ", ".join(figures)
@@ -213,20 +214,25 @@ def _run_one(
         # (the arm's code) may have changed the file, and the harness checks its hash
         Path(spec.reference).write_text(reference.model_dump_json())
     answers = harness(target, spec.model_dump(), stem, run_dir, timeout_s, repeat=repeat)
+    schedule = spec.mix_schedule()
     results = []
     for rank, data in enumerate(answers):
         name = stem if len(answers) == 1 else rank_stem(stem, rank)
         try:
-            result = RepeatResult.model_validate(data)
+            # every figure the guard's own, from the step times the process lists (measure/_figures.py)
+            result = with_figures(RepeatResult.model_validate(data), spec.steps, spec.warmup_steps, schedule)
         except ValidationError as exc:
             raise RunFailed(f"harness result {run_dir / name}.json is malformed: {exc}",
                             _tail(run_dir / f"{name}.log")) from None
+        except StepsMissing as exc:
+            raise RunFailed(f"harness result {run_dir / name}.json is refused: {exc} (the guard takes a "
+                            "process's figures from its step times alone)", _tail(run_dir / f"{name}.log")) from None
         _check_traces(result, run_dir / "traces", run_dir / name)
         _check_clock(result, run_dir / name, repeat)
         results.append(result)
     try:
         result = merge_ranks(results)
-    except RanksDiffer as exc:
+    except (RanksDiffer, StepsMissing) as exc:
         raise RunFailed(f"the ranks of {stem} do not line up: {exc}", "") from None
     if reference is None:  # nothing was forced, whatever the process says
         unforced = UNCOUNTED | {"forced": False}

@@ -27,7 +27,7 @@ FLAT_SHARE = 0.001
 
 
 class StripArm(BaseModel):
-    """One arm at one batch size: each process's median step time, in the order the arm ran them."""
+    """One arm at one batch size: each process's step time, in the order the arm ran them."""
 
     label: str  # "base", "head", "ablation" or "ablation 2": the guard's own words
     values_ms: list[float]

@@ -95,7 +95,7 @@ def part_lines(found: MixAttribution, gpu: bool) -> list[str]:
         lines.append(f"{words.MIX_PART[part.kind]}: {words.ms_delta(part.ms_per_step)} {unit} per step"
                      f"{_share_of(part)}{_from_sizes(part)}")
     if abs(found.unsplit_ms) >= 0.0005:
-        lines.append(f"not split (per-size medians against the whole mix's means): "
+        lines.append(f"not split (the sizes' medians over processes against the whole mix's): "
                      f"{words.ms_delta(found.unsplit_ms)} {unit} per step")
     return lines
 

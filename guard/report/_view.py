@@ -419,11 +419,20 @@ def _environment_blocks(report: Report) -> list[Block]:
     return blocks
 
 
+# The last schema whose per-process figures were medians (over steps; tok/s over windows); from
+# the next on they are means, tok/s tokens over decode time (guard/measure/_figures.py)
+LAST_MEDIAN_SCHEMA = 11
+
+
 def _method_blocks(report: Report) -> list[Block]:
     w = report.workload
     options = f" with {code(w.options)}" if w.options else ""
     tok = ""
-    if w.tok_per_s_min_s and w.tok_per_s_window_s:
+    if report.schema_version > LAST_MEDIAN_SCHEMA:
+        tok = (" Each process's time per step is its mean over its timed steps, a stall included"
+               + (f", and its {words.TOK} is its tokens over its decode time, at least {w.tok_per_s_min_s:g} s of it "
+                  "per batch size." if w.tok_per_s_min_s else "."))
+    elif w.tok_per_s_min_s and w.tok_per_s_window_s:
         tok = (f" {words.TOK.capitalize()} is each process's median over windows of "
                f"{round(w.tok_per_s_window_s * 1000)} ms or more, from at least {w.tok_per_s_min_s:g} s of decode "
                "per batch size.")
