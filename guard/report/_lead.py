@@ -154,7 +154,10 @@ def pass_sentence(report: Report) -> str:
     gpu = report.gpu_timed()
     gates = all(b.tok_per_s_gates for b in report.decided())
     ruled = f"{words.threshold(report.threshold_pct)} in {words.metric('gpu_ms', gpu)}"
-    if gates:
+    if gates and report.rule.felt_gates and gpu and report.rule.end_to_end_ms is not None:
+        ruled += (f", {words.threshold(limit(report, 'end_to_end_ms'))} in {words.END_TO_END} and "
+                  f"{words.threshold(limit(report, 'tok_per_s'))} in {words.TOK}")
+    elif gates:
         ruled += f" and {words.threshold(limit(report, 'tok_per_s'))} in {words.TOK}"
     over = " or over the batch-size mix" if report.mix_comparison is not None else ""
     sentence = f"No slowdown of {ruled} at any batch size measured{over}: every upper bound is under it."
