@@ -133,8 +133,9 @@ def _felt_first(verdicts: dict[MetricKey, Verdict]) -> tuple[Verdict, MetricKey 
     - a felt metric undecided: over an improvement GPU ms alone shows, so that a step the user
       may feel slower is never green;
     - an improvement of GPU ms; any metric undecided; else a pass.
-    A regression or an undecided verdict names the first metric in METRICS order that gave it;
-    an improvement, the first felt metric that did (else GPU ms)."""
+    A regression or an undecided verdict names the first metric in METRICS order that gave it
+    (GPU ms first: the device's figure explains the cause); an improvement, the first felt metric
+    that did (else GPU ms)."""
     felt = {m: v for m, v in verdicts.items() if m in FELT_METRICS}
 
     def named(verdict: Verdict, among: dict[MetricKey, Verdict]) -> tuple[Verdict, MetricKey]:
@@ -148,7 +149,7 @@ def _felt_first(verdicts: dict[MetricKey, Verdict]) -> tuple[Verdict, MetricKey 
     for verdict, among in (("regression", verdicts), ("at_threshold", verdicts), ("inconclusive", felt),
                            ("improvement", verdicts), ("inconclusive", verdicts)):
         if verdict in among.values():
-            return named(verdict, among)
+            return named(verdict, verdicts if verdict == "inconclusive" else among)
     return "pass", None
 
 
@@ -245,8 +246,11 @@ def decide_by_interval(measured: BatchComparison, base: ArmStats, head: ArmStats
     verdict, decided_by = batch_verdict(verdicts, rule.felt_decides, rule.felt_gates)
     needed = None
     if decided_by is not None and verdict in UNDECIDED:
-        by = decided[decided_by]
-        needed = repeats_to_decide(by.values, by.slowdown.pct, by.threshold_pct, by.level, prior=by.prior)
+        # rule 5: what decides the batch size is every metric it left open, the one that needs most
+        open_metrics = [m for m in decided if decided[m].verdict in UNDECIDED] if rule.felt_gates else [decided_by]
+        needs = [repeats_to_decide(d.values, d.slowdown.pct, d.threshold_pct, d.level, prior=d.prior)
+                 for d in (decided[m] for m in open_metrics)]
+        needed = None if None in needs else max(needs)  # type: ignore[type-var]
     sight = {"at_spread_limit": SPREAD_LIMIT_CONFIDENCE} if rule.sight_at_limit else {}
     return measured.model_copy(update={
         "verdict": verdict,

@@ -189,7 +189,8 @@ class BatchComparison(BaseModel):
     # where the thresholds file kept one: what the calibration said these processes would see
     expected_caught_pct: dict[MetricKey, float] = Field(default={}, exclude_if=lambda value: not value)
     # undecided: processes per arm that would tell decided_by's change from its threshold at
-    # this spread, were the change what this run measured; None: more than MOST_REPEATS, or decided
+    # this spread, were the change what this run measured (rule 5: the most any metric left open
+    # needs); None: more than MOST_REPEATS, or decided
     repeats_to_decide: int | None = None
     # the metrics whose slowdown is shown (the interval leaves no change out) and whose
     # interval still holds the threshold: undecided for that reason, not for noise

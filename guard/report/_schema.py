@@ -107,9 +107,9 @@ class Environment(BaseModel):
 class WorkloadInfo(Workload):
     """The workload as the run replayed it, with what the run learnt of it."""
 
-    # tok/s: the median of windows of tok_per_s_window_s or more, over tok_per_s_min_s or more of
-    # decode per batch size and process, after a warmup of up to warmup_max_s (None: older reports,
-    # whose tok/s came from one pass)
+    # tok/s over tok_per_s_min_s or more of decode per batch size and process, after a warmup of up
+    # to warmup_max_s: from schema 12 its tokens over their time; to 11 the median of windows of
+    # tok_per_s_window_s or more (None: older reports, whose tok/s came from one pass)
     tok_per_s_min_s: float | None = Field(default=None, ge=0, le=MAX_HOST_SECONDS, allow_inf_nan=False)
     tok_per_s_window_s: float | None = Field(default=None, gt=0, le=MAX_HOST_SECONDS, allow_inf_nan=False)
     warmup_max_s: float | None = Field(default=None, ge=0, le=MAX_HOST_SECONDS, allow_inf_nan=False)
