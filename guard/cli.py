@@ -16,19 +16,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import guard
+from guard._comment_mode import COMMENT_MODES, DEFAULT_COMMENT_MODE
 from guard._crash import describe_failure
-from guard._errors import EXIT_ERROR, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, GuardError
+from guard._errors import EXIT_ERROR, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EXIT_UNDECIDED, GuardError
 from guard._output import append_whole, check_out_dir, check_out_file, write_atomic
 from guard.sandbox import restart_clean
 
 if TYPE_CHECKING:  # the report stage pulls in scipy; `guard analyze` needs none of it
     from guard.report import Report
 
-# per gate (guard/report/_gate.py): a neutral one (a slowdown at the threshold) is no failure,
-# so not exit 1, unless measure.at_threshold makes it a failing one
+# per gate (guard/report/_gate.py): an undecided run (at_threshold, inconclusive) exits 4, neither
+# the pass of 0 nor the regression of 1; measure.at_threshold = "fail" makes at_threshold a failure, 1
 GATE_EXIT = {
     "success": EXIT_OK,
-    "neutral": EXIT_OK,
+    "undecided": EXIT_UNDECIDED,
     "failure": EXIT_REGRESSION,
     "error": EXIT_INVALID,  # the run's verdict invalid: not the guard's own error (2)
 }
@@ -165,8 +166,10 @@ def _parser() -> argparse.ArgumentParser:
     comment.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY"),
                          help="OWNER/NAME (default: $GITHUB_REPOSITORY)")
     comment.add_argument("--pr", type=int, default=None, help="pull request number; without it, the status only")
-    comment.add_argument("--mode", choices=["on-regression", "always", "never"], default="on-regression",
-                         help="when to write a comment (an existing one is always kept up to date)")
+    comment.add_argument("--mode", choices=COMMENT_MODES, default=DEFAULT_COMMENT_MODE,
+                         help="when to write a comment: unless-green (default) for every verdict but pass and "
+                              "improvement, on-regression for a regression only; an existing one is always kept "
+                              "up to date")
     comment.add_argument("--sha", default=None, help="commit for the status; must be the report's head (default: it)")
     comment.add_argument("--bot-login", default="github-actions[bot]",
                          help="the token's login where GET /user is not allowed (default: github-actions[bot])")

@@ -214,8 +214,8 @@ def test_an_undecided_report_says_at_threshold_in_the_status_and_summary() -> No
     bounds = report.batch_sizes[0].gpu_ms_bounds
     assert bounds is not None
     assert headline(report) == f"at threshold: batch size 1 GPU ms per step {bounds.pct:+.2f}% ({bounds.interval()})"
-    # a slowdown shown at the threshold: neither green nor red, and not exit 1 (measure.at_threshold "neutral")
-    assert gate(report) == "neutral" and status_state(gate(report)) == "pending" and GATE_EXIT[gate(report)] == 0
+    # a slowdown shown at the threshold: undecided, neither green nor red, exit 4 (measure.at_threshold "neutral")
+    assert gate(report) == "undecided" and status_state(gate(report)) == "pending" and GATE_EXIT[gate(report)] == 4
     failing = report.model_copy(update={"at_threshold_status": "fail"})  # measure.at_threshold = "fail"
     assert gate(failing) == "failure" and status_state(gate(failing)) == "failure" and GATE_EXIT[gate(failing)] == 1
     (line,) = annotations(report)

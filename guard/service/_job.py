@@ -251,7 +251,8 @@ def _alert(job: Job, ctx: JobContext, rest: RestClient) -> None:
 
 def _post(job: Job, ctx: JobContext, rest: RestClient, report: Report) -> None:
     posted = post(rest, report, repo=job.repo, pr=job.pr, job_id=job.id, login=ctx.app.login(),
-                  mode=ctx.settings.comment_mode, server_url=server_url(ctx.settings.api_url))
+                  mode=ctx.settings.comment_mode, server_url=server_url(ctx.settings.api_url),
+                  undecided=ctx.settings.undecided_conclusion)
     remember(ctx.sessions, job.id, job.repo, job.pr, posted)
 
 
