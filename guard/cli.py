@@ -448,7 +448,7 @@ def _summary(args: argparse.Namespace) -> int:
     from guard.publish import (
         annotations, job_links, worst_gpu_ms_change_pct, worst_tok_per_s_change_pct, write_outputs,
     )
-    from guard.report import gate, read_report, render_comment, run_links
+    from guard.report import gate, read_report, render_comment, repeats_to_decide, run_links
 
     links = run_links(args.run_url, args.artifact_id)
     report = job_links(read_report(args.report), os.environ.get("GITHUB_REPOSITORY"),
@@ -457,9 +457,12 @@ def _summary(args: argparse.Namespace) -> int:
         append_whole(Path(os.environ["GITHUB_STEP_SUMMARY"]), render_comment(report, links) + "\n")
     if os.environ.get("GITHUB_OUTPUT"):
         tok, gpu = worst_tok_per_s_change_pct(report), worst_gpu_ms_change_pct(report)
+        needed = repeats_to_decide(report)
         write_outputs(Path(os.environ["GITHUB_OUTPUT"]), {
             "verdict": report.verdict,
             "gate": gate(report),
+            # an undecided run's processes per arm that would decide it; empty: none, or more than the guard counts
+            "repeats-to-decide": "" if needed is None else str(needed),
             "tok-per-s-change": "" if tok is None else f"{tok:.2f}",
             "gpu-ms-change": "" if gpu is None else f"{gpu:.2f}",
             "report-path": str(args.report),
