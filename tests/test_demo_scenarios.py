@@ -174,7 +174,8 @@ def test_removing_the_fallback_is_a_regression_named_padding_on_gpu(tmp_path: Pa
 @pytest.mark.slow
 def test_removing_the_fallback_where_traffic_is_captured_is_not_flagged_on_gpu(tmp_path: Path) -> None:
     proc, report, _ = _gpu_demo(tmp_path, "fallback-win")
-    assert report["verdict"] in ("pass", "improvement") and proc.returncode == 0, report["verdict"]
+    assert report["verdict"] != "regression", report["verdict"]
+    assert proc.returncode == (0 if report["verdict"] in ("pass", "improvement") else 4)  # undecided: exit 4
     base, head = _mix_arms(report)
     assert head["capture_coverage"] > base["capture_coverage"] >= 0.9
     assert head["padding_waste"] < 0.05
