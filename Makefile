@@ -35,9 +35,14 @@ $(DEMO_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e .
 	touch $(DEMO_STAMP)
 
-# Exit code 1 is the demo doing its job (it finds the regression); 2 or 3 is a real failure.
+# Exit code 1 is the demo doing its job (it finds the regression); 2 or 3 is a real failure, and
+# 4 (undecided: this machine's timings too noisy to decide) fails too, saying so: the comment
+# above it names the processes per arm that would decide it.
 demo: $(DEMO_STAMP)
-	$(VENV)/bin/guard demo --out guard-demo || test $$? -eq 1
+	$(VENV)/bin/guard demo --out guard-demo; code=$$?; case $$code in 0 | 1) ;; \
+	  4) echo "make demo: undecided (exit 4): too noisy here to decide; the line under the title above says what would" >&2; \
+	     exit 4 ;; \
+	  *) exit $$code ;; esac
 
 # The JSON Schema of report.json, from the Report model (tests/test_report_schema.py holds it to this).
 schema: setup

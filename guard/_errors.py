@@ -6,6 +6,9 @@ EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_ERROR = 2  # the guard could not run as asked: a bad config, a missing ref, a full disk
 EXIT_INVALID = 3  # it ran, and base and head could not be compared (verdict invalid)
+# it ran, and decided nothing (at_threshold, inconclusive): not a pass, so never 0; not a
+# regression shown past the threshold, so not 1; more processes or a quieter runner decide it
+EXIT_UNDECIDED = 4
 
 
 class GuardError(Exception):

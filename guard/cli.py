@@ -16,19 +16,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import guard
+from guard._comment_mode import COMMENT_MODES, DEFAULT_COMMENT_MODE
 from guard._crash import describe_failure
-from guard._errors import EXIT_ERROR, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, GuardError
+from guard._errors import EXIT_ERROR, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EXIT_UNDECIDED, GuardError
 from guard._output import append_whole, check_out_dir, check_out_file, write_atomic
 from guard.sandbox import restart_clean
 
 if TYPE_CHECKING:  # the report stage pulls in scipy; `guard analyze` needs none of it
     from guard.report import Report
 
-# per gate (guard/report/_gate.py): a neutral one (a slowdown at the threshold) is no failure,
-# so not exit 1, unless measure.at_threshold makes it a failing one
+# per gate (guard/report/_gate.py): an undecided run (at_threshold, inconclusive) exits 4, neither
+# the pass of 0 nor the regression of 1; measure.at_threshold = "fail" makes at_threshold a failure, 1
 GATE_EXIT = {
     "success": EXIT_OK,
-    "neutral": EXIT_OK,
+    "undecided": EXIT_UNDECIDED,
     "failure": EXIT_REGRESSION,
     "error": EXIT_INVALID,  # the run's verdict invalid: not the guard's own error (2)
 }
@@ -165,8 +166,10 @@ def _parser() -> argparse.ArgumentParser:
     comment.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY"),
                          help="OWNER/NAME (default: $GITHUB_REPOSITORY)")
     comment.add_argument("--pr", type=int, default=None, help="pull request number; without it, the status only")
-    comment.add_argument("--mode", choices=["on-regression", "always", "never"], default="on-regression",
-                         help="when to write a comment (an existing one is always kept up to date)")
+    comment.add_argument("--mode", choices=COMMENT_MODES, default=DEFAULT_COMMENT_MODE,
+                         help="when to write a comment: unless-green (default) for every verdict but pass and "
+                              "improvement, on-regression for a regression only; an existing one is always kept "
+                              "up to date")
     comment.add_argument("--sha", default=None, help="commit for the status; must be the report's head (default: it)")
     comment.add_argument("--bot-login", default="github-actions[bot]",
                          help="the token's login where GET /user is not allowed (default: github-actions[bot])")
@@ -445,7 +448,7 @@ def _summary(args: argparse.Namespace) -> int:
     from guard.publish import (
         annotations, job_links, worst_gpu_ms_change_pct, worst_tok_per_s_change_pct, write_outputs,
     )
-    from guard.report import gate, read_report, render_comment, run_links
+    from guard.report import gate, read_report, render_comment, repeats_to_decide, run_links
 
     links = run_links(args.run_url, args.artifact_id)
     report = job_links(read_report(args.report), os.environ.get("GITHUB_REPOSITORY"),
@@ -454,9 +457,12 @@ def _summary(args: argparse.Namespace) -> int:
         append_whole(Path(os.environ["GITHUB_STEP_SUMMARY"]), render_comment(report, links) + "\n")
     if os.environ.get("GITHUB_OUTPUT"):
         tok, gpu = worst_tok_per_s_change_pct(report), worst_gpu_ms_change_pct(report)
+        needed = repeats_to_decide(report)
         write_outputs(Path(os.environ["GITHUB_OUTPUT"]), {
             "verdict": report.verdict,
             "gate": gate(report),
+            # an undecided run's processes per arm that would decide it; empty: none, or more than the guard counts
+            "repeats-to-decide": "" if needed is None else str(needed),
             "tok-per-s-change": "" if tok is None else f"{tok:.2f}",
             "gpu-ms-change": "" if gpu is None else f"{gpu:.2f}",
             "report-path": str(args.report),

@@ -417,6 +417,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+def _check_run_refused(body: Any) -> dict[str, str] | None:
+    """What GitHub's REST docs ask of a check run, read strictly: a conclusion it knows (a
+    client may not set `stale`), a `details_url` of http(s) where one is given (GitHub refuses
+    an empty one), and one for `action_required`, whose details are to be found there."""
+    if not isinstance(body, dict):
+        return None
+    conclusion, details = body.get("conclusion"), body.get("details_url")
+    if conclusion is not None and conclusion not in CHECK_CONCLUSIONS:
+        return {"resource": "CheckRun", "field": "conclusion", "code": "invalid"}
+    if details is not None and not (isinstance(details, str) and re.match(r"https?://", details)):
+        return {"resource": "CheckRun", "field": "details_url", "code": "custom",
+                "message": "details_url must use the http or https scheme"}
+    if conclusion == "action_required" and details is None:
+        return {"resource": "CheckRun", "field": "details_url", "code": "missing_field",
+                "message": "details_url is needed where the conclusion is action_required"}
+    return None
+
+
+# what a client may conclude a check run with (GitHub sets `stale` itself)
+CHECK_CONCLUSIONS = ("action_required", "cancelled", "failure", "neutral", "success", "skipped", "timed_out")
+
+
 def _needs_jwt(path: str) -> bool:
     return path == "/app" or path.startswith("/app/") or bool(re.fullmatch(r"/repos/[^/]+/[^/]+/installation", path))
 
@@ -433,6 +455,9 @@ def _app_route(
     if match and method == "GET":
         pull = state.pulls.get((match[1], int(match[2])))
         return (200, pull, {}) if pull else (404, {"message": "Not Found"}, {})
+    match = re.fullmatch(r"/repos/([^/]+/[^/]+)/check-runs(?:/\d+)?", path)
+    if match and method in ("POST", "PATCH") and (refused := _check_run_refused(body)) is not None:
+        return 422, {"message": "Validation Failed", "errors": [refused]}, {}
     match = re.fullmatch(r"/repos/([^/]+/[^/]+)/check-runs", path)
     if match and method == "POST":
         state.next_id += 1

@@ -1,9 +1,10 @@
 """A measuring command for the service's tests, in place of `guard run`: the committed CPU
 demo's report with this job's base and head shas, after a wait on its first start only (or on
-every start), leaving a marker of each start (its pid) where the test looks and the job's kind
-and batch sizes in its folder; or, with GUARD_TEST_EXIT, a failure that leaves no report. With
-GUARD_TEST_SLOW_FILE, a head commit without that file gets GUARD_TEST_PASS_REPORT instead: the
-commits that hold it are the slow ones, as a bisect's steps need."""
+every start), leaving a marker of each start (its pid) where the test looks and the job's kind,
+batch sizes and repeats (`/guard run --repeats N`) in its folder; or, with GUARD_TEST_EXIT, a
+failure that leaves no report. With GUARD_TEST_SLOW_FILE, a head commit without that file gets
+GUARD_TEST_PASS_REPORT instead: the commits that hold it are the slow ones, as a bisect's steps
+need."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ if markers:
 # what the job asked of its command, beside the report: the test reads it in the job's folder
 Path(os.environ["GUARD_JOB_OUT"], "job-env.txt").write_text(
     f"{os.environ['GUARD_JOB_KIND']} {os.environ['GUARD_JOB_BATCH_SIZES'] or '-'}")
+Path(os.environ["GUARD_JOB_OUT"], "job-repeats.txt").write_text(os.environ["GUARD_JOB_REPEATS"] or "-")
 if first:  # only the first start of a job waits: the test kills the service meanwhile
     time.sleep(float(os.environ.get("GUARD_TEST_FIRST_SLEEP_S", "0")))
 time.sleep(float(os.environ.get("GUARD_TEST_EVERY_SLEEP_S", "0")))

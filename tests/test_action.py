@@ -351,7 +351,7 @@ if command == "run":
     (out / "comment.md").write_text("the comment")
     (out / "step-times.svg").write_text("<svg/>")
     (out / "runs" / "base-0.log").write_text("a process's log: not in the artifact")
-    sys.exit({{"regression": 1, "invalid": 3}}.get(scenario["verdict"], 0))
+    sys.exit({{"regression": 1, "invalid": 3, "at_threshold": 4, "inconclusive": 4}}.get(scenario["verdict"], 0))
 if command == "record":  # the real one: tests/test_record.py
     out = Path(arg("--out"))
     out.mkdir(parents=True, exist_ok=True)
@@ -368,6 +368,9 @@ if command == "summary":
     with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
         f.write(f"## regression-guard: {{verdict}}\\n")
     output(f"verdict={{verdict}}")
+    output("gate=" + (scenario.get("gate") or {{"pass": "success", "improvement": "success", "regression": "failure",
+                                                "invalid": "error"}}.get(verdict, "undecided")))
+    output("repeats-to-decide=" + scenario.get("repeats_to_decide", ""))
     output("tok-per-s-change=-1.23" if verdict == "regression" else "tok-per-s-change=")
     output("gpu-ms-change=2.34" if verdict == "regression" else "gpu-ms-change=")
     output(f"report-path={{report_path}}")
@@ -446,8 +449,10 @@ class Harness:
     def run(
         self, verdict: str | None, inputs: dict[str, str] | None = None, event: str = "pull_request",
         reasons: list[str] | None = None, job_env: dict[str, str] | None = None, ref: str = "refs/heads/main",
+        gate: str = "", repeats_to_decide: str = "",
     ) -> ActionRun:
-        scenario = {"verdict": verdict, "reasons": reasons or [], "token": TOKEN, "service_token": SERVICE_TOKEN}
+        scenario = {"verdict": verdict, "reasons": reasons or [], "token": TOKEN, "service_token": SERVICE_TOKEN,
+                    "gate": gate, "repeats_to_decide": repeats_to_decide}
         (self.root / "scenario.json").write_text(json.dumps(scenario))
         github: dict[str, Any] = {
             "token": TOKEN,
@@ -504,7 +509,7 @@ def test_regression_on_a_pull_request_is_reported_commented_and_fails_the_job(ha
     assert comment_call["env"]["GITHUB_TOKEN"] == TOKEN
     assert comment_call["argv"] == [
         "comment", "--report", "guard-out/report.json", "--repo", "example-org/engine", "--pr", "7",
-        "--mode", "on-regression", "--run-url", "https://github.com/example-org/engine/actions/runs/99",
+        "--mode", "unless-green", "--run-url", "https://github.com/example-org/engine/actions/runs/99",
         "--sha", HEAD_SHA, "--artifact-id", "1",
     ]
     assert result.outputs == {
@@ -618,13 +623,57 @@ def test_regression_passes_the_job_when_fail_on_regression_is_false(harness: Har
     assert result.succeeded
 
 
-@pytest.mark.parametrize("verdict", ["pass", "improvement", "at_threshold", "inconclusive"])
-def test_other_verdicts_pass_and_still_go_to_the_comment_step(harness: Harness, verdict: str) -> None:
+@pytest.mark.parametrize("verdict", ["pass", "improvement"])
+def test_a_pass_or_an_improvement_passes_and_still_goes_to_the_comment_step(harness: Harness, verdict: str) -> None:
     result = harness.run(verdict, {"comment": "always"})
     assert result.succeeded
     assert result.outputs["verdict"] == verdict and result.outputs["tok-per-s-change"] == ""
     (comment_call,) = harness.calls("comment")
     assert comment_call["argv"][comment_call["argv"].index("--mode") + 1] == "always"
+
+
+@pytest.mark.parametrize("verdict", ["at_threshold", "inconclusive"])
+def test_an_undecided_run_fails_the_job_by_default_saying_what_would_decide_it(harness: Harness, verdict: str) -> None:
+    result = harness.run(verdict, repeats_to_decide="14")
+    run_step = result.step("Run regression-guard")
+    assert (run_step.exit_code, run_step.outcome) == (4, "failure")  # the guard's exit code for undecided
+    check = result.step("Check the verdict")
+    assert check.exit_code == 1 and not result.succeeded
+    assert (f"::error title=regression-guard::undecided (verdict {verdict}); about 14 processes per arm would "
+            "decide it: run it on a quieter runner, or with measure.repeats = 14 (guard run --repeats 14); set "
+            "fail-on-undecided to false to report it without failing") in check.stdout
+    # the default comment mode posts it: the comment says the same under its title
+    (comment_call,) = harness.calls("comment")
+    assert comment_call["argv"][comment_call["argv"].index("--mode") + 1] == "unless-green"
+
+
+def test_an_undecided_run_past_what_the_guard_counts_says_so_and_a_forged_count_is_not_printed(
+        harness: Harness) -> None:
+    for said in ("", "0", "14; rm -rf ~", "1e3"):
+        result = harness.run("inconclusive", repeats_to_decide=said)
+        check = result.step("Check the verdict")
+        assert check.exit_code == 1
+        assert ("::error title=regression-guard::undecided (verdict inconclusive); more processes per arm than the "
+                "guard counts to would be needed at this spread: run it on a quieter runner") in check.stdout
+        assert "::warning" not in check.stdout
+
+
+def test_fail_on_undecided_false_makes_an_undecided_run_a_warning(harness: Harness) -> None:
+    result = harness.run("at_threshold", {"fail-on-undecided": "false"}, repeats_to_decide="9")
+    check = result.step("Check the verdict")
+    assert check.exit_code == 0 and result.succeeded
+    assert ("::warning title=regression-guard::undecided (verdict at_threshold); about 9 processes per arm would "
+            "decide it") in check.stdout and "not failing the job, as fail-on-undecided is false" in check.stdout
+    assert "::error" not in check.stdout
+
+
+def test_at_threshold_set_to_fail_fails_as_a_regression_does_whatever_fail_on_undecided_says(harness: Harness) -> None:
+    """measure.at_threshold = "fail" (the gate a failure): fail-on-regression decides, not fail-on-undecided."""
+    failing = harness.run("at_threshold", {"fail-on-undecided": "false"}, gate="failure")
+    check = failing.step("Check the verdict")
+    assert check.exit_code == 1 and "measure.at_threshold fail" in check.stdout and not failing.succeeded
+    kept = harness.run("at_threshold", {"fail-on-regression": "false"}, gate="failure")
+    assert kept.step("Check the verdict").exit_code == 0 and kept.succeeded
 
 
 def test_invalid_fails_the_job_and_says_why(harness: Harness) -> None:
@@ -795,7 +844,7 @@ def test_the_builds_are_removed_when_the_job_ends_however_the_run_ended(harness:
 @pytest.mark.parametrize(
     ("inputs", "message"),
     [
-        ({"comment": "sometimes"}, "input comment is 'sometimes'; use on-regression, always or never"),
+        ({"comment": "sometimes"}, "input comment is 'sometimes'; use unless-green, on-regression, always or never"),
         ({"mode": "push"}, "input mode is 'push'; use auto, compare or record"),
         ({"mode": "record", "report": "r.json"}, "input mode is 'record'; a record measures; leave report empty"),
         ({"service-url": "guard.example.org", "service-token": "t"},
@@ -804,6 +853,7 @@ def test_the_builds_are_removed_when_the_job_ends_however_the_run_ended(harness:
          "input service-token is ''; give this repository's ingest token"),
         ({"fail-on-regression": "yes"}, "input fail-on-regression is 'yes'; use true or false"),
         ({"fail-on-invalid": "warn"}, "input fail-on-invalid is 'warn'; use true or false"),
+        ({"fail-on-undecided": "no"}, "input fail-on-undecided is 'no'; use true or false"),
         ({"commit-status": "no"}, "input commit-status is 'no'; use true or false"),
         ({"pr-number": "7; rm -rf /"}, "input pr-number is '7; rm -rf /'; give the number of a pull request"),
         ({"threshold-pct": "1%"}, "input threshold-pct is '1%'; give a percentage below 100, e.g. 0.5"),

@@ -71,12 +71,12 @@ def test_a_workload_that_poisons_the_cached_base_does_not_hide_the_next_regressi
     config = write_poisoning_config(tmp_path / "guard.toml", user)
     cached = ["--cache-dir", str(cache), "--config", str(config)]
     attack = guard_run(engine, tmp_path / "out-attack", "--head", "attack", *cached)
-    assert attack.returncode in (0, 1), attack.stderr  # the attacker's arm ran
+    assert attack.returncode in (0, 1, 4), attack.stderr  # the attacker's arm ran: a verdict, any
     poisoned = [p for p in cache.glob("*/tree/wl.py") if "\nWORK = 60000\n" in p.read_text()]
     sealed = user != '""'
 
     proc = guard_run(engine, tmp_path / "out", *cached)
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 4), proc.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     base = next(arm for arm in report["arms"] if arm["name"] == "base")
     if sealed:  # the write was refused, so the base is reused as its build left it
@@ -97,7 +97,7 @@ def test_a_workload_that_poisons_the_cached_base_does_not_hide_the_next_regressi
 
     # the runs' own leftovers (bytecode in the worktrees) do not cost the next run its reuse
     again = guard_run(engine, tmp_path / "out-again", *cached)
-    assert again.returncode in (0, 1), again.stderr
+    assert again.returncode in (0, 1, 4), again.stderr
     assert again.stderr.count("unchanged since it was built") == 2, again.stderr
     again_report = json.loads((tmp_path / "out-again" / "report.json").read_text())
     # the same bounds as above, for the same shared CPU: a reuse of a poisoned base would read near -90%

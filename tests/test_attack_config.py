@@ -89,7 +89,7 @@ def test_the_install_command_is_the_base_commits(tmp_path: Path) -> None:
     commit_all(repo, "an install command of the head's own")
     out = tmp_path / "out"
     proc = guard_run(repo, out, "--cache-dir", str(tmp_path / "cache"))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode in (0, 4), proc.stderr  # a pass, or undecided: no slowdown shown
     assert not marker.exists()
     logs = sorted((tmp_path / "cache").glob("*/build.log"))
     assert len(logs) == 2  # base and head, each built with the base's command

@@ -220,7 +220,7 @@ def test_a_full_disk_keeps_the_earlier_report_whole(tmp_path: Path) -> None:
     with small_disk(tmp_path / "disk", "4m") as disk:
         out = disk / "out"
         first = guard("run", "--repo", str(repo), "--head", "feature", "--out", str(out))
-        assert first.returncode == 0, first.stderr
+        assert first.returncode in (0, 4), first.stderr  # a pass, or undecided
         before = {name: (out / name).read_bytes() for name in ("report.json", "comment.md")}
         fill(disk)
         again = guard("run", "--repo", str(repo), "--head", "feature", "--out", str(out))

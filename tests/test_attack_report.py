@@ -495,7 +495,8 @@ def test_hostile_strings_are_posted_as_text(api: GitHubStandIn, tmp_path: Path) 
     assert not UNSEEN.search(build_view(report).title)
     outputs = (tmp_path / "outputs.txt").read_text().splitlines()
     assert [line.split("=", 1)[0] for line in outputs] == [
-        "comment-url", "comment-action", "verdict", "gate", "tok-per-s-change", "gpu-ms-change", "report-path"]
+        "comment-url", "comment-action", "verdict", "gate", "repeats-to-decide", "tok-per-s-change", "gpu-ms-change",
+            "report-path"]
     assert "verdict=regression" in outputs and "gate=failure" in outputs
 
 

@@ -192,7 +192,7 @@ def _guard_run(repo: Path, env: dict[str, str], *extra: str) -> dict:
          "--cache-dir", cache, *extra],
         capture_output=True, text=True, timeout=600, env=env,
     )
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 4), proc.stderr  # a verdict, any
     report = json.loads((Path(out) / "report.json").read_text())
     assert [a["status"] for a in report["arms"]] == ["ok", "ok"], proc.stderr
     return report
@@ -320,7 +320,7 @@ def test_through_the_action_no_step_shell_or_guard_above_the_pr_code_holds_a_sec
               "base": "main", "head": "feature"}
     result = run_action(action, inputs, github, repo, job_env,
                         uses={"actions/upload-artifact": ArtifactStore(tmp_path / "artifacts")})
-    assert result.step("Run regression-guard").exit_code in (0, 1), result.step("Run regression-guard").stdout
+    assert result.step("Run regression-guard").exit_code in (0, 1, 4), result.step("Run regression-guard").stdout
 
     runner_temp = repo / "runner-temp"  # where the composite runner keeps the step files
     planted = SECRETS | {"GITHUB_OUTPUT": str(runner_temp / "output-1"),
@@ -481,7 +481,7 @@ def _builds_leave_sleepers(tmp_path: Path, install: str, mark: str) -> None:
          str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")],
         env=os.environ | {"PROBE_DUMP": str(dumps)}, capture_output=True, text=True, timeout=600,
     )
-    assert proc.returncode in (0, 1), proc.stderr  # any verdict: the builds ran
+    assert proc.returncode in (0, 1, 4), proc.stderr  # any verdict: the builds ran
     assert len((dumps / "sleeper.pid").read_text().split()) == 2  # one per arm's build
 
 

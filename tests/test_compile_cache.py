@@ -294,7 +294,7 @@ def test_no_measured_process_of_either_arm_is_the_one_that_compiles(tmp_path: Pa
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature",
                            "--out", str(out)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 4), proc.stderr  # a verdict, any
     assert "compile caches: one unmeasured process for head compiles first" in proc.stderr
     fill = json.loads((out / "runs" / "compile-fill" / "head-0.json").read_text())
     assert fill["runs"][0]["workload"]["earlier"] == []  # it was the first of its arm

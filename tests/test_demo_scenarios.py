@@ -100,9 +100,10 @@ def test_a_fallback_scenario_end_to_end_on_cpu(tmp_path: Path, scenario: str) ->
          "--tok-per-s-min-s", "0", "--warmup-max-s", "0", "--options", CPU_OPTIONS[scenario]],
         capture_output=True, text=True, timeout=900,
     )
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 4), proc.stderr
     report = json.loads((out / "report.json").read_text())
     assert (report["verdict"] == "regression") == (proc.returncode == 1)
+    assert (report["verdict"] in ("at_threshold", "inconclusive")) == (proc.returncode == 4)
     mix = report["mix"]
     base, head = (next(a for a in mix["arms"] if a["arm"] == name) for name in ("base", "head"))
     sizes = _timed_sizes(out, "head")
@@ -133,7 +134,7 @@ def _gpu_demo(tmp_path: Path, scenario: str) -> tuple[subprocess.CompletedProces
     proc = subprocess.run([sys.executable, "-m", "guard", "demo", "--scenario", scenario, "--out", str(out),
                            "--workdir", str(tmp_path / "work")], capture_output=True, text=True, timeout=1200)
     (out / "progress.log").write_text(proc.stderr)  # kept beside the report, for the run's record
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 4), proc.stderr
     return proc, json.loads((out / "report.json").read_text()), (out / "comment.md").read_text()
 
 
@@ -173,7 +174,8 @@ def test_removing_the_fallback_is_a_regression_named_padding_on_gpu(tmp_path: Pa
 @pytest.mark.slow
 def test_removing_the_fallback_where_traffic_is_captured_is_not_flagged_on_gpu(tmp_path: Path) -> None:
     proc, report, _ = _gpu_demo(tmp_path, "fallback-win")
-    assert report["verdict"] != "regression" and proc.returncode == 0
+    assert report["verdict"] != "regression", report["verdict"]
+    assert proc.returncode == (0 if report["verdict"] in ("pass", "improvement") else 4)  # undecided: exit 4
     base, head = _mix_arms(report)
     assert head["capture_coverage"] > base["capture_coverage"] >= 0.9
     assert head["padding_waste"] < 0.05

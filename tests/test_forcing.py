@@ -382,7 +382,7 @@ def test_noisy_argmax_a_a_is_judged_not_invalid(tmp_path: Path) -> None:
     run = forced_run(tmp_path, noisy_model(flip=0.05))
     report = run.report.model_dump(mode="json")
     assert report["verdict"] in ("pass", "at_threshold", "inconclusive"), report["reasons"]
-    assert run.exit_code == 0, run.text
+    assert run.exit_code == (0 if report["verdict"] == "pass" else 4), run.text
     found = report["batch_sizes"][0]["agreement"]
     assert found["exact"] is False
     assert all(any(d > 0 for d in arm["disagreements"]) for arm in found["arms"])  # every arm is noisy

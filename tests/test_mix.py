@@ -353,7 +353,7 @@ def test_guard_run_reports_the_mix_per_arm(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature",
                            "--out", str(out)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 4), proc.stderr  # a verdict, any
     report = json.loads((out / "report.json").read_text())
     mix = report["mix"]
     assert mix["source"] == "bench/sizes.txt" and mix["max_batch_size"] == 6

@@ -127,7 +127,7 @@ def test_a_quick_try_is_marked_in_the_report_and_said_in_the_comment(tmp_path: P
     git(repo, "commit", "--quiet", "--allow-empty", "-m", "head")
     out = tmp_path / "out"
     proc = guard_run(repo, out, "--repeats", "2", "--batch-sizes", "2", "--steps", "5", "--threshold-pct", "4")
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 4), proc.stderr  # a verdict, any
     data = json.loads((out / "report.json").read_text())
     assert data["overrides"] == {"repeats": 2, "batch_sizes": [2], "steps": 5, "threshold_pct": 4.0}
     # the run used them: not the config's 3 repeats, batch sizes [1, 2], 12 steps or calibrated 50%

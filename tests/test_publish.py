@@ -47,7 +47,7 @@ def api():
 
 
 # head's step time as a share of base's, and the spread of its repeats, that give each verdict
-HEAD_FOR = {"pass": (1.0, 0.0), "inconclusive": (1.0, 0.2)}
+HEAD_FOR = {"pass": (1.0, 0.0), "inconclusive": (1.0, 0.2), "improvement": (0.9, 0.0)}
 
 
 def _report(tmp_path: Path, verdict: str = "regression", name: str = "report.json") -> tuple[Path, Report]:
@@ -106,6 +106,21 @@ def test_pass_without_an_earlier_comment_writes_none(api: GitHubStandIn, tmp_pat
     assert result.comment.action == "none" and api.comments(REPO, PR) == []
     assert [s["state"] for s in api.statuses(REPO, report.arm(report.head).sha)] == ["success"]
     assert api.requests("POST", "/comments$") == []
+
+
+def test_the_default_mode_comments_on_an_undecided_run_and_not_on_a_gain(api: GitHubStandIn, tmp_path: Path) -> None:
+    """unless-green, the default: every verdict but pass and improvement gets a comment, an
+    undecided one with what would decide it under its title; on-regression, a regression alone."""
+    gain, _ = _report(tmp_path, "improvement", "gain.json")
+    assert _publish(api, gain).comment.action == "none" and api.comments(REPO, PR) == []
+    path, report = _report(tmp_path, "inconclusive")
+    assert _publish(api, path, mode="on-regression").comment.action == "none" and api.comments(REPO, PR) == []
+    assert _publish(api, path).comment.action == "created"
+    (comment,) = api.comments(REPO, PR)
+    assert Marker.parse(comment["body"]).verdict == "inconclusive"
+    assert comment["body"].splitlines()[3].startswith("**Needs ")  # what would decide it, under the title
+    # the gain's status, then the undecided run's: pending, which a required status holds the merge on
+    assert [s["state"] for s in api.statuses(REPO, report.arm(report.head).sha)] == ["success", "pending", "pending"]
 
 
 def test_mode_always_and_never(api: GitHubStandIn, tmp_path: Path) -> None:

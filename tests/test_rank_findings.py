@@ -75,7 +75,7 @@ def lagging_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp / "out"
     proc = subprocess.run([sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out",
                            str(out)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 4), proc.stderr  # a verdict, any
     return out
 
 

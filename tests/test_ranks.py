@@ -372,7 +372,7 @@ def test_guard_run_on_two_ranks_names_the_head_s_straggler_and_its_other_path(tm
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "guard", "run", "--repo", str(repo), "--head", "feature", "--out",
                            str(out)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 4), proc.stderr  # a verdict, any
     report = read_report(out / "report.json")  # decided again from its own numbers, ranks included
     assert report.schema_version == SCHEMA_VERSION and report.workload.world_size == 2
     arms = {a.arm: a for a in report.batch_sizes[0].arms}

@@ -175,8 +175,10 @@ def test_a_real_slowdown_at_the_threshold_is_said_to_be_at_threshold() -> None:
     level = f"{(1 - 2 * second) * 100:.4g}%"
     assert level == "99.62%"
     assert (f"At batch size 1, GPU ms per step rose {bounds.pct:.2f}%: slower, but too close to the 0.5% threshold "
-            "to call after its confirmation round; more than 200 processes per arm would decide it (this run: 8).") \
-        in comment
+            "to call after its confirmation round.") in comment
+    # what would decide it, once, right under the title
+    assert comment.splitlines()[3] == ("**Needs more than 200 processes per arm to decide** (this run: 8) at this "
+                                       "spread: run it on a quieter runner.")
     # the figures the change is a ratio of, and every interval at the level the verdict was decided at
     row = re.search(rf"\| GPU ms per step \| ([0-9.]+) \| ([0-9.]+) \| {re.escape(f'{bounds.pct:+.2f}%')} "
                     rf"\({re.escape(bounds.interval())}\) \| yes \|", comment)
@@ -212,8 +214,8 @@ def test_an_undecided_report_says_at_threshold_in_the_status_and_summary() -> No
     bounds = report.batch_sizes[0].gpu_ms_bounds
     assert bounds is not None
     assert headline(report) == f"at threshold: batch size 1 GPU ms per step {bounds.pct:+.2f}% ({bounds.interval()})"
-    # a slowdown shown at the threshold: neither green nor red, and not exit 1 (measure.at_threshold "neutral")
-    assert gate(report) == "neutral" and status_state(gate(report)) == "pending" and GATE_EXIT[gate(report)] == 0
+    # a slowdown shown at the threshold: undecided, neither green nor red, exit 4 (measure.at_threshold "neutral")
+    assert gate(report) == "undecided" and status_state(gate(report)) == "pending" and GATE_EXIT[gate(report)] == 4
     failing = report.model_copy(update={"at_threshold_status": "fail"})  # measure.at_threshold = "fail"
     assert gate(failing) == "failure" and status_state(gate(failing)) == "failure" and GATE_EXIT[gate(failing)] == 1
     (line,) = annotations(report)
@@ -234,8 +236,9 @@ def test_a_noisy_report_says_how_noisy_and_what_it_would_take() -> None:
     assert comment.splitlines()[1].endswith("GPU ms per step too noisy at batch size 1**")
     assert "too noisy to tell a 0.5% slowdown from none" in comment
     needed = batch.repeats_to_decide
-    count = "more than 200" if needed is None else f"about {needed}"
-    assert f"{count} processes per arm would decide it (this run: {head.repeats})" in comment
+    count = "more than 200" if needed is None else f"about {max(needed, 5)}"
+    under_title = comment.splitlines()[3]
+    assert under_title.startswith(f"**Needs {count} processes per arm to decide** (this run: {head.repeats})")
 
 
 def test_a_pass_names_a_significant_rise_under_the_threshold_and_an_a_a_pair_does_not() -> None:

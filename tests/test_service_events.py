@@ -69,6 +69,22 @@ def test_guard_run_is_a_command_from_a_person_on_a_pull_request() -> None:
     assert _decide("issue_comment", comment("/guard run 1a2b3c")).detail == {}  # too short to name a commit
 
 
+def test_guard_run_repeats_asks_for_that_many_processes_per_arm_within_the_configs_bounds() -> None:
+    """What an undecided run's comment asks for: `/guard run --repeats N`, N as measure.repeats
+    is bounded (5 to 200); any other N queues nothing rather than a run of another count."""
+    def comment(body: str) -> dict:
+        return {"action": "created", "repository": _repo(False), "issue": {"number": 8, "pull_request": {"url": "x"}},
+                "comment": {"body": body, "user": {"login": "ann", "type": "User"}}}
+
+    assert _decide("issue_comment", comment("/guard run --repeats 14")).detail == {"repeats": 14}
+    assert _decide("issue_comment", comment("/guard run --repeats=200")).detail == {"repeats": 200}
+    assert _decide("issue_comment", comment("/guard run 1a2b3c4d --repeats 5")).detail == {
+        "named_sha": "1a2b3c4d", "repeats": 5}
+    for asked in ("--repeats 4", "--repeats 201", "--repeats", "--repeats fourteen", "--repeats -9", "--repeats 1e2",
+                  "--repeats=", "--repeats \u00b2\u00b2"):
+        assert _decide("issue_comment", comment(f"/guard run {asked}")) == Ignored(reason="bad-repeats"), asked
+
+
 def test_only_a_push_to_the_default_branch_with_a_parent_is_measured() -> None:
     def push(ref: str, before: str = BASE) -> dict:
         return {"ref": ref, "before": before, "after": HEAD, "repository": _repo(True)}

@@ -159,8 +159,18 @@ def test_dispatch_mode_sends_the_job_to_the_measuring_workflow_and_posts_what_it
                              "path": ".github/workflows/regression-guard.yml"},
         })
         jobs = {j["kind"]: j for j in service.wait_jobs(2)}
+
+        # `/guard run --repeats N`: the dispatched workflow takes guard.toml's repeats, so nothing is
+        # dispatched that would measure another count than the one asked for
+        host.api.state.permissions[(REPO, "maintainer")] = "write"
+        own = {"repo": {"full_name": REPO}}
+        host.api.state.pulls[(REPO, 14)] = {"number": 14, "base": {"sha": base} | own, "head": {"sha": head} | own}
+        _send(service, "issue_comment", _command("maintainer", 14, "/guard run --repeats 9"))
+        (refused,) = [j for j in service.wait_jobs(3) if j["kind"] == "command"]
     assert (jobs["workflow_run"]["state"], jobs["workflow_run"]["pr"]) == ("done", 14), jobs["workflow_run"]
     assert Marker.parse(host.api.comments(REPO, 14)[0]["body"]).verdict == "regression"
+    assert refused["state"] == "failed" and refused["error"].startswith("not-dispatched: "), refused
+    assert len(host.api.state.dispatches) == 1
 
 
 def test_kill_9_mid_job_loses_no_job_and_kills_its_command(tmp_path: Path) -> None:
@@ -269,10 +279,12 @@ def test_guard_run_comment_runs_only_for_a_user_with_write_access(tmp_path: Path
         assert errors[1] == (f"not-pinned: the pull request's head is now {head[:12]}, not the {base[:10]} the "
                              f"command named; review it and comment `/guard run {head[:12]}` to measure it"), errors
         assert list(markers.iterdir()) == []  # nothing ran
-        _send(service, "issue_comment", command("maintainer", 12, f"/guard run {head[:10].upper()}"))
+        # the processes an undecided run's comment asks for: the measuring command gets them
+        _send(service, "issue_comment", command("maintainer", 12, f"/guard run {head[:10].upper()} --repeats 9"))
         jobs = service.wait_jobs(4)
     ran = next(j for j in jobs if j["pr"] == 12 and j["id"] != refused["id"])
     assert (ran["state"], ran["base_sha"], ran["head_sha"]) == ("done", base, head), ran
+    assert (service.work_dir / "jobs" / str(ran["id"]) / "attempt-1" / "job-repeats.txt").read_text() == "9"
     assert len(host.api.comments(REPO, 12)) == 1 and host.api.comments(REPO, 13) == []
 
 

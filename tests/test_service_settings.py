@@ -46,3 +46,21 @@ def test_an_app_key_that_is_not_a_key_is_refused(tmp_path: Path) -> None:
     (tmp_path / "key").write_text("not a key\n")
     done = _serve(tmp_path, "--app-id-file", str(tmp_path / "id"), "--app-key-file", str(tmp_path / "key"))
     assert done.returncode == 2 and "is not a PEM private key" in done.stderr
+
+
+def test_an_undecided_run_concludes_action_required_or_failure_and_never_neutral(tmp_path: Path) -> None:
+    """`--undecided-conclusion`, for `guard serve` and `guard worker` alike; neutral is no choice:
+    a required check takes it as passing. The comment is posted for every verdict but a pass and
+    an improvement unless `--comment-mode` says otherwise."""
+    import argparse
+
+    from guard.service._serve import add_job_arguments, job_settings
+
+    parser = argparse.ArgumentParser(prog="guard serve", exit_on_error=False)
+    add_job_arguments(parser)
+    given = job_settings(parser.parse_args(["--work-dir", str(tmp_path / "w")]))
+    assert (given["undecided_conclusion"], given["comment_mode"]) == ("action_required", "unless-green")
+    failing = job_settings(parser.parse_args(["--work-dir", str(tmp_path / "w"), "--undecided-conclusion", "failure"]))
+    assert failing["undecided_conclusion"] == "failure"
+    with pytest.raises(argparse.ArgumentError, match="invalid choice: 'neutral'"):
+        parser.parse_args(["--undecided-conclusion", "neutral"])

@@ -374,8 +374,8 @@ class MeasureConfig(_Section):
     )
     at_threshold: Literal["neutral", "fail"] = Field(
         default="neutral",
-        description="What a slowdown shown but not told from the threshold sets: a neutral Check Run (a pending "
-        "commit status, exit 0), or a failing one (exit 1), as a regression does.",
+        description="What a slowdown shown but not told from the threshold sets: undecided, as inconclusive is (a "
+        "pending commit status, the service's undecided Check Run, exit 4), or a failure (exit 1), as a regression is.",
     )
     alpha: float = Field(
         default=0.01, gt=0, lt=0.5,

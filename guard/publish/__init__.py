@@ -6,6 +6,7 @@ from guard._marker import Marker
 from guard.publish._alert import alert_comment_body, alert_issue_body, alert_issue_title
 from guard.publish._artifact import gather_artifact
 from guard.publish._client import DEFAULT_API_URL, GitHub
+from guard._comment_mode import COMMENT_MODES, DEFAULT_COMMENT_MODE
 from guard.publish._comment import (
     DEFAULT_BOT_LOGIN,
     MAX_BODY_CHARS,
@@ -26,8 +27,10 @@ from guard.publish._upload import Uploaded, UploadError, upload_record
 
 __all__ = [
     "CheckOutput",
+    "COMMENT_MODES",
     "DEFAULT_API_URL",
     "DEFAULT_BOT_LOGIN",
+    "DEFAULT_COMMENT_MODE",
     "MAX_BODY_CHARS",
     "STATUS_CONTEXT",
     "CommentMode",

@@ -8,13 +8,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from guard._comment_mode import CommentMode, creates_comment
 from guard._markdown import code
 from guard._marker import Marker, without_marker
 from guard.publish._client import GitHub, Progress, body_json
 from guard.publish._errors import MaybeApplied, PublishError
 from guard.report import verdict as verdict_words
 
-CommentMode = Literal["on-regression", "always", "never"]
 DEFAULT_BOT_LOGIN = "github-actions[bot]"
 # GitHub refuses bodies over this many characters with 422.
 MAX_BODY_CHARS = 65_536
@@ -99,15 +99,17 @@ def publish_comment(
 ) -> CommentResult:
     """Create, update or leave the sticky comment, as `mode` and the verdict say.
 
-    on-regression: a comment is created only for a regression; one that exists is always
-    brought up to date, so a regression that is gone is said to be gone. always: created
-    or updated on every run. never: nothing is written."""
+    unless-green: a comment is created for every verdict but pass and improvement (a
+    regression, an invalid run, an undecided one: each holds the merge); on-regression: for a
+    regression only. With either, one that exists is always brought up to date, so a
+    regression that is gone is said to be gone. always: created or updated on every run.
+    never: nothing is written."""
     if mode == "never":
         return CommentResult(action="skipped")
     for _ in range(_WRITE_TRIES):
         ours = find_ours(gh, repo, pr, login, key)
         if not ours:
-            if mode == "on-regression" and verdict != "regression":
+            if not creates_comment(mode, verdict):
                 return CommentResult(action="none")
             try:
                 text = compose(body, verdict, head, key, None)

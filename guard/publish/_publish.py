@@ -9,7 +9,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel
 
 from guard.publish._client import DEFAULT_API_URL, GitHub, Progress, Sleep
-from guard.publish._comment import DEFAULT_BOT_LOGIN, CommentMode, CommentResult, identity, publish_comment
+from guard._comment_mode import DEFAULT_COMMENT_MODE, CommentMode
+from guard.publish._comment import DEFAULT_BOT_LOGIN, CommentResult, identity, publish_comment
 from guard.publish._errors import PublishError
 from guard.publish._status import set_status
 from guard.publish._summary import headline
@@ -24,7 +25,7 @@ class PublishRequest(BaseModel):
     report: Path
     repo: str  # OWNER/NAME
     pr: int | None = None  # no pull request: the status only
-    mode: CommentMode = "on-regression"
+    mode: CommentMode = DEFAULT_COMMENT_MODE
     sha: str | None = None  # the commit the status goes on; default the report's head
     bot_login: str = DEFAULT_BOT_LOGIN
     key: str = "default"  # one sticky comment and status per key (one per GPU or config in a matrix)

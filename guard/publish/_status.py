@@ -8,12 +8,12 @@ from guard.publish._client import GitHub, body_json
 from guard.report import Gate
 
 STATUS_CONTEXT = "regression-guard"
-# A commit status has no neutral state: a neutral gate (a slowdown at the threshold) is left
+# A commit status has no undecided state: an undecided gate (at_threshold, inconclusive) is left
 # pending, neither green nor red, with the description saying why; a branch protection that
 # requires the status holds the merge until a run decides it.
 _STATE: dict[Gate, Literal["success", "pending", "failure", "error"]] = {
     "success": "success",
-    "neutral": "pending",
+    "undecided": "pending",
     "failure": "failure",
     "error": "error",
 }

@@ -22,6 +22,7 @@ from guard.report._record import run_record
 from guard.report._slow import slow_processes_sentence
 from guard.report._svg import CHART_FILE, strip_svg
 from guard.report._title import TITLE_LIMIT, title
+from guard.report._todo import repeats_to_decide
 from guard.report._view import Annotation, CommentView, build_view
 from guard.report._words import metric, share, verdict
 from guard.report._write import MAX_REPORT_BYTES, ReportError, read_report, write_report
@@ -61,6 +62,7 @@ __all__ = [
     "check_report",
     "describe_discrepancy",
     "read_report",
+    "repeats_to_decide",
     "render_comment",
     "share",
     "slow_processes_sentence",

@@ -9,6 +9,7 @@ from guard.measure import MOST_REPEATS, PASS_RATE, Change
 from guard.report import _words as words
 from guard.report._roles import the_threshold, threshold_text
 from guard.report._schema import Report
+from guard.report._todo import UNDECIDED
 
 
 def bounds_level(report: Report) -> str:
@@ -82,18 +83,20 @@ def batch_sentence(report: Report, batch: BatchComparison, then: str = "") -> st
     slowdown = -change.pct if metric == "tok_per_s" else change.pct
     moved = _moved(change, metric) if slowdown > 0 else f"changed {words.pct(change.pct)}"
     cap, size = the_threshold(report, metric), words.threshold(limit(report, metric))
-    needed = f"more than {MOST_REPEATS}" if batch.repeats_to_decide is None else f"about {batch.repeats_to_decide}"
     after = {1: "", 2: " after its confirmation round"}.get(batch.look, f" after {batch.look - 1} confirmation rounds")
-    decide = f"{needed} processes per arm would decide it (this run: {_processes(report, batch)})"
+    needed = f"more than {MOST_REPEATS}" if batch.repeats_to_decide is None else f"about {batch.repeats_to_decide}"
+    decide = f"; {needed} processes per arm would decide it (this run: {_processes(report, batch)})"
+    if report.verdict in UNDECIDED:  # said once, under the title (report/_todo.py)
+        decide = ""
     at = f"{words.at_size(batch.batch_size).capitalize()}, {name} {moved}"
     if batch.verdict == "regression":
         return f"{at}, its whole interval past {cap}{_device_differs(report, batch)}{_host_work(report, batch)}{end}"
     if batch.verdict == "improvement":
         return f"{at}, its whole interval faster than {cap}{_device_differs(report, batch)}{end}"
     if batch.verdict == "at_threshold":
-        return f"{at}: slower, but too close to {cap} to call{after}; {decide}{end}"
+        return f"{at}: slower, but too close to {cap} to call{after}{decide}{end}"
     if batch.verdict == "inconclusive":
-        return f"{at}: too noisy to tell a {size} slowdown from none{after}; {decide}{end}"
+        return f"{at}: too noisy to tell a {size} slowdown from none{after}{decide}{end}"
     return None
 
 
@@ -149,6 +152,10 @@ def _host_work(report: Report, batch: BatchComparison) -> str:
             "where the host bounds the step")
 
 
+def _processes(report: Report, batch: BatchComparison) -> int:
+    return min((a.repeats for a in batch.arms if a.arm in (report.base, report.head)), default=0)
+
+
 def pass_sentence(report: Report) -> str:
     """What a pass rules out, metric by metric, and a rise under the threshold worth naming."""
     gpu = report.gpu_timed()
@@ -175,10 +182,6 @@ def ruled_out_sentence(report: Report) -> str | None:
         ["over the batch-size mix"] if report.mix_comparison is not None
         and report.mix_comparison.verdict in ("pass", "improvement") else [])
     return f"A slowdown of the threshold is ruled out {' and '.join(places)}." if places else None
-
-
-def _processes(report: Report, batch: BatchComparison) -> int:
-    return min((a.repeats for a in batch.arms if a.arm in (report.base, report.head)), default=0)
 
 
 def processes_text(report: Report) -> str:

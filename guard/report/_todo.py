@@ -1,33 +1,72 @@
-"""The comment's "What to do" line: for each verdict that asks something of the reader, what,
-with the command that measures the same two commits again on one's own machine. Made from the
-report's facts (its verdict, its arms' commits, the processes an undecided batch size needs)."""
+"""What the comment asks of its reader: for a regression or an invalid run, the "What to do"
+line with the command that measures the same two commits again on one's own machine; for an
+undecided run, the line under the title with the processes per arm that would decide it. Made
+from the report's facts (its verdict, its arms' commits, each undecided batch size's
+`repeats_to_decide`)."""
 
 from __future__ import annotations
 
 import re
 
+from guard.config import MIN_REPEATS
 from guard.measure import MOST_REPEATS
 from guard.report._schema import Report
 
 # a command runs the pair again with the config of the base commit, as the run did
 _AGAIN = "guard run --repo . --base {base} --head {head}"
+UNDECIDED = ("at_threshold", "inconclusive")
 
 
 def what_to_do(report: Report) -> str | None:
-    """None for a pass or an improvement: nothing is asked of the reader, nor where a commit is
-    not a plain hex sha (a report read back is data: its strings go into no command)."""
-    shas = [report.arm(report.base).sha, report.arm(report.head).sha]
-    if not all(re.fullmatch(r"[0-9a-f]{7,64}", sha) for sha in shas):
+    """None for a pass or an improvement: nothing is asked of the reader; none for an undecided
+    run, whose line is under the title (`what_decides`); nor where a commit is not a plain hex
+    sha (a report read back is data: its strings go into no command)."""
+    again = _again(report)
+    if again is None:
         return None
-    again = _AGAIN.format(base=shas[0][:12], head=shas[1][:12])
     if report.verdict == "regression":
         return f"**What to do:** fix it or accept the cost; to measure it again: `{again}`."
     if report.verdict == "invalid":
         return f"**What to do:** fix what is listed above, then: `{again}`."
-    if report.verdict in ("at_threshold", "inconclusive"):
-        needed = [b.repeats_to_decide for b in report.decided() if b.undecided]
-        if needed and None not in needed:
-            more = max(n for n in needed if n is not None)
-            return f"**What to do:** about {more} processes per arm decide it: `{again} --repeats {more}`."
-        return f"**What to do:** over {MOST_REPEATS} processes per arm at this spread: use a quieter runner."
     return None
+
+
+def repeats_to_decide(report: Report) -> int | None:
+    """The processes per arm that would decide an undecided run: the most any of its undecided
+    batch sizes needs, and never fewer than a run may have (MIN_REPEATS). None where one needs
+    more than the guard counts to (MOST_REPEATS), or where the run is not undecided."""
+    if report.verdict not in UNDECIDED:
+        return None
+    needed = [b.repeats_to_decide for b in report.decided() if b.undecided]
+    if not needed or None in needed:
+        return None
+    return max(MIN_REPEATS, *(n for n in needed if n is not None))
+
+
+def what_decides(report: Report) -> str | None:
+    """The line under an undecided run's title: how many processes per arm would decide it, and
+    the two ways to get them (a quieter runner, or more processes: the service's comment command
+    or the command line); None for a run that decided."""
+    if report.verdict not in UNDECIDED:
+        return None
+    n, ran = repeats_to_decide(report), _this_run(report)
+    if n is None:
+        return (f"**Needs more than {MOST_REPEATS} processes per arm to decide** (this run: {ran}) at this spread: "
+                "run it on a quieter runner.")
+    again = _again(report)
+    local = f", or run `{again} --repeats {n}`" if again is not None else ""
+    return (f"**Needs about {n} processes per arm to decide** (this run: {ran}): run it on a quieter runner, or "
+            f"comment `/guard run --repeats {n}` where the service runs{local}.")
+
+
+def _this_run(report: Report) -> int:
+    """The processes per arm this run had where it left a batch size undecided (the fewest)."""
+    return min((a.repeats for b in report.decided() if b.undecided for a in b.arms
+                if a.arm in (report.base, report.head)), default=0)
+
+
+def _again(report: Report) -> str | None:
+    shas = [report.arm(report.base).sha, report.arm(report.head).sha]
+    if not all(re.fullmatch(r"[0-9a-f]{7,64}", sha) for sha in shas):
+        return None
+    return _AGAIN.format(base=shas[0][:12], head=shas[1][:12])

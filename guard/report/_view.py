@@ -41,7 +41,7 @@ from guard.report._compiled_text import compile_cache_note
 from guard.report._roles import held_note, instructions_note, tok_role_note, tok_unmeasured_note
 from guard.report._schema import ArmInfo, Report
 from guard.report._slow import slow_processes_sentence
-from guard.report._todo import what_to_do
+from guard.report._todo import what_decides, what_to_do
 from guard.report._title import title
 from guard.report._environment_text import environment_line
 from guard.report._trace_text import gap_arithmetic, span_sentence, trace_bullets
@@ -79,6 +79,7 @@ class CommentView(BaseModel):
     marker: str = COMMENT_MARKER
     title: str  # plain text
     title_md: str
+    decides: str | None = None  # Markdown, right under the title of an undecided run: what would decide it
     sections: list[Section]  # above the first fold
     folds: list[Fold]
     footer: list[str]
@@ -98,7 +99,7 @@ def build_view(report: Report, links: RunLinks | None = None) -> CommentView:
     if cause is not None:
         sections.append(cause)
     return CommentView(
-        title=headline, title_md=text(headline), sections=sections, folds=_folds(report),
+        title=headline, title_md=text(headline), decides=what_decides(report), sections=sections, folds=_folds(report),
         footer=_footer(report, links), status=_status(report), annotation=_annotation(report, headline),
     )
 

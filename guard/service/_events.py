@@ -6,7 +6,8 @@ maintainer adds the trust label (at the commit labelled); a private one on every
 push to (or a reopen of) a public repository's pull request that still carries the label asks
 for the label to come off: it vouched for the commits before, not for these.
 A `/guard run` comment queues a job whose sender's write access the worker checks through the
-API before anything runs."""
+API before anything runs; `/guard run [SHA] [--repeats N]` names the commit reviewed and the
+processes per arm (N within measure.repeats' bounds, as an undecided run's comment asks)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from guard._git import FULL_SHA
+from guard.config import MAX_REPEATS, MIN_REPEATS
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _NO_COMMIT = re.compile(r"^0+$")
@@ -26,6 +28,7 @@ WORKFLOWS = PurePosixPath(".github/workflows")
 BASE_DEFINED = ("pull_request_target", "workflow_dispatch", "push", "schedule")
 _NAMED_SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")  # a commit, as GitHub shows it (7 or more hex digits)
 _DISPATCHED = re.compile(r"\bguard-job (\d{1,12})\b")
+REPEATS_OPTION = "--repeats"
 
 JobKind = Literal["pull_request", "command", "push", "rerun", "workflow_run"]
 
@@ -43,8 +46,8 @@ class JobRequest(BaseModel):
 
 
 class Ignored(BaseModel):
-    # ping, unhandled-event, unhandled-action, malformed, needs-trust-label, not-a-command, not-default-branch,
-    # not-a-report-workflow, other-repository-run, fork-defined-run, other-app
+    # ping, unhandled-event, unhandled-action, malformed, needs-trust-label, not-a-command, bad-repeats,
+    # not-default-branch, not-a-report-workflow, other-repository-run, fork-defined-run, other-app
     reason: str
 
 
@@ -109,8 +112,26 @@ def _issue_comment(payload: dict[str, Any], repo: dict[str, Any], **_: Any) -> D
     # shas are read when the job runs, and write access is checked then, through the API
     words = body.strip()[len(COMMAND):].split()
     named = words[0].lower() if words and _NAMED_SHA.match(words[0]) else None
-    return _job("command", payload, repo, pr=issue["number"], sender=user["login"],
-                detail={"named_sha": named} if named else {})
+    repeats = _repeats(words)
+    if repeats == 0:  # asked for, and not a count a run may have: nothing runs with another count instead
+        return Ignored(reason="bad-repeats")
+    detail: dict[str, Any] = {"named_sha": named} if named else {}
+    if repeats is not None:
+        detail["repeats"] = repeats
+    return _job("command", payload, repo, pr=issue["number"], sender=user["login"], detail=detail)
+
+
+def _repeats(words: list[str]) -> int | None:
+    """`--repeats N` (or `--repeats=N`) of a command: N from MIN_REPEATS to MAX_REPEATS, as
+    measure.repeats is bounded; None where it is not asked for, 0 where N is not such a count."""
+    at = next((i for i, word in enumerate(words) if word == REPEATS_OPTION or word.startswith(f"{REPEATS_OPTION}=")),
+              None)
+    if at is None:
+        return None
+    value = words[at].partition("=")[2] or (words[at + 1] if at + 1 < len(words) else "")
+    if not re.fullmatch(r"[0-9]{1,4}", value) or not MIN_REPEATS <= int(value) <= MAX_REPEATS:
+        return 0
+    return int(value)
 
 
 def _push(payload: dict[str, Any], repo: dict[str, Any], **_: Any) -> Decision:

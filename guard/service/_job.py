@@ -139,6 +139,10 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
     if ctx.settings.dispatch_workflow and job.kind != "workflow_run":
         if rest is None:
             return JobOutcome(error="cannot dispatch the measuring workflow: the service has no App credentials")
+        if _repeats(job) is not None:  # the workflow's inputs hold none: it would measure with another count
+            return JobOutcome(error="not-dispatched: `/guard run --repeats N` runs on the service's own workers or its "
+                                    "procrastinate queue; the dispatched workflow takes the repeats of guard.toml "
+                                    "(measure.repeats)")
         return _dispatch(job, ctx, rest)
     out_dir = ctx.settings.work_dir / "jobs" / str(job.id) / f"attempt-{job.attempts}"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -247,7 +251,8 @@ def _alert(job: Job, ctx: JobContext, rest: RestClient) -> None:
 
 def _post(job: Job, ctx: JobContext, rest: RestClient, report: Report) -> None:
     posted = post(rest, report, repo=job.repo, pr=job.pr, job_id=job.id, login=ctx.app.login(),
-                  mode=ctx.settings.comment_mode, server_url=server_url(ctx.settings.api_url))
+                  mode=ctx.settings.comment_mode, server_url=server_url(ctx.settings.api_url),
+                  undecided=ctx.settings.undecided_conclusion)
     remember(ctx.sessions, job.id, job.repo, job.pr, posted)
 
 
@@ -274,15 +279,18 @@ def _measure(job: Job, ctx: JobContext, clone: Path, out_dir: Path, *, base: str
     # a confirmation and a bisect measure the batch sizes of their change points only
     batch_sizes = ",".join(str(b) for b in job.detail.get("batch_sizes", [])) \
         if job.kind in (CONFIRM_KIND, BISECT_KIND) else ""
+    # a `/guard run --repeats N` (and a re-run of its check): N processes per arm in place of measure.repeats
+    repeats = str(_repeats(job) or "") if job.kind not in (CONFIRM_KIND, BISECT_KIND) else ""
     command = ctx.settings.job_command or [
         sys.executable, "-m", "guard", "run", "--repo", str(clone), "--base", base, "--head", head,
         "--out", str(out_dir), "--github-repo", job.repo, *(["--batch-sizes", batch_sizes] if batch_sizes else []),
+        *(["--repeats", repeats] if repeats else []),
     ]
     env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
     env |= {"GUARD_JOB_ID": str(job.id), "GUARD_JOB_REPO": job.repo, "GUARD_JOB_CHECKOUT": str(clone),
             "GUARD_JOB_BASE": base or "", "GUARD_JOB_HEAD": head or "",
             "GUARD_JOB_OUT": str(out_dir), "GUARD_JOB_PR": str(job.pr or ""), "GUARD_JOB_KIND": job.kind,
-            "GUARD_JOB_BATCH_SIZES": batch_sizes}
+            "GUARD_JOB_BATCH_SIZES": batch_sizes, "GUARD_JOB_REPEATS": repeats}
     if ctx.gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = ctx.gpu
     log_path = out_dir / "job.log"
@@ -309,6 +317,12 @@ def _measure(job: Job, ctx: JobContext, clone: Path, out_dir: Path, *, base: str
     tail = log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
     return JobOutcome(error=f"the measuring command exited {code} without a report ({log_path}): {tail}",
                       failure="no-report")
+
+
+def _repeats(job: Job) -> int | None:
+    """The processes per arm a `/guard run --repeats N` asked for (its delivery checked N's bounds)."""
+    asked = (job.detail or {}).get("repeats")
+    return asked if type(asked) is int and asked > 0 else None
 
 
 def _kill(process: subprocess.Popen) -> None:

@@ -1,7 +1,13 @@
 """What a job leaves on GitHub, as the App: the sticky comment (guard.publish's, found again
 by its marker, so a retried job updates the one comment and never adds a second) and a Check
 Run, the merge gate, found again by its external id before one is created; for a job that
-failed, that Check Run concluded `failure` with what failed and what to do."""
+failed, that Check Run concluded `failure` with what failed and what to do.
+
+An undecided verdict (at_threshold, inconclusive) concludes `action_required`, or `failure`
+where the settings say so (`undecided_conclusion`), never `neutral`: GitHub's branch
+protection takes a neutral required check as passing. GitHub's REST docs ask that an
+`action_required` check give its details on the site of `details_url` (an http(s) URL); every
+Check Run here links the comment, else the pull request, else the commit."""
 
 from __future__ import annotations
 
@@ -17,15 +23,21 @@ from guard.publish import (
     CommentMode, GitHub, JobFailure, MaybeApplied, PublishError, failed_check_output, headline, job_links,
     publish_comment,
 )
-from guard.report import Report, gate, render_comment
+from guard.report import Gate, Report, gate, render_comment
 from guard.service._log import event
 from guard.service._queue import external_id
+from guard.service._settings import DEFAULT_UNDECIDED_CONCLUSION, UndecidedConclusion
 from guard.service._tables import PostedComment
 
 CHECK_NAME = "regression-guard"
 MAX_SUMMARY_CHARS = 65_535  # GitHub's limit on a check run's output summary
-# the Check Run's conclusion per gate: neutral is neither green nor red
-_CONCLUSION = {"success": "success", "neutral": "neutral", "failure": "failure", "error": "failure"}
+# the Check Run's conclusion per gate; an undecided one's is the setting's (undecided_conclusion)
+_CONCLUSION: dict[Gate, str] = {"success": "success", "failure": "failure", "error": "failure"}
+
+
+def conclusion(gated: Gate, undecided: UndecidedConclusion) -> str:
+    """The Check Run's conclusion for a report's gate: never neutral."""
+    return undecided if gated == "undecided" else _CONCLUSION[gated]
 
 
 class Posted(BaseModel):
@@ -36,7 +48,8 @@ class Posted(BaseModel):
 
 
 def post(rest: GitHub, report: Report, *, repo: str, pr: int | None, job_id: int, login: str,
-         mode: CommentMode, server_url: str, progress: Any = lambda _: None) -> Posted:
+         mode: CommentMode, server_url: str, undecided: UndecidedConclusion = DEFAULT_UNDECIDED_CONCLUSION,
+         progress: Any = lambda _: None) -> Posted:
     head = report.arm(report.head).sha
     report = job_links(report, repo, server_url)
     body = render_comment(report)
@@ -45,15 +58,19 @@ def post(rest: GitHub, report: Report, *, repo: str, pr: int | None, job_id: int
         result = publish_comment(rest, repo, pr, body, verdict=report.verdict, head=head, mode=mode, login=login,
                                  progress=progress)
         comment_action, url, comment_id = result.action, result.url, result.id
-    check = _check_run(rest, repo, head, job_id, report, body)
+    check = put_check_run(rest, repo, head, job_id, {
+        "conclusion": conclusion(gate(report), undecided), "details_url": details_url(server_url, repo, pr, head, url),
+        "output": {"title": headline(report)[:255], "summary": body[:MAX_SUMMARY_CHARS]},
+    })
     return Posted(comment_action=comment_action, comment_url=url, comment_id=comment_id, check_run_id=check)
 
 
-def _check_run(rest: GitHub, repo: str, head: str, job_id: int, report: Report, body: str) -> int:
-    return put_check_run(rest, repo, head, job_id, {
-        "conclusion": _CONCLUSION[gate(report)],
-        "output": {"title": headline(report)[:255], "summary": body[:MAX_SUMMARY_CHARS]},
-    })
+def details_url(server_url: str, repo: str, pr: int | None, head: str, comment_url: str | None) -> str:
+    """Where the check's Details link goes: the comment, which says what to do; else the pull
+    request, or the commit. Always an http(s) URL, as GitHub asks of one."""
+    if comment_url and comment_url.startswith(("https://", "http://")):
+        return comment_url
+    return f"{server_url.rstrip('/')}/{repo}/" + (f"pull/{pr}" if pr is not None else f"commit/{head}")
 
 
 def post_failed_check(rest: GitHub, repo: str, head: str, failure: JobFailure) -> int:

@@ -11,9 +11,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from guard._comment_mode import COMMENT_MODES, DEFAULT_COMMENT_MODE
 from guard.service._settings import (
-    DEFAULT_LEASE_S, DEFAULT_MAX_BODY_BYTES, DEFAULT_TRUST_LABEL, ServiceSettings, SettingsError, app_credentials,
-    cannot_yet, gpu_devices, ingest_tokens, read_token, webhook_secret,
+    DEFAULT_LEASE_S, DEFAULT_MAX_BODY_BYTES, DEFAULT_TRUST_LABEL, DEFAULT_UNDECIDED_CONCLUSION,
+    UNDECIDED_CONCLUSIONS, ServiceSettings, SettingsError, app_credentials, cannot_yet, gpu_devices, ingest_tokens,
+    read_token, webhook_secret,
 )
 
 
@@ -28,7 +30,12 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--job-command", default=None,
                         help="measure with this command instead of `guard run`; it gets the job in GUARD_JOB_* "
                              "variables and writes report.json into $GUARD_JOB_OUT")
-    parser.add_argument("--comment-mode", choices=["on-regression", "always", "never"], default="on-regression")
+    parser.add_argument("--comment-mode", choices=COMMENT_MODES, default=DEFAULT_COMMENT_MODE,
+                        help="as the Action's comment input (default: unless-green, every verdict but pass and "
+                             "improvement)")
+    parser.add_argument("--undecided-conclusion", choices=UNDECIDED_CONCLUSIONS, default=DEFAULT_UNDECIDED_CONCLUSION,
+                        help="the Check Run's conclusion for an undecided verdict (at_threshold, inconclusive): "
+                             "action_required (default) or failure; never neutral, which a required check passes")
     parser.add_argument("--cache-unused-days", type=float, default=14.0,
                         help="after each job, remove the builds of its repository no job has built or reused for "
                              "this many days (`guard clean --unused-for`; default 14); a negative number keeps all")
@@ -50,6 +57,7 @@ def job_settings(args: argparse.Namespace) -> dict[str, Any]:
         raise SettingsError(f"--cache-unused-days {days:g}: give a number of days, e.g. 14 (below 0: keep every build)")
     return {"work_dir": work_dir, "app": app_credentials(args.app_id_file, args.app_key_file),
             "api_url": args.api_url, "job_command": command, "comment_mode": args.comment_mode,
+            "undecided_conclusion": args.undecided_conclusion,
             "cache_unused_days": None if days < 0 else days}
 
 

@@ -11,11 +11,15 @@ from typing import Literal
 from pydantic import BaseModel, SecretStr
 
 from guard._errors import GuardError
+from guard._comment_mode import DEFAULT_COMMENT_MODE, CommentMode
 
 DEFAULT_MAX_BODY_BYTES = 25 << 20  # GitHub caps a webhook payload at 25 MB
 DEFAULT_LEASE_S = 60.0
 DEFAULT_TRUST_LABEL = "safe-to-test"  # the label the Action's public-repository workflows use
 MIN_TOKEN_CHARS = 20  # a token a person could guess is no token
+UndecidedConclusion = Literal["action_required", "failure"]
+UNDECIDED_CONCLUSIONS: tuple[UndecidedConclusion, ...] = ("action_required", "failure")
+DEFAULT_UNDECIDED_CONCLUSION: UndecidedConclusion = "action_required"
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
@@ -49,7 +53,11 @@ class ServiceSettings(BaseModel):
     cache_unused_days: float | None = 14.0
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     trust_label: str = DEFAULT_TRUST_LABEL
-    comment_mode: Literal["on-regression", "always", "never"] = "on-regression"
+    comment_mode: CommentMode = DEFAULT_COMMENT_MODE
+    # the Check Run of an undecided verdict (at_threshold, inconclusive): never neutral, which a
+    # required check takes as passing; action_required (its details URL says what would decide
+    # it), or failure where the operator wants a red check
+    undecided_conclusion: UndecidedConclusion = DEFAULT_UNDECIDED_CONCLUSION
     # workflows whose completed runs carry a report to ingest: their files in .github/workflows,
     # without .yml (a name is no proof: any workflow may take it)
     report_workflows: list[str] = ["regression-guard", "regression-guard-measure"]
