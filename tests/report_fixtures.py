@@ -16,9 +16,8 @@ from guard.compare import MIX_BATCH, Agreement, ArmStats, BatchComparison, decid
 from guard.config import CalibratedSpread, Rule, Threshold
 from guard.measure import MixReport, spread
 
-from validation._older import MEDIANS_SCHEMA
 from validation._older import read_any as committed
-from guard.report import Report, explain_report
+from guard.report import SCHEMA_VERSION, Report, explain_report
 
 __all__ = ["committed", "current_file", "explained", "mix_decision", "remeasured", "with_mix"]
 
@@ -45,9 +44,9 @@ def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 
     +`jitter` and -`jitter` in turn (a share), and each arm's tok/s were its batch size over
     its step time; every batch size and the whole decided again, at the first of `looks`,
     borrowing the calibrated `spreads` where the run's own agrees with them."""
-    # the rule the report says, as its schema (or, before 11, the last of medians) states it, at
-    # `looks` with `spreads`
-    schema = max(report.schema_version, MEDIANS_SCHEMA)
+    # the rule the report says, as the current schema states it, at `looks` with `spreads`: the
+    # figures are made up as a current run's would be, whatever the committed report's schema
+    schema = SCHEMA_VERSION
     rule = report.model_copy(update={"schema_version": schema, "looks": looks,
                                      "calibrated_spreads": list(spreads)}).rule
     batches = []
@@ -95,9 +94,8 @@ def with_mix(report: Report, mix: MixReport, agreement: Agreement | None = None)
     """`report` with the batch-size mix `mix`, decided beside its batch sizes (alpha split over
     them and the mix; forced with `agreement`, where given), its sizes decided again at that
     split, and its facts explained again."""
-    # the rule the report says, as its schema (at least the last of medians) states it, alpha split
-    # over the mix too
-    schema = max(report.schema_version, MEDIANS_SCHEMA)
+    # the rule the report says, as the current schema states it, alpha split over the mix too
+    schema = SCHEMA_VERSION
     rule = report.model_copy(update={"schema_version": schema}).rule.model_copy(
         update={"decided_sizes": len(report.batch_sizes) + 1})
     batches = [b if b.verdict == "invalid" else decide_again(b, report.base, report.head, rule)

@@ -217,8 +217,8 @@ FORGERIES = {
     "a changed output hidden": (_changed_output_hidden, "verdict pass, but its numbers give invalid"),
     "a threshold past reason": (_threshold_past_reason, "tok_threshold_pct is 1000.0"),
     "a tok/s threshold said to be GPU ms's": (_own_tok_threshold_said_to_be_gpu_ms,
-                                              "tok_threshold_pct is 5.0 with threshold_sources.tok_per_s "
-                                              "gpu_ms_fallback, where 1.0 (GPU ms's) is due"),
+                                              "threshold_sources.tok_per_s is gpu_ms_fallback, where configured or "
+                                              "calibrated (rule 5 holds no metric to GPU ms's threshold) is due"),
 }
 
 
@@ -334,7 +334,7 @@ def test_a_report_of_an_older_schema_is_refused_before_anything_is_posted(api: G
         assert proc.returncode == 2, proc.stderr
         (line,) = proc.stderr.splitlines()
         assert line == (f"guard: error: {path} is a report of schema_version 2; this guard reads schema_version "
-                        "5, 6, 7, 8, 9, 10 and 11 only: re-run the guard (`guard run`) to get a report it reads")
+                        "5, 6, 7, 8, 9, 10, 11 and 12 only: re-run the guard (`guard run`) to get a report it reads")
     assert api.requests() == [] and not (tmp_path / "summary.md").exists()
 
 

@@ -266,8 +266,8 @@ def test_pairs_run_above_the_floor_are_re_decided_at_it_too() -> None:
 
 
 def test_a_calibration_that_wrote_no_tok_s_threshold_is_summarised_and_said() -> None:
-    # guard calibrate writes tok/s and end-to-end as none when they are too noisy to gate, with the
-    # spreads a run may borrow; the summary keeps those as they were written
+    # guard calibrate writes tok/s and end-to-end as none where the runner tells no change in them,
+    # with the spreads a run may borrow; the summary keeps those as they were written
     records = [_record("aa", i, QUIET, QUIET, verdict="pass") for i in range(1, 3)]
     written = Thresholds(gpu_ms_pct=1.1, spreads=[
         CalibratedSpread(batch_size=1, metric="gpu_ms", sd_pct=0.19, degrees_of_freedom=8)])
@@ -275,8 +275,8 @@ def test_a_calibration_that_wrote_no_tok_s_threshold_is_summarised_and_said() ->
     summary = summarise(records, [KIND_BY_NAME["aa"]], {"aa": 2}, None, None, calibration)
     assert summary.thresholds == written
     text = render_markdown(Summary.model_validate_json(summary.model_dump_json()), [])
-    assert ("GPU ms per step 1.1%, tok/s none (too noisy to gate here: held to GPU ms's), end-to-end ms per step "
-            "none written (held to GPU ms's).") in text
+    assert ("GPU ms per step 1.1%, tok/s none (held to measure.threshold_pct), end-to-end ms per step "
+            "none written (held to measure.threshold_pct).") in text
 
 
 def _line(pair_id: str, kind: str = "aa", duration_s: float = 60.0) -> PairRecord:

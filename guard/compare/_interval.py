@@ -190,6 +190,15 @@ def _decide(values: list[list[float]], threshold_pct: float, level: float, rate:
                     slowdown.verdict(threshold_pct, gates=gates, shown_keeps_open=shown_keeps_open), level, prior)
 
 
+def _to_decide(d: _Decided, rate: bool) -> int | None:
+    """The processes per arm that would tell `d`'s change from its threshold at its spread: on the
+    log scale of the figure itself, a rate's threshold being its fall by T (its slowdown's
+    percent, past -100% for a rate that more than doubled, has no logarithm)."""
+    if rate:
+        return repeats_to_decide(d.values, d.bounds.pct, -d.threshold_pct, d.level, prior=d.prior)
+    return repeats_to_decide(d.values, d.slowdown.pct, d.threshold_pct, d.level, prior=d.prior)
+
+
 def _decide_rise(values: list[list[float]], threshold_pct: float, level: float) -> _Decided:
     """Host instructions per step: a regression where the whole interval is past the threshold,
     else a pass; every process kept (a neighbour slows a process, it does not change what the
@@ -247,9 +256,11 @@ def decide_by_interval(measured: BatchComparison, base: ArmStats, head: ArmStats
     needed = None
     if decided_by is not None and verdict in UNDECIDED:
         # rule 5: what decides the batch size is every metric it left open, the one that needs most
-        open_metrics = [m for m in decided if decided[m].verdict in UNDECIDED] if rule.felt_gates else [decided_by]
-        needs = [repeats_to_decide(d.values, d.slowdown.pct, d.threshold_pct, d.level, prior=d.prior)
-                 for d in (decided[m] for m in open_metrics)]
+        if rule.felt_gates:
+            needs = [_to_decide(d, rate=m == "tok_per_s") for m, d in decided.items() if d.verdict in UNDECIDED]
+        else:  # as rules 1 to 4 stated it: decided_by's alone, a rate's on its slowdown's scale
+            by = decided[decided_by]
+            needs = [repeats_to_decide(by.values, by.slowdown.pct, by.threshold_pct, by.level, prior=by.prior)]
         needed = None if None in needs else max(needs)  # type: ignore[type-var]
     sight = {"at_spread_limit": SPREAD_LIMIT_CONFIDENCE} if rule.sight_at_limit else {}
     return measured.model_copy(update={

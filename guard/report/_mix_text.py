@@ -87,16 +87,18 @@ def _listed(kinds: list, last: str = " and ") -> str:  # type: ignore[type-arg] 
     return last.join(names) if len(names) < 3 else ", ".join(names[:-1]) + last + names[-1]
 
 
-def part_lines(found: MixAttribution, gpu: bool) -> list[str]:
-    """Each part: its ms per step over the mix, its share of the growth, the sizes it came from."""
+def part_lines(found: MixAttribution, gpu: bool, means: bool = True) -> list[str]:
+    """Each part: its ms per step over the mix, its share of the growth, the sizes it came from.
+    `means`: a size's figure is each process's mean over its steps (schema 12 on); before, a median."""
     unit = words.metric_short("gpu_ms", gpu)
     lines = []
     for part in found.parts:
         lines.append(f"{words.MIX_PART[part.kind]}: {words.ms_delta(part.ms_per_step)} {unit} per step"
                      f"{_share_of(part)}{_from_sizes(part)}")
     if abs(found.unsplit_ms) >= 0.0005:
-        lines.append(f"not split (the sizes' medians over processes against the whole mix's): "
-                     f"{words.ms_delta(found.unsplit_ms)} {unit} per step")
+        how = ("the sizes' medians over processes against the whole mix's" if means
+               else "per-size medians against the whole mix's means")
+        lines.append(f"not split ({how}): {words.ms_delta(found.unsplit_ms)} {unit} per step")
     return lines
 
 

@@ -10,6 +10,7 @@ import re
 
 from guard.config import MIN_REPEATS
 from guard.measure import MOST_REPEATS
+from guard.report import _words as words
 from guard.report._schema import Report
 
 # a command runs the pair again with the config of the base commit, as the run did
@@ -50,13 +51,39 @@ def what_decides(report: Report) -> str | None:
     if report.verdict not in UNDECIDED:
         return None
     n, ran = repeats_to_decide(report), _this_run(report)
+    calibrate = _calibrate_clause(report)
     if n is None:
         return (f"**Needs more than {MOST_REPEATS} processes per arm to decide** (this run: {ran}) at this spread: "
-                "run it on a quieter runner.")
+                f"run it on a quieter runner{calibrate}.")
     again = _again(report)
     local = f", or run `{again} --repeats {n}`" if again is not None else ""
     return (f"**Needs about {n} processes per arm to decide** (this run: {ran}): run it on a quieter runner, or "
-            f"comment `/guard run --repeats {n}` where the service runs{local}.")
+            f"comment `/guard run --repeats {n}` where the service runs{local}{calibrate}.")
+
+
+def _calibrate_clause(report: Report) -> str:
+    """Rule 5, where a felt metric held to the config's threshold left a batch size open: what this
+    run's spread resolves in it (its `*_detectable_pct`, the most over those sizes), which a
+    calibration of the runner would hold it to: ', or calibrate the runner (`guard calibrate`):
+    end-to-end ms per step resolves about 4.2% here, and a run then holds it there'."""
+    if not report.rule.felt_gates:
+        return ""
+    found: dict[str, float] = {}
+    for batch in report.decided():
+        if not batch.undecided:
+            continue
+        for metric, verdict, resolved in (("end_to_end_ms", batch.end_to_end_verdict, batch.end_to_end_detectable_pct),
+                                          ("tok_per_s", batch.tok_per_s_verdict, batch.tok_per_s_detectable_pct)):
+            threshold = report.rule.thresholds().get(metric)  # type: ignore[call-overload]
+            if (verdict in UNDECIDED and resolved is not None and threshold is not None
+                    and threshold.source != "calibrated" and resolved > threshold.pct):
+                found[metric] = max(found.get(metric, 0.0), resolved)
+    if not found:
+        return ""
+    metric, resolved = max(found.items(), key=lambda item: item[1])
+    name = words.END_TO_END if metric == "end_to_end_ms" else words.TOK
+    return (f", or calibrate the runner (`guard calibrate`): {name} resolves about {resolved:.2g}% here at "
+            f"{_this_run(report)} processes per arm, and a run then holds it there")
 
 
 def _this_run(report: Report) -> int:

@@ -362,7 +362,8 @@ def _mix_fold(report: Report) -> Fold | None:
         means = [figures.decided_mean(decision, name, "gpu_ms") for name in (report.base, report.head)] \
             if decision is not None else []
         decided = (means[0], means[1]) if len(means) == 2 and means[0] and means[1] else None
-        blocks += [_p(mix_sentence(found, gpu, decided)), Block(kind="bullets", lines=part_lines(found, gpu)),
+        parts = part_lines(found, gpu, means=report.schema_version >= 12)
+        blocks += [_p(mix_sentence(found, gpu, decided)), Block(kind="bullets", lines=parts),
                    Block(kind="table", header=size_header(gpu), rows=size_rows(found, gpu))]
         if (evidence := evidence_line(found, report, gpu)):
             blocks.append(_p(evidence))
