@@ -89,11 +89,12 @@ def test_a_workload_that_poisons_the_cached_base_does_not_hide_the_next_regressi
         assert base["build_reused"] is False
         assert "\nWORK = 3000\n" in poisoned[0].read_text()  # measured from the clean tree
     # twice the loop, not a twentieth of it: a poisoned base would read near -90%; a dozen CPU
-    # steps, with the process's fixed costs in each and a shared CPU, may show +40% for the +100%
-    # and may not settle the verdict itself
+    # steps, with the process's fixed costs in each and a shared CPU, may show +40% for the +100%,
+    # or, each process's figure its mean (a stall of the shared CPU counts in full), +300% and more,
+    # and may not settle the verdict itself; a poisoned base reads near -90%
     assert report["verdict"] in ("regression", "at_threshold", "inconclusive")
     for batch in report["batch_sizes"]:
-        assert 15 < batch["gpu_ms_change"]["pct"] < 300
+        assert 15 < batch["gpu_ms_change"]["pct"] < 1000
 
     # the runs' own leftovers (bytecode in the worktrees) do not cost the next run its reuse
     again = guard_run(engine, tmp_path / "out-again", *cached)
@@ -102,7 +103,7 @@ def test_a_workload_that_poisons_the_cached_base_does_not_hide_the_next_regressi
     again_report = json.loads((tmp_path / "out-again" / "report.json").read_text())
     # the same bounds as above, for the same shared CPU: a reuse of a poisoned base would read near -90%
     changes = [batch["gpu_ms_change"]["pct"] for batch in again_report["batch_sizes"]]
-    assert all(15 < pct < 300 for pct in changes), changes
+    assert all(15 < pct < 1000 for pct in changes), changes
 
 
 # ---- what a change to the cached worktree looks like, each way it can be made ------------------

@@ -236,3 +236,30 @@ def test_the_sight_a_run_states_is_at_the_upper_limit_of_its_spread() -> None:
     margin = math.log1p(at_sd / 100) - math.log1p(THRESHOLD / 100)
     expected = math.expm1(math.log1p(THRESHOLD / 100) + margin * factor) * 100
     assert now.caught_pct["end_to_end_ms"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_the_comment_of_a_faster_step_says_what_gpu_ms_did() -> None:
+    """The speed-up with padding, as a report: titled faster, and its first sentence says GPU ms
+    per step rose, not told apart from the threshold or past it, while the step took less time."""
+    from pathlib import Path
+
+    from guard.report import render_comment, title
+    from tests.report_fixtures import committed, explained
+
+    demo = committed(Path(__file__).resolve().parents[1] / "docs/examples/h200-demo-b31932f/report.json")
+    base = felt_arm("base", GPU_MS, 23.0)
+    head = felt_arm("head", GPU_MS * 1.0106, 23.0 * 0.435, gpu_jitter=TINY[::-1])
+    (batch,) = compare({"base": base, "head": head}, "base", "head", [1],
+                       rule_at(THRESHOLD, CONFIDENCE, looks=1)).batch_sizes
+    report = explained(demo.model_copy(update={
+        "schema_version": 12, "base": "base", "head": "head", "looks": 1, "batch_sizes": [batch],
+        "verdict": batch.verdict, "mix": None, "mix_comparison": None, "traces": [], "rank_traces": [],
+        "arms": [a.model_copy(update={"name": name}) for a, name in zip(demo.arms[:2], ("base", "head"))],
+        "end_to_end_threshold_pct": THRESHOLD}))
+    rise = report.explanation.headline.device_rise
+    assert rise is not None and rise.gpu_ms == batch.gpu_ms_bounds and rise.rows is None
+    assert title(report).startswith("Decode 2.3x faster at batch size 1 with ")
+    comment = render_comment(report)
+    said = {"regression": "slower past the threshold", "at_threshold": "not told from the threshold"}
+    assert (f"GPU ms per step rose {batch.gpu_ms_bounds.pct:.2f}% ({said[batch.gpu_ms_verdict]}): the GPU does "  # type: ignore[union-attr]
+            "more work per step, and the step still takes less time than base's.") in comment
