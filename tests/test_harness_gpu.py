@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -89,7 +88,7 @@ def test_forced_gpu_process_reproduces_its_reference_and_times_the_host(tmp_path
         assert run["forced"] is True and run["timer"] == "cuda_event"
         assert run["tokens"] == rows[run["batch_size"]]  # every id reproduced
         assert len(run["host_ms"]) == 8 and all(ms > 0 for ms in run["host_ms"])
-        assert run["host_ms_per_step"] == pytest.approx(statistics.median(run["host_ms"]))
+        assert run["host_ms_per_step"] == pytest.approx(sum(run["host_ms"]) / 8)  # their mean
         assert Path(run["trace"]).is_file()  # the profiled pass ran forced too
 
 
@@ -133,5 +132,10 @@ def test_repeated_gpu_passes_keep_the_compared_ids_and_the_gpu_timed_pass_as_the
         assert run["timer"] == "cuda_event" and run["timed_passes"] > 1 and run["timed_s"] >= 0.5
         assert run["tokens"] == rows[run["batch_size"]] and run["passes_differing"] == 0
         assert len(run["step_ms"]) == 8  # the GPU-timed pass, once
-        assert run["tok_per_s"] == statistics.median(run["tok_per_s_windows"])
+        # tokens over the summed time of every end-to-end pass; the end-to-end ms, the first one's events' mean
+        passes = run["end_to_end_pass_ms"]
+        assert len(passes) == run["timed_passes"] and sum(passes) == pytest.approx(run["timed_s"] * 1e3)
+        assert run["tok_per_s"] == pytest.approx(run["batch_size"] * 8 * len(passes) / run["timed_s"])
+        assert len(run["end_to_end_gpu_ms"]) == 8
+        assert run["end_to_end_gpu_ms_per_step"] == pytest.approx(sum(run["end_to_end_gpu_ms"]) / 8)
         assert 0 < run["warmup_s"] <= 0.5 + 0.05 and run["host"]["cpus"]
