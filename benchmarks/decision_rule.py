@@ -20,7 +20,8 @@ moves end-to-end ms and tok/s only. A stall (50 ms every 32 steps of the head's 
 pass, on the host) moves a process's figure by its share of the mean step where the figure is
 the mean over the steps (rule 5: +50/32 ms a step, +13% here) and not at all where it is the
 median (rules 2 to 4: the median step and the median tok/s window never hold one).
-`--rule N` decides by that rule's version (guard/config/_rule.py; 4: the rule before issue 48).
+`--rule N` decides by that rule's version (guard/config/_rule.py; 4: the rule before issue 48,
+with every confirmation round the budget holds, as the guard then ran, none stopped as futile).
 `--calibrated` holds end-to-end ms and tok/s to what a calibration of the runner resolves, as
 `Rule.of_config` does with a thresholds file: per noise setting, an A/A of CALIBRATION_REPEATS
 processes per side drawn at that spread is put through the guard's own `runner_noise` at the
@@ -192,7 +193,8 @@ def trial(cell: Cell, settings: Settings, rng: np.random.Generator,
 
     first = measure(["base", "head"], HarnessSpec(batch_sizes=BATCH_SIZES), 0, settings.repeats)
     outcome = decide_in_rounds(first, ("base", "head"), HarnessSpec(batch_sizes=BATCH_SIZES), settings.repeats,
-                               settings.budget_s, decide, measure, most_looks=settings.max_rounds)
+                               settings.budget_s, decide, measure, most_looks=settings.max_rounds,
+                               stop_futile=settings.rule >= 5)  # rule 4's guard ran every round it could
     return outcome.comparison.verdict, outcome.rounds, len(outcome.measurements["base"].repeats)
 
 

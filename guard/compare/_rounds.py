@@ -37,14 +37,15 @@ class RoundsOutcome:
 def decide_in_rounds(
     measurements: dict[str, ArmMeasurement], verdict_arms: tuple[str, str], spec: HarnessSpec, repeats: int,
     budget_s: float, decide: Decide, measure: MeasureRound, progress: Progress = lambda _: None, *,
-    most_looks: int = 1,
+    most_looks: int = 1, stop_futile: bool = True,
 ) -> RoundsOutcome:
     """Decide on the first round, then, while a batch size or the mix is undecided and the run
     may look again, measure base and head alone again at what is undecided (a round fits where
     the last round's process times say it does) and decide those at the next look. The looks
     alpha is spent over are planned from the first round's process times: as many as the budget
     holds, `most_looks` at most. The measurements are merged into `measurements`, which the
-    outcome holds."""
+    outcome holds. `stop_futile`: no round where the rounds left could not decide anything
+    (`compare._verdict.could_decide`; False: as the guard ran before, for benchmarks/decision_rule.py)."""
     decided_at: dict[int, int] = {}  # batch size -> the last round that measured it
     mix_at = 1
     next_repeat = repeats  # the number the next process measured takes, per arm
@@ -100,7 +101,8 @@ def decide_in_rounds(
         return decide(measurements, decided_at, mix_at, looks)
 
     # a round that cannot decide anything is not run: the run says what would decide it instead
-    comparison, rounds, stopped, _ = confirm_undecided(first, confirmation_round, fits, stop_futile=True)
+    comparison, rounds, stopped, _ = confirm_undecided(first, confirmation_round, fits, stop_futile=stop_futile,
+                                                       added_per_round=repeats)
     if stopped == "max_rounds" and rounds == looks < most_looks:
         stopped = "budget"  # the looks planned were the budget's, not measure.max_rounds
     progress(f"rounds: {rounds}, stopped: {stopped}")

@@ -19,8 +19,9 @@ from guard.compare._reasons import Reason
 from guard.compare._set_aside import kept_arm, slow_set_aside
 from guard.config import Rule
 from guard.measure import (
-    ArmMeasurement, BatchRun, Change, PriorSpread, RepeatResult, Spread, relative_change, spread,
+    MOST_REPEATS, ArmMeasurement, BatchRun, Change, PriorSpread, RepeatResult, Spread, relative_change, spread,
 )
+from guard.measure._stats import chi2_quantile
 
 
 def compare(
@@ -95,19 +96,21 @@ class Rounds(NamedTuple):
 def confirm_undecided(
     first: Comparison, next_round: Callable[[list[int], bool], Comparison | None],
     fits: Callable[[list[int], bool], bool] = lambda _sizes, _mix: True, stop_futile: bool = False,
+    added_per_round: int = 0,
 ) -> Rounds:
     """The confirmation rule: while a batch size or the mix is undecided and the run may take
     another look (up to `first.looks` rounds), `fits(sizes, mix)` is asked whether one more
     round fits the time left, and `next_round(sizes, mix)` measures (or looks up) a round of
     more processes for those alone (and the mix where `mix`) and decides them at the next look,
-    on every round that measured them. `stop_futile`: no round runs that could not decide
-    anything (`could_decide`): the run stops undecided at once, and says what would decide it,
-    rather than spend its budget on rounds that cannot tell."""
+    on every round that measured them. `stop_futile`: no round runs where the rounds left, of
+    `added_per_round` processes per arm each, could not decide anything (`could_decide`): the run
+    stops undecided at once, and says what would decide it, rather than spend its budget on
+    rounds that cannot tell."""
     decided, rounds = first, 1
     while decided.undecided_sizes or decided.mix_undecided:
         if rounds >= first.looks:
             return Rounds(decided, rounds, "max_rounds")
-        if stop_futile and not could_decide(decided):
+        if stop_futile and added_per_round and not could_decide(decided, added_per_round * (first.looks - rounds)):
             return Rounds(decided, rounds, "futile")
         if not fits(decided.undecided_sizes, decided.mix_undecided):
             return Rounds(decided, rounds, "budget")
@@ -118,15 +121,26 @@ def confirm_undecided(
     return Rounds(decided, rounds, "decided")
 
 
-def could_decide(comparison: Comparison) -> bool:
-    """Whether more processes could decide an undecided batch size (or the mix): its
-    `repeats_to_decide`, the processes per arm that would tell its change from its threshold at
-    its spread, is counted (MOST_REPEATS or fewer). Where it is not (a spread some ten times the
-    threshold, or a change on the threshold itself), no round the budget holds comes near, even
-    at the lower limit of a spread estimated from a few processes (the processes needed go with
-    its square): such a round is not run."""
-    return any(batch.repeats_to_decide is not None for batch in comparison.decided()
-               if batch.undecided and (comparison.mix_undecided or not batch.mix))
+def could_decide(comparison: Comparison, more: int) -> bool:
+    """Whether `more` processes per arm could decide an undecided batch size (or the mix). Its
+    `repeats_to_decide` (the processes per arm that would tell its change from its threshold, at
+    its spread; MOST_REPEATS where more than that) is an estimate from a few processes, and goes
+    with the spread's square: a round is futile only where even at the spread's lower 95% limit
+    (`spread_lower_factor`) it needs more than the processes it has and `more` would give."""
+    for batch in comparison.decided():
+        if not batch.undecided or (batch.mix and not comparison.mix_undecided):
+            continue
+        has = min((a.repeats for a in batch.arms), default=0)
+        needed = batch.repeats_to_decide if batch.repeats_to_decide is not None else MOST_REPEATS
+        if needed * spread_lower_factor(2 * (has - 1)) <= has + more:
+            return True
+    return False
+
+
+def spread_lower_factor(dof: int, confidence: float = 0.95) -> float:
+    """How far under its estimate a variance estimated on `dof` degrees of freedom may lie, at
+    its lower one-sided `confidence` limit: chi2_(1 - confidence),dof / dof (1 without any)."""
+    return float(chi2_quantile(1 - confidence, dof)) / dof if dof >= 1 else 1.0
 
 
 def _runs_for(repeats: list[RepeatResult], batch_size: int) -> list[BatchRun]:
