@@ -263,3 +263,30 @@ def test_the_comment_of_a_faster_step_says_what_gpu_ms_did() -> None:
     said = {"regression": "slower past the threshold", "at_threshold": "not told from the threshold"}
     assert (f"GPU ms per step rose {batch.gpu_ms_bounds.pct:.2f}% ({said[batch.gpu_ms_verdict]}): the GPU does "  # type: ignore[union-attr]
             "more work per step, and the step still takes less time than base's.") in comment
+
+
+def test_an_undecided_run_held_open_by_what_the_user_feels_asks_for_a_calibration() -> None:
+    """An unchanged commit at a 6% host spread: GPU ms passes, end-to-end ms cannot rule 1% out.
+    The line under the title says what this runner resolves end to end (the run's own detectable
+    change), which `guard calibrate` would hold the metric to."""
+    from pathlib import Path
+
+    from guard.report import render_comment
+    from tests.report_fixtures import committed, explained
+
+    demo = committed(Path(__file__).resolve().parents[1] / "docs/examples/h200-demo-b31932f/report.json")
+    base = felt_arm("base", GPU_MS, 12.0, end_jitter=HOST_NOISE)
+    head = felt_arm("head", GPU_MS, 12.0, gpu_jitter=TINY[::-1], end_jitter=HOST_NOISE[::-1])
+    (batch,) = compare({"base": base, "head": head}, "base", "head", [1],
+                       rule_at(THRESHOLD, CONFIDENCE, looks=1)).batch_sizes
+    assert (batch.verdict, batch.gpu_ms_verdict) == ("inconclusive", "pass")
+    report = explained(demo.model_copy(update={
+        "schema_version": 12, "base": "base", "head": "head", "looks": 1, "batch_sizes": [batch],
+        "verdict": batch.verdict, "mix": None, "mix_comparison": None, "traces": [], "rank_traces": [],
+        "arms": [a.model_copy(update={"name": name}) for a, name in zip(demo.arms[:2], ("base", "head"))],
+        "end_to_end_threshold_pct": THRESHOLD, "threshold_sources": None}))
+    resolved = max(batch.end_to_end_detectable_pct or 0, batch.tok_per_s_detectable_pct or 0)
+    name = "end-to-end ms per step" if resolved == batch.end_to_end_detectable_pct else "tokens per second"
+    assert resolved > THRESHOLD
+    assert (f"or calibrate the runner (`guard calibrate`): {name} resolves about {resolved:.2g}% here at 5 "
+            "processes per arm, and a run then holds it there.") in render_comment(report)

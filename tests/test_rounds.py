@@ -150,8 +150,5 @@ def test_a_round_that_could_not_decide_anything_is_not_run(tmp_path: Path) -> No
     assert (report.rounds, report.rounds_stopped) == (1, "futile"), run.text
     assert len(standin.asked) == 7  # the reference process and the first round's 6
     assert "(stopped where the rounds left could not measure what would decide it)" in run.comment
-    # and says what a calibration of this runner would hold what the user feels to
-    resolved = batch.tok_per_s_detectable_pct
-    assert resolved is not None and resolved > 1.0
-    assert (f"or calibrate the runner (`guard calibrate`): tokens per second resolves about {resolved:.2g}% here at "
-            "3 processes per arm, and a run then holds it there.") in run.comment
+    # on a CPU the step time is tok/s's own: a calibration of tok/s alone would not decide it, so none is asked
+    assert "guard calibrate" not in run.comment

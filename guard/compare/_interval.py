@@ -253,7 +253,7 @@ def decide_by_interval(measured: BatchComparison, base: ArmStats, head: ArmStats
     tok_measurable = (rule.felt_gates or tok.detectable_pct <= UNMEASURABLE_FACTOR * tok.threshold_pct  # type: ignore[operator]
                       or verdicts["tok_per_s"] in ("regression", "improvement"))
     verdict, decided_by = batch_verdict(verdicts, rule.felt_decides, rule.felt_gates)
-    needed = None
+    needed = fewest = None
     if decided_by is not None and verdict in UNDECIDED:
         # rule 5: what decides the batch size is every metric it left open, the one that needs most
         if rule.felt_gates:
@@ -262,6 +262,8 @@ def decide_by_interval(measured: BatchComparison, base: ArmStats, head: ArmStats
             by = decided[decided_by]
             needs = [repeats_to_decide(by.values, by.slowdown.pct, by.threshold_pct, by.level, prior=by.prior)]
         needed = None if None in needs else max(needs)  # type: ignore[type-var]
+        within = [n for n in needs if n is not None]
+        fewest = min(within) if within else None
     sight = {"at_spread_limit": SPREAD_LIMIT_CONFIDENCE} if rule.sight_at_limit else {}
     return measured.model_copy(update={
         "verdict": verdict,
@@ -288,6 +290,7 @@ def decide_by_interval(measured: BatchComparison, base: ArmStats, head: ArmStats
         "gpu_ms_bounds": decided["gpu_ms"].bounds,
         "tok_per_s_bounds": tok.bounds,
         "repeats_to_decide": needed,
+        "fewest_to_decide": fewest,
         "at_threshold": [m for m in verdicts if verdicts[m] == "at_threshold"],
         "undecided": verdict in UNDECIDED,
         "caught_pct": {m: smallest_caught_pct(d.values, min(len(v) for v in d.values), d.threshold_pct, d.level,

@@ -192,6 +192,10 @@ class BatchComparison(BaseModel):
     # this spread, were the change what this run measured (rule 5: the most any metric left open
     # needs); None: more than MOST_REPEATS, or decided
     repeats_to_decide: int | None = None
+    # undecided: the fewest processes per arm that would decide any metric it left open (None: more
+    # than MOST_REPEATS): what the rounds loop asks before a round (`could_decide`); not a fact of
+    # the report (rule 5's repeats_to_decide is the most), so never written
+    fewest_to_decide: int | None = Field(default=None, exclude=True)
     # the metrics whose slowdown is shown (the interval leaves no change out) and whose
     # interval still holds the threshold: undecided for that reason, not for noise
     at_threshold: list[MetricKey] = []

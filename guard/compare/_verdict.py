@@ -122,16 +122,18 @@ def confirm_undecided(
 
 
 def could_decide(comparison: Comparison, more: int) -> bool:
-    """Whether `more` processes per arm could decide an undecided batch size (or the mix). Its
-    `repeats_to_decide` (the processes per arm that would tell its change from its threshold, at
-    its spread; MOST_REPEATS where more than that) is an estimate from a few processes, and goes
+    """Whether `more` processes per arm could decide a metric an undecided batch size (or the mix)
+    left open: a GPU ms regression told from the threshold decides the batch size whatever the
+    felt metrics still say. The processes a metric needs (`fewest_to_decide`, the fewest over the
+    open metrics; MOST_REPEATS where more than that) are an estimate from a few processes, and go
     with the spread's square: a round is futile only where even at the spread's lower 95% limit
-    (`spread_lower_factor`) it needs more than the processes it has and `more` would give."""
+    (`spread_lower_factor`) they are more than the processes it has and `more` would give."""
     for batch in comparison.decided():
         if not batch.undecided or (batch.mix and not comparison.mix_undecided):
             continue
         has = min((a.repeats for a in batch.arms), default=0)
-        needed = batch.repeats_to_decide if batch.repeats_to_decide is not None else MOST_REPEATS
+        fewest = batch.fewest_to_decide if batch.fewest_to_decide is not None else batch.repeats_to_decide
+        needed = fewest if fewest is not None else MOST_REPEATS
         if needed * spread_lower_factor(2 * (has - 1)) <= has + more:
             return True
     return False

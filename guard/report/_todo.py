@@ -62,16 +62,19 @@ def what_decides(report: Report) -> str | None:
 
 
 def _calibrate_clause(report: Report) -> str:
-    """Rule 5, where a felt metric held to the config's threshold left a batch size open: what this
-    run's spread resolves in it (its `*_detectable_pct`, the most over those sizes), which a
-    calibration of the runner would hold it to: ', or calibrate the runner (`guard calibrate`):
-    end-to-end ms per step resolves about 4.2% here, and a run then holds it there'."""
+    """Rule 5, where only felt metrics held to the config's threshold left the batch sizes open
+    (GPU ms decided each): what this run's spread resolves in them (their `*_detectable_pct`, the
+    most over those sizes), which a calibration of the runner would hold them to: ', or calibrate
+    the runner (`guard calibrate`): end-to-end ms per step resolves about 4.2% here, and a run then
+    holds it there'. None where GPU ms is open too: a calibration would not decide that."""
     if not report.rule.felt_gates:
         return ""
     found: dict[str, float] = {}
     for batch in report.decided():
         if not batch.undecided:
             continue
+        if batch.gpu_ms_verdict in UNDECIDED:
+            return ""
         for metric, verdict, resolved in (("end_to_end_ms", batch.end_to_end_verdict, batch.end_to_end_detectable_pct),
                                           ("tok_per_s", batch.tok_per_s_verdict, batch.tok_per_s_detectable_pct)):
             threshold = report.rule.thresholds().get(metric)  # type: ignore[call-overload]
