@@ -290,3 +290,25 @@ def test_an_undecided_run_held_open_by_what_the_user_feels_asks_for_a_calibratio
     assert resolved > THRESHOLD
     assert (f"or calibrate the runner (`guard calibrate`): {name} resolves about {resolved:.2g}% here at 5 "
             "processes per arm, and a run then holds it there.") in render_comment(report)
+
+
+def test_a_report_that_states_another_level_for_a_metric_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The comment states each family's level from `alpha_per_bound`: a report read back that
+    halves end-to-end ms's (a narrower interval than the one decided on) is refused."""
+    import json
+    from pathlib import Path
+
+    from guard.report import UnfoundedReport, read_report
+    from tests.report_fixtures import committed, remeasured
+
+    report = remeasured(committed(Path(__file__).resolve().parents[1] / "docs/examples/h200-demo-b31932f/report.json"),
+                        1.05, jitter=0.003)
+    path = tmp_path / "report.json"
+    path.write_text(report.model_dump_json())
+    assert read_report(path).batch_sizes[0].alpha_per_bound  # it holds up as written
+    data = json.loads(report.model_dump_json())
+    stated = data["batch_sizes"][0]["alpha_per_bound"]
+    stated["tok_per_s"] = stated["tok_per_s"] * 2
+    path.write_text(json.dumps(data))
+    with pytest.raises(UnfoundedReport, match="alpha_per_bound"):
+        read_report(path)

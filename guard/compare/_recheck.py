@@ -312,6 +312,10 @@ def _batch_discrepancies(stored: BatchComparison, again: BatchComparison) -> lis
                 differs("verdict", field, getattr(stored, field), getattr(again, field))
         if not _close(stored.alpha_per_look, again.alpha_per_look):
             differs("verdict", "alpha_per_look", stored.alpha_per_look, again.alpha_per_look)
+        # rule 5: each metric's own level, which the comment states
+        kept, made = stored.alpha_per_bound, again.alpha_per_bound
+        if kept.keys() != made.keys() or not all(_close(kept[m], made[m]) for m in made):
+            differs("verdict", "alpha_per_bound", kept, made)
     fields = ("gpu_ms_change", "tok_per_s_change", "end_to_end_gpu_ms_change", "host_ms_change", "instructions_change")
     for field in fields + (("gpu_ms_bounds", "tok_per_s_bounds", "end_to_end_bounds") if interval else ()):
         stated, recomputed = getattr(stored, field), getattr(again, field)

@@ -21,7 +21,7 @@ from guard.config import Rule
 from guard.measure import (
     MOST_REPEATS, ArmMeasurement, BatchRun, Change, PriorSpread, RepeatResult, Spread, relative_change, spread,
 )
-from guard.measure._stats import chi2_quantile
+from guard.measure._stats import variance_lower_factor
 
 
 def compare(
@@ -127,22 +127,16 @@ def could_decide(comparison: Comparison, more: int) -> bool:
     felt metrics still say. The processes a metric needs (`fewest_to_decide`, the fewest over the
     open metrics; MOST_REPEATS where more than that) are an estimate from a few processes, and go
     with the spread's square: a round is futile only where even at the spread's lower 95% limit
-    (`spread_lower_factor`) they are more than the processes it has and `more` would give."""
+    (`variance_lower_factor`) they are more than the processes it has and `more` would give."""
     for batch in comparison.decided():
         if not batch.undecided or (batch.mix and not comparison.mix_undecided):
             continue
         has = min((a.repeats for a in batch.arms), default=0)
         fewest = batch.fewest_to_decide if batch.fewest_to_decide is not None else batch.repeats_to_decide
         needed = fewest if fewest is not None else MOST_REPEATS
-        if needed * spread_lower_factor(2 * (has - 1)) <= has + more:
+        if needed * variance_lower_factor(2 * (has - 1)) <= has + more:
             return True
     return False
-
-
-def spread_lower_factor(dof: int, confidence: float = 0.95) -> float:
-    """How far under its estimate a variance estimated on `dof` degrees of freedom may lie, at
-    its lower one-sided `confidence` limit: chi2_(1 - confidence),dof / dof (1 without any)."""
-    return float(chi2_quantile(1 - confidence, dof)) / dof if dof >= 1 else 1.0
 
 
 def _runs_for(repeats: list[RepeatResult], batch_size: int) -> list[BatchRun]:

@@ -97,6 +97,12 @@ def spread_upper_limit(sd: float, dof: float, confidence: float = SPREAD_LIMIT_C
     return sd * math.sqrt(dof / float(chi2_quantile(1 - confidence, dof)))
 
 
+def variance_lower_factor(dof: int, confidence: float = SPREAD_LIMIT_CONFIDENCE) -> float:
+    """How far under its estimate a variance estimated on `dof` degrees of freedom may lie, at its
+    one-sided lower `confidence` limit: chi2_{1 - confidence, dof} / dof (1 without any dof)."""
+    return float(chi2_quantile(1 - confidence, dof)) / dof if dof >= 1 else 1.0
+
+
 def rate_interval(count: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
     """The Clopper-Pearson interval of a rate, count of trials, 0 to 1; (0, 1) without trials:
     its bounds are quantiles of beta distributions."""
