@@ -3,13 +3,12 @@ and the interval rule's level and account, with this run's figures."""
 
 from __future__ import annotations
 
-from guard.compare import BatchComparison, MetricKey, spent
+from guard.compare import UNDECIDED, BatchComparison, MetricKey, spent
 from guard.explain import DeviceRise
 from guard.measure import MOST_REPEATS, PASS_RATE, Change
 from guard.report import _words as words
 from guard.report._roles import the_threshold, threshold_text
 from guard.report._schema import Report
-from guard.report._todo import UNDECIDED
 
 
 def bounds_level(report: Report) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from guard.compare import UNDECIDED
 from guard.config import MIN_REPEATS
 from guard.measure import MOST_REPEATS
 from guard.report import _words as words
@@ -15,7 +16,6 @@ from guard.report._schema import Report
 
 # a command runs the pair again with the config of the base commit, as the run did
 _AGAIN = "guard run --repo . --base {base} --head {head}"
-UNDECIDED = ("at_threshold", "inconclusive")
 
 
 def what_to_do(report: Report) -> str | None:
