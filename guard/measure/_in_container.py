@@ -27,6 +27,8 @@ _HARNESS_DIR = "/guard/harness"
 _HARNESS_INSIDE = f"{_HARNESS_DIR}/{HARNESS_SCRIPT.name}"
 _TRACE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 MAX_TRACE_BYTES = 4 << 30
+# A result holds timings and one token id per row and step: a few MB at the most
+MAX_RESULT_BYTES = 256 << 20
 MAX_TRACES = 256
 # host paths that mean nothing in the image, whose own ENV says where things are there
 _HOST_LAYOUT = frozenset({"PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "LD_LIBRARY_PATH", "PYTHONPATH",
@@ -108,8 +110,6 @@ def _copy_traces(found: Path, trace_dir: Path) -> dict[str, Path]:
 
 
 def _copy_result(found: Path, result_path: Path, traces: dict[str, Path]) -> None:
-    from guard.measure._runner import MAX_RESULT_BYTES
-
     result_path.unlink(missing_ok=True)
     if not _copy_file(found, result_path, MAX_RESULT_BYTES):
         return

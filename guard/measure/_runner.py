@@ -20,7 +20,7 @@ from guard.measure import _clock as clock
 from guard.measure._compile_cache import compile_cache_environment
 from guard.measure._disagreements import UNCOUNTED, with_disagreements
 from guard.measure._figures import StepsMissing, with_figures
-from guard.measure._in_container import container_environment, run_in_container
+from guard.measure._in_container import MAX_RESULT_BYTES, container_environment, run_in_container
 from guard.measure._models import ArmMeasurement, ClockMisfit, ReferenceTokens, RepeatResult
 from guard.measure._ranks import RanksDiffer, merge_ranks
 from guard.measure._schedule import interleave
@@ -34,8 +34,6 @@ HARNESS_FAILED = 3  # the harness's exit code when the workload failed (its resu
 # Every rank's, whatever the arm's environment says: NVLink multicast (NVLS) stays off, as
 # the machines the guard measures on are set up without it
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-# A result holds timings and one token id per row and step: a few MB at the most
-MAX_RESULT_BYTES = 256 << 20
 
 
 class ArmTarget(BaseModel):
