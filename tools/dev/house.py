@@ -10,8 +10,8 @@ The figures, each over TREE/guard/*.py:
 - cycles: strongly connected components (two or more modules) of the module graph made of the imports
   that run when a module is imported: module-level and class-level statements, `if`/`try` blocks
   included, `if TYPE_CHECKING:` blocks excluded. `from P import n` is an arrow to P.n where that is a
-  module, else to P; an arrow to a package is to its `__init__`, and a submodule's arrow to its parent
-  package is not drawn (Python runs the parent first, whatever is imported).
+  module, else to P; an arrow to a package is to its `__init__`, and a module's arrow to a package above
+  it is not drawn (Python runs those first, whatever is imported).
 - lazy dodges: imports inside a function body which, moved to the top, would close a cycle: the module
   they import reaches the importing module by top-level arrows (the path is listed).
 - longest functions: the 10 longest `def`s (nested ones too), in lines from `def` to the last line.
@@ -119,8 +119,8 @@ def collect_imports(modules: dict[str, Module]) -> Imports:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Import | ast.ImportFrom):
                 for target in _targets(child, module, modules):
-                    if target == module.name or (target != PACKAGE and module.name.startswith(target + ".")):
-                        continue  # itself, or its parent package: run first in any case
+                    if target == module.name or module.name.startswith(target + "."):
+                        continue  # itself, or a package above it: run first in any case
                     if function is None:
                         found.top[module.name].add(target)
                     else:
