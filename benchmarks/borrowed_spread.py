@@ -8,7 +8,7 @@ limit pooled in (the shipped rule). Each pair checks its spread against the cali
 
     python benchmarks/borrowed_spread.py --draws 400000 --seed 3
 
-prints a Markdown table (docs/decision-rule.md holds one)."""
+prints a Markdown table (docs/notebook/decision-rule.md holds one)."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def test_each_bound_errs_about_as_often_as_alpha_allows(noisier: float, most: fl
     """Unchanged pairs of 3 processes per arm, each with its own 5-per-side calibration: the
     lower bound passes zero at most about as often as the level allows, with the runner as steady
     as calibrated or 1.5 times as noisy; at twice as noisy, at most 3 times as often (the
-    measured cost of borrowing, tabled in docs/decision-rule.md)."""
+    measured cost of borrowing, tabled in docs/notebook/decision-rule.md)."""
     rng = np.random.default_rng(int(noisier * 10))
     level, trials, sigma = 0.99, 6000, 0.01  # a loose level, so that errors are counted in the tens
     errors = 0

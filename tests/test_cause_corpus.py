@@ -1,6 +1,6 @@
 """Capture-change detection on the corpus of real engine commits holds the precision and recall it was measured at.
 
-The floors are the figures of docs/capture-detection.md: a change that finds fewer of the
+The floors are the figures of docs/notebook/capture-detection.md: a change that finds fewer of the
 labelled capture changes, or flags more of the others, fails here and names the commits.
 """
 

@@ -59,9 +59,9 @@ def _concrete(synopsis: str, with_options: bool) -> list[str]:
     return words
 
 
-# The README and the site's pages; the measurements and example runs under docs/ keep the
-# commands they ran, of their day.
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# The README, the site's pages and the lab notebook's pages moved from them; the measurements
+# and example runs under docs/ keep the commands they ran, of their day.
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "notebook").glob("*.md"))]
 
 
 def _guard_commands(text: str) -> list[str]:

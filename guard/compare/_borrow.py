@@ -8,7 +8,7 @@ What is pooled is the calibrated spread's upper limit (SPREAD_LIMIT_CONFIDENCE),
 estimate: a runner that has become noisier since it was calibrated is the risk of borrowing, and
 a run of a few processes cannot see it. At the estimate, a runner 1.5 times as noisy as
 calibrated would make each bound wrong about 5 times as often as alpha allows; at the limit,
-less often than alpha (simulated: benchmarks/borrowed_spread.py, docs/decision-rule.md). Where
+less often than alpha (simulated: benchmarks/borrowed_spread.py, docs/notebook/decision-rule.md). Where
 the run's own variance is past the calibrated one's F quantile at CHECK_ALPHA (one-sided), the
 run decides on its own processes alone, as without a calibration, and says so.
 """

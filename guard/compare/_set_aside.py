@@ -23,7 +23,7 @@ def slow_set_aside(base: ArmStats, head: ArmStats, batch_size: int) -> list[Slow
     first. End-to-end ms and tok/s do not set a process aside by themselves: at their spread
     (1.4-22% between processes) 5 processes cannot tell a slow one from their own tail, and
     setting those aside made unchanged commits regress more often (0.5% at an end-to-end spread of
-    10%, against 0.3% setting aside by GPU ms; docs/decision-rule.md, "Slow processes set aside")."""
+    10%, against 0.3% setting aside by GPU ms; docs/notebook/decision-rule.md, "Slow processes set aside")."""
     values = {base.arm: base.gpu_ms_per_step.values, head.arm: head.gpu_ms_per_step.values}
     return [SlowProcess(arm=arm, repeat=position, batch_size=batch_size, metric="gpu_ms",
                         value=values[arm][position - 1], off_pct=off_pct)

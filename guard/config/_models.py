@@ -37,7 +37,7 @@ REFUSED_INSTRUCTIONS_PCT = 50.0  # the host's work per step half as much again
 MAX_CALIBRATED_FELT_PCT = 1000.0
 # Host instructions per step: their A/A spread is far under 1%, so their threshold is set by what a user
 # would feel, not by noise: where the host bounds a step, 2% more instructions is about 2% more host
-# time, twice GPU ms's default (docs/decision-rule.md, "Host instructions per step")
+# time, twice GPU ms's default (docs/notebook/decision-rule.md, "Host instructions per step")
 INSTRUCTIONS_THRESHOLD_PCT = 2.0
 # what steadies a runner, so that a calibration can suggest a threshold that guards
 STEADY_RUNNER = (

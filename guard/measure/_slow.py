@@ -12,7 +12,7 @@ the decision (`set_aside`, by GPU ms per step), unless more than SET_ASIDE_SHARE
 processes are slow: slowness that common is the arm's behaviour, not an accident of the runner.
 The pipeline measures each arm again in their place after the first round. The choice (set
 aside and measured again, over Welch on every process and over Yuen's trimmed means) was made
-by simulation: benchmarks/slow_processes.py, docs/decision-rule.md "Slow processes".
+by simulation: benchmarks/slow_processes.py, docs/notebook/decision-rule.md "Slow processes".
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 # seconds (benchmarks/process_phases.py) in $OUT/phases.txt.
 #   tools/h200/engine_pairs.sh PAIRS [extra validation args]
 #   e.g. tools/h200/engine_pairs.sh compiled:aa,two-file:graph-break-callee,hf:aa
-# Needs pydantic and msgspec as wheels in .whl/ (docs/validation.md, "Running it on the H200").
+# Needs pydantic and msgspec as wheels in .whl/ (docs/notebook/validation.md, "Running it on the H200").
 # BUDGET_S (default 565) is the seconds from the call's start by which the last pair must end.
 set -u
 pairs="${1:?tools/h200/engine_pairs.sh PAIRS [extra validation args]}"; shift
