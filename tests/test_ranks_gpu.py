@@ -1,6 +1,6 @@
 """Several ranks on several GPUs (NCCL): every rank captures its decode graph with its
 collectives inside, its profiled pass leaves a trace of its own, and the graph fallback on
-one rank shows on that rank alone. Skipped without two GPUs (docs/multi-gpu.md runs them)."""
+one rank shows on that rank alone. Skipped without two GPUs (docs/notebook/multi-gpu.md runs them)."""
 
 from __future__ import annotations
 
