@@ -108,9 +108,14 @@ def test_guard_run_on_two_ranks_names_the_rank_that_held_the_others_back(lagging
 
     timed = next(a for a in report.batch_sizes[0].arms if a.arm == "head").ranks
     assert timed is not None and timed.straggler == 1  # the timed steps' ends name rank 1 too
-    (cause,) = report.explanation.ranks
+    # One cause per finding, and the rank held back is always one of them. Base's communication
+    # overlaps compute only where the shared CPU runs gloo's thread beside the main one; when it
+    # did so in most of base's few profiled steps and head's exposed communication grew (noise
+    # too, on a CPU), the diff names communication no longer overlapped as well, as its rule says.
+    assert [c.kind for c in report.explanation.ranks] == [f.kind for f in change.findings]
+    (cause,) = [c for c in report.explanation.ranks if c.kind == "rank_held_back"]
     assert (cause.batch_size, cause.rank, cause.timed_straggler, cause.agreement) == (2, 1, 1, "same_rank")
-    assert [c.kind for c in report.explanation.ranks] == ["rank_held_back"]  # nothing was hidden to lose
+    # the headline's is the cause grown most against base's step: the wait, most of the 20 ms lag
     assert report.explanation.headline.rank_cause == "rank_held_back"
 
     comment = (lagging_run / "comment.md").read_text()
