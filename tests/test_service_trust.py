@@ -49,7 +49,7 @@ def test_a_push_after_the_trust_label_takes_it_off_and_queues_nothing(tmp_path: 
                                                            private=False, labels=["bug", LABEL]))
         started = time.monotonic()
         answer = httpx.post(service.url + "/github/webhook", content=body, headers=headers, timeout=30)
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 10  # GitHub's limit for an answer; the label goes after it
         assert answer.status_code == 202
         assert answer.json() == {"delivery": headers["x-github-delivery"], "duplicate": False, "job": None,
                                  "ignored": "trust-label-stale"}

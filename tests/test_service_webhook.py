@@ -35,11 +35,12 @@ def _payload(number: int) -> dict:
     return pull_request("octo/engine", number, BASE, HEAD, "file:///nowhere")
 
 
-def test_a_signed_delivery_is_queued_within_a_second(service: Service) -> None:
+def test_a_signed_delivery_is_queued_before_github_gives_up_on_it(service: Service) -> None:
     body, headers = delivery("pull_request", _payload(1))
     started = time.monotonic()
     answer = _post(service, body, headers)
-    assert time.monotonic() - started < 1.0
+    # GitHub's limit, 10 s; how fast the answer is, is docs/measurements/service-load.md's to say
+    assert time.monotonic() - started < 10
     assert answer.status_code == 202, answer.text
     job = answer.json()["job"]
     listed = {j["id"]: j for j in service.jobs()}
