@@ -26,12 +26,29 @@ STEPS = 64
 BATCH = 2
 
 
+class Clock:
+    """The harness's clock, moved by the workload's steps alone: each step lasts what it says,
+    whatever else the machine runs, so the figures below are exact."""
+
+    def __init__(self) -> None:
+        self.now_ns = 10**12
+
+    def perf_counter(self) -> float:
+        return self.now_ns / 1e9
+
+    def monotonic_ns(self) -> int:
+        return self.now_ns
+
+    def sleep(self, seconds: float) -> None:
+        self.now_ns += round(seconds * 1e9)
+
+
 class Stalling:
-    """Every step sleeps STEP_S; with `stall`, every STALL_EVERY-th step after a setup sleeps
+    """Every step lasts STEP_S; with `stall`, every STALL_EVERY-th step after a setup lasts
     STALL_S more (a host-side hiccup: a periodic sync, a cache flush, a log line to a slow disk)."""
 
-    def __init__(self, stall: bool) -> None:
-        self.stall = stall
+    def __init__(self, stall: bool, clock: Clock) -> None:
+        self.stall, self.clock = stall, clock
         self.calls = 0
 
     def setup(self, batch_size: int) -> None:
@@ -39,27 +56,30 @@ class Stalling:
 
     def step(self) -> list[int]:
         self.calls += 1
-        time.sleep(STEP_S + (STALL_S if self.stall and self.calls % STALL_EVERY == 0 else 0.0))
+        self.clock.sleep(STEP_S + (STALL_S if self.stall and self.calls % STALL_EVERY == 0 else 0.0))
         return [7] * self.batch
 
 
-def test_a_stall_every_32_steps_adds_its_share_of_the_mean_to_the_figures() -> None:
+def test_a_stall_every_32_steps_adds_its_share_of_the_mean_to_the_figures(monkeypatch: pytest.MonkeyPatch) -> None:
     # one batch size of an in-process harness run (no torch: a CPU's timer), as the guard reads
-    # it; windows of 20 ms leave most without a stall, so a median of their rates would not move
-    written = run_batch(Stalling(stall=True), None, BATCH, STEPS, 0, tok_per_s_min_s=0.3, window_s=0.02)
+    # it, on a clock only the steps move; windows of 20 ms leave most without a stall, so a
+    # median of their rates would not move
+    clock = Clock()
+    monkeypatch.setattr(time, "perf_counter", clock.perf_counter)
+    monkeypatch.setattr(time, "monotonic_ns", clock.monotonic_ns)
+    written = run_batch(Stalling(True, clock), None, BATCH, STEPS, 0, tok_per_s_min_s=0.3, window_s=0.02)
     run = batch_figures(BatchRun.model_validate(written))
-    assert run.timed_passes >= 2  # tok/s over several passes, each with its stalls
-    # what the stalls add per step, from the steps and the sleep alone: 2 of 50 ms over 64 steps
+    # tok/s over whole passes, each with its stalls: 64 steps of 1 ms and two of 50 ms more make
+    # 164 ms a pass, so two passes reach the 0.3 s asked for
+    assert run.timed_passes == 2
+    # what the stalls add per step, from the steps alone: 2 of 50 ms over 64 steps
     share_ms = STALL_S * 1e3 * (STEPS // STALL_EVERY) / STEPS
     assert share_ms == pytest.approx(1.5625)
-    # every step sleeps STEP_S at the least, and the stalls add their share: the mean holds both
-    # (a busy host only adds to it), and they lift it that far over the median step, kept beside it
-    assert run.gpu_ms_per_step >= STEP_S * 1e3 + share_ms
-    assert run.gpu_ms_median_per_step is not None
-    assert run.gpu_ms_per_step - run.gpu_ms_median_per_step >= 0.9 * share_ms
-    # tok/s falls accordingly: no more tokens than the sleeps let through, over every pass
-    ceiling = BATCH / ((STEP_S * 1e3 + share_ms) / 1e3)
-    assert 0.5 * ceiling <= run.tok_per_s <= ceiling
+    # the mean holds every step and the stalls, lifted that far over the median step kept beside it
+    assert run.gpu_ms_median_per_step == pytest.approx(STEP_S * 1e3, rel=1e-9)
+    assert run.gpu_ms_per_step == pytest.approx(STEP_S * 1e3 + share_ms, rel=1e-9)
+    # tok/s falls accordingly: the tokens over every pass's whole time
+    assert run.tok_per_s == pytest.approx(BATCH / ((STEP_S * 1e3 + share_ms) / 1e3), rel=1e-9)
 
 
 # -- the guard's own figures, from the lists a process writes ----------------------------------
