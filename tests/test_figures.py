@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from guard.harness import draw_schedule, pass_lengths
 from guard.harness.run import run_batch
 from guard.measure import ArmMeasurement, ArmTarget, BatchRun, HarnessSpec, run_interleaved
 from guard.measure._figures import batch_figures
+from tests.step_clock import Clock, installed
 
 # -- a stall: 50 ms every 32 steps ------------------------------------------------------------
 
@@ -24,23 +24,6 @@ STALL_S = 0.05
 STALL_EVERY = 32
 STEPS = 64
 BATCH = 2
-
-
-class Clock:
-    """The harness's clock, moved by the workload's steps alone: each step lasts what it says,
-    whatever else the machine runs, so the figures below are exact."""
-
-    def __init__(self) -> None:
-        self.now_ns = 10**12
-
-    def perf_counter(self) -> float:
-        return self.now_ns / 1e9
-
-    def monotonic_ns(self) -> int:
-        return self.now_ns
-
-    def sleep(self, seconds: float) -> None:
-        self.now_ns += round(seconds * 1e9)
 
 
 class Stalling:
@@ -64,9 +47,7 @@ def test_a_stall_every_32_steps_adds_its_share_of_the_mean_to_the_figures(monkey
     # one batch size of an in-process harness run (no torch: a CPU's timer), as the guard reads
     # it, on a clock only the steps move; windows of 20 ms leave most without a stall, so a
     # median of their rates would not move
-    clock = Clock()
-    monkeypatch.setattr(time, "perf_counter", clock.perf_counter)
-    monkeypatch.setattr(time, "monotonic_ns", clock.monotonic_ns)
+    clock = installed(monkeypatch)
     written = run_batch(Stalling(True, clock), None, BATCH, STEPS, 0, tok_per_s_min_s=0.3, window_s=0.02)
     run = batch_figures(BatchRun.model_validate(written))
     # tok/s over whole passes, each with its stalls: 64 steps of 1 ms and two of 50 ms more make
