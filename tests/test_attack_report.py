@@ -25,6 +25,7 @@ import pytest
 from cmarkgfm.cmark import Options
 
 from guard._markdown import block, code, text
+from guard.cli import main
 from guard.report import Report, UnfoundedReport, build_view, read_report, render_comment
 from tests.github_standin import GitHubStandIn
 from tests.report_fixtures import committed, current_file, explained, remeasured
@@ -48,6 +49,18 @@ def api():
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "guard", *args], capture_output=True, text=True, timeout=120,
                           env=os.environ | env, cwd=REPO_ROOT)
+
+
+def _cli_here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str,
+              env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`guard ARGS` as `_cli` runs it, in this process (guard.cli.main): its exit code and what it printed."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(REPO_ROOT)
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["guard", *args], code, out, err)
 
 
 def _env(api: GitHubStandIn, tmp_path: Path) -> dict[str, str]:
@@ -222,13 +235,17 @@ FORGERIES = {
 }
 
 
-@pytest.mark.slow
+# In this process: what is checked is the guard's reading of the report and its one line, which
+# main() gives as the program does (the program's own exit code and streams: the tests above).
 @pytest.mark.parametrize("name", FORGERIES)
-def test_a_forged_report_posts_nothing_and_exits_2(api: GitHubStandIn, tmp_path: Path, name: str) -> None:
+def test_a_forged_report_posts_nothing_and_exits_2(api: GitHubStandIn, tmp_path: Path, name: str,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     forge, expected = FORGERIES[name]
     path = _write(tmp_path, forge())
     env = _env(api, tmp_path)
-    proc = _cli("comment", "--report", str(path), "--pr", str(PR), "--mode", "always", env=env)
+    proc = _cli_here(monkeypatch, capsys, "comment", "--report", str(path), "--pr", str(PR), "--mode", "always",
+                     env=env)
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.splitlines()  # one message, no traceback, no progress
     assert line.startswith(f"guard: error: {path} states ") and "nothing is posted from it" in line
@@ -236,7 +253,7 @@ def test_a_forged_report_posts_nothing_and_exits_2(api: GitHubStandIn, tmp_path:
     assert proc.stdout == "" and api.requests() == []  # not even a read: no comment, no status
     assert not (tmp_path / "outputs.txt").exists()
 
-    summary = _cli("summary", "--report", str(path), env=env)
+    summary = _cli_here(monkeypatch, capsys, "summary", "--report", str(path), env=env)
     assert summary.returncode == 2 and summary.stderr.splitlines() == [line]
     assert summary.stdout == ""  # no annotation
     assert not (tmp_path / "outputs.txt").exists() and not (tmp_path / "summary.md").exists()
