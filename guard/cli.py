@@ -59,14 +59,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"regression-guard {guard.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    for add_commands in (_add_run, _add_record_calibrate_bisect, _add_clean_demo, _add_github, _add_report_tools,
+                         _add_traces_and_service):
+        add_commands(sub)
+    return parser
 
+
+def _add_builds(command: argparse.ArgumentParser, config_commit: str, out: Path, out_help: str) -> None:
+    """--config, --out and --cache-dir of a command that builds commits: `run`, `record`, `bisect`."""
+    command.add_argument("--config", type=Path, default=None,
+                         help=_CONFIG_HELP.replace("the base commit", config_commit))
+    command.add_argument("--out", type=Path, default=out, help=out_help)
+    command.add_argument("--cache-dir", type=Path, default=None, help="where arm builds are kept and reused")
+
+
+def _add_run_links(command: argparse.ArgumentParser, run_url_help: str) -> None:
+    """--run-url and --artifact-id, the links of `comment` and `summary` to the run that measured."""
+    command.add_argument("--run-url", default=_run_url(), help=run_url_help)
+    command.add_argument("--artifact-id", type=_positive_int, default=None,
+                         help="id of that run's artifact with report.json, the picture and the traces, to link it")
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="build base and head, replay the workload on both, compare, report")
     run.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
     run.add_argument("--base", default=None, help="base ref (default: merge-base of head with the target branch)")
     run.add_argument("--head", default="HEAD", help="head ref (default: HEAD)")
-    run.add_argument("--config", type=Path, default=None, help=_CONFIG_HELP)
-    run.add_argument("--out", type=Path, default=Path("guard-out"), help="folder for report.json and comment.md")
-    run.add_argument("--cache-dir", type=Path, default=None, help="where arm builds are kept and reused")
+    _add_builds(run, "the base commit", Path("guard-out"), "folder for report.json and comment.md")
     run.add_argument(
         "--github-repo", default=os.environ.get("GITHUB_REPOSITORY"),
         help="OWNER/NAME, to link the comment's file locations (default: $GITHUB_REPOSITORY)",
@@ -86,6 +105,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="smallest slowdown that counts, for GPU ms, tok/s and end-to-end ms where it has no "
                             "threshold of its own (measure.threshold_pct; replaces a calibrated thresholds file)")
 
+
+def _add_record_calibrate_bisect(sub: argparse._SubParsersAction) -> None:
     record = sub.add_parser(
         "record", help="build one commit and measure it alone, as a run measures each arm: main's figures",
         description="No comparison and no verdict: writes record.json with every process's figures, and the "
@@ -93,11 +114,8 @@ def _parser() -> argparse.ArgumentParser:
                     "the commit did not build or run.")
     record.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
     record.add_argument("--commit", default="HEAD", help="the commit to measure (default: HEAD)")
-    record.add_argument("--config", type=Path, default=None,
-                        help=_CONFIG_HELP.replace("the base commit", "the commit"))
-    record.add_argument("--out", type=Path, default=Path("guard-out"),
-                        help="folder for record.json, bmf.json and pyperf.json (default: guard-out)")
-    record.add_argument("--cache-dir", type=Path, default=None, help="where arm builds are kept and reused")
+    _add_builds(record, "the commit", Path("guard-out"),
+                "folder for record.json, bmf.json and pyperf.json (default: guard-out)")
 
     cal = sub.add_parser("calibrate", help="A/A runs of one commit: this runner's noise and suggested thresholds")
     cal.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
@@ -120,11 +138,11 @@ def _parser() -> argparse.ArgumentParser:
     bisect.add_argument("--repo", type=Path, default=Path("."), help="target git repository (default: .)")
     bisect.add_argument("--good", required=True, help="a commit without the slowdown")
     bisect.add_argument("--bad", required=True, help="a later commit with it, descending from GOOD")
-    bisect.add_argument("--config", type=Path, default=None, help=_CONFIG_HELP.replace("the base commit", "GOOD"))
-    bisect.add_argument("--out", type=Path, default=Path("guard-bisect"),
-                        help="folder for bisect.json and each step's report (default: guard-bisect)")
-    bisect.add_argument("--cache-dir", type=Path, default=None, help="where arm builds are kept and reused")
+    _add_builds(bisect, "GOOD", Path("guard-bisect"),
+                "folder for bisect.json and each step's report (default: guard-bisect)")
 
+
+def _add_clean_demo(sub: argparse._SubParsersAction) -> None:
     clean = sub.add_parser(
         "clean", help="remove the worktrees and builds the guard made for a repository",
         description="Only from a cache dir the guard marked, and only the builds in it; a build that a running "
@@ -158,6 +176,8 @@ def _parser() -> argparse.ArgumentParser:
                            "(the eager fallback removed, MoE, a batch-size mix), fallback-win (the same removal "
                            "where it costs nothing); docs/scenarios.md")
 
+
+def _add_github(sub: argparse._SubParsersAction) -> None:
     comment = sub.add_parser(
         "comment", help="post or update the sticky pull-request comment and set the commit status",
         description="Token from $GITHUB_TOKEN (or $GH_TOKEN); API root from $GITHUB_API_URL.",
@@ -176,20 +196,14 @@ def _parser() -> argparse.ArgumentParser:
     comment.add_argument("--key", default="default",
                          help="keeps one comment and status per key, e.g. one per GPU in a matrix")
     comment.add_argument("--no-status", action="store_true", help="do not set the commit status")
-    comment.add_argument("--run-url", default=_run_url(),
-                         help="the workflow run that measured: linked from the comment, and the status's link "
-                              "when there is no comment (default: this job's run)")
-    comment.add_argument("--artifact-id", type=_positive_int, default=None,
-                         help="id of that run's artifact with report.json, the picture and the traces, to link it")
+    _add_run_links(comment, "the workflow run that measured: linked from the comment, and the status's link "
+                            "when there is no comment (default: this job's run)")
 
     summary = sub.add_parser(
         "summary", help="write the job summary, step outputs and annotations of a report (GitHub Actions)"
     )
     summary.add_argument("--report", type=Path, required=True, help="report.json written by `guard run`")
-    summary.add_argument("--run-url", default=_run_url(),
-                         help="the workflow run that measured, to link (default: this job's run)")
-    summary.add_argument("--artifact-id", type=_positive_int, default=None,
-                         help="id of that run's artifact with report.json, the picture and the traces, to link it")
+    _add_run_links(summary, "the workflow run that measured, to link (default: this job's run)")
 
     upload = sub.add_parser(
         "upload", help="send a record (`guard record`'s record.json) to the service, into main's history",
@@ -201,6 +215,8 @@ def _parser() -> argparse.ArgumentParser:
     upload.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY"),
                         help="OWNER/NAME whose history it joins (default: $GITHUB_REPOSITORY)")
 
+
+def _add_report_tools(sub: argparse._SubParsersAction) -> None:
     artifact = sub.add_parser(
         "artifact", help="copy report.json, comment.md, the picture and the traces into a new folder to upload",
         description="Only regular files of this user's, opened without following links: a link a pull "
@@ -230,6 +246,8 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("report", type=Path, help="report.json written by `guard run`")
     explain.add_argument("--out", type=Path, default=None, help="file to write (default: the report, replaced)")
 
+
+def _add_traces_and_service(sub: argparse._SubParsersAction) -> None:
     steps_help = "decode steps in the trace; needed when it has no step ranges and no graph launches"
     max_help = "largest trace read, in MiB uncompressed (default: 2048); a larger one is refused before it is held"
     analyze = sub.add_parser("analyze", help="kernel, idle and gap figures per decode step of one profiler trace")
@@ -255,7 +273,6 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
     diff.add_argument("--steps", type=int, default=None, help=steps_help + " (applies to both)")
     diff.add_argument("--max-trace-mib", type=_positive_int, default=None, help=max_help)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
