@@ -16,13 +16,14 @@ from guard.checkout import ArmRef, build_arm, check_interpreter_reach, default_c
 from guard.compare import BatchComparison, DisagreementNoise, MetricKey, bounds_level, compare, disagreement_noise
 from guard.config import (
     MAX_CALIBRATED_FELT_PCT, REFUSED_GPU_MS_PCT, STEADY_RUNNER, CalibratedSpread, CommitFiles, GuardConfig, Rule,
-    Thresholds, check_entry, load_commit_config, threshold_refusal, write_thresholds,
+    MeasureConfig, Thresholds, check_entry, load_commit_config, threshold_refusal, write_thresholds,
 )
 from guard.harness import HARNESS_SCRIPT
 from guard.measure import (
     BORROW_CHECK_ALPHA, MOST_REPEATS, PASS_RATE, RATE_CONFIDENCE, SPREAD_LIMIT_CONFIDENCE, ArmMeasurement,
-    ArmTarget, Harness, HarnessSpec, RunnerNoise, SlowMetric, SlowProcesses, check_cpus, fill_compile_caches,
-    prepare_reference, run_interleaved, run_ranks, runner_noise, share_compile_caches, slow_processes,
+    ArmTarget, Harness, HarnessSpec, ReferenceOutcome, RunnerNoise, SlowMetric, SlowProcesses, check_cpus,
+    fill_compile_caches, prepare_reference, run_interleaved, run_ranks, runner_noise, share_compile_caches,
+    slow_processes,
 )
 from guard.pipeline import Progress
 from guard.report import share, slow_processes_sentence
@@ -119,10 +120,54 @@ def calibrate(
         config = load_commit_config(repo, arm_ref.sha)
     check_cpus(config.measure.cpus)
     check_interpreter_reach(config.build, [HARNESS_SCRIPT])
+    spec, reference, measurements, filled = _run_aa(repo, arm_ref, config, out, progress, cache_dir, harness)
+    # the A/A's changes at the confidence shown, by the config's own thresholds (the file is what it writes)
+    comparison = compare(measurements, "a", "b", spec.batch_sizes, Rule.of_config(config.measure),
+                         reference=reference.tokens.source if reference.tokens else None)
+    slow = slow_processes(measurements.values(), spec.batch_sizes)
+    asked = [config.measure.threshold_pct, *(thresholds_pct or [])]
+    level = rule_level(config, len(spec.batch_sizes) + (spec.mix_schedule() is not None))
+    noise = [_noise_floor(batch, measurements, slow, config, level, asked) for batch in comparison.batch_sizes]
+    gpu_pct = max(n.gpu_ms.supported_pct for n in noise)
+    tok_pct = max(n.tok_per_s.supported_pct for n in noise)
+    ends = [n.end_to_end_ms.supported_pct for n in noise if n.end_to_end_ms is not None]
+    end_pct = max(ends) if ends and len(ends) == len(noise) else None
+    lines = [f"Written by `guard calibrate` for {arm_ref.sha[:12]}: A/A, {config.measure.repeats} repeats per side.",
+             *(line for n in noise for line in noise_lines(n))]
+    run_processes = 2 * config.measure.repeats
+    in_a_run = 1 - (1 - slow.count / slow.processes) ** run_processes if slow.processes else 0.0
+    lines.append(slow_line(slow, in_a_run, run_processes))
+    refusal = too_noisy_message(_suggest(gpu_pct), noise, config.measure.repeats)
+    if refusal:
+        for line in lines[1:]:
+            progress(line)
+        raise RunnerTooNoisy(refusal)
+    suggested = Thresholds(gpu_ms_pct=_suggest(gpu_pct), tok_per_s_pct=_gating_suggestion("tok_per_s", tok_pct),
+                           end_to_end_ms_pct=_gating_suggestion("end_to_end_ms", end_pct),
+                           spreads=calibrated_spreads(noise))
+    result = Calibration(
+        sha=arm_ref.sha, repeats=config.measure.repeats, bounds_level=level, noise=noise, slow=slow,
+        slow_in_a_run=in_a_run,
+        gpu_ms_supported_pct=gpu_pct, tok_per_s_supported_pct=tok_pct, end_to_end_supported_pct=end_pct,
+        suggested=suggested, compile_filled=filled,
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_thresholds(out, suggested, "\n".join(lines + _thresholds_lines(result, config.measure)))
+    write_atomic(calibration_path(out), result.model_dump_json(indent=2) + "\n")
+    return result
+
+
+def _run_aa(
+    repo: Path, arm_ref: ArmRef, config: GuardConfig, out: Path, progress: Progress, cache_dir: Path | None,
+    harness: Harness,
+) -> tuple[HarnessSpec, ReferenceOutcome, dict[str, ArmMeasurement], list[str]]:
+    """Build `arm_ref` once and run it as sides a and b, interleaved: the spec run, the reference's
+    outcome, each side's measurement and the sides whose compile cache was filled first. Raises
+    HarnessError where a process failed."""
     # the build stays locked until the A/A runs are done: no other run rebuilds it meanwhile
     with ExitStack() as build_in_use:
-        built = build_arm(repo, ArmRef(name="aa", ref=ref, sha=arm_ref.sha), config.build,
-                          cache_dir or default_cache_dir(repo), progress, hold=build_in_use)
+        built = build_arm(repo, arm_ref, config.build, cache_dir or default_cache_dir(repo), progress,
+                          hold=build_in_use)
         check_entry(config.workload.entry, built.worktree)
         targets = [
             ArmTarget(name=name, python=built.python, worktree=built.worktree, env=built.env,
@@ -140,7 +185,7 @@ def calibrate(
                                             files=CommitFiles(repo=repo, sha=arm_ref.sha), harness=harness)
         filled = fill_compile_caches(targets, "a", not config.workload.reference_file, spec, reference, runs,
                                      config.measure.timeout_s, progress, harness=harness)
-        progress(f"A/A: {ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
+        progress(f"A/A: {arm_ref.ref} ({arm_ref.sha[:12]}) against itself, {config.measure.repeats} repeats per side")
         measurements = run_interleaved(
             targets, spec, config.measure.repeats, runs, config.measure.timeout_s, progress,
             reference=reference.tokens if spec.reference else None, harness=harness,
@@ -148,78 +193,61 @@ def calibrate(
     failed = [m.error for m in measurements.values() if m.error]
     if failed:
         raise HarnessError("aa", failed[0])
-    # the A/A's changes at the confidence shown, by the config's own thresholds (the file is what it writes)
-    comparison = compare(measurements, "a", "b", spec.batch_sizes, Rule.of_config(config.measure),
-                         reference=reference.tokens.source if reference.tokens else None)
-    slow = slow_processes(measurements.values(), spec.batch_sizes)
-    asked = [config.measure.threshold_pct, *(thresholds_pct or [])]
-    level = rule_level(config, len(spec.batch_sizes) + (spec.mix_schedule() is not None))
-    noise = []
-    for batch in comparison.batch_sizes:
-        if batch.gpu_ms_change is None or batch.tok_per_s_change is None:
-            why = "; ".join(reason_short(r) for r in batch.reasons) or "no change to compare"
-            raise HarnessError("aa", f"batch size {batch.batch_size}: {why}")
-        gpu = [v for a in batch.arms for v in a.gpu_ms_per_step.values]
-        tok = [v for a in batch.arms for v in a.tok_per_s.values]
-        noise.append(NoiseFloor(
-            batch_size=batch.batch_size,
-            gpu_ms_per_step=sorted(gpu)[len(gpu) // 2],
-            gpu_ms_spread_pct=(max(gpu) - min(gpu)) / sorted(gpu)[len(gpu) // 2] * 100,
-            tok_per_s_spread_pct=(max(tok) - min(tok)) / sorted(tok)[len(tok) // 2] * 100,
-            gpu_ms_aa_ci_pct=(batch.gpu_ms_change.ci_low_pct, batch.gpu_ms_change.ci_high_pct),
-            tok_per_s_aa_ci_pct=(batch.tok_per_s_change.ci_low_pct, batch.tok_per_s_change.ci_high_pct),
-            gpu_ms=runner_noise(_kept(measurements, slow, "gpu_ms", batch.batch_size), config.measure.repeats,
-                                level, asked, borrowed=True),
-            # what the user feels at its own level: rule 5 splits the host family's share over its metrics
-            tok_per_s=runner_noise(_kept(measurements, slow, "tok_per_s", batch.batch_size), config.measure.repeats,
-                                   _level_of(batch, "tok_per_s", level), asked, borrowed=True),
-            end_to_end_ms=_end_to_end_noise(measurements, batch.batch_size, config.measure.repeats,
-                                            _level_of(batch, "end_to_end_ms", level), asked),
-            instructions=_instructions_noise(measurements, batch.batch_size, config.measure.repeats, level,
-                                             config.measure.instructions_threshold_pct),
-            gaps=gap_noise([Path(run.trace) for m in measurements.values() for r in m.repeats
-                            for run in r.runs if run.batch_size == batch.batch_size and run.trace]),
-            disagreement=disagreement_noise(batch.agreement),
-        ))
-    gpu_pct = max(n.gpu_ms.supported_pct for n in noise)
-    tok_pct = max(n.tok_per_s.supported_pct for n in noise)
-    ends = [n.end_to_end_ms.supported_pct for n in noise if n.end_to_end_ms is not None]
-    end_pct = max(ends) if ends and len(ends) == len(noise) else None
-    end_suggested = _gating_suggestion("end_to_end_ms", end_pct)
-    lines = [f"Written by `guard calibrate` for {arm_ref.sha[:12]}: A/A, {config.measure.repeats} repeats per side."]
-    for n in noise:
-        lines += noise_lines(n)
-    run_processes = 2 * config.measure.repeats
-    in_a_run = 1 - (1 - slow.count / slow.processes) ** run_processes if slow.processes else 0.0
-    lines.append(slow_line(slow, in_a_run, run_processes))
-    refusal = too_noisy_message(_suggest(gpu_pct), noise, config.measure.repeats)
-    if refusal:
-        for line in lines[1:]:
-            progress(line)
-        raise RunnerTooNoisy(refusal)
-    tok_suggested = _gating_suggestion("tok_per_s", tok_pct)
-    suggested = Thresholds(gpu_ms_pct=_suggest(gpu_pct), tok_per_s_pct=tok_suggested,
-                           end_to_end_ms_pct=end_suggested, spreads=calibrated_spreads(noise))
-    result = Calibration(
-        sha=arm_ref.sha, repeats=config.measure.repeats, bounds_level=level, noise=noise, slow=slow,
-        slow_in_a_run=in_a_run,
-        gpu_ms_supported_pct=gpu_pct, tok_per_s_supported_pct=tok_pct, end_to_end_supported_pct=end_pct,
-        suggested=suggested, compile_filled=filled,
+    return spec, reference, measurements, filled
+
+
+def _noise_floor(batch: BatchComparison, measurements: dict[str, ArmMeasurement], slow: SlowProcesses,
+                 config: GuardConfig, level: float, asked: list[float]) -> NoiseFloor:
+    """What the A/A saw at one batch size: its spreads, its changes' intervals, and per metric what
+    the runner supports at `level` and measure.repeats, the slow processes left out where they may be."""
+    if batch.gpu_ms_change is None or batch.tok_per_s_change is None:
+        why = "; ".join(reason_short(r) for r in batch.reasons) or "no change to compare"
+        raise HarnessError("aa", f"batch size {batch.batch_size}: {why}")
+    gpu = [v for a in batch.arms for v in a.gpu_ms_per_step.values]
+    tok = [v for a in batch.arms for v in a.tok_per_s.values]
+    repeats = config.measure.repeats
+    return NoiseFloor(
+        batch_size=batch.batch_size,
+        gpu_ms_per_step=sorted(gpu)[len(gpu) // 2],
+        gpu_ms_spread_pct=(max(gpu) - min(gpu)) / sorted(gpu)[len(gpu) // 2] * 100,
+        tok_per_s_spread_pct=(max(tok) - min(tok)) / sorted(tok)[len(tok) // 2] * 100,
+        gpu_ms_aa_ci_pct=(batch.gpu_ms_change.ci_low_pct, batch.gpu_ms_change.ci_high_pct),
+        tok_per_s_aa_ci_pct=(batch.tok_per_s_change.ci_low_pct, batch.tok_per_s_change.ci_high_pct),
+        gpu_ms=runner_noise(_kept(measurements, slow, "gpu_ms", batch.batch_size), repeats, level, asked,
+                            borrowed=True),
+        # what the user feels at its own level: rule 5 splits the host family's share over its metrics
+        tok_per_s=runner_noise(_kept(measurements, slow, "tok_per_s", batch.batch_size), repeats,
+                               _level_of(batch, "tok_per_s", level), asked, borrowed=True),
+        end_to_end_ms=_end_to_end_noise(measurements, batch.batch_size, repeats,
+                                        _level_of(batch, "end_to_end_ms", level), asked),
+        instructions=_instructions_noise(measurements, batch.batch_size, repeats, level,
+                                         config.measure.instructions_threshold_pct),
+        gaps=gap_noise([Path(run.trace) for m in measurements.values() for r in m.repeats
+                        for run in r.runs if run.batch_size == batch.batch_size and run.trace]),
+        disagreement=disagreement_noise(batch.agreement),
     )
-    lines.append(
+
+
+def _thresholds_lines(result: Calibration, measure: MeasureConfig) -> list[str]:
+    """The file's closing lines: how the suggested thresholds were made and the rule's level they
+    hold at, then each felt metric written none or held above measure.threshold_pct."""
+    gpu_pct, tok_pct, end_pct = (result.gpu_ms_supported_pct, result.tok_per_s_supported_pct,
+                                 result.end_to_end_supported_pct)
+    lines = [
         f"Thresholds: the smallest each metric supports at {result.repeats} repeats per arm (the upper "
         f"{SPREAD_LIMIT_CONFIDENCE:.0%} limit of its spread, the widest batch size), rounded up to "
         f"{SUGGESTION_STEP_PCT:g}% and at least {FLOOR_PCT}%: GPU ms per step {_shown(gpu_pct, '.3f')}, "
         f"tok/s {_shown(tok_pct, '.3f')}"
         + (f", end-to-end ms per step {_shown(end_pct, '.3f')}" if end_pct is not None else "") + ". "
         f"At that limit an unchanged commit passes them {PASS_RATE:.0%} of the time in the first round (more at the "
-        f"spread measured), each bound at the rule's own level ({level:.4%} two-sided: alpha "
-        f"{config.measure.alpha:g} split over {config.measure.looks} round(s), the metrics and the batch sizes), "
+        f"spread measured), each bound at the rule's own level ({result.bounds_level:.4%} two-sided: alpha "
+        f"{measure.alpha:g} split over {measure.looks} round(s), the metrics and the batch sizes), "
         "when no slow process lands in its run. The spreads are kept below the thresholds: a run pools each with "
         "its own processes' where its own is not past it (an F test at "
         f"{BORROW_CHECK_ALPHA:.0%}), and decides on its own alone where it is."
-    )
-    felt = (("tok/s", tok_pct, tok_suggested), ("end-to-end ms per step", end_pct, end_suggested))
+    ]
+    felt = (("tok/s", tok_pct, result.suggested.tok_per_s_pct),
+            ("end-to-end ms per step", end_pct, result.suggested.end_to_end_ms_pct))
     for name, pct, written in felt:
         if pct is not None and written is None:
             lines.append(
@@ -228,13 +256,10 @@ def calibrate(
                 "measure.threshold_pct and leaves it undecided; "
                 f"{STEADY_RUNNER}."
             )
-        elif written is not None and written > config.measure.threshold_pct:
+        elif written is not None and written > measure.threshold_pct:
             lines.append(f"{name} resolves {written:g}% here, not measure.threshold_pct's "
-                         f"{config.measure.threshold_pct:g}%: a run holds it to {written:g}%.")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_thresholds(out, suggested, "\n".join(lines))
-    write_atomic(calibration_path(out), result.model_dump_json(indent=2) + "\n")
-    return result
+                         f"{measure.threshold_pct:g}%: a run holds it to {written:g}%.")
+    return lines
 
 
 def suggested_text(suggested: Thresholds) -> str:
