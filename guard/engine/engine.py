@@ -41,6 +41,18 @@ PROMPT_SEED = 1234
 MAX_PROMPT_ROWS = 64
 
 
+def _check_spec(spec: ModelSpec, moe_dispatch: str) -> None:
+    """ValueError for a model the engine cannot build."""
+    if not 0 <= spec.long_kv_layers <= spec.layers:
+        raise ValueError(f"long_kv_layers must be between 0 and layers ({spec.layers})")
+    if spec.head_splits < 0 or (spec.head_splits and spec.d_model % spec.head_splits):
+        raise ValueError(f"head_splits must be 0 or divide d_model ({spec.d_model})")
+    if spec.moe_experts < 0 or (spec.moe_experts and not 1 <= spec.moe_top_k <= spec.moe_experts):
+        raise ValueError("moe_experts must be 0 or more, and moe_top_k between 1 and moe_experts")
+    if moe_dispatch not in MOE_DISPATCHES:
+        raise ValueError(f"moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, not {moe_dispatch!r}")
+
+
 class RefEngine:
     """Greedy decode over a static KV cache; implements the workload protocol."""
 
@@ -68,21 +80,40 @@ class RefEngine:
             torch.set_num_threads(1)
         self.dtype = getattr(torch, dtype)
         self.spec = ModelSpec(**spec_fields)
-        if not 0 <= self.spec.long_kv_layers <= self.spec.layers:
-            raise ValueError(f"long_kv_layers must be between 0 and layers ({self.spec.layers})")
-        if self.spec.head_splits < 0 or (self.spec.head_splits and self.spec.d_model % self.spec.head_splits):
-            raise ValueError(f"head_splits must be 0 or divide d_model ({self.spec.d_model})")
-        if self.spec.moe_experts < 0 or (self.spec.moe_experts and not 1 <= self.spec.moe_top_k
-                                         <= self.spec.moe_experts):
-            raise ValueError("moe_experts must be 0 or more, and moe_top_k between 1 and moe_experts")
-        if moe_dispatch not in MOE_DISPATCHES:
-            raise ValueError(f"moe_dispatch must be one of {', '.join(MOE_DISPATCHES)}, not {moe_dispatch!r}")
+        _check_spec(self.spec, moe_dispatch)
         self.moe_dispatch = moe_dispatch
+        self.prompt_len = prompt_len
+        self._choose_capture(capture, capture_mode, capture_batch_sizes, idle_us, split, fallback)
+        if prompt_len < 1 or prompt_len >= self.spec.max_len:
+            raise ValueError(f"prompt_len must be between 1 and max_len-1 ({self.spec.max_len - 1})")
+        self._join_ranks(parallel, serialize_comm, eager_rank)
+
+        self.weights = init_weights(self.spec, self.device, self.dtype)
+        if self.shard is not None:
+            self.weights = shard_weights(self.weights, self.spec, self.shard)
+        side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        comm = Comm(self.shard) if self.shard is not None else None
+        self.decoder = Decoder(self.spec, self.weights, side, comm, self.serialize_comm)
+        gen = torch.Generator().manual_seed(PROMPT_SEED)
+        self.prompts = torch.randint(self.spec.vocab, (MAX_PROMPT_ROWS, prompt_len), generator=gen)
+
+        self.batch = 0
+        self.run_batch = 0
+        self.active = torch.zeros(1, dtype=torch.int64, device=self.device)  # rows a padded graph is for
+        self._info: dict[str, object] = {}
+        self._forget_batch()
+        if self.spec.moe_experts:
+            self.decoder.loads = torch.zeros(self.spec.moe_experts, dtype=torch.int64, device=self.device)
+
+    def _choose_capture(
+        self, capture: bool, capture_mode: str | None, capture_batch_sizes: tuple[int, ...] | list[int] | None,
+        idle_us: float | None, split: bool | None, fallback: bool | None,
+    ) -> None:
+        """How decode is captured: each option, else its environment variable, else the constant."""
         fallback_env = os.environ.get(FALLBACK_ENV)
         # None: the fixed-size policy of old (smaller batches pad up); True or False: a capture
         # policy for a batch-size mix, every graph masking its padding rows
         self.fallback = fallback if fallback is not None else (fallback_env == "1" if fallback_env else None)
-        self.prompt_len = prompt_len
         self.capture_mode = capture_mode or os.environ.get(MODE_ENV) or CAPTURE_MODE
         if self.capture_mode not in ("step", "layer"):
             raise ValueError(f"capture_mode must be 'step' or 'layer', not {self.capture_mode!r}")
@@ -97,9 +128,9 @@ class RefEngine:
         # same structure without the wait, the fair baseline for an injected arm.
         self.split = bool(split) if split is not None else self.idle_us > 0
         self.idle_after: int | None = None  # index of the graph after which the host waits
-        if prompt_len < 1 or prompt_len >= self.spec.max_len:
-            raise ValueError(f"prompt_len must be between 1 and max_len-1 ({self.spec.max_len - 1})")
 
+    def _join_ranks(self, parallel: str, serialize_comm: bool | None, eager_rank: int | None) -> None:
+        """This process's rank and shard where the ranks split the model, and the injections on several GPUs."""
         # "auto": tensor parallel over the ranks of torch.distributed where it has more than one
         self.shard = choose_shard(parallel, self.spec.moe_experts)
         if self.shard is not None:
@@ -111,30 +142,6 @@ class RefEngine:
         self.eager_rank = eager_rank if eager_rank is not None else (int(env_eager) if env_eager else None)
         if self.eager_rank is not None and self.eager_rank == self.rank:
             self.use_graphs = False  # this rank falls out of its graphs
-
-        self.weights = init_weights(self.spec, self.device, self.dtype)
-        if self.shard is not None:
-            self.weights = shard_weights(self.weights, self.spec, self.shard)
-        side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
-        comm = Comm(self.shard) if self.shard is not None else None
-        self.decoder = Decoder(self.spec, self.weights, side, comm, self.serialize_comm)
-        gen = torch.Generator().manual_seed(PROMPT_SEED)
-        self.prompts = torch.randint(self.spec.vocab, (MAX_PROMPT_ROWS, prompt_len), generator=gen)
-
-        self.batch = 0
-        self.run_batch = 0
-        self.state: DecodeState | None = None
-        self.graphs: list[torch.cuda.CUDAGraph] = []  # the set-up batch size's
-        self.graphs_by_size: dict[int, list[torch.cuda.CUDAGraph]] = {}  # every captured size up to it
-        self.active = torch.zeros(1, dtype=torch.int64, device=self.device)  # rows a padded graph is for
-        self._keep_alive: list[object] = []  # static tensors of the graphs' pieces
-        self._info: dict[str, object] = {}
-        self.graph_logits: dict[int, torch.Tensor] = {}  # each captured size's logits, where its graph writes them
-        self._logits: torch.Tensor | None = None  # the last step's, its real rows
-        if self.spec.moe_experts:
-            self.decoder.loads = torch.zeros(self.spec.moe_experts, dtype=torch.int64, device=self.device)
-        self.positions_used = 0
-        self._prefilled: list[torch.Tensor] = []  # the state as the prefill left it, for a repeated setup
 
     # -- protocol ---------------------------------------------------------------------
 
@@ -253,14 +260,7 @@ class RefEngine:
             self.decoder.step(view)
 
     def teardown(self) -> None:
-        self.graphs = []
-        self.graphs_by_size = {}
-        self.graph_logits = {}
-        self._logits = None
-        self._keep_alive = []
-        self.state = None
-        self._prefilled = []
-        self.positions_used = 0
+        self._forget_batch()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             torch.cuda.empty_cache()
@@ -300,6 +300,17 @@ class RefEngine:
         return found
 
     # -- internals --------------------------------------------------------------------
+
+    def _forget_batch(self) -> None:
+        """No batch size set up: no state, no graphs."""
+        self.state: DecodeState | None = None
+        self.graphs: list[torch.cuda.CUDAGraph] = []  # the set-up batch size's
+        self.graphs_by_size: dict[int, list[torch.cuda.CUDAGraph]] = {}  # every captured size up to it
+        self.graph_logits: dict[int, torch.Tensor] = {}  # each captured size's logits, where its graph writes them
+        self._logits: torch.Tensor | None = None  # the last step's, its real rows
+        self._keep_alive: list[object] = []  # static tensors of the graphs' pieces
+        self._prefilled: list[torch.Tensor] = []  # the state as the prefill left it, for a repeated setup
+        self.positions_used = 0
 
     def _tensors(self) -> list[torch.Tensor]:
         """Every tensor a decode step reads and writes."""
