@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel
@@ -133,92 +134,108 @@ def usable_mix_runs(runs: list[MixRun], schedule: list[int]) -> list[MixRun]:
             and _on_schedule(r, schedule)]
 
 
+@dataclass
+class _Tally:
+    """One arm's timed mix steps, added process by process: what arm_mix's figures are made of.
+    A step whose record contradicts the schedule is counted inconsistent and read as unknown."""
+
+    per_size_ms: dict[int, list[float]] = field(default_factory=dict)  # each process's mean per size
+    per_size_token: dict[int, list[float]] = field(default_factory=dict)
+    whole_ms: list[float] = field(default_factory=list)  # each process's mean over its timed steps
+    whole_token: list[float] = field(default_factory=list)
+    timed: list[int] = field(default_factory=list)  # the sizes of the timed steps, the same in every process
+    paths: dict[int, list[str | None]] = field(default_factory=dict)
+    padded: dict[int, list[int]] = field(default_factory=dict)
+    levels_by_size: dict[int, list[float]] = field(default_factory=dict)
+    points: list[tuple[float, float, float]] = field(default_factory=list)  # (I, ms, ms per real token)
+    graph: int = 0
+    steps_known: int = 0
+    real_rows: int = 0
+    computed_rows: int = 0
+    unknown_path: bool = False
+    unknown_rows: bool = False
+    inconsistent: int = 0
+
+    def add_run(self, run: MixRun, schedule: list[int]) -> None:
+        first = run.warmup_steps + (run.steps if run.timer == "cuda_event" else 0)
+        self.timed = schedule[first: first + run.steps]
+        infos: list[StepInfo | None] = list(run.step_info) if run.step_info is not None else [None] * run.steps
+        by_size: dict[int, list[float]] = {}
+        for size, ms, info in zip(self.timed, run.step_ms, infos):
+            by_size.setdefault(size, []).append(ms)
+            self.add_step(size, ms, info)
+        for size, values in by_size.items():
+            # a mean, as the whole mix's: each process's sizes then add up to its whole, share by share
+            self.per_size_ms.setdefault(size, []).append(statistics.fmean(values))
+            self.per_size_token.setdefault(size, []).append(sum(values) / (size * len(values)))
+        self.whole_ms.append(statistics.fmean(run.step_ms))
+        self.whole_token.append(sum(run.step_ms) / sum(self.timed))
+
+    def add_step(self, size: int, ms: float, info: StepInfo | None) -> None:
+        if not _consistent(info, size):
+            self.inconsistent += 1
+            info = None
+        path = info.path if info else None
+        self.paths.setdefault(size, []).append(path)
+        if path is None:
+            self.unknown_path = True
+        else:
+            self.steps_known += 1
+            self.graph += path == "graph"
+        if info is None or info.padded_to is None:
+            self.unknown_rows = True
+        else:
+            self.padded.setdefault(size, []).append(info.padded_to)
+            self.real_rows += size
+            self.computed_rows += info.padded_to
+        loads = info.expert_tokens if info else None
+        level = imbalance_of(loads) if loads else None
+        if level is not None:
+            self.points.append((level, ms, ms / size))
+            self.levels_by_size.setdefault(size, []).append(level)
+
+    def mix_size(self, size: int, counts: Counter[int]) -> MixSize:
+        padded = self.padded.get(size, [])
+        known = bool(padded) and len(padded) == len(self.paths[size])
+        return MixSize(
+            batch_size=size,
+            share=counts[size] / sum(counts.values()),
+            path=_path_of(self.paths.get(size, [])),
+            padded_to=_mode(padded) if known else None,
+            padding_waste=1.0 - size * len(padded) / sum(padded) if known else None,
+            gpu_ms_per_step=statistics.median(self.per_size_ms[size]),
+            gpu_ms_per_real_token=statistics.median(self.per_size_token[size]),
+            imbalance_median=statistics.median(self.levels_by_size[size]) if size in self.levels_by_size else None,
+        )
+
+
 def arm_mix(arm: str, runs: list[MixRun], schedule: list[int]) -> ArmMix | None:
     """One arm's figures over its processes' mix passes; `schedule` is the guard's own draw,
     the timed steps read against its segment for their timer. None without a usable run."""
     usable = usable_mix_runs(runs, schedule)
     if not usable:
         return None
-    per_size_ms: dict[int, list[float]] = {}
-    per_size_token: dict[int, list[float]] = {}
-    whole_ms: list[float] = []
-    whole_token: list[float] = []
-    paths: dict[int, list[str | None]] = {}
-    padded: dict[int, list[int]] = {}
-    graph = steps_known = real_rows = computed_rows = 0
-    unknown_path = unknown_rows = False
-    inconsistent = 0
-    points: list[tuple[float, float, float]] = []  # (I, ms, ms per real token)
-    levels_by_size: dict[int, list[float]] = {}
+    tally = _Tally()
     for run in usable:
-        first = run.warmup_steps + (run.steps if run.timer == "cuda_event" else 0)
-        sizes = schedule[first: first + run.steps]
-        infos: list[StepInfo | None] = list(run.step_info) if run.step_info is not None else [None] * run.steps
-        by_size: dict[int, list[float]] = {}
-        for size, ms, info in zip(sizes, run.step_ms, infos):
-            by_size.setdefault(size, []).append(ms)
-            if not _consistent(info, size):
-                inconsistent += 1
-                info = None
-            path = info.path if info else None
-            paths.setdefault(size, []).append(path)
-            if path is None:
-                unknown_path = True
-            else:
-                steps_known += 1
-                graph += path == "graph"
-            if info is None or info.padded_to is None:
-                unknown_rows = True
-            else:
-                padded.setdefault(size, []).append(info.padded_to)
-                real_rows += size
-                computed_rows += info.padded_to
-            loads = info.expert_tokens if info else None
-            level = imbalance_of(loads) if loads else None
-            if level is not None:
-                points.append((level, ms, ms / size))
-                levels_by_size.setdefault(size, []).append(level)
-        for size, values in by_size.items():
-            # a mean, as the whole mix's: each process's sizes then add up to its whole, share by share
-            per_size_ms.setdefault(size, []).append(statistics.fmean(values))
-            per_size_token.setdefault(size, []).append(sum(values) / (size * len(values)))
-        whole_ms.append(statistics.fmean(run.step_ms))
-        whole_token.append(sum(run.step_ms) / sum(sizes))
-    counts = Counter(sizes)  # every process timed the same segment of the schedule
-    total_steps = sum(counts.values())
-    def known(size: int) -> bool:
-        return bool(padded.get(size)) and len(padded[size]) == len(paths[size])
-
-    sizes_out = [
-        MixSize(
-            batch_size=size,
-            share=counts[size] / total_steps,
-            path=_path_of(paths.get(size, [])),
-            padded_to=_mode(padded[size]) if known(size) else None,
-            padding_waste=1.0 - size * len(padded[size]) / sum(padded[size]) if known(size) else None,
-            gpu_ms_per_step=statistics.median(per_size_ms[size]),
-            gpu_ms_per_real_token=statistics.median(per_size_token[size]),
-            imbalance_median=statistics.median(levels_by_size[size]) if size in levels_by_size else None,
-        )
-        for size in sorted(per_size_ms)
-    ]
-    useful = real_rows / computed_rows if computed_rows and not unknown_rows else None
+        tally.add_run(run, schedule)
+    counts = Counter(tally.timed)  # every process timed the same segment of the schedule
+    useful = tally.real_rows / tally.computed_rows if tally.computed_rows and not tally.unknown_rows else None
     return ArmMix(
         arm=arm,
         processes=len(usable),
         timer=usable[0].timer,
-        gpu_ms_per_step=statistics.median(whole_ms),
-        process_ms_per_step=whole_ms,
-        gpu_ms_per_real_token=statistics.median(whole_token),
+        gpu_ms_per_step=statistics.median(tally.whole_ms),
+        process_ms_per_step=tally.whole_ms,
+        gpu_ms_per_real_token=statistics.median(tally.whole_token),
         tok_per_s=statistics.median(r.tok_per_s for r in usable),
-        capture_coverage=graph / steps_known if steps_known and not unknown_path else None,
+        capture_coverage=tally.graph / tally.steps_known if tally.steps_known and not tally.unknown_path else None,
         useful_work_coverage=useful,
         padding_waste=1.0 - useful if useful is not None else None,
-        inconsistent_steps=inconsistent,
+        inconsistent_steps=tally.inconsistent,
         disagreements=[r.disagreements for r in usable],
         compared=max(r.compared for r in usable),
-        sizes=sizes_out,
-        imbalance=_imbalance(points),
+        sizes=[tally.mix_size(size, counts) for size in sorted(tally.per_size_ms)],
+        imbalance=_imbalance(tally.points),
     )
 
 
