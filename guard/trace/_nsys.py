@@ -66,7 +66,7 @@ def _read(con: sqlite3.Connection, source: str) -> Trace:
             f"{source} is an SQLite file without a {_KERNELS} table: not an Nsight Systems export with "
             "CUDA kernels; profile with nsys --trace cuda and export with nsys export --type sqlite"
         )
-    warnings: list[str] = []
+    warnings: list[TraceWarning] = []
     strings = _Strings(con, "StringIds" in tables)
 
     name_column = next((c for c in ("demangledName", "shortName") if c in _columns(con, _KERNELS)), None)
@@ -74,49 +74,44 @@ def _read(con: sqlite3.Connection, source: str) -> Trace:
         raise TraceError(
             f"{source}: {_KERNELS} has neither demangledName nor shortName; the export is not one nsys writes"
         )
-    untimed = 0
-    for table in (_KERNELS, _MEMCPY, _MEMSET):
-        if table in tables:
-            untimed += con.execute(f"SELECT COUNT(*) FROM {table} WHERE {_UNTIMED}").fetchone()[0]
+    untimed = sum(con.execute(f"SELECT COUNT(*) FROM {table} WHERE {_UNTIMED}").fetchone()[0]
+                  for table in (_KERNELS, _MEMCPY, _MEMSET) if table in tables)
     if untimed:
         warnings.append(TraceWarning(kind="untimed_gpu_records", count=untimed))
-    kernels = _rows(
-        con,
-        "SELECT start, end, deviceId, streamId, COALESCE(correlationId, -1), "
-        f"COALESCE({name_column}, -1) FROM {_KERNELS} WHERE NOT {_UNTIMED}",
-        6,
-    )
-    gpu_parts = [(kernels, np.full(len(kernels[0]), KERNEL, np.int8), strings.names(kernels[5], "(unnamed kernel)"))]
+    gpu = _gpu(con, tables, strings, name_column)
+    if _RUNTIME not in tables:
+        warnings.append(TraceWarning(kind="no_runtime_table"))
+    return Trace(gpu=gpu, api=_api(con, tables, strings), ranges=_ranges(con, tables, strings), source=source,
+                 format="nsys-sqlite", warnings=warnings)
+
+
+def _gpu(con: sqlite3.Connection, tables: set[str], strings: _Strings, name_column: str) -> GpuTable:
+    """The timed kernels, and the memcpy and memset records where the export has them, as one table."""
+    kernels = _gpu_rows(con, _KERNELS, f"COALESCE({name_column}, -1)")
+    parts = [(kernels, KERNEL, strings.names(kernels[5], "(unnamed kernel)"))]
     if _MEMCPY in tables:
-        has_kind = "copyKind" in _columns(con, _MEMCPY)
-        copies = _rows(
-            con,
-            f"SELECT start, end, deviceId, streamId, COALESCE(correlationId, -1), "
-            f"{'COALESCE(copyKind, 0)' if has_kind else '0'} FROM {_MEMCPY} WHERE NOT {_UNTIMED}",
-            6,
-        )
-        names = [f"Memcpy {_COPY_KIND.get(int(k), 'Unknown')}" for k in copies[5]]
-        gpu_parts.append((copies, np.full(len(copies[0]), MEMCPY, np.int8), names))
+        copies = _gpu_rows(con, _MEMCPY, "COALESCE(copyKind, 0)" if "copyKind" in _columns(con, _MEMCPY) else "0")
+        parts.append((copies, MEMCPY, [f"Memcpy {_COPY_KIND.get(int(k), 'Unknown')}" for k in copies[5]]))
     if _MEMSET in tables:
-        sets = _rows(
-            con,
-            "SELECT start, end, deviceId, streamId, COALESCE(correlationId, -1), 0 "
-            f"FROM {_MEMSET} WHERE NOT {_UNTIMED}",
-            6,
-        )
-        gpu_parts.append((sets, np.full(len(sets[0]), MEMSET, np.int8), ["Memset"] * len(sets[0])))
-    gpu_names, gpu_name_ids = _interned([n for _, _, names in gpu_parts for n in names])
-    gpu = GpuTable(
-        start_ns=np.concatenate([cols[0] for cols, _, _ in gpu_parts]),
-        end_ns=np.concatenate([cols[1] for cols, _, _ in gpu_parts]),
-        device=np.concatenate([cols[2] for cols, _, _ in gpu_parts]),
-        stream=np.concatenate([cols[3] for cols, _, _ in gpu_parts]),
-        correlation=np.concatenate([cols[4] for cols, _, _ in gpu_parts]),
-        kind=np.concatenate([kind for _, kind, _ in gpu_parts]),
-        name_id=gpu_name_ids,
-        names=gpu_names,
+        sets = _gpu_rows(con, _MEMSET, "0")
+        parts.append((sets, MEMSET, ["Memset"] * len(sets[0])))
+    names, name_ids = _interned([n for _, _, labels in parts for n in labels])
+    start, end, device, stream, correlation = (np.concatenate([cols[i] for cols, _, _ in parts]) for i in range(5))
+    return GpuTable(
+        start_ns=start, end_ns=end, device=device, stream=stream, correlation=correlation,
+        kind=np.concatenate([np.full(len(cols[0]), kind, np.int8) for cols, kind, _ in parts]),
+        name_id=name_ids, names=names,
     )
 
+
+def _gpu_rows(con: sqlite3.Connection, table: str, last: str) -> list[np.ndarray]:
+    """A GPU table's timed records: start, end, device, stream, correlation and the column `last`."""
+    return _rows(con, "SELECT start, end, deviceId, streamId, COALESCE(correlationId, -1), "
+                      f"{last} FROM {table} WHERE NOT {_UNTIMED}", 6)
+
+
+def _api(con: sqlite3.Connection, tables: set[str], strings: _Strings) -> ApiTable:
+    """The CUDA runtime calls; none where the export has no runtime table."""
     if _RUNTIME in tables:
         calls = _rows(
             con,
@@ -125,46 +120,30 @@ def _read(con: sqlite3.Connection, source: str) -> Trace:
         )
     else:
         calls = [np.empty(0, np.int64)] * 5
-        warnings.append(TraceWarning(kind="no_runtime_table"))
-    api_names, api_name_ids = _interned(strings.names(calls[4], "(unnamed API call)"))
-    api = ApiTable(
-        start_ns=calls[0],
-        end_ns=calls[1],
-        tid=calls[2] & _TID_MASK,
-        correlation=calls[3],
-        name_id=api_name_ids,
-        names=api_names,
-    )
-
-    range_start, range_end, range_tid, range_labels = _nvtx(con, tables, strings)
-    range_names, range_name_ids = _interned(range_labels)
-    ranges = RangeTable(
-        start_ns=range_start,
-        end_ns=range_end,
-        tid=range_tid & _TID_MASK,
-        name_id=range_name_ids,
-        names=range_names,
-    )
-    return Trace(gpu=gpu, api=api, ranges=ranges, source=source, format="nsys-sqlite", warnings=warnings)
+    names, name_ids = _interned(strings.names(calls[4], "(unnamed API call)"))
+    return ApiTable(start_ns=calls[0], end_ns=calls[1], tid=calls[2] & _TID_MASK, correlation=calls[3],
+                    name_id=name_ids, names=names)
 
 
-def _nvtx(
-    con: sqlite3.Connection, tables: set[str], strings: _Strings
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+def _ranges(con: sqlite3.Connection, tables: set[str], strings: _Strings) -> RangeTable:
     """NVTX push/pop and start/end ranges; marks (no end) are not ranges and are left out."""
-    if _NVTX not in tables:
-        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), []
-    columns = _columns(con, _NVTX)
-    text = "text" if "text" in columns else "NULL"
-    text_id = "textId" if "textId" in columns else "NULL"
-    rows = con.execute(
-        f"SELECT start, end, COALESCE(globalTid, -1), {text}, {text_id} FROM {_NVTX} WHERE end IS NOT NULL"
-    ).fetchall()
-    start = np.array([r[0] for r in rows], dtype=np.int64)
-    end = np.array([r[1] for r in rows], dtype=np.int64)
-    tid = np.array([r[2] for r in rows], dtype=np.int64)
-    labels = [r[3] if r[3] is not None else strings.get(r[4], "(unnamed NVTX range)") for r in rows]
-    return start, end, tid, labels
+    rows = []
+    if _NVTX in tables:
+        columns = _columns(con, _NVTX)
+        text = "text" if "text" in columns else "NULL"
+        text_id = "textId" if "textId" in columns else "NULL"
+        rows = con.execute(
+            f"SELECT start, end, COALESCE(globalTid, -1), {text}, {text_id} FROM {_NVTX} WHERE end IS NOT NULL"
+        ).fetchall()
+    names, name_ids = _interned(
+        [r[3] if r[3] is not None else strings.get(r[4], "(unnamed NVTX range)") for r in rows])
+    return RangeTable(
+        start_ns=np.array([r[0] for r in rows], dtype=np.int64),
+        end_ns=np.array([r[1] for r in rows], dtype=np.int64),
+        tid=np.array([r[2] for r in rows], dtype=np.int64) & _TID_MASK,
+        name_id=name_ids,
+        names=names,
+    )
 
 
 class _Strings:
