@@ -356,7 +356,49 @@ class DecodeState:
             tensor.zero_()
 
 
-class CompiledDecode:
+class BuiltinDecode:
+    """What both built-in workloads are: decode under checked settings, the last step's logits
+    kept for step_logits(), and describe()'s settings, prompt and weights."""
+
+    model: nn.Module
+
+    def __init__(self, settings: DecodeSettings) -> None:
+        self.prompt_len, self.seed, self.dtype, self.device = (
+            settings.prompt_len, settings.seed, settings.dtype, settings.device)
+        self.mode = settings.mode
+        self.fullgraph, self.compiled, self.cuda_graphs = settings.fullgraph, settings.compiled, settings.cuda_graphs
+        self._checksum: str | None = None
+        self._logits: torch.Tensor | None = None  # the last step's
+
+    def step_logits(self) -> torch.Tensor:
+        """The logits the last step's ids were chosen from, [batch, vocab] in the model's dtype
+        (read before the next step, which may overwrite a graph's output)."""
+        if self._logits is None:
+            raise RuntimeError("step_logits() before a step")
+        return self._logits
+
+    def _described(self, engine: dict[str, object], sizes: dict[str, object]) -> dict[str, object]:
+        """describe(): `engine`'s keys, how decode runs, the model's `sizes`, then its prompt and weights."""
+        if self._checksum is None:
+            self._checksum = weights_checksum(self.model.named_parameters())
+        return {
+            **engine,
+            "torch": torch.__version__,
+            "device": str(self.device),
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "mode": self.mode,
+            "compiled": self.compiled,
+            "fullgraph": self.fullgraph,
+            "cuda_graphs": self.cuda_graphs,
+            **sizes,
+            "prompt_len": self.prompt_len,
+            "seed": self.seed,
+            "params": sum(p.numel() for p in self.model.parameters()),
+            "weights_checksum": self._checksum,
+        }
+
+
+class CompiledDecode(BuiltinDecode):
     """Greedy decode over a static KV cache, one compiled function per step; the workload protocol."""
 
     def __init__(
@@ -377,12 +419,10 @@ class CompiledDecode:
     ) -> None:
         self.args = ModelArgs(layers=layers, d_model=d_model, n_heads=n_heads, ffn=ffn, vocab=vocab, max_len=max_len)
         self.args.check()
-        settings = decode_settings(prompt_len, max_len, seed, dtype, device, mode, fullgraph, compile_on_cpu)
-        self.prompt_len, self.seed, self.dtype, self.device = (
-            settings.prompt_len, settings.seed, settings.dtype, settings.device)
+        super().__init__(decode_settings(prompt_len, max_len, seed, dtype, device, mode, fullgraph, compile_on_cpu))
+        # the settings' mode again, spelled from the constant: the line `guard run` follows from a changed
+        # COMPILE_MODE to torch.compile's mode (validation's mode-default; tests/test_workloads.py)
         self.mode = mode or COMPILE_MODE
-        self.fullgraph, self.compiled, self.cuda_graphs = settings.fullgraph, settings.compiled, settings.cuda_graphs
-
         self.model = build_model(self.args, seed, self.device, self.dtype)
         self._decode = self._decode_one
         if self.compiled:
@@ -392,8 +432,6 @@ class CompiledDecode:
         self.state: DecodeState | None = None
         self.batch_size = 0
         self.position = 0  # positions of the cache in use, on the host: no sync to check it
-        self._checksum: str | None = None
-        self._logits: torch.Tensor | None = None  # the last step's
 
     def _decode_one(self, tokens: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """decode_one_token: [batch] ids at position pos ([1]) -> [batch] greedy next ids, and the
@@ -437,38 +475,12 @@ class CompiledDecode:
         self.position += 1
         return state.last
 
-    def step_logits(self) -> torch.Tensor:
-        """The logits the last step's ids were chosen from, [batch, vocab] in the model's dtype
-        (read before the next step, which may overwrite a graph's output)."""
-        if self._logits is None:
-            raise RuntimeError("step_logits() before a step")
-        return self._logits
-
     def describe(self) -> dict[str, object]:
-        if self._checksum is None:
-            self._checksum = weights_checksum(self.model.named_parameters())
         args = self.args
-        return {
-            "engine": "guard.workloads.compiled",
-            "model": "llama-like",
-            "torch": torch.__version__,
-            "device": str(self.device),
-            "dtype": str(self.dtype).removeprefix("torch."),
-            "mode": self.mode,
-            "compiled": self.compiled,
-            "fullgraph": self.fullgraph,
-            "cuda_graphs": self.cuda_graphs,
-            "layers": args.layers,
-            "d_model": args.d_model,
-            "n_heads": args.n_heads,
-            "ffn": args.ffn,
-            "vocab": args.vocab,
-            "max_len": args.max_len,
-            "prompt_len": self.prompt_len,
-            "seed": self.seed,
-            "params": sum(p.numel() for p in self.model.parameters()),
-            "weights_checksum": self._checksum,
-        }
+        return self._described({"engine": "guard.workloads.compiled", "model": "llama-like"}, {
+            "layers": args.layers, "d_model": args.d_model, "n_heads": args.n_heads, "ffn": args.ffn,
+            "vocab": args.vocab, "max_len": args.max_len,
+        })
 
     def teardown(self) -> None:
         self._states.clear()

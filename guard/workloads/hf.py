@@ -18,13 +18,13 @@ import torch
 
 from .compiled import (
     WARMUP_CALLS,
+    BuiltinDecode,
     check_options,
     decode_settings,
     fill_seeded,
     next_input,
     positive_int,
     seeded_prompt,
-    weights_checksum,
 )
 
 # The size options and the config keys they set; the defaults make a small Llama.
@@ -49,7 +49,7 @@ def _transformers():  # type: ignore[no-untyped-def]
     return transformers
 
 
-class HFDecode:
+class HFDecode(BuiltinDecode):
     """Greedy decode of a transformers causal LM over a StaticCache; the workload protocol."""
 
     def __init__(
@@ -78,12 +78,8 @@ class HFDecode:
         sizes = {"layers": layers, "d_model": d_model, "n_heads": n_heads, "n_kv_heads": n_kv_heads,
                  "ffn": ffn, "vocab": vocab}
         sizes = {name: positive_int(name, value) for name, value in sizes.items() if value is not None}
-        settings = decode_settings(prompt_len, max_len, seed, dtype, device, mode, fullgraph, compile_on_cpu)
+        super().__init__(decode_settings(prompt_len, max_len, seed, dtype, device, mode, fullgraph, compile_on_cpu))
         self.max_len = max_len
-        self.prompt_len, self.seed, self.dtype, self.device = (
-            settings.prompt_len, settings.seed, settings.dtype, settings.device)
-        self.mode = settings.mode
-        self.fullgraph, self.compiled, self.cuda_graphs = settings.fullgraph, settings.compiled, settings.cuda_graphs
 
         if model is not None:
             if config is not None or sizes:
@@ -115,8 +111,6 @@ class HFDecode:
         self.last: torch.Tensor | None = None
         self.batch_size = 0
         self.position = 0
-        self._checksum: str | None = None
-        self._logits: torch.Tensor | None = None  # the last step's
 
     # -- building -------------------------------------------------------------------
 
@@ -200,29 +194,11 @@ class HFDecode:
         self.position += 1
         return self.last
 
-    def step_logits(self) -> torch.Tensor:
-        """The logits the last step's ids were chosen from, [batch, vocab] in the model's dtype
-        (read before the next step, which may overwrite a graph's output)."""
-        if self._logits is None:
-            raise RuntimeError("step_logits() before a step")
-        return self._logits
-
     def describe(self) -> dict[str, object]:
-        if self._checksum is None:
-            self._checksum = weights_checksum(self.model.named_parameters())
         cfg = self.config
-        return {
-            "engine": "guard.workloads.hf",
-            "model": self.source,
-            "architecture": type(self.model).__name__,
-            "transformers": self.transformers_version,
-            "torch": torch.__version__,
-            "device": str(self.device),
-            "dtype": str(self.dtype).removeprefix("torch."),
-            "mode": self.mode,
-            "compiled": self.compiled,
-            "fullgraph": self.fullgraph,
-            "cuda_graphs": self.cuda_graphs,
+        engine = {"engine": "guard.workloads.hf", "model": self.source, "architecture": type(self.model).__name__,
+                  "transformers": self.transformers_version}
+        return self._described(engine, {
             "attn_implementation": self.model.config._attn_implementation,
             "layers": cfg.num_hidden_layers,
             "d_model": cfg.hidden_size,
@@ -231,11 +207,7 @@ class HFDecode:
             "ffn": getattr(cfg, "intermediate_size", None),
             "vocab": cfg.vocab_size,
             "max_len": self.max_len,
-            "prompt_len": self.prompt_len,
-            "seed": self.seed,
-            "params": sum(p.numel() for p in self.model.parameters()),
-            "weights_checksum": self._checksum,
-        }
+        })
 
     def teardown(self) -> None:
         self._caches.clear()
