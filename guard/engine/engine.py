@@ -82,38 +82,13 @@ class RefEngine:
         self.spec = ModelSpec(**spec_fields)
         _check_spec(self.spec, moe_dispatch)
         self.moe_dispatch = moe_dispatch
-        self.prompt_len = prompt_len
-        self._choose_capture(capture, capture_mode, capture_batch_sizes, idle_us, split, fallback)
-        if prompt_len < 1 or prompt_len >= self.spec.max_len:
-            raise ValueError(f"prompt_len must be between 1 and max_len-1 ({self.spec.max_len - 1})")
-        self._join_ranks(parallel, serialize_comm, eager_rank)
-
-        self.weights = init_weights(self.spec, self.device, self.dtype)
-        if self.shard is not None:
-            self.weights = shard_weights(self.weights, self.spec, self.shard)
-        side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
-        comm = Comm(self.shard) if self.shard is not None else None
-        self.decoder = Decoder(self.spec, self.weights, side, comm, self.serialize_comm)
-        gen = torch.Generator().manual_seed(PROMPT_SEED)
-        self.prompts = torch.randint(self.spec.vocab, (MAX_PROMPT_ROWS, prompt_len), generator=gen)
-
-        self.batch = 0
-        self.run_batch = 0
-        self.active = torch.zeros(1, dtype=torch.int64, device=self.device)  # rows a padded graph is for
-        self._info: dict[str, object] = {}
-        self._forget_batch()
-        if self.spec.moe_experts:
-            self.decoder.loads = torch.zeros(self.spec.moe_experts, dtype=torch.int64, device=self.device)
-
-    def _choose_capture(
-        self, capture: bool, capture_mode: str | None, capture_batch_sizes: tuple[int, ...] | list[int] | None,
-        idle_us: float | None, split: bool | None, fallback: bool | None,
-    ) -> None:
-        """How decode is captured: each option, else its environment variable, else the constant."""
+        # The settings capture reads stay in __init__, each from its option, its variable or its
+        # constant: the cause finder follows a changed default or constant to the attribute it sets
         fallback_env = os.environ.get(FALLBACK_ENV)
         # None: the fixed-size policy of old (smaller batches pad up); True or False: a capture
         # policy for a batch-size mix, every graph masking its padding rows
         self.fallback = fallback if fallback is not None else (fallback_env == "1" if fallback_env else None)
+        self.prompt_len = prompt_len
         self.capture_mode = capture_mode or os.environ.get(MODE_ENV) or CAPTURE_MODE
         if self.capture_mode not in ("step", "layer"):
             raise ValueError(f"capture_mode must be 'step' or 'layer', not {self.capture_mode!r}")
@@ -128,9 +103,9 @@ class RefEngine:
         # same structure without the wait, the fair baseline for an injected arm.
         self.split = bool(split) if split is not None else self.idle_us > 0
         self.idle_after: int | None = None  # index of the graph after which the host waits
+        if prompt_len < 1 or prompt_len >= self.spec.max_len:
+            raise ValueError(f"prompt_len must be between 1 and max_len-1 ({self.spec.max_len - 1})")
 
-    def _join_ranks(self, parallel: str, serialize_comm: bool | None, eager_rank: int | None) -> None:
-        """This process's rank and shard where the ranks split the model, and the injections on several GPUs."""
         # "auto": tensor parallel over the ranks of torch.distributed where it has more than one
         self.shard = choose_shard(parallel, self.spec.moe_experts)
         if self.shard is not None:
@@ -142,6 +117,27 @@ class RefEngine:
         self.eager_rank = eager_rank if eager_rank is not None else (int(env_eager) if env_eager else None)
         if self.eager_rank is not None and self.eager_rank == self.rank:
             self.use_graphs = False  # this rank falls out of its graphs
+        self._build_decoder()
+
+    def _build_decoder(self) -> None:
+        """The seeded weights (this rank's shard of them), the decoder over them and the prompts;
+        no batch size set up yet."""
+        self.weights = init_weights(self.spec, self.device, self.dtype)
+        if self.shard is not None:
+            self.weights = shard_weights(self.weights, self.spec, self.shard)
+        side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        comm = Comm(self.shard) if self.shard is not None else None
+        self.decoder = Decoder(self.spec, self.weights, side, comm, self.serialize_comm)
+        gen = torch.Generator().manual_seed(PROMPT_SEED)
+        self.prompts = torch.randint(self.spec.vocab, (MAX_PROMPT_ROWS, self.prompt_len), generator=gen)
+
+        self.batch = 0
+        self.run_batch = 0
+        self.active = torch.zeros(1, dtype=torch.int64, device=self.device)  # rows a padded graph is for
+        self._info: dict[str, object] = {}
+        self._forget_batch()
+        if self.spec.moe_experts:
+            self.decoder.loads = torch.zeros(self.spec.moe_experts, dtype=torch.int64, device=self.device)
 
     # -- protocol ---------------------------------------------------------------------
 
