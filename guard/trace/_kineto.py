@@ -291,74 +291,90 @@ def _trace(chunks: Iterator[list[_Event]], source: str, host_ops: bool = False) 
     gpu, api, ranges, ops = _Table(), _Table(), _Table(), _Table()
     untimed = 0
     for events in chunks:
-        # Comprehensions, not one loop with branches: each is a tight loop, several times faster
         complete = [e for e in events if e.ph == "X"]
         del events
-        on_gpu = [e for e in complete if e.cat in _GPU_KIND]
-        calls = [e for e in complete if e.cat in _API_CATS]
-        marks = [
-            e
-            for e in complete
-            if e.cat == "user_annotation" or (e.cat in _STEP_CATS and e.name.startswith(_STEP_PREFIX))
-        ]
-        # a ProfilerStep# op is a mark already: a step, not work done in one
-        cpu = [e for e in complete if e.cat == "cpu_op" and not e.name.startswith(_STEP_PREFIX)] if host_ops else []
-        kept = len(on_gpu) + len(calls) + len(marks) + len(cpu)
-        on_gpu, calls, marks, cpu = (
-            [e for e in group if e.ts is not None and e.dur is not None] for group in (on_gpu, calls, marks, cpu)
-        )
-        untimed += kept - len(on_gpu) - len(calls) - len(marks) - len(cpu)
-
-        gpu_args = [e.args or _NO_ARGS for e in on_gpu]
-        stream = np.array([a.stream for a in gpu_args], dtype=np.int64)
-        device = np.array([a.device for a in gpu_args], dtype=np.int64)
-        # Kineto puts a GPU event's device in pid and its stream in tid, should args lack them
-        stream = np.where(stream < 0, _ints([e.tid for e in on_gpu]), stream)
-        device = np.where(device < 0, _ints([e.pid for e in on_gpu]), device)
-        gpu.add(
-            on_gpu,
-            source,
-            stream=stream,
-            device=device,
-            correlation=np.array([a.correlation for a in gpu_args], dtype=np.int64),
-            kind=np.array([_GPU_KIND[e.cat] for e in on_gpu], dtype=np.int8),
-        )
-        api.add(
-            calls,
-            source,
-            tid=_ints([e.tid for e in calls]),
-            correlation=np.array([(e.args or _NO_ARGS).correlation for e in calls], dtype=np.int64),
-        )
-        ranges.add(marks, source, tid=_ints([e.tid for e in marks]))
-        ops.add(cpu, source, tid=_ints([e.tid for e in cpu]))
-
+        untimed += _add_complete(complete, source, gpu, api, ranges, ops if host_ops else None)
     warnings = []
     if untimed:
         warnings.append(TraceWarning(kind="untimed_events", count=untimed))
     return Trace(
-        gpu=GpuTable(
-            start_ns=gpu.column("start_ns"),
-            end_ns=gpu.column("end_ns"),
-            stream=gpu.column("stream"),
-            device=gpu.column("device"),
-            correlation=gpu.column("correlation"),
-            kind=gpu.column("kind", np.int8),
-            name_id=gpu.column("name_id", np.int32),
-            names=gpu.names,
-        ),
-        api=ApiTable(
-            start_ns=api.column("start_ns"),
-            end_ns=api.column("end_ns"),
-            tid=api.column("tid"),
-            correlation=api.column("correlation"),
-            name_id=api.column("name_id", np.int32),
-            names=api.names,
-        ),
+        gpu=_gpu_table(gpu),
+        api=_api_table(api),
         ranges=_range_table(ranges),
         source=source,
         format="kineto",
         warnings=warnings,
         host_ops=_range_table(ops) if host_ops else None,
+    )
+
+
+def _add_complete(
+    complete: list[_Event], source: str, gpu: _Table, api: _Table, ranges: _Table, ops: _Table | None
+) -> int:
+    """Add one chunk's complete events to the table each belongs in (the CPU ops only where `ops`
+    is given); returns how many of them were left out for want of a start or a duration."""
+    # Comprehensions, not one loop with branches: each is a tight loop, several times faster
+    on_gpu = [e for e in complete if e.cat in _GPU_KIND]
+    calls = [e for e in complete if e.cat in _API_CATS]
+    marks = [
+        e
+        for e in complete
+        if e.cat == "user_annotation" or (e.cat in _STEP_CATS and e.name.startswith(_STEP_PREFIX))
+    ]
+    # a ProfilerStep# op is a mark already: a step, not work done in one
+    cpu = [e for e in complete if e.cat == "cpu_op" and not e.name.startswith(_STEP_PREFIX)] if ops is not None else []
+    kept = len(on_gpu) + len(calls) + len(marks) + len(cpu)
+    on_gpu, calls, marks, cpu = (
+        [e for e in group if e.ts is not None and e.dur is not None] for group in (on_gpu, calls, marks, cpu)
+    )
+
+    gpu_args = [e.args or _NO_ARGS for e in on_gpu]
+    stream = np.array([a.stream for a in gpu_args], dtype=np.int64)
+    device = np.array([a.device for a in gpu_args], dtype=np.int64)
+    # Kineto puts a GPU event's device in pid and its stream in tid, should args lack them
+    stream = np.where(stream < 0, _ints([e.tid for e in on_gpu]), stream)
+    device = np.where(device < 0, _ints([e.pid for e in on_gpu]), device)
+    gpu.add(
+        on_gpu,
+        source,
+        stream=stream,
+        device=device,
+        correlation=np.array([a.correlation for a in gpu_args], dtype=np.int64),
+        kind=np.array([_GPU_KIND[e.cat] for e in on_gpu], dtype=np.int8),
+    )
+    api.add(
+        calls,
+        source,
+        tid=_ints([e.tid for e in calls]),
+        correlation=np.array([(e.args or _NO_ARGS).correlation for e in calls], dtype=np.int64),
+    )
+    ranges.add(marks, source, tid=_ints([e.tid for e in marks]))
+    if ops is not None:
+        ops.add(cpu, source, tid=_ints([e.tid for e in cpu]))
+    return kept - len(on_gpu) - len(calls) - len(marks) - len(cpu)
+
+
+def _gpu_table(table: _Table) -> GpuTable:
+    return GpuTable(
+        start_ns=table.column("start_ns"),
+        end_ns=table.column("end_ns"),
+        stream=table.column("stream"),
+        device=table.column("device"),
+        correlation=table.column("correlation"),
+        kind=table.column("kind", np.int8),
+        name_id=table.column("name_id", np.int32),
+        names=table.names,
+    )
+
+
+def _api_table(table: _Table) -> ApiTable:
+    return ApiTable(
+        start_ns=table.column("start_ns"),
+        end_ns=table.column("end_ns"),
+        tid=table.column("tid"),
+        correlation=table.column("correlation"),
+        name_id=table.column("name_id", np.int32),
+        names=table.names,
     )
 
 
