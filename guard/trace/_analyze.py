@@ -24,7 +24,7 @@ import numpy as np
 
 from guard.trace._figures import GapFigures, KernelFigures, P90OverSteps, StepSeries, StreamFigures, TraceFigures
 from guard.trace._figures import GpuActivityKind, TraceWarning
-from guard.trace._model import KERNEL, MEMCPY, MEMSET, Trace
+from guard.trace._model import KERNEL, MEMCPY, MEMSET, GpuTable, Trace
 from guard.trace._steps import StepAssignment, assign_steps
 
 NS_PER_US = 1_000
@@ -35,47 +35,11 @@ TAIL_FRACTION = 0.01  # the largest 1% of a step's gaps: where a few added bound
 def analyze(trace: Trace, steps: int | None = None) -> TraceFigures:
     """Split `trace` into decode steps (see guard.trace._steps) and measure each."""
     assignment = assign_steps(trace, steps)
-    gpu = trace.gpu
     step_count = assignment.steps
-    step = assignment.step_of_activity
-    in_step = step >= 0
-    work = _Work(  # the step's GPU work: kernels, copies and memsets
-        step=step[in_step],
-        kind=gpu.kind[in_step],
-        start_ns=gpu.start_ns[in_step],
-        end_ns=gpu.end_ns[in_step],
-        device=gpu.device[in_step],
-        stream=gpu.stream[in_step],
-        name_id=gpu.name_id[in_step],
-    )
-
-    kernel_counts = _count_kind(gpu.kind, step, KERNEL, step_count)
-    busy_ns = np.bincount(work.step, weights=work.end_ns - work.start_ns, minlength=step_count)
-    union_ns, span_ns = _union_and_span_ns(work, step_count)
-    idle_ns = span_ns - union_ns
+    work = _work_in_steps(trace.gpu, assignment.step_of_activity)
     streams, gaps, gap_series = _stream_figures(work, step_count)
-
-    warnings = [*trace.warnings, *assignment.warnings]
-    if assignment.dropped_activities:
-        warnings.append(TraceWarning(kind="outside_steps", count=assignment.dropped_activities))
-    if assignment.launches_per_step == 1 and kernel_counts.min() != kernel_counts.max():
-        warnings.append(TraceWarning(kind="uneven_graph_steps", kernels_min=int(kernel_counts.min()),
-                                     kernels_max=int(kernel_counts.max())))
-    if len(np.unique(work.device)) > 1:
-        warnings.append(TraceWarning(kind="several_devices"))
-
+    per_step = _step_series(trace.gpu, assignment.step_of_activity, work, step_count, gap_series)
     api_calls = _api_calls_per_step(trace, assignment)
-    per_step = StepSeries(
-        kernels=kernel_counts.tolist(),
-        memcpys=_count_kind(gpu.kind, step, MEMCPY, step_count).tolist(),
-        memsets=_count_kind(gpu.kind, step, MEMSET, step_count).tolist(),
-        busy_ms=(busy_ns / NS_PER_MS).tolist(),
-        union_ms=(union_ns / NS_PER_MS).tolist(),
-        span_ms=(span_ns / NS_PER_MS).tolist(),
-        idle_ms=(idle_ns / NS_PER_MS).tolist(),
-        gap_ms=(gap_series[0] / NS_PER_MS).tolist(),
-        largest_1pct_gaps_ms=(gap_series[1] / NS_PER_MS).tolist(),
-    )
     return TraceFigures(
         source=trace.source,
         format=trace.format,
@@ -100,11 +64,56 @@ def analyze(trace: Trace, steps: int | None = None) -> TraceFigures:
         api_calls_per_step=api_calls,
         graph_launches_per_step=launches_per_step(api_calls, GRAPH_LAUNCH_API),
         kernel_launches_per_step=launches_per_step(api_calls, KERNEL_LAUNCH_API),
-        kernels=_kernel_figures(work, gpu.names, step_count),
+        kernels=_kernel_figures(work, trace.gpu.names, step_count),
         per_step=per_step,
         dropped_activities=assignment.dropped_activities,
-        warnings=warnings,
+        warnings=_warnings(trace, assignment, per_step.kernels, work),
     )
+
+
+def _work_in_steps(gpu: GpuTable, step: np.ndarray) -> _Work:
+    """The GPU activities that `step` (each activity's step, -1 for none) puts in a step."""
+    in_step = step >= 0
+    return _Work(  # the step's GPU work: kernels, copies and memsets
+        step=step[in_step],
+        kind=gpu.kind[in_step],
+        start_ns=gpu.start_ns[in_step],
+        end_ns=gpu.end_ns[in_step],
+        device=gpu.device[in_step],
+        stream=gpu.stream[in_step],
+        name_id=gpu.name_id[in_step],
+    )
+
+
+def _step_series(
+    gpu: GpuTable, step: np.ndarray, work: _Work, step_count: int, gap_series: tuple[np.ndarray, np.ndarray]
+) -> StepSeries:
+    """Each step's counts, busy, union, span and idle time, and its gap figures `gap_series` in ms."""
+    busy_ns = np.bincount(work.step, weights=work.end_ns - work.start_ns, minlength=step_count)
+    union_ns, span_ns = _union_and_span_ns(work, step_count)
+    return StepSeries(
+        kernels=_count_kind(gpu.kind, step, KERNEL, step_count).tolist(),
+        memcpys=_count_kind(gpu.kind, step, MEMCPY, step_count).tolist(),
+        memsets=_count_kind(gpu.kind, step, MEMSET, step_count).tolist(),
+        busy_ms=(busy_ns / NS_PER_MS).tolist(),
+        union_ms=(union_ns / NS_PER_MS).tolist(),
+        span_ms=(span_ns / NS_PER_MS).tolist(),
+        idle_ms=((span_ns - union_ns) / NS_PER_MS).tolist(),
+        gap_ms=(gap_series[0] / NS_PER_MS).tolist(),
+        largest_1pct_gaps_ms=(gap_series[1] / NS_PER_MS).tolist(),
+    )
+
+
+def _warnings(trace: Trace, assignment: StepAssignment, kernels: list[int], work: _Work) -> list[TraceWarning]:
+    """The trace's and the step split's warnings, then what the steps' work shows."""
+    warnings = [*trace.warnings, *assignment.warnings]
+    if assignment.dropped_activities:
+        warnings.append(TraceWarning(kind="outside_steps", count=assignment.dropped_activities))
+    if assignment.launches_per_step == 1 and min(kernels) != max(kernels):
+        warnings.append(TraceWarning(kind="uneven_graph_steps", kernels_min=min(kernels), kernels_max=max(kernels)))
+    if len(np.unique(work.device)) > 1:
+        warnings.append(TraceWarning(kind="several_devices"))
+    return warnings
 
 
 @dataclass(frozen=True)
