@@ -16,9 +16,10 @@ from __future__ import annotations
 import mmap
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import fields
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
@@ -188,6 +189,11 @@ def _ints(values: list[int | str]) -> np.ndarray:
         return np.array([v if type(v) is int else -1 for v in values], dtype=np.int64)
 
 
+_T = TypeVar("_T", GpuTable, ApiTable, RangeTable)
+# the dtypes of the columns that are not int64, as add() makes them
+_EMPTY_DTYPE = {"kind": np.int8, "name_id": np.int32}
+
+
 class _Table:
     """One table's columns, gathered chunk by chunk as numpy arrays."""
 
@@ -206,9 +212,15 @@ class _Table:
         for key, values in columns.items():
             self.parts.setdefault(key, []).append(values)
 
-    def column(self, key: str, dtype: type = np.int64) -> np.ndarray:
-        parts = self.parts.get(key)
-        return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+    def table(self, kind: type[_T]) -> _T:
+        """The `kind` these columns make, a column for each of its fields (an empty one with
+        its dtype where no event had it)."""
+        columns = {
+            f.name: np.concatenate(self.parts[f.name]) if self.parts.get(f.name)
+            else np.empty(0, dtype=_EMPTY_DTYPE.get(f.name, np.int64))
+            for f in fields(kind) if f.name != "names"
+        }
+        return kind(**columns, names=self.names)
 
     @property
     def names(self) -> list[str]:
@@ -298,13 +310,13 @@ def _trace(chunks: Iterator[list[_Event]], source: str, host_ops: bool = False) 
     if untimed:
         warnings.append(TraceWarning(kind="untimed_events", count=untimed))
     return Trace(
-        gpu=_gpu_table(gpu),
-        api=_api_table(api),
-        ranges=_range_table(ranges),
+        gpu=gpu.table(GpuTable),
+        api=api.table(ApiTable),
+        ranges=ranges.table(RangeTable),
         source=source,
         format="kineto",
         warnings=warnings,
-        host_ops=_range_table(ops) if host_ops else None,
+        host_ops=ops.table(RangeTable) if host_ops else None,
     )
 
 
@@ -352,40 +364,6 @@ def _add_complete(
     if ops is not None:
         ops.add(cpu, source, tid=_ints([e.tid for e in cpu]))
     return kept - len(on_gpu) - len(calls) - len(marks) - len(cpu)
-
-
-def _gpu_table(table: _Table) -> GpuTable:
-    return GpuTable(
-        start_ns=table.column("start_ns"),
-        end_ns=table.column("end_ns"),
-        stream=table.column("stream"),
-        device=table.column("device"),
-        correlation=table.column("correlation"),
-        kind=table.column("kind", np.int8),
-        name_id=table.column("name_id", np.int32),
-        names=table.names,
-    )
-
-
-def _api_table(table: _Table) -> ApiTable:
-    return ApiTable(
-        start_ns=table.column("start_ns"),
-        end_ns=table.column("end_ns"),
-        tid=table.column("tid"),
-        correlation=table.column("correlation"),
-        name_id=table.column("name_id", np.int32),
-        names=table.names,
-    )
-
-
-def _range_table(table: _Table) -> RangeTable:
-    return RangeTable(
-        start_ns=table.column("start_ns"),
-        end_ns=table.column("end_ns"),
-        tid=table.column("tid"),
-        name_id=table.column("name_id", np.int32),
-        names=table.names,
-    )
 
 
 def microseconds_text_to_ns(numbers: list[msgspec.Raw], source: str) -> np.ndarray:
