@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from guard._types import CommitSha, RepoName
+
 ChangeState = Literal["candidate", "confirmed", "dismissed"]
 Direction = Literal["slower", "faster"]
 
@@ -29,7 +31,7 @@ class GpuClass(BaseModel):
 
 
 class SeriesKey(BaseModel, frozen=True):
-    repo: str  # OWNER/NAME
+    repo: RepoName
     workload: str  # the workload's entry (and options), see workload_name
     batch_size: int = Field(ge=1)
     gpu_class: str  # GpuClass.key
@@ -88,22 +90,22 @@ class PairedRun(BaseModel):
     """What a confirmation asks of the measuring stage: base and head, interleaved on one host."""
 
     change_point_id: str
-    repo: str
-    base_sha: str
-    head_sha: str
+    repo: RepoName
+    base_sha: CommitSha
+    head_sha: CommitSha
     batch_sizes: list[int]
     gpu_class: str
 
 
 class PullComment(BaseModel):
-    repo: str
+    repo: RepoName
     pr: int
-    sha: str  # the culprit, the pull request's merge commit on main
+    sha: CommitSha  # the culprit, the pull request's merge commit on main
 
 
 class IssueAlert(BaseModel):
-    repo: str
-    culprit_sha: str
+    repo: RepoName
+    culprit_sha: CommitSha
     labels: list[str] = ["performance-regression"]
 
 
@@ -112,8 +114,8 @@ class AlertPlan(BaseModel):
     into one comment on its pull request (when there is one) and one issue."""
 
     dedupe_key: str  # the posted-alerts table's key: an alert with a posted key is not planned again
-    repo: str
-    culprit_sha: str
+    repo: RepoName
+    culprit_sha: CommitSha
     change_points: list[ChangePoint]
     worst_change_pct: float
     comment: PullComment | None
