@@ -4,7 +4,6 @@ error style: a GitError that says what was wrong, where, and what to do."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
@@ -17,8 +16,6 @@ DIFF_ARGS = (
     "diff", "--unified=0", "--inter-hunk-context=0", "--no-color", "--no-ext-diff", "--no-textconv",
     "--find-renames", "--no-relative", "--submodule=short", "--src-prefix=a/", "--dst-prefix=b/",
 )
-# a commit's full object name: SHA-1 or SHA-256, lower-case hex, as git prints it
-FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _NO_GIT = "git not found on PATH; install git or add it to PATH"
 # Repositories the guard makes itself commit at one date: the same files give the same shas everywhere, every day.
 MADE_AT = "2026-01-01T00:00:00+00:00"

@@ -22,10 +22,9 @@ _SHA = r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$"
 RepoName = Annotated[str, StringConstraints(pattern=_REPO)]
 CommitSha = Annotated[str, StringConstraints(pattern=_SHA)]
 
-# The largest trace read, uncompressed: a decode profile of a few hundred steps is tens of MB.
-# 2 GiB, not more: the reader holds a trace whole in memory, and a gzip that expands past this
-# is refused before it is held; a file copied out of a container is never larger than what it
-# holds, so one bigger than this could not be read either.
+# The largest trace, uncompressed: a decode profile of a few hundred steps is tens of MB. 2 GiB
+# (the container copy had 4): the reader holds a trace whole in memory, and a trace file is never
+# larger than what it holds uncompressed, so a bigger one copied out could only be refused.
 MAX_TRACE_BYTES = 2 << 30
 
 # timeout: over the job's time limit; no-report: the measuring command exited without report.json;
