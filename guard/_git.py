@@ -21,16 +21,21 @@ _NO_GIT = "git not found on PATH; install git or add it to PATH"
 MADE_AT = "2026-01-01T00:00:00+00:00"
 
 
-def run_git(repo: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`env`: variables set for this call, over the process's own."""
+def run_git(
+    repo: Path, *args: str, env: dict[str, str] | None = None, timeout_s: float | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`env`: variables set for this call, over the process's own; `timeout_s`: for a call over
+    the network, after which it is a GitError."""
     try:
         return subprocess.run(
             ["git", "-C", str(repo), *args],
             capture_output=True, text=True, encoding="utf-8", errors="replace", check=False,
-            env=None if env is None else os.environ | env,
+            env=None if env is None else os.environ | env, timeout=timeout_s,
         )
     except FileNotFoundError:
         raise GitError(_NO_GIT) from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {args[0]} took over {timeout_s:g} s") from None
 
 
 def read_git_bytes(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
