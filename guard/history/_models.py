@@ -45,7 +45,7 @@ class MainPoint(BaseModel):
     """One commit of main measured: the pushed commit's (the report's head arm's) figures."""
 
     series: SeriesKey
-    sha: str
+    sha: CommitSha
     order: int  # position on main's first-parent line, older is smaller; the service counts it
     subject: str = ""  # first line of the commit message, from git: data, escaped where shown
     committed_at: str | None = None  # ISO 8601
@@ -59,8 +59,8 @@ class MainPoint(BaseModel):
 class Confirmation(BaseModel):
     """A paired, interleaved run of the commits on both sides of a change point."""
 
-    good_sha: str  # the last commit before the step: the run's base
-    bad_sha: str  # the first commit after it: the run's head
+    good_sha: CommitSha  # the last commit before the step: the run's base
+    bad_sha: CommitSha  # the first commit after it: the run's head
     verdict: str  # the run's verdict (guard.compare.Verdict)
     gpu_ms_change_pct: float | None = None  # head vs base, positive is slower
     run_id: str | None = None
@@ -68,8 +68,8 @@ class Confirmation(BaseModel):
 
 class ChangePoint(BaseModel):
     series: SeriesKey
-    before_sha: str  # last point of the segment before the step
-    after_sha: str  # first point of the segment after it: the culprit when main is measured per commit
+    before_sha: CommitSha  # last point of the segment before the step
+    after_sha: CommitSha  # first point of the segment after it: the culprit when main is measured per commit
     before_order: int
     after_order: int
     before_ms: float  # median of the segment before

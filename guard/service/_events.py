@@ -54,7 +54,7 @@ class StaleTrustLabel(Ignored):
     """Nothing to queue, and the trust label to take off the pull request (guard.service._trust)."""
 
     reason: str = "trust-label-stale"
-    repo: str
+    repo: RepoName
     pr: int
     label: str
     installation_id: int | None = None
