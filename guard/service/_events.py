@@ -25,7 +25,7 @@ COMMAND = "/guard run"
 WORKFLOWS = PurePosixPath(".github/workflows")
 # workflow_run events whose workflow file is the repository's own copy, whoever opened the pull request
 BASE_DEFINED = ("pull_request_target", "workflow_dispatch", "push", "schedule")
-_NAMED_SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")  # a commit, as GitHub shows it (7 or more hex digits)
+_NAMED_SHA = re.compile(r"^[0-9a-fA-F]{7,64}$")  # a commit, as GitHub shows it: 7 hex digits or more, up to a full sha
 _DISPATCHED = re.compile(r"\bguard-job (\d{1,12})\b")
 REPEATS_OPTION = "--repeats"
 
