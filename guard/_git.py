@@ -4,7 +4,6 @@ error style: a GitError that says what was wrong, where, and what to do."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
@@ -17,23 +16,26 @@ DIFF_ARGS = (
     "diff", "--unified=0", "--inter-hunk-context=0", "--no-color", "--no-ext-diff", "--no-textconv",
     "--find-renames", "--no-relative", "--submodule=short", "--src-prefix=a/", "--dst-prefix=b/",
 )
-# a commit's full object name: SHA-1 or SHA-256, lower-case hex, as git prints it
-FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _NO_GIT = "git not found on PATH; install git or add it to PATH"
 # Repositories the guard makes itself commit at one date: the same files give the same shas everywhere, every day.
 MADE_AT = "2026-01-01T00:00:00+00:00"
 
 
-def run_git(repo: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`env`: variables set for this call, over the process's own."""
+def run_git(
+    repo: Path, *args: str, env: dict[str, str] | None = None, timeout_s: float | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`env`: variables set for this call, over the process's own; `timeout_s`: for a call over
+    the network, after which it is a GitError."""
     try:
         return subprocess.run(
             ["git", "-C", str(repo), *args],
             capture_output=True, text=True, encoding="utf-8", errors="replace", check=False,
-            env=None if env is None else os.environ | env,
+            env=None if env is None else os.environ | env, timeout=timeout_s,
         )
     except FileNotFoundError:
         raise GitError(_NO_GIT) from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {args[0]} took over {timeout_s:g} s") from None
 
 
 def read_git_bytes(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:

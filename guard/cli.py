@@ -20,6 +20,7 @@ from guard._comment_mode import COMMENT_MODES, DEFAULT_COMMENT_MODE
 from guard._crash import describe_failure
 from guard._errors import EXIT_ERROR, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EXIT_UNDECIDED, GuardError
 from guard._output import append_whole, check_out_dir, check_out_file, write_atomic
+from guard._types import is_repo_name
 from guard.sandbox import restart_clean
 
 if TYPE_CHECKING:  # the report stage pulls in scipy; `guard analyze` needs none of it
@@ -357,6 +358,8 @@ def _run(args: argparse.Namespace) -> int:
     from guard.config import ConfigOverrides, load_caller_config
 
     check_out_dir(args.out)
+    if args.github_repo and not is_repo_name(args.github_repo):  # its links are made at the end: say so first
+        raise GuardError(f"--github-repo {args.github_repo!r} is not OWNER/NAME (e.g. octo/engine)")
     # without --config, the pipeline reads guard.toml from the base commit
     config = load_caller_config(args.config, args.repo) if args.config else None
     config_dir = args.config.resolve().parent if args.config else None

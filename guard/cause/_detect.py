@@ -32,7 +32,7 @@ from guard.cause._models import (
 from guard.cause._patterns import code_text, find_apis, find_region_apis, is_comment_line, is_doc_path, is_python_path
 from guard.cause._scope import Scope, ScopeIndex
 from guard.cause._settings import CaptureSettings
-from guard.cause._split_reach import CommitFiles, ImportedSplits
+from guard.cause._split_reach import ImportedSplits
 
 EXCERPT_LINES = 3
 EXCERPT_WIDTH = 120
@@ -46,7 +46,7 @@ def find_capture_changes(repo: Path, base_sha: str, head_sha: str, globs: list[s
     head = _git.resolve_commit(repo, head_sha, "head commit")
     fork = _git.merge_base(repo, base, head)
     diffs = parse_diff(_git.diff_text(repo, base, head))
-    splits = {"added": ImportedSplits(CommitFiles(repo, head)), "removed": ImportedSplits(CommitFiles(repo, fork))}
+    splits = {"added": ImportedSplits(repo, head), "removed": ImportedSplits(repo, fork)}
     files = [change for diff in diffs
              if (change := _FileCheck(repo, fork, head, diff, globs, splits).change()) is not None]
     return CaptureChanges(

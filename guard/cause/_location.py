@@ -7,10 +7,10 @@ from urllib.parse import quote
 
 from guard._errors import GuardError
 from guard._markdown import code
+from guard._types import is_repo_name
 from guard.cause._models import CaptureChange, LineRange
 
 DEFAULT_SERVER = "https://github.com"
-_REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _SHA_RE = re.compile(r"^[0-9a-fA-F]{7,64}$")
 
 
@@ -61,7 +61,7 @@ def blob_url(
     path: str, span: LineRange | None, *, github_repo: str, sha: str, server_url: str = DEFAULT_SERVER
 ) -> str:
     """https://github.com/OWNER/NAME/blob/SHA/path#L118-L128 (any GitHub server)."""
-    if not _REPO_RE.match(github_repo):
+    if not is_repo_name(github_repo):
         raise GuardError(f"GitHub repository {github_repo!r} is not of the form OWNER/NAME (e.g. octo/engine)")
     if not _SHA_RE.match(sha):
         raise GuardError(f"{sha!r} is not a commit sha; pass the head commit's hex sha for source links")

@@ -33,8 +33,9 @@ MAX_HOPS = 3  # modules between the compiling file and the changed one, for a po
 _COMPILED = "<compiled>"  # the method of an entry that torch.compile compiles: a function, or a class's forward
 
 
-class CommitFiles:
-    """The Python files of one commit, each read and parsed once."""
+class _Sources:
+    """The Python files of one commit, each read and parsed once (not config's CommitFiles:
+    these are read as source to parse, without its size limits or refusals)."""
 
     def __init__(self, repo: Path, sha: str) -> None:
         self.repo, self.sha = repo, sha
@@ -113,8 +114,8 @@ class _Traced:
 class ImportedSplits:
     """Answers, for the changed lines of one commit, which capturing site of another file reaches them."""
 
-    def __init__(self, files: CommitFiles) -> None:
-        self.files = files
+    def __init__(self, repo: Path, sha: str) -> None:
+        self.files = _Sources(repo, sha)
         self._importers: dict[str, list[_Importer]] = {}
         self._walkers: dict[str, Regions | None] = {}
 

@@ -6,10 +6,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from guard._types import CommitSha
 from guard.sandbox import Container
 
-# 40 hex for SHA-1 repositories, 64 for SHA-256 ones
-_SHA_PATTERN = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
 
 
 class ArmRef(BaseModel):
@@ -19,7 +18,7 @@ class ArmRef(BaseModel):
 
     name: str
     ref: str
-    sha: str = Field(pattern=_SHA_PATTERN)
+    sha: CommitSha
 
 
 class BuiltArm(BaseModel):
@@ -28,7 +27,7 @@ class BuiltArm(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     name: str
-    sha: str = Field(pattern=_SHA_PATTERN)
+    sha: CommitSha
     worktree: Path
     python: Path
     env: dict[str, str]

@@ -9,8 +9,6 @@ mix's figures (`guard.measure.usable_mix_runs`).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import statistics
 
 from guard.compare._agreement import agreement
@@ -18,11 +16,8 @@ from guard.compare._models import MIX_BATCH, ArmStats, BatchComparison
 from guard.compare._reasons import Reason
 from guard.compare._hashes import first_mismatch
 from guard.config import Rule
+from guard.harness.run import tokens_sha256  # the hash the harness gives each batch size's tokens
 from guard.measure import ArmMeasurement, MixRun, spread, usable_mix_runs
-
-
-def tokens_sha256(tokens: list[list[int]]) -> str:
-    return hashlib.sha256(json.dumps(tokens, separators=(",", ":")).encode()).hexdigest()
 
 
 def compare_mix(

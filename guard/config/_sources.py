@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from guard._errors import ConfigError
 from guard._git import read_git_bytes, run_git
+from guard._types import CommitSha
 from guard.config._paths import resolve_inside
 
 # guard.toml and a thresholds file are a few hundred bytes; a reference-tokens file holds
@@ -36,7 +37,7 @@ class CommitFiles(BaseModel):
     """The files of one commit, as git stores them: what the work tree holds does not matter."""
 
     repo: Path
-    sha: str
+    sha: CommitSha
 
     def shown(self, path: str) -> str:
         return f"{path} (commit {self.sha[:12]})"

@@ -9,12 +9,11 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
+from guard._types import is_repo_name
 from guard.bisect import BisectStep
 from guard.compare import Verdict
 from guard.history import ChangePoint, MainPoint, SeriesKey
 from guard.report import Report
-
-_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+$")
 
 
 def _page_link(url: str) -> str:
@@ -27,7 +26,7 @@ def _page_link(url: str) -> str:
 
 
 def _repo_name(name: str) -> str:
-    if not _REPO.match(name):
+    if not is_repo_name(name):
         raise ValueError(f"repository {name[:80]!r} is not OWNER/NAME")
     return name
 

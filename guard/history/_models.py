@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from guard._types import CommitSha, RepoName
+
 ChangeState = Literal["candidate", "confirmed", "dismissed"]
 Direction = Literal["slower", "faster"]
 
@@ -29,7 +31,7 @@ class GpuClass(BaseModel):
 
 
 class SeriesKey(BaseModel, frozen=True):
-    repo: str  # OWNER/NAME
+    repo: RepoName
     workload: str  # the workload's entry (and options), see workload_name
     batch_size: int = Field(ge=1)
     gpu_class: str  # GpuClass.key
@@ -43,7 +45,7 @@ class MainPoint(BaseModel):
     """One commit of main measured: the pushed commit's (the report's head arm's) figures."""
 
     series: SeriesKey
-    sha: str
+    sha: CommitSha
     order: int  # position on main's first-parent line, older is smaller; the service counts it
     subject: str = ""  # first line of the commit message, from git: data, escaped where shown
     committed_at: str | None = None  # ISO 8601
@@ -57,8 +59,8 @@ class MainPoint(BaseModel):
 class Confirmation(BaseModel):
     """A paired, interleaved run of the commits on both sides of a change point."""
 
-    good_sha: str  # the last commit before the step: the run's base
-    bad_sha: str  # the first commit after it: the run's head
+    good_sha: CommitSha  # the last commit before the step: the run's base
+    bad_sha: CommitSha  # the first commit after it: the run's head
     verdict: str  # the run's verdict (guard.compare.Verdict)
     gpu_ms_change_pct: float | None = None  # head vs base, positive is slower
     run_id: str | None = None
@@ -66,8 +68,8 @@ class Confirmation(BaseModel):
 
 class ChangePoint(BaseModel):
     series: SeriesKey
-    before_sha: str  # last point of the segment before the step
-    after_sha: str  # first point of the segment after it: the culprit when main is measured per commit
+    before_sha: CommitSha  # last point of the segment before the step
+    after_sha: CommitSha  # first point of the segment after it: the culprit when main is measured per commit
     before_order: int
     after_order: int
     before_ms: float  # median of the segment before
@@ -88,22 +90,22 @@ class PairedRun(BaseModel):
     """What a confirmation asks of the measuring stage: base and head, interleaved on one host."""
 
     change_point_id: str
-    repo: str
-    base_sha: str
-    head_sha: str
+    repo: RepoName
+    base_sha: CommitSha
+    head_sha: CommitSha
     batch_sizes: list[int]
     gpu_class: str
 
 
 class PullComment(BaseModel):
-    repo: str
+    repo: RepoName
     pr: int
-    sha: str  # the culprit, the pull request's merge commit on main
+    sha: CommitSha  # the culprit, the pull request's merge commit on main
 
 
 class IssueAlert(BaseModel):
-    repo: str
-    culprit_sha: str
+    repo: RepoName
+    culprit_sha: CommitSha
     labels: list[str] = ["performance-regression"]
 
 
@@ -112,8 +114,8 @@ class AlertPlan(BaseModel):
     into one comment on its pull request (when there is one) and one issue."""
 
     dedupe_key: str  # the posted-alerts table's key: an alert with a posted key is not planned again
-    repo: str
-    culprit_sha: str
+    repo: RepoName
+    culprit_sha: CommitSha
     change_points: list[ChangePoint]
     worst_change_pct: float
     comment: PullComment | None

@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 from typing import IO, Any
 
+from guard._types import MAX_TRACE_BYTES
 from guard.harness import HARNESS_SCRIPT
 from guard.sandbox import Container, Mount, pr_environment, run_container
 from guard.sandbox._container import SCRATCH
@@ -26,7 +27,6 @@ OUT_DIR = "/guard/out"
 _HARNESS_DIR = "/guard/harness"
 _HARNESS_INSIDE = f"{_HARNESS_DIR}/{HARNESS_SCRIPT.name}"
 _TRACE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
-MAX_TRACE_BYTES = 4 << 30
 # A result holds timings and one token id per row and step: a few MB at the most
 MAX_RESULT_BYTES = 256 << 20
 MAX_TRACES = 256

@@ -17,7 +17,7 @@ from guard.publish._comment import (
     publish_comment,
 )
 from guard.publish._errors import MaybeApplied, PublishError
-from guard.publish._failed_check import CheckOutput, FailureKind, JobFailure, failed_check_output
+from guard.publish._failed_check import CheckOutput, JobFailure, failed_check_output
 from guard.publish._publish import PublishRequest, PublishResult, job_links, publish
 from guard.publish._status import STATUS_CONTEXT, set_status, status_state
 from guard.publish._summary import (
@@ -35,7 +35,6 @@ __all__ = [
     "STATUS_CONTEXT",
     "CommentMode",
     "CommentResult",
-    "FailureKind",
     "GitHub",
     "JobFailure",
     "Marker",

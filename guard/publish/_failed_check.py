@@ -3,21 +3,11 @@ the service found. The job's own error is shown as it was stored, in a code bloc
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel
 
 from guard._markdown import block
+from guard._types import FailureKind
 
-# timeout: over the job's time limit; no-report: the measuring command exited without report.json;
-# report-refused: the report did not hold up when read back; report-mismatch: a report of other commits;
-# fetch: git could not fetch the commits; github: an API call failed; dispatch: the workflow could not be
-# dispatched; worker-lost: the job's worker stopped on every try; cancelled: the operator stopped the job
-# (procrastinate's abort); internal: a fault of the service
-FailureKind = Literal[
-    "timeout", "no-report", "report-refused", "report-mismatch", "fetch", "github", "dispatch", "worker-lost",
-    "cancelled", "internal",
-]
 MAX_DETAIL_CHARS = 4_000
 
 _WHAT = {

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from guard._types import is_commit_sha, is_repo_name
 from guard.publish._client import DEFAULT_API_URL, GitHub, Progress, Sleep
 from guard._comment_mode import DEFAULT_COMMENT_MODE, CommentMode
 from guard.publish._comment import DEFAULT_BOT_LOGIN, CommentResult, identity, publish_comment
@@ -16,8 +17,6 @@ from guard.publish._status import set_status
 from guard.publish._summary import headline
 from guard.report import Report, gate, read_report, render_comment, run_links
 
-_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
-_SHA = re.compile(r"^[0-9a-f]{40}$")
 _KEY = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 
 
@@ -84,20 +83,20 @@ def job_links(report: Report, repo: str | None, server_url: str | None) -> Repor
     """The report with links made from this job's own repository and server, never from what
     the report says: a report from a pull request's run is data. No valid repo: no links."""
     return report.model_copy(update={
-        "github_repo": repo if repo and _REPO.match(repo) else None,
+        "github_repo": repo if is_repo_name(repo) else None,
         "server_url": server_url or "https://github.com",
     })
 
 
 def _check(request: PublishRequest) -> None:
-    if not _REPO.match(request.repo):
+    if not is_repo_name(request.repo):
         raise PublishError(f"--repo {request.repo!r} is not OWNER/NAME")
     if request.artifact_id is not None and request.artifact_id < 1:
         raise PublishError(f"--artifact-id {request.artifact_id} is not an artifact's id")
     if request.pr is not None and request.pr < 1:
         raise PublishError(f"--pr {request.pr} is not a pull request number")
-    if request.sha is not None and not _SHA.match(request.sha):
-        raise PublishError(f"--sha {request.sha!r} is not a full 40-character commit sha")
+    if request.sha is not None and not is_commit_sha(request.sha):
+        raise PublishError(f"--sha {request.sha!r} is not a commit's full sha (40 or 64 hex digits)")
     if not _KEY.match(request.key):
         raise PublishError(f"--key {request.key!r} must be 1-40 letters, digits, '.', '_' or '-'")
     if urlsplit(request.api_url).scheme not in ("http", "https"):

@@ -16,6 +16,7 @@ import tenacity
 from pydantic import BaseModel, ValidationError
 
 import guard
+from guard._types import is_repo_name
 from guard.publish._errors import PublishError
 from guard.record import read_record
 
@@ -51,6 +52,8 @@ class _Busy(Exception):
 def upload_record(path: Path, service_url: str, repo: str, token: str, *, tries: int = UPLOAD_TRIES,
                   sleep: Sleep = time.sleep, progress: Progress = lambda _: None) -> Uploaded:
     """Sends the record at `path` to the service at `service_url` for `repo` (OWNER/NAME)."""
+    if not is_repo_name(repo):
+        raise UploadError(f"--repo {repo!r} is not OWNER/NAME")
     if not token:
         raise UploadError("no ingest token: set GUARD_SERVICE_TOKEN for this step (the action passes its "
                           "`service-token` input)")

@@ -10,7 +10,7 @@ import pydantic
 import pydantic_core
 
 from guard._errors import GuardError
-from guard._git import FULL_SHA
+from guard._types import is_commit_sha
 from guard.compare import Discrepancy, arm_discrepancies
 from guard.record._models import RECORD_SCHEMA_VERSION, Record
 from guard.report import MAX_NAMED, MAX_REPORT_BYTES, describe_discrepancy
@@ -69,7 +69,7 @@ def record_discrepancies(record: Record) -> list[Discrepancy]:
         found.append(Discrepancy(kind="shape", batch_size=batch_size, field=field, stated=stated,
                                  recomputed=expected))
 
-    if not FULL_SHA.match(record.arm.sha):
+    if not is_commit_sha(record.arm.sha):
         wrong("arm.sha", "not a full hex commit sha", "40 or 64 hex digits")
     sizes = [b.batch_size for b in record.batch_sizes]
     if record.arm.status != "ok" and sizes:

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from guard._errors import GuardError
+from guard._types import is_commit_sha
 from guard.compare import Discrepancy, recheck, same_facts
 from guard.config import MetricKey
 from guard.measure import SlowMetric, SlowProcesses, find_slow_processes, processes_of
@@ -17,7 +18,6 @@ from guard.report._explained import explain_report
 from guard.report._schema import Report
 from guard.trace import RankDiff, rank_section_diff
 
-_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # SHA-1 or SHA-256 object names
 MAX_NAMED = 3  # discrepancies the message names; the rest are counted
 
 
@@ -61,7 +61,7 @@ def _shape(report: Report) -> list[Discrepancy]:
         if name not in names:
             wrong(role, "an arm not among the arms", "one of the arms")
     for number, arm in enumerate(report.arms):
-        if not _SHA.match(arm.sha):
+        if not is_commit_sha(arm.sha):
             wrong(f"arms[{number}].sha", "not a full hex commit sha", "40 or 64 hex digits")
     for batch in report.decided():
         if any(a.arm not in names for a in batch.arms):

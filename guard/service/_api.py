@@ -6,19 +6,19 @@ record.json of one default-branch commit, read back the same way into main's his
 from __future__ import annotations
 
 import hmac
-import re
 import tempfile
 from pathlib import Path
-from typing import Annotated, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from guard._errors import GuardError
+from guard._types import RepoName
 from guard.record import MAX_RECORD_BYTES, RecordError, parse_record
 from guard.report import MAX_REPORT_BYTES, read_report
 from guard.service._confirm import decided_confirmations
@@ -30,9 +30,6 @@ from guard.service._state import ServiceState
 from guard.service._tables import JOB_STATES, Job
 from guard.service._webhook import TooLarge, read_capped, refuse
 
-# OWNER/NAME as GitHub allows them: an owner of letters, digits and inner hyphens; a name of
-# letters, digits, '-', '_' and '.', but not '.' or '..'
-_REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/(?!\.\.?$)[A-Za-z0-9_.-]{1,100}$")
 MAX_JOBS_LISTED = 1000
 Q = TypeVar("Q", bound="_Query")
 
@@ -68,18 +65,18 @@ def job_json(job: Job) -> dict[str, object]:
 class _Query(BaseModel):
     """A request's query parameters, each checked, none unknown: a bad one is a 400 naming it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, regex_engine="python-re")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class _JobsQuery(_Query):
     state: Literal[JOB_STATES] | None = None  # type: ignore[valid-type]
-    repo: Annotated[str, StringConstraints(pattern=_REPO.pattern)] | None = None
+    repo: RepoName | None = None
     limit: int = Field(default=100, ge=1, le=MAX_JOBS_LISTED)
     before: int | None = Field(default=None, ge=1)
 
 
 class _HistoryQuery(_Query):
-    repo: Annotated[str, StringConstraints(pattern=_REPO.pattern)]
+    repo: RepoName
     workload: str | None = None
     batch_size: int | None = Field(default=None, ge=1)
 
@@ -175,7 +172,7 @@ async def ingest(request: Request) -> JSONResponse:
 
 
 class _RecordQuery(_Query):
-    repo: Annotated[str, StringConstraints(pattern=_REPO.pattern)]
+    repo: RepoName
 
 
 async def ingest_record(request: Request) -> JSONResponse:

@@ -4,7 +4,6 @@ guard.dashboard's pages (pure functions of that data) as its models."""
 from __future__ import annotations
 
 import html
-import re
 from typing import Any
 
 from sqlalchemy import func, select
@@ -13,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from guard._types import is_repo_name
 from guard.bisect import BisectStep
 from guard.dashboard import (
     ChangeBisect, PullRun, PullRuns, PullSummary, RepoHistory, SeriesHistory, pull_page, repo_page,
@@ -23,8 +23,6 @@ from guard.service._bisect import bisects_by_pair
 from guard.service._post import server_url
 from guard.service._series import change_points, main_points
 from guard.service._tables import Run
-
-_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+$")
 
 
 def _repositories(sessions: sessionmaker) -> list[tuple[str, int]]:
@@ -91,4 +89,4 @@ def _server_url(state: Any) -> str:
 
 def _repo(request: Request) -> str | None:
     repo = f"{request.path_params['owner']}/{request.path_params['name']}"
-    return repo if _REPO.match(repo) else None
+    return repo if is_repo_name(repo) else None

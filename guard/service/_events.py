@@ -17,16 +17,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from guard._git import FULL_SHA
+from guard._types import CommitSha, RepoName, is_commit_sha, is_repo_name
 from guard.config import MAX_REPEATS, MIN_REPEATS
 
-_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _NO_COMMIT = re.compile(r"^0+$")
 COMMAND = "/guard run"
 WORKFLOWS = PurePosixPath(".github/workflows")
 # workflow_run events whose workflow file is the repository's own copy, whoever opened the pull request
 BASE_DEFINED = ("pull_request_target", "workflow_dispatch", "push", "schedule")
-_NAMED_SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")  # a commit, as GitHub shows it (7 or more hex digits)
+_NAMED_SHA = re.compile(r"^[0-9a-fA-F]{7,64}$")  # a commit, as GitHub shows it: 7 hex digits or more, up to a full sha
 _DISPATCHED = re.compile(r"\bguard-job (\d{1,12})\b")
 REPEATS_OPTION = "--repeats"
 
@@ -35,10 +34,10 @@ JobKind = Literal["pull_request", "command", "push", "rerun", "workflow_run"]
 
 class JobRequest(BaseModel):
     kind: JobKind
-    repo: str
+    repo: RepoName
     pr: int | None = None
-    base_sha: str | None = None
-    head_sha: str | None = None
+    base_sha: CommitSha | None = None
+    head_sha: CommitSha | None = None
     clone_url: str | None = None
     sender: str | None = None
     installation_id: int | None = None
@@ -55,7 +54,7 @@ class StaleTrustLabel(Ignored):
     """Nothing to queue, and the trust label to take off the pull request (guard.service._trust)."""
 
     reason: str = "trust-label-stale"
-    repo: str
+    repo: RepoName
     pr: int
     label: str
     installation_id: int | None = None
@@ -79,7 +78,7 @@ def _pull_request(payload: dict[str, Any], repo: dict[str, Any], *, trust_label:
     action = payload.get("action")
     pr = _dict(payload.get("pull_request"))
     number, head, base = pr.get("number"), _dict(pr.get("head")).get("sha"), _dict(pr.get("base")).get("sha")
-    if not (_int(number) and _sha(head) and _sha(base)):
+    if not (_int(number) and is_commit_sha(head) and is_commit_sha(base)):
         return Ignored(reason="malformed")
     if action == "labeled":
         if _dict(payload.get("label")).get("name") != trust_label:
@@ -136,7 +135,7 @@ def _repeats(words: list[str]) -> int | None:
 
 def _push(payload: dict[str, Any], repo: dict[str, Any], **_: Any) -> Decision:
     before, after, ref = payload.get("before"), payload.get("after"), payload.get("ref")
-    if not (_sha(before) and _sha(after)) or not isinstance(ref, str):
+    if not (is_commit_sha(before) and is_commit_sha(after)) or not isinstance(ref, str):
         return Ignored(reason="malformed")
     if ref != f"refs/heads/{repo.get('default_branch')}":
         return Ignored(reason="not-default-branch")
@@ -163,7 +162,7 @@ def _workflow_run(payload: dict[str, Any], repo: dict[str, Any], *, report_workf
     if event not in BASE_DEFINED and not (event == "pull_request"
                                           and _dict(run.get("head_repository")).get("full_name") == name):
         return Ignored(reason="fork-defined-run")
-    if not _int(run.get("id")) or not _sha(run.get("head_sha")):
+    if not _int(run.get("id")) or not is_commit_sha(run.get("head_sha")):
         return Ignored(reason="malformed")
     prs = [p.get("number") for p in run.get("pull_requests") or [] if isinstance(p, dict) and _int(p.get("number"))]
     detail: dict[str, Any] = {"workflow_run_id": run["id"]}
@@ -184,7 +183,7 @@ def _check_run(payload: dict[str, Any], repo: dict[str, Any], *, app_id: str | N
     if app_id is not None and owner_app is not None and str(owner_app) != app_id:
         return Ignored(reason="other-app")
     external = check.get("external_id")
-    if not _sha(check.get("head_sha")) or not isinstance(external, str):
+    if not is_commit_sha(check.get("head_sha")) or not isinstance(external, str):
         return Ignored(reason="malformed")
     # the job to run again is found by the check run's external id when the delivery is stored
     return _job("rerun", payload, repo, head_sha=check["head_sha"], detail={"external_id": external})
@@ -211,7 +210,7 @@ def _job(kind: JobKind, payload: dict[str, Any], repo: dict[str, Any], **fields:
 def _repo(payload: dict[str, Any]) -> dict[str, Any] | None:
     repo = _dict(payload.get("repository"))
     name = repo.get("full_name")
-    return repo if isinstance(name, str) and _REPO.match(name) else None
+    return repo if is_repo_name(name) else None
 
 
 def repo_name(payload: dict[str, Any]) -> str | None:
@@ -233,6 +232,3 @@ def _dict(value: Any) -> dict[str, Any]:
 def _int(value: Any) -> bool:
     return type(value) is int and value > 0
 
-
-def _sha(value: Any) -> bool:
-    return isinstance(value, str) and bool(FULL_SHA.match(value))

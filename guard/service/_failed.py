@@ -12,7 +12,8 @@ import logging
 from sqlalchemy.orm import sessionmaker
 
 from guard._errors import GuardError
-from guard.publish import FailureKind, JobFailure
+from guard._types import REFUSALS, FailureKind
+from guard.publish import JobFailure
 from guard.service._alerts import raise_alerts
 from guard.service._bisect import BISECT_KIND, bisect_failed
 from guard.service._confirm import confirmation_failed, confirming_job
@@ -28,7 +29,7 @@ CHECKED_KINDS = ("pull_request", "command", "rerun", "workflow_run")
 
 def conclude_failed(sessions: sessionmaker, app: GitHubApp | None, job: Job, failure: FailureKind | None,
                     error: str) -> None:
-    """`failure` None: nothing to post (see guard.service._job.JobOutcome). Never raises: the
+    """`failure` None or a refusal: nothing to post (see guard.service._job.JobOutcome). Never raises: the
     job is failed already, with its own error, and the worker goes on to the next."""
     try:
         _conclude(sessions, app, job, failure, error)
@@ -50,7 +51,7 @@ def _conclude(sessions: sessionmaker, app: GitHubApp | None, job: Job, failure: 
             raise_alerts(sessions, rest, job.repo, owner=f"failed-bisect-{job.id}", login=app.login(),
                          server_url=server_url(app.api_url))
         return
-    if failure is None or app is None or not job.head_sha or job.kind not in CHECKED_KINDS:
+    if failure is None or failure in REFUSALS or app is None or not job.head_sha or job.kind not in CHECKED_KINDS:
         return
     rest = app.rest(app.installation(job.repo, job.installation_id))
     check = post_failed_check(rest, job.repo, job.head_sha, JobFailure(kind=failure, detail=error, job_id=job.id))

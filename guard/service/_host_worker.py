@@ -24,7 +24,7 @@ from procrastinate.jobs import Status
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
 
-from guard.publish import FailureKind
+from guard._types import FailureKind
 from guard.service._failed import conclude_failed
 from guard.service._github_app import GitHubApp
 from guard.service._job import JobContext, run_job

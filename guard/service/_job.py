@@ -25,9 +25,9 @@ from pydantic import BaseModel
 from sqlalchemy.orm import sessionmaker
 
 from guard._errors import GitError, GuardError
-from guard._git import FULL_SHA
+from guard._types import FailureKind, is_commit_sha
 from guard.checkout import clean, default_cache_dir
-from guard.publish import FailureKind, PublishError
+from guard.publish import PublishError
 from guard.publish import GitHub as RestClient
 from guard.report import Report, ReportError, UnfoundedReport, read_report
 from guard.service._alerts import raise_alerts
@@ -53,8 +53,8 @@ _PR_SET_PDEATHSIG = 1
 
 class JobOutcome(BaseModel):
     error: str | None = None
-    # what kind of failure the error is, for its Check Run; None with an error: nothing to post (no
-    # App to post with, or a `/guard run` from someone without write access, who may not set the gate)
+    # what kind of failure the error is, for its Check Run (none for a refusal); None with an error:
+    # nothing to post, as there is no App to post with
     failure: FailureKind | None = None
     run_id: int | None = None
     lost: bool = False  # the lease went to another worker, or the service is stopping: not finished here
@@ -99,6 +99,11 @@ def failure_kind(exc: GuardError) -> FailureKind:
     return "internal"
 
 
+def _refused(kind: FailureKind, why: str) -> JobOutcome:
+    """A `/guard run` refused before it ran: its error names the kind first."""
+    return JobOutcome(error=f"{kind}: {why}", failure=kind)
+
+
 def _unpinned(job: Job, pull: dict, head: str) -> str | None:
     """Why a `/guard run` may not measure the pull request's head as it is now, or None. The
     command names the commit its author reviewed (`/guard run SHA`), and a head that moved
@@ -108,11 +113,11 @@ def _unpinned(job: Job, pull: dict, head: str) -> str | None:
     if named:
         if head.startswith(named):
             return None
-        return (f"not-pinned: the pull request's head is now {head[:12]}, not the {named[:12]} the command named; "
+        return (f"the pull request's head is now {head[:12]}, not the {named[:12]} the command named; "
                 f"review it and comment `/guard run {head[:12]}` to measure it")
     repos = [((pull.get(side) or {}).get("repo") or {}).get("full_name") for side in ("head", "base")]
     if repos[0] != repos[1]:
-        return (f"not-pinned: a pull request from a fork is measured only at the commit its reviewer names; "
+        return (f"a pull request from a fork is measured only at the commit its reviewer names; "
                 f"comment `/guard run {head[:12]}` once you have read that commit")
     return None
 
@@ -125,24 +130,24 @@ def _run(job: Job, ctx: JobContext) -> JobOutcome:
         if rest is None:
             return JobOutcome(error="cannot check the sender's write access: the service has no App credentials")
         if not ctx.app.can_write(rest, job.repo, job.sender or ""):
-            return JobOutcome(error=f"not-permitted: {job.sender} has no write access to {job.repo}")
+            return _refused("not-permitted", f"{job.sender} has no write access to {job.repo}")
         pull = rest.get(f"/repos/{job.repo}/pulls/{job.pr}")
         shas = [(pull.get(side) or {}).get("sha") if isinstance(pull, dict) else None for side in ("base", "head")]
-        if not all(isinstance(s, str) and FULL_SHA.match(s) for s in shas):
+        if not all(is_commit_sha(s) for s in shas):
             return JobOutcome(error=f"GET /repos/{job.repo}/pulls/{job.pr} gave no base and head shas",
                               failure="github")
         refused = _unpinned(job, pull, shas[1])
         if refused is not None:
-            return JobOutcome(error=refused)
+            return _refused("not-pinned", refused)
         job.base_sha, job.head_sha = shas
         update_job(ctx.sessions, job.id, ctx.owner, base_sha=job.base_sha, head_sha=job.head_sha)
     if ctx.settings.dispatch_workflow and job.kind != "workflow_run":
         if rest is None:
             return JobOutcome(error="cannot dispatch the measuring workflow: the service has no App credentials")
         if _repeats(job) is not None:  # the workflow's inputs hold none: it would measure with another count
-            return JobOutcome(error="not-dispatched: `/guard run --repeats N` runs on the service's own workers or its "
-                                    "procrastinate queue; the dispatched workflow takes the repeats of guard.toml "
-                                    "(measure.repeats)")
+            return _refused("not-dispatched", "`/guard run --repeats N` runs on the service's own workers or its "
+                                              "procrastinate queue; the dispatched workflow takes the repeats of "
+                                              "guard.toml (measure.repeats)")
         return _dispatch(job, ctx, rest)
     out_dir = ctx.settings.work_dir / "jobs" / str(job.id) / f"attempt-{job.attempts}"
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,6 @@ from the command line, where any user of the host can read them in the process l
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Literal
 
@@ -12,6 +11,7 @@ from pydantic import BaseModel, SecretStr
 
 from guard._errors import GuardError
 from guard._comment_mode import DEFAULT_COMMENT_MODE, CommentMode
+from guard._types import is_repo_name
 
 DEFAULT_MAX_BODY_BYTES = 25 << 20  # GitHub caps a webhook payload at 25 MB
 DEFAULT_LEASE_S = 60.0
@@ -20,7 +20,6 @@ MIN_TOKEN_CHARS = 20  # a token a person could guess is no token
 UndecidedConclusion = Literal["action_required", "failure"]
 UNDECIDED_CONCLUSIONS: tuple[UndecidedConclusion, ...] = ("action_required", "failure")
 DEFAULT_UNDECIDED_CONCLUSION: UndecidedConclusion = "action_required"
-_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
 class SettingsError(GuardError):
@@ -148,7 +147,7 @@ def ingest_tokens(path: Path | None) -> dict[str, SecretStr]:
         if not line:
             continue
         parts = line.split()
-        if len(parts) != 2 or not _REPO.match(parts[0]) or len(parts[1]) < MIN_TOKEN_CHARS:
+        if len(parts) != 2 or not is_repo_name(parts[0]) or len(parts[1]) < MIN_TOKEN_CHARS:
             raise SettingsError(f"{path}:{number}: expected `OWNER/NAME TOKEN` with a token of {MIN_TOKEN_CHARS} "
                                 "or more characters")
         tokens[parts[0]] = SecretStr(parts[1])

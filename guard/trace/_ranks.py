@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from guard._errors import TraceError
+from guard._types import MAX_TRACE_BYTES
 from guard.trace._analyze import (
     GRAPH_LAUNCH_API,
     KERNEL_LAUNCH_API,
@@ -39,7 +40,7 @@ from guard.trace._comms import is_communication_host_op, is_communication_kernel
 from guard.trace._figures import StepsRule, TraceWarning
 from guard.trace._model import KERNEL, RangeTable, Trace
 from guard.trace._rank_figures import ActivityKind, RankFigures, RankStepSeries, RankTraces, RankWarning
-from guard.trace._read import MAX_TRACE_BYTES, read_trace
+from guard.trace._read import read_trace
 from guard.trace._steps import GUARD_STEP_RANGE, PROFILER_STEP_PREFIX, _step_ranges, _window_of, assign_steps
 
 # A step has a straggler when some rank waited for it longer than this share of the step:

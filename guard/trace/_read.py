@@ -19,6 +19,7 @@ from typing import TypeVar
 import numpy as np
 
 from guard._errors import TraceError
+from guard._types import MAX_TRACE_BYTES
 from guard.trace._figures import TraceWarning
 from guard.trace._kineto import read_kineto, read_kineto_mapped
 from guard.trace._model import KERNEL, ApiTable, GpuTable, RangeTable, Trace
@@ -28,9 +29,6 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _GUNZIP_INPUT_BYTES = 1 << 16  # compressed, fed to zlib at a time
 _INFLATE_PIECE_BYTES = 1 << 20  # output inflated at a time: copied into place, then dropped
-# Largest trace read, uncompressed: a decode profile of a few hundred steps is tens of MB;
-# a gzip that expands to many GB is refused before it is held
-MAX_TRACE_BYTES = 2 << 30
 _NOT_SPACE = re.compile(rb"\S")
 
 # No decode-step kernel runs for 10 s; profilers do emit records with a garbage end
