@@ -26,7 +26,8 @@ from guard.checkout import (
     require_distinct, require_repo, resolve_commit, uncommitted_changes,
 )
 from guard.compare import (
-    Comparison, Decide, MeasureRound, RoundsOutcome, arm_stats, check_measurements, compare, decide_in_rounds,
+    Comparison, CredentialKept, Decide, MeasureRound, RoundsOutcome, RunWarning, arm_stats, check_measurements,
+    compare, decide_in_rounds,
 )
 from guard.config import (
     DEFAULT_CONFIG_NAME, MAX_CONFIG_BYTES, CommitFiles, ConfigChange, ConfigOverrides, Files, GuardConfig, Rule,
@@ -39,7 +40,7 @@ from guard.measure import (
 )
 from guard.record import Record, RecordedBatch
 from guard.report import (
-    ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, write_report,
+    ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, warning_text, write_report,
 )
 from guard.sandbox import Leftovers, counting_sweeps, sweeps_of
 from guard.sandbox._isolation import Isolation, host_isolation
@@ -167,7 +168,7 @@ class Plan:
     change: ConfigChange | None  # the head's changes to the config, not used
     overrides: ConfigOverrides
     rule: Rule  # its looks the most the run may take: a run plans its own (`decide_in_rounds`)
-    security: list[str]  # warnings about the checkout itself
+    security: list[RunWarning]  # warnings about the checkout itself
     isolation: Isolation  # what the kernel gives the pull request's processes on this host
 
 
@@ -203,7 +204,7 @@ def plan_run(
 
 def check_before_build(
     repo: Path, config: GuardConfig, config_ref: ArmRef, where: str, progress: Progress
-) -> tuple[list[str], Isolation]:
+) -> tuple[list[RunWarning], Isolation]:
     """What must hold before anything of the commits is built: the CPUs, the interpreter, the
     workload's entry in the tree of the commit whose config names it (`where` says which), the
     checkout's credentials and the kernel's box. Returns the security warnings and the box."""
@@ -211,13 +212,10 @@ def check_before_build(
     check_interpreter_reach(config.build, [HARNESS_SCRIPT])
     # the entry against that commit's tree, before anything is built: a misspelt one is said now
     check_entry_in_commit(config.workload.entry, CommitFiles(repo=repo, sha=config_ref.sha), where)
-    security = []
+    security: list[RunWarning] = []
     if exposed := persisted_credentials(repo):
-        security.append(
-            f"the checkout keeps a credential in .git/config ({', '.join(exposed)}), which the pull request's "
-            "code can read: check out with `persist-credentials: false`"
-        )
-        progress("warning: " + security[0])
+        security.append(CredentialKept(keys=exposed))
+        progress("warning: " + warning_text(security[0]))
     isolation, why = host_isolation(config.build.isolation, container=config.build.method == "docker")
     if not isolation.boxed() and isolation.as_root and config.build.isolation == "kernel":
         raise ConfigError(

@@ -217,7 +217,7 @@ def test_code_run_as_the_guards_own_user_finds_no_secret_in_any_process_above_it
     planted = SECRETS | _job_files(tmp_path)
     env = os.environ | planted | _probe_env(tmp_path)
     report = _guard_run(repo, env)
-    assert any("persist-credentials: false" in w for w in report["warnings"])
+    assert any(w["kind"] == "credential_kept" for w in report["warnings"])
 
     records = _records(tmp_path)
     assert sorted(r["stage"] for r in records) == ["build", "build", "workload", "workload", "workload", "workload"]

@@ -17,6 +17,7 @@ import pytest
 from guard.compare._fingerprint import FingerprintCheck, check_fingerprints, check_measurements
 from guard.harness import HARNESS_SCRIPT
 from guard.measure import ArmMeasurement, RepeatResult
+from guard.report import warning_text
 from guard.report._reason_text import reason_sentence
 
 REPO = Path(__file__).resolve().parents[1]
@@ -229,6 +230,11 @@ def repeat(before: dict[str, Any] | None = None, after: dict[str, Any] | None = 
     return {"before": before or snap(), "after": after or snap(collected_at=1030.0, temperature_c=51)}
 
 
+def _words(check: FingerprintCheck) -> list[str]:
+    """The warnings as the report words them: the check keeps their kinds and figures."""
+    return [warning_text(w) for w in check.warnings]
+
+
 def two_arms(head: list[dict[str, Any]] | None = None, base: list[dict[str, Any]] | None = None) -> FingerprintCheck:
     return check_fingerprints({"base": base or [repeat(), repeat()], "head": head or [repeat(), repeat()]})
 
@@ -285,10 +291,10 @@ def test_throttle_during_one_repeat_warns_naming_arm_and_repeat() -> None:
     hot = snap(collected_at=1030.0, clock_event_reasons=["sw_thermal_slowdown", "hw_slowdown"], sm_clock_mhz=1400)
     check = two_arms(head=[repeat(), repeat(after=hot)])
     assert check.invalid_reasons == []
-    throttled = [w for w in check.warnings if "sw_thermal_slowdown" in w]
+    throttled = [w for w in _words(check) if "sw_thermal_slowdown" in w]
     assert len(throttled) == 1
     assert "arm 'head' repeat 2" in throttled[0] and "hw_slowdown" in throttled[0]
-    assert any("arm 'head' repeat 2" in w and "1980 MHz" in w and "1400 MHz" in w for w in check.warnings)
+    assert any("arm 'head' repeat 2" in w and "1980 MHz" in w and "1400 MHz" in w for w in _words(check))
 
 
 def test_idle_and_application_clock_reasons_do_not_warn() -> None:
@@ -299,28 +305,28 @@ def test_idle_and_application_clock_reasons_do_not_warn() -> None:
 def test_time_held_by_the_power_limit_during_the_run_warns() -> None:
     after = snap(collected_at=1030.0, power_violation_ns=5_000_000_000 + 3_000_000_000)
     check = two_arms(base=[repeat(after=after)])
-    assert any("arm 'base' repeat 1" in w and "power limit for 3.00 s" in w for w in check.warnings)
+    assert any("arm 'base' repeat 1" in w and "power limit for 3.00 s" in w for w in _words(check))
 
 
 def test_other_process_on_the_gpu_warns_with_its_pid() -> None:
     busy = snap(other_processes=[{"pid": 4242, "used_memory_mib": 2048.0, "kind": "compute"}])
     check = two_arms(base=[repeat(), repeat(before=busy)])
     assert check.invalid_reasons == []
-    assert any("arm 'base' repeat 2" in w and "pid 4242 (2048 MiB)" in w for w in check.warnings)
+    assert any("arm 'base' repeat 2" in w and "pid 4242 (2048 MiB)" in w for w in _words(check))
 
 
 def test_a_pid_seen_only_at_the_end_counts_only_when_the_harness_can_see_itself() -> None:
     # In a PID namespace the harness' own context shows up under a host pid at the end.
     maybe_self = snap(collected_at=1030.0, other_processes=[{"pid": 901, "used_memory_mib": 500.0}])
-    assert not any("pid 901" in w for w in two_arms(head=[repeat(after=maybe_self)]).warnings)
+    assert not any("pid 901" in w for w in _words(two_arms(head=[repeat(after=maybe_self)])))
     seen = maybe_self | {"own_process_listed": True}
-    assert any("pid 901" in w for w in two_arms(head=[repeat(after=seen)]).warnings)
+    assert any("pid 901" in w for w in _words(two_arms(head=[repeat(after=seen)])))
 
 
 def test_persistence_mode_off_warns() -> None:
     off = snap(persistence_mode=False)
     check = two_arms(head=[repeat(off, off)])
-    assert any("arm 'head' repeat 1" in w and "persistence mode is off" in w for w in check.warnings)
+    assert any("arm 'head' repeat 1" in w and "persistence mode is off" in w for w in _words(check))
 
 
 def test_unavailable_everywhere_gives_nothing() -> None:
@@ -335,7 +341,7 @@ def test_unavailable_on_one_arm_warns() -> None:
     check = two_arms(head=[repeat(none, none), repeat(none, none)])
     assert check.invalid_reasons == []
     assert len(check.warnings) == 1
-    assert "arm 'head' repeats 1, 2" in check.warnings[0] and "NVML did not initialise" in check.warnings[0]
+    assert "arm 'head' repeats 1, 2" in _words(check)[0] and "NVML did not initialise" in _words(check)[0]
 
 
 def test_check_measurements_reads_repeat_results() -> None:
@@ -349,6 +355,6 @@ def test_check_measurements_reads_repeat_results() -> None:
     }
     check = check_measurements(measurements)
     assert check.invalid_reasons == []
-    assert len(check.warnings) == 1 and "arm 'head' repeat 2" in check.warnings[0]
+    assert len(check.warnings) == 1 and "arm 'head' repeat 2" in _words(check)[0]
     old = {"base": ArmMeasurement(arm="base", repeats=[result("base", 0, {})])}  # an older harness
     assert check_measurements(old).summary["available"] is False

@@ -210,7 +210,7 @@ def test_a_run_whose_head_does_more_host_work_fails_and_its_report_holds_up(tmp_
     """The whole pipeline, its processes answered by the stand-in: the same step times, head's
     instructions per step 10% above base's; the report states rule 4's threshold (kept by rule 5)
     and is decided again to the same verdict when read back."""
-    from guard.report import read_report
+    from guard.report import SCHEMA_VERSION, read_report
     from tests.conftest import commit_all
     from tests.standin import StandIn, run_in_process
     from tests.test_pipeline import make_repo
@@ -228,5 +228,5 @@ def test_a_run_whose_head_does_more_host_work_fails_and_its_report_holds_up(tmp_
     assert all(b.gpu_ms_verdict == "pass" for b in report.batch_sizes)
     assert report.threshold_sources is not None and report.threshold_sources["instructions"] == "configured"
     again = read_report(tmp_path / "out" / "report.json")  # refused where it would not hold up
-    assert again.verdict == "regression" and again.schema_version == 12
+    assert again.verdict == "regression" and again.schema_version == SCHEMA_VERSION
     assert "Decode host work up 10.0% at batch size" in run.comment

@@ -18,6 +18,7 @@ from guard.compare._reasons import Reason, ReasonKind, SeenValue
 from guard.compare._recheck import Discrepancy, arm_discrepancies, decide_again, recheck, same_facts
 from guard.compare._set_aside import kept_arm
 from guard.compare._rounds import Decide, MeasureRound, RoundsOutcome, decide_in_rounds
+from guard.compare._warnings import CredentialKept, RunWarning
 from guard.compare._verdict import Rounds, arm_stats, compare, confirm_undecided
 # the rule's names, defined with the rule (guard/config/_rule.py), as this stage has always offered them
 from guard.config import (
@@ -67,6 +68,8 @@ __all__ = [
     "ReasonKind",
     "SeenValue",
     "FingerprintCheck",
+    "RunWarning",
+    "CredentialKept",
     "MetricKey",
     "SideDisagreement",
     "Slowdown",

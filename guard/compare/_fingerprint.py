@@ -7,11 +7,14 @@ see guard/harness/_fingerprint.py), per arm in the order the repeats ran.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from guard.compare._reasons import Reason, SeenValue
+from guard.compare._warnings import (
+    ClocksHeld, GpuProcess, HeldDown, NoFingerprint, OtherProcesses, PersistenceOff, RunWarning, SmClockFell,
+)
 from guard.measure import ArmMeasurement
 
 # Fields that change timing when they differ: (key, what to call it).
@@ -38,6 +41,9 @@ SM_CLOCK_DROP_FRACTION = 0.15
 
 # Time held below clocks by the power or thermal policy, as a share of the run, worth a warning.
 VIOLATION_SHARE = 0.01
+
+# What holds clocks down, each with its NVML counter of time held (`<by>_violation_ns`).
+HELD_BY: tuple[Literal["power", "thermal"], ...] = ("power", "thermal")
 
 # Readings of the moment and bookkeeping: not a description of the environment, even when equal.
 _NOT_SUMMARISED = frozenset({
@@ -111,7 +117,7 @@ class FingerprintCheck(BaseModel):
     `warnings`: repeats whose timings may be off; `summary`: what every repeat shares."""
 
     invalid_reasons: list[Reason] = []
-    warnings: list[str] = []
+    warnings: list[RunWarning] = []
     summary: dict[str, Any] = {}
 
     @property
@@ -180,66 +186,42 @@ def _identity_reasons(repeats: dict[str, list[RepeatFingerprint]]) -> list[Reaso
     return reasons
 
 
-def _unavailable_warnings(repeats: dict[str, list[RepeatFingerprint]]) -> list[str]:
-    warnings = []
+def _unavailable_warnings(repeats: dict[str, list[RepeatFingerprint]]) -> list[RunWarning]:
+    warnings: list[RunWarning] = []
     for arm, items in repeats.items():
         missing = [r for r in items if not (r.before.available or r.after.available)]
-        if not missing:
-            continue
-        reason = missing[0].before.reason or missing[0].after.reason or "unknown"
-        whole = "" if len(missing) < len(items) else " (every repeat)"
-        warnings.append(
-            f"arm '{arm}' {_repeats([r.repeat for r in missing])}{whole}: no GPU fingerprint ({reason}), "
-            "while other repeats have one; whether it ran on the same GPU and software cannot be checked"
-        )
+        if missing:
+            reason = missing[0].before.reason or missing[0].after.reason or "unknown"
+            warnings.append(NoFingerprint(arm=arm, repeats=sorted(r.repeat for r in missing),
+                                          every=len(missing) == len(items), reason=reason))
     return warnings
 
 
-def _repeat_warnings(r: RepeatFingerprint) -> list[str]:
-    where = f"arm '{r.arm}' repeat {r.repeat}"
-    warnings = []
+def _repeat_warnings(r: RepeatFingerprint) -> list[RunWarning]:
+    where = {"arm": r.arm, "repeat": r.repeat}
+    warnings: list[RunWarning] = []
     for phase, snap in r.snapshots():
         held = [name for name in snap.clock_event_reasons or [] if name not in BENIGN_CLOCK_REASONS]
         if held:
-            warnings.append(
-                f"{where}: at its {phase} the GPU's clocks were held back by {', '.join(held)}; "
-                "its timings may be slow: check the runner's cooling, power and other load"
-            )
+            warnings.append(ClocksHeld(**where, phase=phase, reasons=held))
     before, after = r.before, r.after
     if before.sm_clock_mhz and after.sm_clock_mhz is not None:
         if after.sm_clock_mhz < before.sm_clock_mhz * (1 - SM_CLOCK_DROP_FRACTION):
-            warnings.append(
-                f"{where}: the SM clock fell from {before.sm_clock_mhz} MHz at the start to "
-                f"{after.sm_clock_mhz} MHz at the end; the GPU was likely throttling during the run"
-            )
+            warnings.append(SmClockFell(**where, start_mhz=before.sm_clock_mhz, end_mhz=after.sm_clock_mhz))
     if before.collected_at is not None and after.collected_at is not None:
         run_s = after.collected_at - before.collected_at
-        for key, label in (("power_violation_ns", "the power limit"), ("thermal_violation_ns", "temperature")):
-            start, end = getattr(before, key), getattr(after, key)
+        for by in HELD_BY:
+            start, end = getattr(before, f"{by}_violation_ns"), getattr(after, f"{by}_violation_ns")
             if start is None or end is None or end < start or run_s <= 0:
                 continue  # unknown, or the counter was reset
             held_s = (end - start) / 1e9
             if held_s > VIOLATION_SHARE * run_s:
-                warnings.append(
-                    f"{where}: clocks were held down by {label} for {held_s:.2f} s of the "
-                    f"{run_s:.1f} s run; its timings may be slow"
-                )
-    others = _other_processes(before, after)
-    if others:
-        listed = ", ".join(
-            f"pid {p['pid']} ({p['used_memory_mib']:g} MiB)" if p.get("used_memory_mib") is not None
-            else f"pid {p['pid']} (memory unknown)"
-            for p in others
-        )
-        warnings.append(
-            f"{where}: other processes were on the GPU: {listed}; they compete for it: "
-            "run the guard on an otherwise idle GPU"
-        )
+                warnings.append(HeldDown(**where, by=by, held_s=held_s, run_s=run_s))
+    if others := _other_processes(before, after):
+        warnings.append(OtherProcesses(**where, processes=[
+            GpuProcess(pid=p["pid"], used_memory_mib=p.get("used_memory_mib")) for p in others]))
     if False in (before.persistence_mode, after.persistence_mode):
-        warnings.append(
-            f"{where}: persistence mode is off, so the GPU may start each process at idle clocks and "
-            "ramp up; enable it on the runner (nvidia-smi -pm 1)"
-        )
+        warnings.append(PersistenceOff(**where))
     return warnings
 
 
@@ -247,10 +229,10 @@ def _other_processes(before: GpuFingerprint, after: GpuFingerprint) -> list[dict
     """Processes other than the harness, at its start or end. At the end the harness holds the GPU
     itself; where NVML did not list it under its own pid (a PID namespace), a pid first seen then
     may be the harness, so only pids also seen at the start count."""
-    found = {p["pid"]: p for p in before.other_processes or [] if "pid" in p}
+    found = {p["pid"]: p for p in before.other_processes or [] if isinstance(p.get("pid"), int)}
     start_pids = set(found)
     for p in after.other_processes or []:
-        if "pid" in p and (after.own_process_listed or p["pid"] in start_pids):
+        if isinstance(p.get("pid"), int) and (after.own_process_listed or p["pid"] in start_pids):
             found.setdefault(p["pid"], p)
     return list(found.values())
 
@@ -263,11 +245,6 @@ def _summary(known: list[GpuFingerprint]) -> dict[str, Any]:
         for key, value in dumps[0].items()
         if key not in _NOT_SUMMARISED and all(key in d and d[key] == value for d in dumps[1:])
     }
-
-
-def _repeats(numbers: list[int]) -> str:
-    numbers = sorted(numbers)
-    return f"repeat {numbers[0]}" if len(numbers) == 1 else "repeats " + ", ".join(map(str, numbers))
 
 
 def _show(value: Any) -> str:

@@ -10,6 +10,7 @@ from guard.compare._borrow import Borrowing
 from guard.compare._compiled import CompiledChange
 from guard.compare._ranks import ArmRanks, RankChange
 from guard.compare._reasons import Reason
+from guard.compare._warnings import RunWarning
 from guard.config import CalibratedSpread, MetricKey
 from guard.measure import (
     MIX_BATCH, Change, MarginFloor, MarginMismatch, SlowProcess, SourceLabel, Spread, TokenMismatch,
@@ -245,7 +246,7 @@ class Comparison(BaseModel):
     alpha: float
     confidence: float
     batch_sizes: list[BatchComparison]
-    warnings: list[str] = []  # about the runs: throttling, other processes, missing fingerprints
+    warnings: list[RunWarning] = []  # about the runs: throttling, other processes, missing fingerprints
     gpu_fingerprint: dict[str, Any] = {}  # the NVML fingerprint fields every repeat shares
     # the rounds the run could take (2 with a confirmation round), over which alpha was split
     looks: int = Field(default=1, ge=1)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from guard._markdown import visible
 from guard._output import append_whole
-from guard.report import Report, build_view
+from guard.report import Report, build_view, warning_text
 
 MAX_ANNOTATION_CHARS = 4_000
 
@@ -37,7 +37,7 @@ def annotations(report: Report) -> list[str]:
     if view.annotation is not None:
         lines.append(_command(view.annotation.level, view.annotation.heading, view.annotation.message))
     for warning in report.warnings:
-        lines.append(_command("warning", "regression-guard", warning))
+        lines.append(_command("warning", "regression-guard", warning_text(warning)))
     return lines
 
 

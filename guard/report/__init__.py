@@ -24,6 +24,7 @@ from guard.report._svg import CHART_FILE, strip_svg
 from guard.report._title import TITLE_LIMIT, title
 from guard.report._todo import repeats_to_decide
 from guard.report._view import Annotation, CommentView, build_view
+from guard.report._warning_text import warning_text
 from guard.report._words import metric, share, verdict
 from guard.report._write import MAX_REPORT_BYTES, ReportError, read_report, write_report
 
@@ -71,5 +72,6 @@ __all__ = [
     "strip_chart",
     "strip_svg",
     "title",
+    "warning_text",
     "write_report",
 ]

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from guard.cause import CaptureChanges
-from guard.compare import Comparison, RoundsStop
+from guard.compare import Comparison, RoundsStop, RunWarning
 from guard.config import (
     MAX_HOST_SECONDS, AtThreshold, ConfigChange, ConfigOverrides, MetricKey, Rule, Threshold, ThresholdSource,
     Workload,
@@ -17,7 +17,7 @@ from guard.measure import MixReport, SlowProcesses, SourceLabel
 from guard.sandbox._isolation import Isolation
 from guard.trace import MixTraceSection, RankTraceSection, TraceSection
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 # 1: verdicts by the significance rule; 2: the interval rule, with the looks the run could take;
 # 3: every fact the comment states is a field (`explanation`), reasons are kinds with figures;
 # 4: the report is its comparison's fields and the run's (GPU state as `gpu_fingerprint`, not
@@ -56,10 +56,12 @@ SCHEMA_VERSION = 12
 # decide stands over GPU ms and host instructions, each family's alpha is split over its metrics
 # (`batch_sizes[].alpha_per_bound`), and `caught_pct` is stated at the upper limit of the spread. A
 # schema 11 report is decided again by rule 4, as it was.
+# 13: the same rule; the warnings about the run are facts, a kind and its values
+# (`warnings[].kind`; compare/_warnings.py), where a report of 12 or before kept each as a sentence.
 # Read: the current version, schema 7 (by its own rule), schema 6 (decided as it says:
 # `end_to_end_threshold_pct` absent, over 2 metrics) and schema 5 without a mix, which state
 # nothing schema 7 would state otherwise; a report of an older one is made again by `guard run`.
-READ_VERSIONS = (5, 6, 7, 8, 9, 10, 11, 12)
+READ_VERSIONS = (5, 6, 7, 8, 9, 10, 11, 12, 13)
 DESCRIBED_LIMIT = 200  # characters of a string the workload's describe() gave, kept in the record
 
 
@@ -153,7 +155,9 @@ class Report(Comparison):
     """The comparison (verdict, reasons, thresholds, batch sizes, the runs' warnings and GPU
     fingerprint, looks: `Comparison`'s fields, defined there once) and the run around it."""
 
-    schema_version: Literal[5, 6, 7, 8, 9, 10, 11, 12] = SCHEMA_VERSION
+    schema_version: Literal[5, 6, 7, 8, 9, 10, 11, 12, 13] = SCHEMA_VERSION
+    # about the runs (the checkout's credential first); a string: a sentence, as schema 12 and before kept it
+    warnings: list[RunWarning | str] = []  # type: ignore[assignment]
     tool_version: str
     base: str  # arm names
     head: str

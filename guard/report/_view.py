@@ -45,6 +45,7 @@ from guard.report._todo import what_decides, what_to_do
 from guard.report._title import title
 from guard.report._environment_text import environment_line
 from guard.report._trace_text import gap_arithmetic, span_sentence, trace_bullets
+from guard.report._warning_text import warning_text
 
 MAX_FILES_NAMED = 12
 EVERY_ARM = "Every arm: geometric means of its processes, with their range"
@@ -407,7 +408,7 @@ def _environment_blocks(report: Report) -> list[Block]:
         blocks.append(_p(text(words.temp_removed_sentence([(a.name, a.temp_removed) for a in left]))))
     unboxed = words.unboxed_sentence(report.isolation) if report.isolation is not None else None
     if report.warnings or unboxed:
-        lines = [*([unboxed] if unboxed else []), *(text(w) for w in report.warnings)]
+        lines = [*([unboxed] if unboxed else []), *(text(warning_text(w)) for w in report.warnings)]
         blocks.append(Block(kind="bullets", lines=lines))
     files = report.changed_files
     if files:
