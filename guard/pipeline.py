@@ -19,7 +19,6 @@ from guard._output import check_out_dir
 from guard._resolve import arms_and_config
 from guard.export import write_record
 from guard.cause import CaptureChanges, find_capture_changes
-from guard.explain import explain
 from guard.harness import HARNESS_SCRIPT
 from guard.checkout import (
     ArmRef, BuiltArm, build_arm, check_interpreter_reach, commit_subject, default_cache_dir, persisted_credentials,
@@ -40,7 +39,8 @@ from guard.measure import (
 )
 from guard.record import Record, RecordedBatch
 from guard.report import (
-    ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, warning_text, write_report,
+    ArmInfo, Environment, Report, WorkloadInfo, explain_run, run_record, slow_processes_sentence, warning_text,
+    write_report,
 )
 from guard.sandbox import Leftovers, counting_sweeps, sweeps_of
 from guard.sandbox._isolation import Isolation, host_isolation
@@ -375,15 +375,8 @@ def assemble_report(
     capture = _capture_changes(repo, plan.base.sha, plan.head.sha, config.capture.globs, progress)
     mix = mix_report(schedule, spec.batch_mix_file or "batch_mix", spec.batch_mix_seed, spec.steps,
                      measurements, [a.name for a in arms])
-    explanation = explain(
-        comparison.verdict, comparison.batch_sizes, {s.batch_size: s.diff for s in sections if s.diff is not None},
-        base, head, thresholds=plan.rule.pcts(), confidence=comparison.confidence,
-        ablation_builds={a.name: a.source for a in arms if a.source is not None and a.status == "ok"},
-        capture=capture, mix=mix, mix_trace=mix_traces.diff if mix_traces is not None else None,
-        mix_decision=comparison.mix_comparison,
-        rank_diffs={s.batch_size: s.diff for s in rank_traces if s.diff is not None},
-        compiled=comparison.compiled,
-    )
+    explanation = explain_run(comparison, base, head, plan.rule, arms, traces=sections, capture=capture, mix=mix,
+                              mix_traces=mix_traces, rank_traces=rank_traces)
     budget, looks, reference = outcome.budget, config.measure.looks, first.reference
     started = time.time() if started is None else started
     return Report(

@@ -4,7 +4,7 @@ from guard.report._chart import StripChart, strip_chart
 from guard.report._check import MAX_NAMED, UnfoundedReport, check_report, describe_discrepancy
 from guard.report._links import RunLinks, run_links
 from guard.report._render import COMMENT_MARKER, render_comment, render_view
-from guard.report._explained import explain_report
+from guard.report._explained import explain_report, explain_run
 from guard.report._gate import Gate, gate
 from guard.report._schema import (
     READ_VERSIONS,
@@ -37,6 +37,7 @@ __all__ = [
     "CommentView",
     "build_view",
     "explain_report",
+    "explain_run",
     "FactChange",
     "Reexplained",
     "changes_lines",

@@ -1,10 +1,16 @@
-"""The explain stage run on a report's own figures: as the pipeline ran it, and as a report
-read back is checked (its stated facts must be the ones its numbers give)."""
+"""The explain stage run on a run's parts (`explain_run`): as the pipeline runs it, and on a
+report's own figures as a report read back is checked (its stated facts must be the ones its
+numbers give)."""
 
 from __future__ import annotations
 
+from guard.cause import CaptureChanges
+from guard.compare import Comparison
+from guard.config import Rule
 from guard.explain import Cause, Explanation, explain
-from guard.report._schema import Report
+from guard.measure import MixReport
+from guard.report._schema import ArmInfo, Report
+from guard.trace import MixTraceSection, RankTraceSection, TraceSection
 
 
 def explain_report(report: Report) -> Explanation:
@@ -24,13 +30,24 @@ def _as_schema_8(cause: Cause) -> Cause:
 
 
 def _explain(report: Report) -> Explanation:
+    return explain_run(report, report.base, report.head, report.rule, report.arms, traces=report.traces,
+                       capture=report.capture, mix=report.mix, mix_traces=report.mix_traces,
+                       rank_traces=report.rank_traces)
+
+
+def explain_run(
+    comparison: Comparison, base: str, head: str, rule: Rule, arms: list[ArmInfo], *, traces: list[TraceSection],
+    capture: CaptureChanges | None, mix: MixReport | None, mix_traces: MixTraceSection | None,
+    rank_traces: list[RankTraceSection],
+) -> Explanation:
+    """The explain stage's inputs made from a run's parts, as the pipeline has them and as a
+    report keeps them: the one place they are assembled."""
     return explain(
-        report.verdict, report.batch_sizes, {t.batch_size: t.diff for t in report.traces if t.diff is not None},
-        report.base, report.head, thresholds=report.rule.pcts(), confidence=report.confidence,
-        ablation_builds={a.name: a.source for a in report.arms if a.source is not None and a.status == "ok"},
-        capture=report.capture, mix=report.mix,
-        mix_trace=report.mix_traces.diff if report.mix_traces is not None else None,
-        mix_decision=report.mix_comparison,
-        rank_diffs={t.batch_size: t.diff for t in report.rank_traces if t.diff is not None},
-        compiled=report.compiled,
+        comparison.verdict, comparison.batch_sizes, {t.batch_size: t.diff for t in traces if t.diff is not None},
+        base, head, thresholds=rule.pcts(), confidence=comparison.confidence,
+        ablation_builds={a.name: a.source for a in arms if a.source is not None and a.status == "ok"},
+        capture=capture, mix=mix, mix_trace=mix_traces.diff if mix_traces is not None else None,
+        mix_decision=comparison.mix_comparison,
+        rank_diffs={t.batch_size: t.diff for t in rank_traces if t.diff is not None},
+        compiled=comparison.compiled,
     )
