@@ -6,18 +6,17 @@ from __future__ import annotations
 from guard.compare import BatchComparison
 from guard.measure import BORROW_CHECK_ALPHA
 from guard.report import _words as words
-from guard.report._schema import Report
 
 
-def _where(report: Report, metric: str, batches: list[BatchComparison]) -> str:
-    label = words.metric(metric, report.gpu_timed())  # type: ignore[arg-type]
+def _where(metric: str, batches: list[BatchComparison], gpu: bool) -> str:
+    label = words.metric(metric, gpu)  # type: ignore[arg-type]
     return f"{label} at {words.sizes([b.batch_size for b in batches])}"
 
 
-def borrowed_note(report: Report) -> str:
-    """One sentence for the spreads pooled in and one for those the run's own spread refused;
-    '' where the thresholds file kept no spreads."""
-    checks = [(b, c) for b in report.decided() for c in b.borrowed]
+def borrowed_note(decided: list[BatchComparison], gpu: bool) -> str:
+    """Of the `decided` batch sizes (the mix too), one sentence for the spreads pooled in and
+    one for those the run's own spread refused; '' where the thresholds file kept no spreads."""
+    checks = [(b, c) for b in decided for c in b.borrowed]
     if not checks:
         return ""
     used: dict[str, list[BatchComparison]] = {}
@@ -31,7 +30,7 @@ def borrowed_note(report: Report) -> str:
     if used:
         dof = sorted({c.calibrated_dof for _, c in checks if c.borrowed})
         sentences.append(
-            "The bounds of " + "; ".join(_where(report, m, bs) for m, bs in used.items())
+            "The bounds of " + "; ".join(_where(m, bs, gpu) for m, bs in used.items())
             + " pool this run's spread with the calibrated one (Student's t on "
             + " or ".join(str(d) for d in dof) + " more degrees of freedom than the run's own), as this run's "
             f"spread was not past it (an F test at {BORROW_CHECK_ALPHA:.0%}).")
@@ -39,7 +38,7 @@ def borrowed_note(report: Report) -> str:
         worst = max((r for rows in refused.values() for r in rows), key=lambda r: r[1] / r[2])
         sentences.append(
             "Not borrowed, as this run's spread was past the calibrated one: "
-            + "; ".join(_where(report, m, [r[0] for r in rows]) for m, rows in refused.items())
+            + "; ".join(_where(m, [r[0] for r in rows], gpu) for m, rows in refused.items())
             + f" (sd {worst[1]:.2f}% against at most {worst[2]:.2f}%): "
             "these decided on their own processes alone. The runner is noisier than when it was calibrated: "
             "calibrate it again.")

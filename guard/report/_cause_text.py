@@ -146,7 +146,7 @@ def ablation_line(report: Report, effects: list[AblationEffect]) -> str:
     by_size = {b.batch_size: b for b in report.batch_sizes}
     for e in effects:
         clause = f"at batch size {e.batch_size}, {words.pct(e.pct)} against base"
-        if (change := figures.ablation_change(report, e)) is not None:
+        if (change := figures.ablation_change(report.batch_sizes, report.base, e)) is not None:
             clause += f" ({words.interval(change)})"
         head = by_size[e.batch_size].gpu_ms_change
         if e.share_of_head is not None and head is not None:

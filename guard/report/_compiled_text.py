@@ -10,7 +10,6 @@ from guard.compare import ArmCompiled, CompiledChange
 from guard.explain import CompiledCause
 from guard.measure import GraphBreak
 from guard.report import _words as words
-from guard.report._schema import Report
 
 MAX_BREAKS_NAMED = 2
 
@@ -62,15 +61,15 @@ def _place(found: GraphBreak) -> str:
     return f"{where}{scope}{reason}"
 
 
-def compile_cache_note(report: Report) -> str:
+def compile_cache_note(caches: bool | None, compiled: CompiledChange | None, filled: list[str]) -> str:
     """The method fold's sentence on the compile caches, where an arm used torch.compile; ''
     where none did or the caches were off."""
-    if not report.compile_caches or report.compiled is None:
+    if not caches or compiled is None:
         return ""
-    filled = ""
-    if report.compile_filled:
-        names = ", ".join(text(name) for name in report.compile_filled)
-        filled = (f"; {names} first ran one unmeasured process that compiled, as base's reference process did for "
+    said = ""
+    if filled:
+        names = ", ".join(text(name) for name in filled)
+        said = (f"; {names} first ran one unmeasured process that compiled, as base's reference process did for "
                   "base, so that no measured process is the one that compiles")
     return ("torch.compile's caches are in a folder per arm, shared by that arm's processes and rounds, never "
-            f"between arms{filled}.")
+            f"between arms{said}.")

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from guard.report._schema import Report
+from typing import Any
+
+from guard.report._schema import Environment
 
 
-def environment_line(report: Report) -> str:
-    env = report.environment
+def environment_line(env: Environment, state: dict[str, Any]) -> str:
+    """`state`: the GPU fingerprint every repeat shared."""
     parts = []
     if env.gpu:
         extras = ", ".join(x for x in (env.gpu_capability, f"driver {env.driver}" if env.driver else None) if x)
         parts.append(f"{env.gpu} ({extras})" if extras else env.gpu)
     else:
         parts.append(f"CPU only ({env.cpu or 'unknown'}; times are wall clock)")
-    state = report.gpu_fingerprint
     if state.get("available"):
         clocks = [
             f"power limit {state['power_limit_w']:g} W" if _number(state.get("power_limit_w")) else None,

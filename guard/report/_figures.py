@@ -13,7 +13,6 @@ import math
 from guard.compare import ArmStats, BatchComparison, MetricKey, bounds_level, kept_arm
 from guard.explain import AblationEffect
 from guard.measure import Change, Spread, relative_change
-from guard.report._schema import Report
 
 
 def level(batch: BatchComparison) -> float | None:
@@ -67,14 +66,14 @@ def host_change(batch: BatchComparison, base: str, head: str) -> Change | None:
     return relative_change(b.host_ms_per_step.values, h.host_ms_per_step.values, at)
 
 
-def ablation_change(report: Report, effect: AblationEffect) -> Change | None:
+def ablation_change(batches: list[BatchComparison], base: str, effect: AblationEffect) -> Change | None:
     """An ablation arm's GPU ms per step against base at its batch size's level, from every
     process of both (as the explain stage compares them); None with a single process."""
-    batch = next((b for b in report.batch_sizes if b.batch_size == effect.batch_size), None)
+    batch = next((b for b in batches if b.batch_size == effect.batch_size), None)
     at = level(batch) if batch is not None else None
     if effect.change is None or batch is None or at is None:
         return None
-    before, after = (next((a for a in batch.arms if a.arm == name), None) for name in (report.base, effect.arm))
+    before, after = (next((a for a in batch.arms if a.arm == name), None) for name in (base, effect.arm))
     if before is None or after is None:
         return None
     return relative_change(before.gpu_ms_per_step.values, after.gpu_ms_per_step.values, at)

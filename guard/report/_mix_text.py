@@ -5,26 +5,25 @@ from __future__ import annotations
 
 from guard._markdown import code, text
 from guard.explain import MixAttribution, MixPart
-from guard.measure import ArmMix
+from guard.measure import ArmMix, MixReport
 from guard.report import _words as words
 from guard.report._schema import CapturePolicy, Report
 
 
-def mix_arms(report: Report) -> tuple[ArmMix, ArmMix] | None:
-    arms = {a.arm: a for a in report.mix.arms} if report.mix is not None else {}
-    if report.base not in arms or report.head not in arms:
+def mix_arms(mix: MixReport | None, base: str, head: str) -> tuple[ArmMix, ArmMix] | None:
+    arms = {a.arm: a for a in mix.arms} if mix is not None else {}
+    if base not in arms or head not in arms:
         return None
-    return arms[report.base], arms[report.head]
+    return arms[base], arms[head]
 
 
 def _share(value: float | None) -> str:
     return "-" if value is None else words.share(value)
 
 
-def coverage_rows(report: Report, gpu: bool) -> list[list[str]]:
-    """Capture coverage, useful-work coverage, padding waste, imbalance p90, ms per real token."""
-    pair = mix_arms(report)
-    assert pair is not None
+def coverage_rows(pair: tuple[ArmMix, ArmMix], gpu: bool) -> list[list[str]]:
+    """Capture coverage, useful-work coverage, padding waste, imbalance p90, ms per real token,
+    of base's mix and head's."""
     base, head = pair
 
     def p90(arm: ArmMix) -> str:
@@ -126,10 +125,10 @@ def size_header(gpu: bool) -> list[str]:
     return ["batch size", "share", "path", "rows computed", "imbalance I", words.metric("gpu_ms", gpu)]
 
 
-def evidence_line(found: MixAttribution, report: Report, gpu: bool) -> str:
+def evidence_line(found: MixAttribution, base: str, head: str, gpu: bool) -> str:
     """How rows were priced and what the traces said."""
     unit = words.metric_short("gpu_ms", gpu)
-    roles = {report.base: "base", report.head: "head"}
+    roles = {base: "base", head: "head"}
     priced = "; ".join(
         f"{roles.get(c.arm, text(c.arm))}'s {c.path} path {words.ms(c.ms_per_row)} {unit} per row "
         + (f"(slope over {', '.join(str(r) for r in c.padded_to)} rows)" if c.method == "slope" else

@@ -5,19 +5,19 @@ own figures in a table; how a step's time comes from the ranks."""
 from __future__ import annotations
 
 from guard._markdown import code
-from guard.compare import ArmRanks, RankPath
+from guard.compare import ArmRanks, BatchComparison, RankPath
 from guard.report import _words as words
 from guard.report._schema import Report
 
 
-def rank_sentences(report: Report) -> list[str]:
+def rank_sentences(batches: list[BatchComparison], base: str, head: str) -> list[str]:
     """One sentence per batch size and finding of the head's ranks that base's did not share
     (compare's `rank_change`)."""
     lines = []
-    for batch in report.batch_sizes:
+    for batch in batches:
         change = batch.rank_change
         arms = {a.arm: a.ranks for a in batch.arms}
-        now, before = arms.get(report.head), arms.get(report.base)
+        now, before = arms.get(head), arms.get(base)
         if change is None or now is None:
             continue
         at = f"At batch size {batch.batch_size}"
@@ -65,9 +65,8 @@ def rank_table(report: Report) -> tuple[list[str], list[list[str]]] | None:
             "ms behind the first to finish (median)"], rows
 
 
-def ranks_method(report: Report) -> str | None:
-    """How the figures of several ranks were taken, in a sentence."""
-    world = report.workload.world_size
+def ranks_method(world: int) -> str | None:
+    """How the figures of `world` ranks were taken, in a sentence."""
     if world == 1:
         return None
     return (f"On {world} ranks, a process each, started together for every repeat: a step's time is its slowest "

@@ -150,7 +150,7 @@ def _what_happened(report: Report) -> list[Block]:
     if report.explanation.ranks:  # what the ranks' profiled pass found, before what their timed steps say
         sized = len(report.decided()) > 1
         blocks.append(_p(" ".join(rank_cause_sentence(c, sized) for c in report.explanation.ranks)))
-    if ranked := rank_sentences(report):
+    if ranked := rank_sentences(report.batch_sizes, report.base, report.head):
         blocks.append(_p(" ".join(ranked)))
     if (override := override_note(report)) is not None:
         blocks.append(_p(override))
@@ -351,12 +351,12 @@ def _ranks_fold(report: Report) -> Fold | None:
 
 def _mix_fold(report: Report) -> Fold | None:
     """Capture coverage against useful work base -> head, and the mix's change split into its parts."""
-    if mix_arms(report) is None:
+    if (pair := mix_arms(report.mix, report.base, report.head)) is None:
         return None
     gpu = _gpu(report)
     base, head = report.arm(report.base), report.arm(report.head)
     blocks = [Block(kind="table", header=["", f"base {words.short_sha(base.sha)}", f"head {words.short_sha(head.sha)}"],
-                    rows=coverage_rows(report, gpu))]
+                    rows=coverage_rows(pair, gpu))]
     found = report.explanation.mix
     if found is not None:
         decision = report.mix_comparison
@@ -366,7 +366,7 @@ def _mix_fold(report: Report) -> Fold | None:
         parts = part_lines(found, gpu, means=report.schema_version >= 12)
         blocks += [_p(mix_sentence(found, gpu, decided)), Block(kind="bullets", lines=parts),
                    Block(kind="table", header=size_header(gpu), rows=size_rows(found, gpu))]
-        if (evidence := evidence_line(found, report, gpu)):
+        if (evidence := evidence_line(found, report.base, report.head, gpu)):
             blocks.append(_p(evidence))
     return Fold(summary=words.MIX_SECTION, blocks=blocks)
 
@@ -395,8 +395,8 @@ def _every_arm(report: Report) -> Block | None:
 def _environment_blocks(report: Report) -> list[Block]:
     base, head = report.arm(report.base), report.arm(report.head)
     subject = f" ({text(head.subject)})" if head.subject else ""
-    blocks = [_p(f"{text(environment_line(report))}; base {text(_ref_text(base))}, head {text(_ref_text(head))}"
-                 f"{subject}.")]
+    on = environment_line(report.environment, report.gpu_fingerprint)
+    blocks = [_p(f"{text(on)}; base {text(_ref_text(base))}, head {text(_ref_text(head))}{subject}.")]
     if report.slow_processes is not None:
         decided = report.batch_sizes + ([report.mix_comparison] if report.mix_comparison is not None else [])
         aside = sum(len(b.set_aside) for b in decided)
@@ -442,8 +442,8 @@ def _method_blocks(report: Report) -> list[Block]:
     lines = [f"A like-for-like greedy decode workload, {code(w.entry)}{options}: {w.warmup_steps} warmup and "
              f"{w.steps} timed steps per batch size, {processes_text(report)}, run interleaved.{tok}"]
     lines += [s for s in (like_for_like.agreement_sentence(report), like_for_like.reference_note(report),
-                          tok_role_note(report), ranks_method(report)) if s]
-    if compiled := compile_cache_note(report):
+                          tok_role_note(report), ranks_method(report.workload.world_size)) if s]
+    if compiled := compile_cache_note(report.compile_caches, report.compiled, report.compile_filled):
         lines.append(compiled)
     lines.append(rule_note(report))
     if report.verdict not in ("pass", "inconclusive") and (caught := caught_sentence(report)) is not None:
@@ -452,7 +452,7 @@ def _method_blocks(report: Report) -> list[Block]:
         lines.append(held)
     if uncounted := instructions_note(report, counted_somewhere=False):
         lines.append(uncounted)
-    if borrowed := borrowed_note(report):
+    if borrowed := borrowed_note(report.decided(), _gpu(report)):
         lines.append(borrowed)
     lines.append(
         f"{words.metric('gpu_ms', True)} from CUDA events around each step, queued ahead of its start so the host's "
