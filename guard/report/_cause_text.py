@@ -4,11 +4,12 @@ arms' effects, launch-time and profiler-scale notes, decode that fell out of its
 from __future__ import annotations
 
 from guard._markdown import code, text
+from guard.compare import BatchComparison
 from guard.explain import AblationEffect, Cause, LaunchNote, ProfileScale
 from guard.report import _figures as figures
 from guard.report import _words as words
-from guard.report._schema import Report
-from guard.trace import BeforeAfter, LaunchChange
+from guard.report._schema import ArmInfo, Report
+from guard.trace import BeforeAfter, LaunchChange, TraceSection
 
 _EDGE = 0.02  # shares this close to 0 or 1 are said as "none" and "all"
 _NAME_LIMIT = 60
@@ -102,13 +103,14 @@ def fallout_counts(launches: LaunchChange) -> str:
             f"{words.count(kernels.after or 0)} kernel launches per step instead of {words.count(kernels.before or 0)}")
 
 
-def fallout_line(report: Report, batch_size: int) -> str | None:
-    section = next((t for t in report.traces if t.batch_size == batch_size), None)
+def fallout_line(batch_size: int, section: TraceSection | None, batch: BatchComparison | None, base: str,
+                 head: str) -> str | None:
+    """Decode out of its CUDA graphs at `batch_size`, with the launch counts of its profiled
+    pass (`section`) and the host's change where `batch` was decided."""
     launches = section.diff.launches if section and section.diff else None
     if launches is None:
         return None
-    batch = next((b for b in report.batch_sizes if b.batch_size == batch_size), None)
-    host = figures.host_change(batch, report.base, report.head) if batch else None
+    host = figures.host_change(batch, base, head) if batch else None
     host_text = (f" The host's time to launch a step changed {words.with_interval(host)}, which "
                  f"{words.metric('gpu_ms', True)} leaves out and {words.TOK} carries." if host is not None else "")
     return (f"**Decode fell out of its CUDA graphs at batch size {batch_size}**: {fallout_counts(launches)} "
@@ -133,20 +135,20 @@ def ablation_lines(report: Report) -> list[str]:
     """One line per ablation arm the explanation has effects of, in the order they ran."""
     effects = report.explanation.ablations
     names = list(dict.fromkeys(e.arm for e in effects))
-    return [ablation_line(report, [e for e in effects if e.arm == name]) for name in names]
+    return [_ablation_line(report.arm(name), [e for e in effects if e.arm == name], report.batch_sizes, report.base)
+            for name in names]
 
 
-def ablation_line(report: Report, effects: list[AblationEffect]) -> str:
+def _ablation_line(arm: ArmInfo, effects: list[AblationEffect], batches: list[BatchComparison], base: str) -> str:
     """'`no-upload` (the head build with `X=0`): at batch size 1, +0.41% against base (-0.10% to
     +0.90%), taking back 85% of the head's +2.80%.'"""
-    arm = report.arm(effects[0].arm)
     overrides = ", ".join(code(f"{k}={v}") for k, v in sorted(arm.env.items()))
     built = f"the {text(arm.source)} build" + (f" with {overrides}" if overrides else "")
     clauses = []
-    by_size = {b.batch_size: b for b in report.batch_sizes}
+    by_size = {b.batch_size: b for b in batches}
     for e in effects:
         clause = f"at batch size {e.batch_size}, {words.pct(e.pct)} against base"
-        if (change := figures.ablation_change(report.batch_sizes, report.base, e)) is not None:
+        if (change := figures.ablation_change(batches, base, e)) is not None:
             clause += f" ({words.interval(change)})"
         head = by_size[e.batch_size].gpu_ms_change
         if e.share_of_head is not None and head is not None:
@@ -156,11 +158,11 @@ def ablation_line(report: Report, effects: list[AblationEffect]) -> str:
     return f"{code(arm.name)} ({built}): " + "; ".join(clauses) + "."
 
 
-def ablation_lead(report: Report) -> str | None:
+def ablation_lead(ablations: list[AblationEffect]) -> str | None:
     """For the summary, each ablation arm's share of the head's slowdown it takes back (or, on
     base's build, reproduces), where it has one: 'Ablation arm `no-upload` takes back 96% of the
     slowdown at batch size 1 and 52% at batch size 2.' None where no arm has a share."""
-    effects = [e for e in report.explanation.ablations if e.share_of_head is not None]
+    effects = [e for e in ablations if e.share_of_head is not None]
     sentences = []
     for name in dict.fromkeys(e.arm for e in effects):
         own = [e for e in effects if e.arm == name]
@@ -186,11 +188,11 @@ def _short(name: str) -> str:
     return name if len(name) <= _NAME_LIMIT else name[: _NAME_LIMIT - 3] + "..."
 
 
-def unheld_notes(report: Report) -> list[str]:
+def unheld_notes(batches: list[BatchComparison], base: str, head: str) -> list[str]:
     """A GPU-timed pass whose host was still launching when the hold ran out times the host too."""
     notes = []
-    for batch in report.batch_sizes:
-        arms = {a.arm: a for a in batch.arms if a.arm in (report.base, report.head)}
+    for batch in batches:
+        arms = {a.arm: a for a in batch.arms if a.arm in (base, head)}
         if len(arms) < 2 or not any(a.outran_hold for a in arms.values()):
             continue
         shares = ", ".join(f"{text(name)} {words.share(a.unheld_share)}" for name, a in arms.items())
@@ -204,10 +206,10 @@ def unheld_notes(report: Report) -> list[str]:
     return notes
 
 
-def host_sentence(report: Report) -> str | None:
+def host_sentence(batches: list[BatchComparison], base: str, head: str) -> str | None:
     """The host's enqueue time per step, where it was timed: left out of the GPU-timed figures."""
-    parts = [f"{words.with_interval(change)} at batch size {b.batch_size}" for b in report.batch_sizes
-             if (change := figures.host_change(b, report.base, report.head)) is not None]
+    parts = [f"{words.with_interval(change)} at batch size {b.batch_size}" for b in batches
+             if (change := figures.host_change(b, base, head)) is not None]
     if not parts:
         return None
     return (f"{words.HOST[0].upper()}{words.HOST[1:]}, head against base: " + ", ".join(parts)

@@ -9,21 +9,22 @@ from guard.report import _words as words
 from guard.report._schema import Report
 
 
-def _forced(report: Report) -> list[tuple[BatchComparison, Agreement]]:
-    return [(b, b.agreement) for b in report.decided() if b.agreement is not None]
+def _forced(decided: list[BatchComparison]) -> list[tuple[BatchComparison, Agreement]]:
+    return [(b, b.agreement) for b in decided if b.agreement is not None]
 
 
-def agreement_sentence(report: Report) -> str:
-    """What the forcing says of the work, for a comparison that was made: exact, or noise."""
-    forced = _forced(report)
+def agreement_sentence(decided: list[BatchComparison], base: str, head: str) -> str:
+    """What the forcing says of the `decided` batch sizes' work (the mix's too), for a comparison
+    that was made: exact, or noise."""
+    forced = _forced(decided)
     if not forced or any(b.verdict == "invalid" for b, _ in forced):
         return ""
     source = text(forced[0][1].reference)
     changed = [(b.batch_size, a, arm) for b, a in forced for arm in a.arms if arm.numerics_changed]
     if changed:
         size, agreement, arm = changed[0]
-        base = agreement.arm(report.base)
-        base_most = max(base.disagreements) if base else 0
+        base_arm = agreement.arm(base)
+        base_most = max(base_arm.disagreements) if base_arm else 0
         counts = ", ".join(str(d) for d in arm.disagreements)
         return (f"Every step's input was forced from {source}, so the work is like for like. The {text(arm.arm)}'s "
                 f"arithmetic changed: {words.at_size(size)} every one of its processes disagrees with the reference "
@@ -48,13 +49,13 @@ def agreement_sentence(report: Report) -> str:
     every = [arm for _, a in forced for arm in a.arms]
     lowest = min(100 - arm.most_pct for arm in every)
     most = {name: max((arm.most_pct for arm in every if arm.arm == name), default=0.0)
-            for name in (report.base, report.head)}
+            for name in (base, head)}
     margins = next((a for _, a in forced if a.margin_floor), None)
     return (f"Every step's input was forced from {source}: forced alike, each process's own greedy tokens agree "
             f"with it on {lowest:.1f}% of steps or more, and base's own processes disagree with it as often as "
-            f"head's (up to {most[report.base]:.1f}% and {most[report.head]:.1f}%), so this is numerical noise "
+            f"head's (up to {most[base]:.1f}% and {most[head]:.1f}%), so this is numerical noise "
             "(near-ties in the argmax) and the work is like for like."
-            + (" " + _confident_note(margins, report.head) if margins else ""))
+            + (" " + _confident_note(margins, head) if margins else ""))
 
 
 def _floor_text(agreement: Agreement) -> str:
@@ -85,7 +86,7 @@ def _confident_note(agreement: Agreement, head: str) -> str:
 def agreement_reasons(report: Report) -> list[str]:
     """Why a forced comparison is not valid: an arm that ran free, or a head whose output changed."""
     reasons = []
-    for batch, agreement in _forced(report):
+    for batch, agreement in _forced(report.decided()):
         if batch.verdict != "invalid":
             continue
         size = batch.batch_size
@@ -135,34 +136,21 @@ def _changed_by_margins(report: Report, agreement: Agreement, arm: ArmAgreement)
             "compared")
 
 
-def why_invalid(report: Report) -> str | None:
-    """The forced comparison's cause of an invalid verdict, in a few words, for the title."""
-    for batch, agreement in _forced(report):
-        if batch.verdict != "invalid":
-            continue
-        if agreement.unforced:
-            return f"the {agreement.unforced[0]} arm's workload could not be forced ({words.size(batch.batch_size)})"
-        head = agreement.arm(report.head)
-        if head is not None and head.output_changed:
-            first = f", first at step {head.first_change.step}" if head.first_change else ""
-            return f"the head's output changed {words.at_size(batch.batch_size)}{first}"
-    return None
-
-
-def reference_note(report: Report) -> str:
-    """A failed reference pass: the processes ran free."""
-    if not report.workload.reference_error:
+def reference_note(error: str | None) -> str:
+    """A failed reference pass (its `error`): the processes ran free."""
+    if not error:
         return ""
-    return (f"The reference pass of base failed ({text(report.workload.reference_error)}), so no step's input was "
+    return (f"The reference pass of base failed ({text(error)}), so no step's input was "
             "forced and the tokens had to match exactly.")
 
 
-def forcing_hint(report: Report) -> str:
-    """For a free-running workload whose tokens differed, between repeats of one arm or between
-    base and head: no seed fixes that in bf16, forcing does, and it takes two lines."""
-    if report.workload.reference is not None:
+def forcing_hint(forced: bool, decided: list[BatchComparison]) -> str:
+    """For a free-running workload (not `forced`) whose tokens differed at a `decided` batch size,
+    between repeats of one arm or between base and head: no seed fixes that in bf16, forcing
+    does, and it takes two lines."""
+    if forced:
         return ""
-    differed = any(b.hash_match is False or any(a.deterministic is False for a in b.arms) for b in report.decided())
+    differed = any(b.hash_match is False or any(a.deterministic is False for a in b.arms) for b in decided)
     if not differed:
         return ""
     return ("The workload runs free, so its tokens must match exactly; in bf16 near-ties in the argmax break "

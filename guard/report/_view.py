@@ -10,8 +10,9 @@ from pydantic import BaseModel
 
 from guard._markdown import block, code, html, text
 from guard._marker import COMMENT_MARKER
-from guard.cause import location
-from guard.compare import METRICS, BatchComparison, MetricKey
+from guard.cause import CaptureChanges, location
+from guard.compare import METRICS, BatchComparison, MetricKey, Reason, Verdict
+from guard.explain import Headline
 from guard.report import _figures as figures
 from guard.report import _words as words
 from guard.report import _like_for_like as like_for_like
@@ -101,12 +102,10 @@ def build_view(report: Report, links: RunLinks | None = None) -> CommentView:
         sections.append(cause)
     return CommentView(
         title=headline, title_md=text(headline), decides=what_decides(report), sections=sections, folds=_folds(report),
-        footer=_footer(report, links), status=_status(report), annotation=_annotation(report, headline),
+        footer=_footer(report.tool_version, links),
+        status=_status(report.verdict, report.reasons, report.explanation.headline, report.gpu_timed()),
+        annotation=_annotation(report.verdict, report.reasons, headline),
     )
-
-
-def _gpu(report: Report) -> bool:
-    return report.gpu_timed()
 
 
 def _what_happened(report: Report) -> list[Block]:
@@ -115,7 +114,7 @@ def _what_happened(report: Report) -> list[Block]:
         reasons = [reason_sentence(r) for r in report.reasons] + like_for_like.agreement_reasons(report)
         blocks.append(_p("The comparison is not valid, so no timing verdict is given:"))
         blocks.append(Block(kind="bullets", lines=reasons or ["see report.json"]))
-        hint = like_for_like.forcing_hint(report)
+        hint = like_for_like.forcing_hint(report.workload.reference is not None, report.decided())
         if hint:
             blocks.append(_p(hint))
     elif report.verdict == "pass":
@@ -137,15 +136,17 @@ def _what_happened(report: Report) -> list[Block]:
     fell = report.explanation.headline.fell_out
     # a batch size out of its CUDA graphs has its own line, with the launch counts
     causes = [c for c in report.explanation.causes if not (c.kind == "no_cuda_graph" and c.batch_size in fell)]
-    said = [cause_sentence(c, _gpu(report), sized=len(report.explanation.causes) > 1) for c in causes]
+    said = [cause_sentence(c, report.gpu_timed(), sized=len(report.explanation.causes) > 1) for c in causes]
     if said:
         blocks.append(_p(" ".join(said)))
     for size in report.explanation.headline.fell_out:
-        if (line := fallout_line(report, size)) is not None:
+        section = next((t for t in report.traces if t.batch_size == size), None)
+        batch = next((b for b in report.batch_sizes if b.batch_size == size), None)
+        if (line := fallout_line(size, section, batch, report.base, report.head)) is not None:
             blocks.append(_p(line))
     for note in report.explanation.launch_notes:
-        blocks.append(_p(launch_sentence(note, _gpu(report))))
-    for note in unheld_notes(report):
+        blocks.append(_p(launch_sentence(note, report.gpu_timed())))
+    for note in unheld_notes(report.batch_sizes, report.base, report.head):
         blocks.append(_p(note))
     if report.explanation.ranks:  # what the ranks' profiled pass found, before what their timed steps say
         sized = len(report.decided()) > 1
@@ -156,7 +157,7 @@ def _what_happened(report: Report) -> list[Block]:
         blocks.append(_p(override))
     if (config := config_note(report.config_change)) is not None:
         blocks.append(_p(config.sentence))
-    if report.verdict != "invalid" and (ablated := ablation_lead(report)) is not None:
+    if report.verdict != "invalid" and (ablated := ablation_lead(report.explanation.ablations)) is not None:
         blocks.append(_p(ablated))
     if (todo := what_to_do(report)) is not None:
         blocks.append(_p(todo))
@@ -184,7 +185,7 @@ def _table(report: Report) -> Block | None:
                 continue  # its interval is wider than any effect asked about: a sentence says so
             before, after = (figures.decided_mean(b, name, metric) for name in (report.base, report.head))
             form = words.rate if metric == "tok_per_s" else words.mean_ms
-            rows.append([words.metric(metric, _gpu(report)), *at, form(before) if before else "-",
+            rows.append([words.metric(metric, report.gpu_timed()), *at, form(before) if before else "-",
                          form(after) if after else "-", words.with_interval(change) if change else "-",
                          _decides(report, b, metric)])
         counted = [figures.instructions_mean(b, name) for name in (report.base, report.head)]
@@ -239,7 +240,7 @@ def _cause_section(report: Report) -> Section | None:
                                    captured_same=report.explanation.capture_unchanged is True)
         # an ablation arm's share of the slowdown, said above, tests the inference itself
         ablated = any(a.source for a in report.arms)
-        caveat = ("" if ablation_lead(report) is not None else " Inferred from the timing; "
+        caveat = ("" if ablation_lead(report.explanation.ablations) is not None else " Inferred from the timing; "
                   + ("the ablation arms below test it." if ablated else
                      "an ablation arm undoing it (`[[arms]]` in guard.toml) would settle it."))
         blocks.append(_p(f"{sentence or ''}{caveat}"))
@@ -248,16 +249,16 @@ def _cause_section(report: Report) -> Section | None:
     return Section(heading=f"Cause ({text(_ref_text(head))})", blocks=blocks)
 
 
-def _capture_lines(report: Report) -> list[str]:
-    """Each changed hunk of capture code: where (linked), in which function, its first lines."""
-    if report.capture is None:
+def _capture_lines(capture: CaptureChanges | None, github_repo: str | None, head_sha: str, server_url: str
+                   ) -> list[str]:
+    """Each changed hunk of capture code: where (linked at the head's commit), in which
+    function, its first lines."""
+    if capture is None:
         return []
-    head = report.arm(report.head)
     places = []
-    for change in report.capture.files:
+    for change in capture.files:
         for hunk in change.hunks:
-            where = location(change, hunk.range, github_repo=report.github_repo, sha=head.sha,
-                             server_url=report.server_url)
+            where = location(change, hunk.range, github_repo=github_repo, sha=head_sha, server_url=server_url)
             scope = f" in {code(hunk.function)}" if hunk.function else ""
             diff = "; ".join(code(line) for line in hunk.excerpt[:2])
             places.append(f"{where}{scope}: {diff}" if diff else f"{where}{scope}")
@@ -288,14 +289,15 @@ def _folds(report: Report) -> list[Fold]:
         folds.append(Fold(summary=f"Profiler: where the time went at batch size {section.batch_size}", blocks=blocks))
     if (ranks_fold := _ranks_fold(report)) is not None:
         folds.append(ranks_fold)
-    if _cause_section(report) is not None and (places := _capture_lines(report)):
+    if _cause_section(report) is not None and (places := _capture_lines(
+            report.capture, report.github_repo, report.arm(report.head).sha, report.server_url)):
         folds.append(Fold(summary="The changed lines of graph capture", blocks=[Block(kind="bullets", lines=places)]))
     lines = ablation_lines(report)
     if lines:
-        folds.append(Fold(summary=f"Ablation arms: {words.metric('gpu_ms', _gpu(report))} against base",
+        folds.append(Fold(summary=f"Ablation arms: {words.metric('gpu_ms', report.gpu_timed())} against base",
                           blocks=[Block(kind="bullets", lines=lines)]))
     chart = strip_chart(report)
-    metric = words.metric("gpu_ms", _gpu(report))
+    metric = words.metric("gpu_ms", report.gpu_timed())
     if chart is not None:
         folds.append(Fold(summary=f"{metric} of every process, base beside head"
                                   + (" and the ablation arms" if any(a.source for a in report.arms) else ""), blocks=[
@@ -304,7 +306,7 @@ def _folds(report: Report) -> list[Fold]:
                "each change is of the geometric means, as in the table."),
         ]))
     if (every := _every_arm(report)) is not None:
-        host = host_sentence(report)
+        host = host_sentence(report.batch_sizes, report.base, report.head)
         folds.append(Fold(summary=EVERY_ARM,
                           blocks=[every] + ([_p(host)] if host else [])))
     if (ranks := rank_table(report)) is not None:
@@ -353,7 +355,7 @@ def _mix_fold(report: Report) -> Fold | None:
     """Capture coverage against useful work base -> head, and the mix's change split into its parts."""
     if (pair := mix_arms(report.mix, report.base, report.head)) is None:
         return None
-    gpu = _gpu(report)
+    gpu = report.gpu_timed()
     base, head = report.arm(report.base), report.arm(report.head)
     blocks = [Block(kind="table", header=["", f"base {words.short_sha(base.sha)}", f"head {words.short_sha(head.sha)}"],
                     rows=coverage_rows(pair, gpu))]
@@ -374,15 +376,15 @@ def _mix_fold(report: Report) -> Fold | None:
 def _every_arm(report: Report) -> Block | None:
     """Every arm's geometric mean over every process, with the range of its processes."""
     host = any(a.host_ms_per_step is not None for b in report.batch_sizes for a in b.arms)
-    metric = words.metric("gpu_ms", _gpu(report))
-    header = ["arm", "batch size", f"{metric} (range)", words.metric("tok_per_s", _gpu(report))] + (
+    metric = words.metric("gpu_ms", report.gpu_timed())
+    header = ["arm", "batch size", f"{metric} (range)", words.metric("tok_per_s", report.gpu_timed())] + (
         [words.HOST] if host else [])
     rows = []
     for b in report.decided():
         ordered = sorted(b.arms, key=lambda a: (a.arm != report.base, a.arm != report.head))
         for a in ordered:
             g, mean, tok = a.gpu_ms_per_step, *(figures.every_process_mean(a, m) for m in ("gpu_ms", "tok_per_s"))
-            row = [text(_label(report, report.arm(a.arm))), "mix" if b.mix else str(b.batch_size),
+            row = [text(_label(report.arm(a.arm), report.base, report.head)), "mix" if b.mix else str(b.batch_size),
                    f"{words.mean_ms(mean) if mean else '-'} ({words.mean_ms(g.min)}-{words.mean_ms(g.max)})",
                    words.rate(tok) if tok else "-"]
             if host:
@@ -400,7 +402,8 @@ def _environment_blocks(report: Report) -> list[Block]:
     if report.slow_processes is not None:
         decided = report.batch_sizes + ([report.mix_comparison] if report.mix_comparison is not None else [])
         aside = sum(len(b.set_aside) for b in decided)
-        blocks.append(_p(text(slow_processes_sentence(report.slow_processes, gpu=_gpu(report), rate_interval=False,
+        blocks.append(_p(text(slow_processes_sentence(report.slow_processes, gpu=report.gpu_timed(),
+                                                      rate_interval=False,
                                                       set_aside=aside if report.rule.sets_aside else None))))
     if swept := [a for a in report.arms if a.swept]:
         blocks.append(_p(text(words.swept_sentence([(a.name, a.swept) for a in swept]))))
@@ -441,7 +444,8 @@ def _method_blocks(report: Report) -> list[Block]:
                "per batch size.")
     lines = [f"A like-for-like greedy decode workload, {code(w.entry)}{options}: {w.warmup_steps} warmup and "
              f"{w.steps} timed steps per batch size, {processes_text(report)}, run interleaved.{tok}"]
-    lines += [s for s in (like_for_like.agreement_sentence(report), like_for_like.reference_note(report),
+    lines += [s for s in (like_for_like.agreement_sentence(report.decided(), report.base, report.head),
+                          like_for_like.reference_note(report.workload.reference_error),
                           tok_role_note(report), ranks_method(report.workload.world_size)) if s]
     if compiled := compile_cache_note(report.compile_caches, report.compiled, report.compile_filled):
         lines.append(compiled)
@@ -452,50 +456,49 @@ def _method_blocks(report: Report) -> list[Block]:
         lines.append(held)
     if uncounted := instructions_note(report, counted_somewhere=False):
         lines.append(uncounted)
-    if borrowed := borrowed_note(report.decided(), _gpu(report)):
+    if borrowed := borrowed_note(report.decided(), report.gpu_timed()):
         lines.append(borrowed)
     lines.append(
         f"{words.metric('gpu_ms', True)} from CUDA events around each step, queued ahead of its start so the host's "
         f"launch time is left out; {words.TOK} from the wall clock of a separate pass as the decode loop runs."
-        if _gpu(report) else f"No CUDA events: step times and {words.TOK} are the CPU's wall clock.")
+        if report.gpu_timed() else f"No CUDA events: step times and {words.TOK} are the CPU's wall clock.")
     return [_p(line) for line in lines]
 
 
-def _footer(report: Report, links: RunLinks | None) -> list[str]:
+def _footer(tool_version: str, links: RunLinks | None) -> list[str]:
     lines = []
     if links is not None:
         lines.append(f"report.json, this comment, the picture as SVG and the profiler traces: [the artifact]"
                      f"({links.artifact_url}) of [the run that measured]({links.run_url})."
                      if links.artifact_url else f"[The run that measured]({links.run_url}).")
-    lines.append(f"<sub>regression-guard {text(report.tool_version)}; every figure is in report.json.</sub>")
+    lines.append(f"<sub>regression-guard {text(tool_version)}; every figure is in report.json.</sub>")
     return lines
 
 
-def _status(report: Report) -> str:
-    """The commit status's description: the verdict and its deciding figure, plain."""
-    h = report.explanation.headline
-    if report.verdict == "invalid":
-        reason = reason_short(report.reasons[0]) if report.reasons else "see the comment"
+def _status(verdict: Verdict, reasons: list[Reason], h: Headline, gpu: bool) -> str:
+    """The commit status's description: the verdict and its deciding figure (the headline's), plain."""
+    if verdict == "invalid":
+        reason = reason_short(reasons[0]) if reasons else "see the comment"
         return f"invalid: {reason}"
     if h.batch_size is None or h.change is None or h.metric is None:
-        return words.verdict(report.verdict)
+        return words.verdict(verdict)
     where = words.size(h.batch_size)
-    return (f"{words.verdict(report.verdict)}: {where} {words.metric(h.metric, _gpu(report))} "
+    return (f"{words.verdict(verdict)}: {where} {words.metric(h.metric, gpu)} "
             f"{words.with_interval(h.change)}")
 
 
-def _annotation(report: Report, headline: str) -> Annotation | None:
+def _annotation(verdict: Verdict, reasons: list[Reason], headline: str) -> Annotation | None:
     found = {
         "regression": ("error", "Decode regression"),
         "invalid": ("error", "Decode comparison not valid"),
         "at_threshold": ("warning", "Decode slowdown at the threshold"),
         "inconclusive": ("warning", "Decode speed inconclusive"),
-    }.get(report.verdict)
+    }.get(verdict)
     if found is None:
         return None
     message = headline
-    if report.verdict == "invalid" and report.reasons:
-        message = "; ".join(reason_short(r) for r in report.reasons)
+    if verdict == "invalid" and reasons:
+        message = "; ".join(reason_short(r) for r in reasons)
     return Annotation(level=found[0], heading=found[1], message=message)  # type: ignore[arg-type]
 
 
@@ -505,8 +508,8 @@ def _ref_text(arm: ArmInfo) -> str:
     return short if arm.sha.startswith(arm.ref) else f"{arm.ref} {short}"
 
 
-def _label(report: Report, arm: ArmInfo) -> str:
+def _label(arm: ArmInfo, base: str, head: str) -> str:
     if arm.source is not None:  # an ablation arm
         return f"{arm.label or arm.name} ({arm.source} build {words.short_sha(arm.sha)})"
-    role = {report.head: "head", report.base: "base"}.get(arm.name, arm.name)
+    role = {head: "head", base: "base"}.get(arm.name, arm.name)
     return f"{role} ({_ref_text(arm)})"
