@@ -3,8 +3,8 @@ and the interval rule's level and account, with this run's figures."""
 
 from __future__ import annotations
 
-from guard.compare import UNDECIDED, BatchComparison, MetricKey, spent
-from guard.explain import DeviceRise
+from guard.compare import UNDECIDED, BatchComparison, MetricKey, RoundsStop, spent
+from guard.explain import DeviceRise, Headline
 from guard.measure import MOST_REPEATS, PASS_RATE, Change
 from guard.report import _words as words
 from guard.report._roles import the_threshold, threshold_text
@@ -84,14 +84,15 @@ def batch_sentence(report: Report, batch: BatchComparison, then: str = "") -> st
     cap, size = the_threshold(report, metric), words.threshold(limit(report, metric))
     after = {1: "", 2: " after its confirmation round"}.get(batch.look, f" after {batch.look - 1} confirmation rounds")
     needed = f"more than {MOST_REPEATS}" if batch.repeats_to_decide is None else f"about {batch.repeats_to_decide}"
-    decide = f"; {needed} processes per arm would decide it (this run: {_processes(report, batch)})"
+    decide = f"; {needed} processes per arm would decide it (this run: {_processes(batch, report.base, report.head)})"
     if report.verdict in UNDECIDED:  # said once, under the title (report/_todo.py)
         decide = ""
     at = f"{words.at_size(batch.batch_size).capitalize()}, {name} {moved}"
-    if batch.verdict == "regression":
-        return f"{at}, its whole interval past {cap}{_device_differs(report, batch)}{_host_work(report, batch)}{end}"
-    if batch.verdict == "improvement":
-        return f"{at}, its whole interval faster than {cap}{_device_differs(report, batch)}{end}"
+    if batch.verdict in ("regression", "improvement"):
+        device = _device_differs(batch, report.explanation.headline, report.gpu_timed())
+        if batch.verdict == "regression":
+            return f"{at}, its whole interval past {cap}{device}{_host_work(report, batch)}{end}"
+        return f"{at}, its whole interval faster than {cap}{device}{end}"
     if batch.verdict == "at_threshold":
         return f"{at}: slower, but too close to {cap} to call{after}{decide}{end}"
     if batch.verdict == "inconclusive":
@@ -105,7 +106,7 @@ _DEVICE_SAYS = {"pass": "within the threshold", "inconclusive": "too noisy to sa
                 "regression": "slower past the threshold"}
 
 
-def _device_differs(report: Report, batch: BatchComparison) -> str:
+def _device_differs(batch: BatchComparison, headline: Headline, gpu: bool) -> str:
     """Where end-to-end time or tok/s decided a batch size and GPU ms said otherwise, why the
     device figure differs: '; GPU ms per step, timed with the host's launch held out, changed
     -2.10% (too noisy to say): the difference is the host's part of each step'. An improvement
@@ -113,11 +114,11 @@ def _device_differs(report: Report, batch: BatchComparison) -> str:
     '; GPU ms per step rose 1.06% (slower past the threshold): each step computes 4 rows where
     base computed 3 (padding), and still takes less time than base's'."""
     device = batch.gpu_ms_bounds
-    if (not report.gpu_timed() or batch.decided_by not in ("end_to_end_ms", "tok_per_s") or device is None
+    if (not gpu or batch.decided_by not in ("end_to_end_ms", "tok_per_s") or device is None
             or batch.gpu_ms_verdict in (None, batch.verdict)):
         return ""
-    rise = report.explanation.headline.device_rise
-    if rise is not None and report.explanation.headline.batch_size == batch.batch_size:
+    rise = headline.device_rise
+    if rise is not None and headline.batch_size == batch.batch_size:
         return (f"; {words.metric('gpu_ms', True)} rose {words.pct(rise.gpu_ms.pct).lstrip('+')} "
                 f"({_DEVICE_SAYS[batch.gpu_ms_verdict]}): {_more_work(rise)}, and the step still takes less time "
                 "than base's")
@@ -151,8 +152,8 @@ def _host_work(report: Report, batch: BatchComparison) -> str:
             "where the host bounds the step")
 
 
-def _processes(report: Report, batch: BatchComparison) -> int:
-    return min((a.repeats for a in batch.arms if a.arm in (report.base, report.head)), default=0)
+def _processes(batch: BatchComparison, base: str, head: str) -> int:
+    return min((a.repeats for a in batch.arms if a.arm in (base, head)), default=0)
 
 
 def pass_sentence(report: Report) -> str:
@@ -174,12 +175,11 @@ def pass_sentence(report: Report) -> str:
     return sentence
 
 
-def ruled_out_sentence(report: Report) -> str | None:
-    """For an undecided run: the batch sizes that were decided."""
-    passed = [b.batch_size for b in report.batch_sizes if b.verdict in ("pass", "improvement")]
+def ruled_out_sentence(batches: list[BatchComparison], mix: BatchComparison | None) -> str | None:
+    """For an undecided run: the batch sizes (and the `mix`) that were decided."""
+    passed = [b.batch_size for b in batches if b.verdict in ("pass", "improvement")]
     places = ([f"at {words.sizes(passed)}"] if passed else []) + (
-        ["over the batch-size mix"] if report.mix_comparison is not None
-        and report.mix_comparison.verdict in ("pass", "improvement") else [])
+        ["over the batch-size mix"] if mix is not None and mix.verdict in ("pass", "improvement") else [])
     return f"A slowdown of the threshold is ruled out {' and '.join(places)}." if places else None
 
 
@@ -230,7 +230,7 @@ def rule_note(report: Report) -> str:
         f"the threshold. {split}So a regression that is not there is called at most {words.level(report.alpha)} of "
         f"the time, as is an improvement; all the bounds hold together at least {words.level(1 - 2 * report.alpha)} "
         f"of the time. " + _felt_note(report) + " "
-        + _rounds_note(report)
+        + _rounds_note(report.looks, report.rounds_stopped, report.confirm_budget_s)
         + "is at threshold (a slowdown is shown, its size against the threshold is not) or inconclusive (no change "
         "and the threshold both fit). Intervals from Welch's t on log times"
         + (", or Student's t where the calibrated spread was pooled in (below)"
@@ -263,14 +263,14 @@ def _source(report: Report, metric: MetricKey) -> str:
     return ", what the calibration says this runner resolves" if decided and decided.source == "calibrated" else ""
 
 
-def _rounds_note(report: Report) -> str:
-    """How the rule note says what a batch size left open gets."""
-    looks = report.looks
+def _rounds_note(looks: int, stopped: RoundsStop | None, budget_s: float | None) -> str:
+    """How the rule note says what a batch size left open gets, in a run of `looks` rounds at
+    most (`stopped`: why it took no more; None before rounds adapted)."""
     if looks == 1:
         return "A batch size left open "
-    if report.rounds_stopped is None and looks == 2:  # a report from before rounds adapted
+    if stopped is None and looks == 2:  # a report from before rounds adapted
         return "A batch size left open gets one confirmation round; one still open after it "
-    budget = f" while each fits the {report.confirm_budget_s:g} s budget" if report.confirm_budget_s is not None else ""
+    budget = f" while each fits the {budget_s:g} s budget" if budget_s is not None else ""
     return (f"A batch size left open gets up to {words.plural(looks - 1, 'more round')} of processes{budget}; "
             "one still open after them ")
 

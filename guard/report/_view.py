@@ -124,7 +124,8 @@ def _what_happened(report: Report) -> list[Block]:
         then = mix_lead(found) if found is not None and found.cause is not None else ""  # what carries it
         lines = [s for s in [felt_sentence(report)] if s]  # what the user feels, first
         lines += [s for b in report.decided() if (s := batch_sentence(report, b, then if b.mix else ""))]
-        if report.verdict in ("at_threshold", "inconclusive") and (ruled := ruled_out_sentence(report)):
+        ruled = ruled_out_sentence(report.batch_sizes, report.mix_comparison)
+        if report.verdict in ("at_threshold", "inconclusive") and ruled:
             lines.append(ruled)
         blocks.append(_p(" ".join(lines)))
     if report.verdict != "invalid" and (table := _table(report)) is not None:
