@@ -351,7 +351,8 @@ def test_a_report_of_an_older_schema_is_refused_before_anything_is_posted(api: G
         assert proc.returncode == 2, proc.stderr
         (line,) = proc.stderr.splitlines()
         assert line == (f"guard: error: {path} is a report of schema_version 2; this guard reads schema_version "
-                        "5, 6, 7, 8, 9, 10, 11, 12 and 13 only: re-run the guard (`guard run`) to get a report it reads")
+                        "5, 6, 7, 8, 9, 10, 11, 12 and 13 only: re-run the guard (`guard run`) to get a report it "
+                        "reads")
     assert api.requests() == [] and not (tmp_path / "summary.md").exists()
 
 
