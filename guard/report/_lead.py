@@ -62,7 +62,7 @@ def felt_sentence(report: Report) -> str | None:
     how = "end to end" if metric == "end_to_end_ms" else f"in {words.TOK}"
     return (f"{words.at_size(h.batch_size).capitalize()}, decode is {words.slower(change, metric)} slower {how}: "
             f"{words.metric(metric, report.gpu_timed())} {_moved(change, metric)} ({words.interval(change)}), its "
-            f"whole interval past {the_threshold(report, metric)}.")
+            f"whole interval past {the_threshold(report.rule, metric, report.gpu_timed())}.")
 
 
 def _moved(change: Change, metric: MetricKey) -> str:
@@ -81,7 +81,7 @@ def batch_sentence(report: Report, batch: BatchComparison, then: str = "") -> st
     name = words.metric(metric, report.gpu_timed())
     slowdown = -change.pct if metric == "tok_per_s" else change.pct
     moved = _moved(change, metric) if slowdown > 0 else f"changed {words.pct(change.pct)}"
-    cap, size = the_threshold(report, metric), words.threshold(limit(report, metric))
+    cap, size = the_threshold(report.rule, metric, report.gpu_timed()), words.threshold(limit(report, metric))
     after = {1: "", 2: " after its confirmation round"}.get(batch.look, f" after {batch.look - 1} confirmation rounds")
     needed = f"more than {MOST_REPEATS}" if batch.repeats_to_decide is None else f"about {batch.repeats_to_decide}"
     decide = f"; {needed} processes per arm would decide it (this run: {_processes(batch, report.base, report.head)})"
@@ -225,7 +225,8 @@ def rule_note(report: Report) -> str:
                  f"{words.plural(n, 'batch size')}{mixed}). ")
     return (
         f"A batch size is a regression when the lower bound of its slowdown is above the threshold "
-        f"({words.threshold(report.threshold_pct)} in {gpu}, {threshold_text(report, 'tok_per_s')} in "
+        f"({words.threshold(report.threshold_pct)} in {gpu}, "
+        f"{threshold_text(report.rule, 'tok_per_s', report.gpu_timed())} in "
         f"{words.TOK}), a pass when the upper bound is under it, an improvement when the upper bound is under minus "
         f"the threshold. {split}So a regression that is not there is called at most {words.level(report.alpha)} of "
         f"the time, as is an improvement; all the bounds hold together at least {words.level(1 - 2 * report.alpha)} "
@@ -243,17 +244,20 @@ def _felt_note(report: Report) -> str:
     """How the rule note says what the user feels decides: from rule 5 first, at its own
     threshold; before, only where the run could detect its threshold."""
     end = report.rule.end_to_end_ms is not None and report.gpu_timed()
+    # end-to-end ms's threshold only where the rule decides it (a report before schema 7 has none)
+    end_threshold = threshold_text(report.rule, "end_to_end_ms", True) if end else ""
+    tok_threshold = threshold_text(report.rule, "tok_per_s", report.gpu_timed())
     if report.rule.felt_gates:
         felt = (f"{words.END_TO_END} (unheld, the host's launch time included; "
-                f"{threshold_text(report, 'end_to_end_ms')}{_source(report, 'end_to_end_ms')}) and " if end else "")
-        return (f"What the user feels decides first: {felt}{words.TOK} ({threshold_text(report, 'tok_per_s')}"
+                f"{end_threshold}{_source(report, 'end_to_end_ms')}) and " if end else "")
+        return (f"What the user feels decides first: {felt}{words.TOK} ({tok_threshold}"
                 f"{_source(report, 'tok_per_s')}) always decide; a slowdown they show is a regression whatever "
                 f"{words.metric('gpu_ms', report.gpu_timed())} says, a speed-up they show an improvement, and one "
                 "they cannot rule out keeps the batch size open; where they decide no direction, "
                 f"{words.metric('gpu_ms', report.gpu_timed())} (and host instructions, where counted) decide.")
     return (f"{words.TOK.capitalize()} decides only where this run's processes could detect its threshold"
             + (f"; so does {words.END_TO_END} (unheld, the host's launch time included; "
-               f"{threshold_text(report, 'end_to_end_ms')}), which otherwise decides a slowdown whose whole "
+               f"{end_threshold}), which otherwise decides a slowdown whose whole "
                "interval is past it" if end else "") + ".")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from guard._markdown import visible
-from guard.compare import MetricKey
+from guard.compare import BatchComparison, MetricKey
 from guard.report import _words as words
 from guard.report._reason_text import reason_short
 from guard.report._roles import the_threshold
@@ -61,7 +61,7 @@ def _parts(report: Report) -> tuple[str, list[str]]:
     fell = [f"; decode fell out of CUDA graphs at {words.sizes(h.fell_out)}"] if h.fell_out else []
     if h.verdict == "invalid":
         first = report.reasons[0] if report.reasons else None
-        why = reason_short(first) if first else _invalid_batch(report)
+        why = reason_short(first) if first else _invalid_batch(report.decided(), report.head)
         return "Invalid comparison for {change}: " + _braces(why), []
     if h.batch_size is None or h.change is None or h.metric is None:
         return f"Decode speed with {{change}}: {words.verdict(h.verdict)}", fell
@@ -92,7 +92,7 @@ def _parts(report: Report) -> tuple[str, list[str]]:
             return f"Decode {gain} faster end to end {at} with {{change}}", fell
         return f"Decode {gain} faster {at}{by} with {{change}}", fell
     if h.verdict == "at_threshold":  # shown, and not told from the threshold: not ruled out
-        return (f"Decode slowdown at {the_threshold(report, h.metric)}, not ruled "
+        return (f"Decode slowdown at {the_threshold(report.rule, h.metric, report.gpu_timed())}, not ruled "
                 f"out: {words.pct(h.change.pct)} {name} {at} with {{change}}"), capture + fell
     if h.verdict == "inconclusive":
         return f"Decode speed inconclusive with {{change}}: {name} too noisy {at}", fell
@@ -106,17 +106,17 @@ def _by(metric: MetricKey) -> str:
     return " in tok/s" if metric == "tok_per_s" else ""  # step time is what "slower" means otherwise
 
 
-def _invalid_batch(report: Report) -> str:
+def _invalid_batch(decided: list[BatchComparison], head: str) -> str:
     """An invalid batch size without a reason of its own: the forced comparison's."""
-    for batch in report.decided():
+    for batch in decided:
         if batch.verdict != "invalid" or batch.agreement is None:
             continue
         if batch.agreement.unforced:
             arm = batch.agreement.unforced[0]
             return f"the {arm} arm's workload could not be forced ({words.size(batch.batch_size)})"
-        head = batch.agreement.arm(report.head)
-        if head is not None and head.output_changed:
-            first = f", first at step {head.first_change.step}" if head.first_change else ""
+        changed = batch.agreement.arm(head)
+        if changed is not None and changed.output_changed:
+            first = f", first at step {changed.first_change.step}" if changed.first_change else ""
             return f"the head's output changed {words.at_size(batch.batch_size)}{first}"
     return "see the reasons in the comment"
 

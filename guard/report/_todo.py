@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from guard.compare import UNDECIDED
+from guard.compare import UNDECIDED, BatchComparison
 from guard.config import MIN_REPEATS
 from guard.measure import MOST_REPEATS
 from guard.report import _words as words
@@ -22,7 +22,7 @@ def what_to_do(report: Report) -> str | None:
     """None for a pass or an improvement: nothing is asked of the reader; none for an undecided
     run, whose line is under the title (`what_decides`); nor where a commit is not a plain hex
     sha (a report read back is data: its strings go into no command)."""
-    again = _again(report)
+    again = _again(report.arm(report.base).sha, report.arm(report.head).sha)
     if again is None:
         return None
     if report.verdict == "regression":
@@ -50,12 +50,12 @@ def what_decides(report: Report) -> str | None:
     or the command line); None for a run that decided."""
     if report.verdict not in UNDECIDED:
         return None
-    n, ran = repeats_to_decide(report), _this_run(report)
+    n, ran = repeats_to_decide(report), _this_run(report.decided(), report.base, report.head)
     calibrate = _calibrate_clause(report)
     if n is None:
         return (f"**Needs more than {MOST_REPEATS} processes per arm to decide** (this run: {ran}) at this spread: "
                 f"run it on a quieter runner{calibrate}.")
-    again = _again(report)
+    again = _again(report.arm(report.base).sha, report.arm(report.head).sha)
     local = f", or run `{again} --repeats {n}`" if again is not None else ""
     return (f"**Needs about {n} processes per arm to decide** (this run: {ran}): run it on a quieter runner, or "
             f"comment `/guard run --repeats {n}` where the service runs{local}{calibrate}.")
@@ -86,17 +86,16 @@ def _calibrate_clause(report: Report) -> str:
     metric, resolved = max(found.items(), key=lambda item: item[1])
     name = words.END_TO_END if metric == "end_to_end_ms" else words.TOK
     return (f", or calibrate the runner (`guard calibrate`): {name} resolves about {resolved:.2g}% here at "
-            f"{_this_run(report)} processes per arm, and a run then holds it there")
+            f"{_this_run(report.decided(), report.base, report.head)} processes per arm, and a run then holds it there")
 
 
-def _this_run(report: Report) -> int:
+def _this_run(decided: list[BatchComparison], base: str, head: str) -> int:
     """The processes per arm this run had where it left a batch size undecided (the fewest)."""
-    return min((a.repeats for b in report.decided() if b.undecided for a in b.arms
-                if a.arm in (report.base, report.head)), default=0)
+    return min((a.repeats for b in decided if b.undecided for a in b.arms if a.arm in (base, head)), default=0)
 
 
-def _again(report: Report) -> str | None:
-    shas = [report.arm(report.base).sha, report.arm(report.head).sha]
+def _again(base_sha: str, head_sha: str) -> str | None:
+    shas = [base_sha, head_sha]
     if not all(re.fullmatch(r"[0-9a-f]{7,64}", sha) for sha in shas):
         return None
     return _AGAIN.format(base=shas[0][:12], head=shas[1][:12])

@@ -12,6 +12,7 @@ from guard._markdown import block, code, html, text
 from guard._marker import COMMENT_MARKER
 from guard.cause import CaptureChanges, location
 from guard.compare import METRICS, BatchComparison, MetricKey, Reason, Verdict
+from guard.config import Rule
 from guard.explain import Headline
 from guard.report import _figures as figures
 from guard.report import _words as words
@@ -188,7 +189,7 @@ def _table(report: Report) -> Block | None:
             form = words.rate if metric == "tok_per_s" else words.mean_ms
             rows.append([words.metric(metric, report.gpu_timed()), *at, form(before) if before else "-",
                          form(after) if after else "-", words.with_interval(change) if change else "-",
-                         _decides(report, b, metric)])
+                         _decides(b, metric, report.rule)])
         counted = [figures.instructions_mean(b, name) for name in (report.base, report.head)]
         if b.instructions_change is not None and counted[0] and counted[1]:
             rows.append([words.INSTRUCTIONS, *at, words.instructions(counted[0]), words.instructions(counted[1]),
@@ -202,11 +203,11 @@ def _table(report: Report) -> Block | None:
     return Block(kind="table", header=header, rows=rows)
 
 
-def _decides(report: Report, batch: BatchComparison, metric: MetricKey) -> str:
+def _decides(batch: BatchComparison, metric: MetricKey, rule: Rule) -> str:
     """'yes' where the metric gates; where its noise cannot rule its threshold out, it decides
     only a change whose whole interval is past the threshold: 'if past 1%'."""
     gates = {"gpu_ms": True, "tok_per_s": batch.tok_per_s_gates, "end_to_end_ms": batch.end_to_end_gates}[metric]
-    return "yes" if gates else f"if past {words.threshold(limit(report, metric))}"
+    return "yes" if gates else f"if past {words.threshold(rule.pct(metric))}"
 
 
 def _table_note(report: Report) -> str:
@@ -453,7 +454,7 @@ def _method_blocks(report: Report) -> list[Block]:
     lines.append(rule_note(report))
     if report.verdict not in ("pass", "inconclusive") and (caught := caught_sentence(report)) is not None:
         lines.append(caught)
-    if held := held_note(report):
+    if held := held_note(report.rule, report.gpu_timed()):
         lines.append(held)
     if uncounted := instructions_note(report, counted_somewhere=False):
         lines.append(uncounted)
