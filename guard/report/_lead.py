@@ -4,6 +4,7 @@ and the interval rule's level and account, with this run's figures."""
 from __future__ import annotations
 
 from guard.compare import UNDECIDED, BatchComparison, MetricKey, RoundsStop, spent
+from guard.config import Rule
 from guard.explain import DeviceRise, Headline
 from guard.measure import MOST_REPEATS, PASS_RATE, Change
 from guard.report import _words as words
@@ -27,7 +28,7 @@ def bounds_level(report: Report) -> str:
             grouped.setdefault(_levels(sorted(alphas, reverse=True)), []).append(named)
         return ", ".join(f"{level} for {words.listed(names)}" for level, names in grouped.items())
     used = sorted({b.alpha_per_look for b in report.decided() if b.alpha_per_look is not None}, reverse=True)
-    return _levels(used or [_alpha_per_look(report)])
+    return _levels(used or [_alpha_per_look(report.rule)])
 
 
 def _levels(alphas: list[float]) -> str:
@@ -36,14 +37,10 @@ def _levels(alphas: list[float]) -> str:
     return levels[0] if len(levels) == 1 else f"{levels[0]} to {levels[-1]}"
 
 
-def _alpha_per_look(report: Report) -> float:
-    """Each bound's error at the first look (later looks' are in their batch sizes' rows)."""
-    rule = report.rule  # at its first look; a report without a batch size counts one, as a run decides one at least
+def _alpha_per_look(rule: Rule) -> float:
+    """Each bound's error at the first look (later looks' are in their batch sizes' rows): a
+    report without a batch size counts one, as a run decides one at least."""
     return rule.model_copy(update={"decided_sizes": max(1, rule.decided_sizes)}).alpha_per_look
-
-
-def limit(report: Report, metric: MetricKey) -> float:
-    return report.rule.pct(metric)
 
 
 def shown(batch: BatchComparison, metric: MetricKey) -> Change | None:
@@ -81,7 +78,7 @@ def batch_sentence(report: Report, batch: BatchComparison, then: str = "") -> st
     name = words.metric(metric, report.gpu_timed())
     slowdown = -change.pct if metric == "tok_per_s" else change.pct
     moved = _moved(change, metric) if slowdown > 0 else f"changed {words.pct(change.pct)}"
-    cap, size = the_threshold(report.rule, metric, report.gpu_timed()), words.threshold(limit(report, metric))
+    cap, size = the_threshold(report.rule, metric, report.gpu_timed()), words.threshold(report.rule.pct(metric))
     after = {1: "", 2: " after its confirmation round"}.get(batch.look, f" after {batch.look - 1} confirmation rounds")
     needed = f"more than {MOST_REPEATS}" if batch.repeats_to_decide is None else f"about {batch.repeats_to_decide}"
     decide = f"; {needed} processes per arm would decide it (this run: {_processes(batch, report.base, report.head)})"
@@ -146,7 +143,7 @@ def _host_work(report: Report, batch: BatchComparison) -> str:
     if batch.decided_by != "instructions" or felt is None or batch.end_to_end_verdict in (None, "regression"):
         return ""
     # a pass of a figure that does not gate may still hold the threshold: then it could not say
-    noisy = batch.end_to_end_verdict == "pass" and felt.ci_high_pct >= limit(report, "end_to_end_ms")
+    noisy = batch.end_to_end_verdict == "pass" and felt.ci_high_pct >= report.rule.pct("end_to_end_ms")
     says = _DEVICE_SAYS["inconclusive" if noisy else batch.end_to_end_verdict]
     return (f"; {words.END_TO_END} changed {words.pct(felt.pct)} ({says}): the host does more work per step, felt "
             "where the host bounds the step")
@@ -162,10 +159,10 @@ def pass_sentence(report: Report) -> str:
     gates = all(b.tok_per_s_gates for b in report.decided())
     ruled = f"{words.threshold(report.threshold_pct)} in {words.metric('gpu_ms', gpu)}"
     if gates and report.rule.felt_gates and gpu and report.rule.end_to_end_ms is not None:
-        ruled += (f", {words.threshold(limit(report, 'end_to_end_ms'))} in {words.END_TO_END} and "
-                  f"{words.threshold(limit(report, 'tok_per_s'))} in {words.TOK}")
+        ruled += (f", {words.threshold(report.rule.pct('end_to_end_ms'))} in {words.END_TO_END} and "
+                  f"{words.threshold(report.rule.pct('tok_per_s'))} in {words.TOK}")
     elif gates:
-        ruled += f" and {words.threshold(limit(report, 'tok_per_s'))} in {words.TOK}"
+        ruled += f" and {words.threshold(report.rule.pct('tok_per_s'))} in {words.TOK}"
     over = " or over the batch-size mix" if report.mix_comparison is not None else ""
     sentence = f"No slowdown of {ruled} at any batch size measured{over}: every upper bound is under it."
     h = report.explanation.headline
@@ -204,7 +201,7 @@ def processes_text(report: Report) -> str:
 
 def rule_note(report: Report) -> str:
     """The method fold's account of the rule, with this run's figures."""
-    each = f"{_alpha_per_look(report) * 100:.3g}%"
+    each = f"{_alpha_per_look(report.rule) * 100:.3g}%"
     looks, n = report.looks, len(report.batch_sizes)
     mixed = " and the batch-size mix" if report.mix_comparison is not None else ""
     gpu = words.metric("gpu_ms", report.gpu_timed())
@@ -249,9 +246,9 @@ def _felt_note(report: Report) -> str:
     tok_threshold = threshold_text(report.rule, "tok_per_s", report.gpu_timed())
     if report.rule.felt_gates:
         felt = (f"{words.END_TO_END} (unheld, the host's launch time included; "
-                f"{end_threshold}{_source(report, 'end_to_end_ms')}) and " if end else "")
+                f"{end_threshold}{_source(report.rule, 'end_to_end_ms')}) and " if end else "")
         return (f"What the user feels decides first: {felt}{words.TOK} ({tok_threshold}"
-                f"{_source(report, 'tok_per_s')}) always decide; a slowdown they show is a regression whatever "
+                f"{_source(report.rule, 'tok_per_s')}) always decide; a slowdown they show is a regression whatever "
                 f"{words.metric('gpu_ms', report.gpu_timed())} says, a speed-up they show an improvement, and one "
                 "they cannot rule out keeps the batch size open; where they decide no direction, "
                 f"{words.metric('gpu_ms', report.gpu_timed())} (and host instructions, where counted) decide.")
@@ -261,9 +258,9 @@ def _felt_note(report: Report) -> str:
                "interval is past it" if end else "") + ".")
 
 
-def _source(report: Report, metric: MetricKey) -> str:
+def _source(rule: Rule, metric: MetricKey) -> str:
     """', what the calibration says this runner resolves' where the metric's threshold is the calibration's."""
-    decided = report.rule.thresholds().get(metric)
+    decided = rule.thresholds().get(metric)
     return ", what the calibration says this runner resolves" if decided and decided.source == "calibrated" else ""
 
 

@@ -26,7 +26,7 @@ from guard.report._chart import strip_chart
 from guard.report._compiled_text import compiled_line
 from guard.report._config_change import config_note
 from guard.report._lead import (
-    batch_sentence, bounds_level, caught_sentence, felt_sentence, limit, pass_sentence, processes_text,
+    batch_sentence, bounds_level, caught_sentence, felt_sentence, pass_sentence, processes_text,
     ruled_out_sentence, rule_note, shown,
 )
 from guard.report._links import RunLinks
@@ -194,7 +194,7 @@ def _table(report: Report) -> Block | None:
         if b.instructions_change is not None and counted[0] and counted[1]:
             rows.append([words.INSTRUCTIONS, *at, words.instructions(counted[0]), words.instructions(counted[1]),
                          words.with_interval(b.instructions_change),
-                         f"if up past {words.threshold(limit(report, 'instructions'))}"
+                         f"if up past {words.threshold(report.rule.pct('instructions'))}"
                          if report.rule.decides_instructions else "no"])
     if not rows:
         return None
