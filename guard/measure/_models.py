@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from guard.harness import REFERENCE_FORMAT
 from guard.measure._compiled import DynamoRecord
 
 
@@ -306,7 +307,6 @@ class ArmMeasurement(BaseModel):
     clock_misfit: ClockMisfit | None = None  # the failure was the guard's clock refusing a process
 
 
-REFERENCE_FORMAT = "regression-guard reference tokens"  # harness/run.py checks the same string
 # Where a reference came from, as the comment names it: "base 1a2b3c4d" or a repository path.
 # Letters, digits and . _ / - only, so a name read back from a report or a config cannot
 # carry markdown (a link, an image, a heading) into the comment.
