@@ -1,4 +1,5 @@
-"""What one harness process reports, as typed data (the JSON written by harness/run.py)."""
+"""What one harness process reports, as typed data: the JSON the harness writes, its names those of
+`Result` in harness/_protocol.py (tests/test_protocol.py holds these models to them)."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ class RankRun(BaseModel):
 
 class BatchRun(BaseModel):
     """One batch size in one process: a warmup, then timed passes of `steps` decode steps each
-    (harness/run.py, `run_batch`)."""
+    (harness/_passes.py, `run_batch`)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -180,7 +181,7 @@ class StepInfo(BaseModel):
 
 
 class MixRun(BaseModel):
-    """The batch-size mix pass of one process (harness/run.py, `run_mix`). Its steps' sizes are
+    """The batch-size mix pass of one process (harness/_mix_passes.py, `run_mix`). Its steps' sizes are
     not taken from it: the guard draws the same schedule (harness/_mix.py) and reads the step
     times against it."""
 
