@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from guard.harness import draw_schedule, pass_lengths
-from guard.harness.run import run_batch
+from guard.harness import Spec, draw_schedule, pass_lengths
+from guard.harness._protocol import wire
+from guard.harness._passes import Process, run_batch
 from guard.measure import ArmMeasurement, ArmTarget, BatchRun, HarnessSpec, run_interleaved
 from guard.measure._figures import batch_figures
 from tests.step_clock import Clock, installed
@@ -48,8 +49,10 @@ def test_a_stall_every_32_steps_adds_its_share_of_the_mean_to_the_figures(monkey
     # it, on a clock only the steps move; windows of 20 ms leave most without a stall, so a
     # median of their rates would not move
     clock = installed(monkeypatch)
-    written = run_batch(Stalling(True, clock), None, BATCH, STEPS, 0, tok_per_s_min_s=0.3, window_s=0.02)
-    run = batch_figures(BatchRun.model_validate(written))
+    spec = Spec(entry="wl.py:make", root=".", batch_sizes=[BATCH], steps=STEPS, warmup_steps=0, tok_per_s_min_s=0.3,
+                tok_per_s_window_s=0.02)
+    written = run_batch(Process(Stalling(True, clock), None, spec), BATCH)
+    run = batch_figures(BatchRun.model_validate(wire(written)))
     # tok/s over whole passes, each with its stalls: 64 steps of 1 ms and two of 50 ms more make
     # 164 ms a pass, so two passes reach the 0.3 s asked for
     assert run.timed_passes == 2

@@ -294,7 +294,7 @@ def test_no_warmup_records_the_first_generated_token(
 
 
 def test_hold_covers_twice_the_slow_launches_within_bounds() -> None:
-    from guard.harness.run import HOLD_MAX_US, HOLD_MIN_US, hold_us_for
+    from guard.harness._timed import HOLD_MAX_US, HOLD_MIN_US, hold_us_for
 
     assert hold_us_for([10.0] * 20) == HOLD_MIN_US  # fast launches: the floor
     assert hold_us_for([30.0] * 18 + [200.0, 400.0]) == 400.0  # the 90th percentile, doubled
@@ -311,7 +311,7 @@ def test_profiled_pass_writes_a_step_ranged_trace_and_times_its_parts(tmp_path: 
     import torch
 
     from guard.engine import make
-    from guard.harness.run import profile_batch
+    from guard.harness._profile import profile_batch
 
     seen: list[str] = []
     workload = make(layers=2, max_len=128)

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from guard.harness._host import settled, window_rates, windows
-from guard.harness.run import run_batch
+from guard.harness import Spec
+from guard.harness._passes import Process, run_batch
+from guard.harness._protocol import wire
 from guard.measure import HostUsage, RepeatResult
 from tests.step_clock import Clock, installed
 from tests.test_harness import REPO_ROOT, engine_spec, file_spec, run_harness
@@ -190,6 +192,13 @@ class Steady:
         return [1] * self.batch
 
 
+def one_batch(workload: Any, batch_size: int, steps: int, warmup_steps: int, **given: Any) -> dict[str, Any]:
+    """`run_batch` in this process (no torch), its record as the result file holds it."""
+    spec = Spec(entry="wl.py:make", root=".", batch_sizes=[batch_size], steps=steps, warmup_steps=warmup_steps,
+                **given)
+    return wire(run_batch(Process(workload, None, spec), batch_size))
+
+
 def test_tok_per_s_is_the_timed_steps_rate_and_a_pass_under_a_window_is_one_window(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process on the step clock, exact where the tests above, in a process of its own, hold
@@ -197,13 +206,13 @@ def test_tok_per_s_is_the_timed_steps_rate_and_a_pass_under_a_window_is_one_wind
     a setup or a lead-in step."""
     clock = installed(monkeypatch)
     for batch_size in (1, 2):
-        run = run_batch(Steady(clock), None, batch_size, 10, 1, tok_per_s_min_s=0.5, window_s=0.1)
+        run = one_batch(Steady(clock), batch_size, 10, 1, tok_per_s_min_s=0.5, tok_per_s_window_s=0.1)
         assert run["timed_passes"] == 10  # 50 ms a pass, until 0.5 s
         assert run["tok_per_s"] == pytest.approx(batch_size / 0.005, rel=1e-9)
         rates = run["tok_per_s_windows"]  # of 0.1 s or more each, all alike
         assert len(rates) >= 4 and rates == [pytest.approx(batch_size / 0.005, rel=1e-9)] * len(rates)
         # one pass of 50 ms: a pass shorter than a window is one window, its tok/s over its own time
-        run = run_batch(Steady(clock), None, batch_size, 10, 0)
+        run = one_batch(Steady(clock), batch_size, 10, 0)
         assert run["timed_passes"] == 1
         assert run["tok_per_s_windows"] == [pytest.approx(batch_size * 10 / 0.05, rel=1e-9)]
 
@@ -265,7 +274,7 @@ class Ramp:
 def test_the_warmup_lasts(monkeypatch: pytest.MonkeyPatch, ramp: int, tok_per_s_min_s: float, warmup_max_s: float,
                           warmup_s: tuple[float, float], is_settled: bool, first_call: int) -> None:
     clock = installed(monkeypatch)
-    run = run_batch(Ramp(ramp, clock), None, 1, 20, 0, tok_per_s_min_s=tok_per_s_min_s, warmup_max_s=warmup_max_s)
+    run = one_batch(Ramp(ramp, clock), 1, 20, 0, tok_per_s_min_s=tok_per_s_min_s, warmup_max_s=warmup_max_s)
     assert warmup_s[0] <= run["warmup_s"] <= warmup_s[1]
     assert run["warmup_settled"] is is_settled
     assert min(row[0] for row in run["tokens"]) >= first_call

@@ -5,6 +5,7 @@ Real harness processes of the reference engine on a CPU, in float32 and bf16."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ from guard.compare import agreement
 from guard.engine import make as make_engine
 from guard.measure import MARGIN_FLOOR_ULPS, ArmTarget, BatchRun, HarnessSpec, ReferenceTokens, RepeatResult, ulp
 from guard.measure._disagreements import with_disagreements
-from guard.measure._reference import _ReferenceRun, _top_logits, forced_spec, make_reference
+from guard.harness._protocol import ReferenceRun
+from guard.measure._reference import _top_logits, forced_spec, make_reference
 from guard.measure._runner import run_interleaved
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -153,14 +155,14 @@ def test_disagreements_only_at_tiny_margins_are_noise_and_without_margins_the_co
 
 
 def test_a_workloads_margins_are_data_checked_and_bad_ones_lose_only_the_margins() -> None:
-    good = _ReferenceRun(batch_size=1, tokens=[[3]], top_logits=[[[2.0, 1.0]]], logits_dtype="bfloat16")
+    good = ReferenceRun(batch_size=1, tokens=[[3]], sha256="", top_logits=[[[2.0, 1.0]]], logits_dtype="bfloat16")
     top, error = _top_logits([good])
     assert error is None and top is not None and top.batch_sizes[1] == [[(2.0, 1.0)]]
-    assert _top_logits([_ReferenceRun(batch_size=1, tokens=[[3]])]) == (None, None)  # no step_logits()
+    assert _top_logits([ReferenceRun(batch_size=1, tokens=[[3]], sha256="")]) == (None, None)  # no step_logits()
     for bad in ([[[float("nan"), 1.0]]], [[[1.0, 2.0]]], [[[1e30, 1.0]]], [["x", 1.0]], {"a": 1}):
-        top, error = _top_logits([good.model_copy(update={"top_logits": bad})])
+        top, error = _top_logits([replace(good, top_logits=bad)])
         assert top is None and error, bad
-    assert _top_logits([good.model_copy(update={"logits_dtype": "int8"})])[0] is None
+    assert _top_logits([replace(good, logits_dtype="int8")])[0] is None
     with pytest.raises(ValueError, match="one pair per id"):
         ReferenceTokens(source="t", batch_sizes={1: [[3], [4]]},
                         top_logits={"dtype": "float32", "batch_sizes": {1: [[(2.0, 1.0)]]}})

@@ -8,13 +8,14 @@ import math
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from guard._errors import ConfigError
 from guard.config import CommitFiles, parse_config
-from guard.harness import draw_schedule
+from guard.harness import Spec, draw_schedule
 from guard.measure import (
     ArmTarget, HarnessSpec, MixRun, StepInfo, imbalance_of, make_reference, mix_report, parse_mix_file,
     run_interleaved, with_mix_file,
@@ -122,10 +123,13 @@ def test_two_processes_draw_one_schedule(tmp_path: Path) -> None:
     # run.py as the arm's process loads it: by path, isolated (-I), drawing from the JSON spec
     code = ("import importlib.util, json, sys; s = importlib.util.spec_from_file_location('r', sys.argv[1]); "
             "r = importlib.util.module_from_spec(s); s.loader.exec_module(r); "
-            "print(json.dumps(r.mix_schedule(json.loads(sys.argv[2]))))")
+            "from _guard_harness._mix_passes import mix_schedule; from _guard_harness._protocol import read_spec; "
+            "print(json.dumps(mix_schedule(read_spec(sys.argv[2]))))")
+    fields = {"batch_mix", "batch_mix_seed", "warmup_steps", "steps", "batch_sizes", "entry", "profile_steps"}
+    wired = json.dumps(asdict(Spec(root=".", **spec.model_dump(include=fields))))
     drawn = [
         json.loads(subprocess.run([sys.executable, "-I", "-c", code, str(REPO_ROOT / "guard/harness/run.py"),
-                                   spec.model_dump_json()], capture_output=True, text=True, check=True).stdout)
+                                   wired], capture_output=True, text=True, check=True).stdout)
         for _ in range(2)
     ]
     assert drawn[0] == drawn[1] == spec.mix_schedule()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ from guard.measure import (
     MARGIN_FLOOR_ULPS, ArmMeasurement, ArmTarget, BatchRun, HarnessSpec, MixRun, ReferenceTokens, RepeatResult,
 )
 from guard.measure._disagreements import with_disagreements
-from guard.measure._reference import _ReferenceMix, _ReferenceRun, _top_logits, forced_spec, make_reference
+from guard.harness._protocol import ReferenceMix, ReferenceRun
+from guard.measure._reference import _top_logits, forced_spec, make_reference
 from guard.measure._runner import run_interleaved
 from guard.report import Report, UnfoundedReport, read_report, render_comment
 from tests.report_fixtures import committed, current_file, remeasured, with_mix
@@ -120,14 +122,14 @@ def test_a_mix_that_disagrees_at_confident_outputs_in_every_process_changed_its_
 
 
 def test_the_mixs_margins_are_data_checked_and_bad_ones_lose_only_the_margins() -> None:
-    run = _ReferenceRun(batch_size=1, tokens=[[3]], top_logits=[[[2.0, 1.0]]], logits_dtype="bfloat16")
-    mix = _ReferenceMix(tokens=[[3, 4], [5]], top_logits=[[[2.0, 1.0], [3.0, 0.5]], [[1.0, 1.0]]],
+    run = ReferenceRun(batch_size=1, tokens=[[3]], sha256="", top_logits=[[[2.0, 1.0]]], logits_dtype="bfloat16")
+    mix = ReferenceMix(tokens=[[3, 4], [5]], top_logits=[[[2.0, 1.0], [3.0, 0.5]], [[1.0, 1.0]]],
                         logits_dtype="bfloat16")
     top, error = _top_logits([run], mix)
     assert error is None and top is not None and top.mix == [[(2.0, 1.0), (3.0, 0.5)], [(1.0, 1.0)]]
     for bad in ({"logits_dtype": "float32"}, {"logits_dtype": ["bfloat16", "float32"]}, {"logits_dtype": None},
                 {"top_logits": [[[1.0, 2.0]]]}, {"top_logits": [[[float("inf"), 1.0]]]}):
-        top, error = _top_logits([run], mix.model_copy(update=bad))
+        top, error = _top_logits([run], replace(mix, **bad))
         assert top is None and error, bad
     with pytest.raises(ValueError, match="top_logits of the mix are not one pair per id"):
         ReferenceTokens(source="t", batch_sizes={}, mix=[[3, 4], [5]],

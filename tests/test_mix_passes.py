@@ -4,7 +4,6 @@ it, the profiled pass after every timed pass, its trace checked and analysed by 
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import torch
 
 from guard.engine import RefEngine
 from guard.harness import draw_schedule, pass_lengths
+from guard.harness._mix_passes import profile_mix
 from guard.measure import ArmTarget, HarnessSpec, make_reference
 from guard.measure._models import RepeatResult
 from guard.measure._reference import forced_spec
@@ -22,16 +22,6 @@ from guard.measure._runner import RunFailed, _check_traces, run_interleaved
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MIX = {1: 0.4, 2: 0.25, 3: 0.15, 6: 0.1, 9: 0.1}
 ENGINE = {"layers": 1, "max_len": 160, "capture_batch_sizes": [1, 2, 4, 8], "fallback": False}
-
-
-def _harness_module():  # type: ignore[no-untyped-def]
-    """run.py as the arm's process loads it: by path."""
-    spec = importlib.util.spec_from_file_location("_test_harness_run", REPO_ROOT / "guard/harness/run.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_a_longer_profiled_pass_extends_the_schedule_and_changes_none_of_its_timed_steps() -> None:
@@ -71,12 +61,11 @@ def test_the_mix_settles_then_decodes_its_schedule_from_setup_again(tmp_path: Pa
 
 @pytest.mark.filterwarnings("ignore:CUDA is not available")
 def test_the_profiled_pass_of_the_mix_writes_one_step_range_per_schedule_step(tmp_path: Path) -> None:
-    run = _harness_module()
     schedule = draw_schedule(pass_lengths(2, 6, 0), seed=1, mix=MIX)
     engine = RefEngine(device="cpu", **ENGINE)  # type: ignore[arg-type]
     trace = tmp_path / "traces" / "head-0-mix.trace.json.gz"
     phases: list[str] = []
-    answer = run.profile_mix(engine, torch, schedule, 2, 5, trace, phases.append)
+    answer = profile_mix(engine, torch, schedule, 2, 5, trace, phases.append)
     assert answer == {"trace": str(trace), "profile_steps": 5}
     assert phases == ["profiled pass: setup and warmup", "profiled pass: profiler and steps",
                       "profiled pass: trace export"]

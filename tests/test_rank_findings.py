@@ -214,18 +214,18 @@ def test_a_report_of_one_process_keeps_no_rank_trace_keys() -> None:
 
 
 def test_on_a_cpu_only_processes_of_several_ranks_profile_and_no_longer_than_their_timed_steps() -> None:
-    import importlib.util
+    from dataclasses import replace
 
-    spec = importlib.util.spec_from_file_location("_guard_harness_run_ranks", Path(__file__).resolve().parents[1]
-                                                  / "guard" / "harness" / "run.py")
-    assert spec is not None and spec.loader is not None
-    harness = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(harness)
-    given = {"profile_steps": 64, "steps": 40, "trace_dir": "/tmp/traces"}
-    ranks = harness.ranks.Peers(rank=1, world_size=2)
-    assert harness.profiled_steps(given, "cuda_event", harness.ALONE) == 64  # a GPU: as before
-    assert harness.profiled_steps(given, "cuda_event", ranks) == 64
-    assert harness.profiled_steps(given, "perf_counter", harness.ALONE) == 0  # one process on a CPU: none
-    assert harness.profiled_steps(given, "perf_counter", ranks) == 40  # what a reference holds past the warmup
-    assert harness.profiled_steps(given | {"profile_steps": 12}, "perf_counter", ranks) == 12
-    assert harness.profiled_steps({"profile_steps": 64, "steps": 40}, "perf_counter", ranks) == 0  # nowhere to write
+    from guard.harness import Spec
+    from guard.harness._profile import profiled_steps
+    from guard.harness._ranks import ALONE, Peers
+
+    given = Spec(entry="wl.py:make", root=".", batch_sizes=[1], steps=40, warmup_steps=0, profile_steps=64,
+                 trace_dir="/tmp/traces")
+    ranks = Peers(rank=1, world_size=2)
+    assert profiled_steps(given, "cuda_event", ALONE) == 64  # a GPU: as before
+    assert profiled_steps(given, "cuda_event", ranks) == 64
+    assert profiled_steps(given, "perf_counter", ALONE) == 0  # one process on a CPU: none
+    assert profiled_steps(given, "perf_counter", ranks) == 40  # what a reference holds past the warmup
+    assert profiled_steps(replace(given, profile_steps=12), "perf_counter", ranks) == 12
+    assert profiled_steps(replace(given, trace_dir=None), "perf_counter", ranks) == 0  # nowhere to write

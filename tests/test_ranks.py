@@ -296,16 +296,13 @@ def test_each_rank_s_trace_is_kept_under_its_rank(tmp_path: Path) -> None:
 
 
 def test_the_harness_names_each_rank_s_trace() -> None:
-    import importlib.util
+    from guard.harness import Spec
+    from guard.harness._profile import trace_name
+    from guard.harness._ranks import ALONE, Peers
 
-    spec = importlib.util.spec_from_file_location("_guard_harness_run_test", REPO_ROOT / "guard/harness/run.py")
-    assert spec is not None and spec.loader is not None
-    harness = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(harness)
-    given = {"arm": "head", "repeat": 3}
-    assert harness.trace_name(given, harness.ALONE, "bs2") == "head-3-bs2.trace.json.gz"  # as before
-    second = harness.ranks.Peers(rank=1, world_size=2)
-    assert harness.trace_name(given, second, "mix") == "head-3-rank1-mix.trace.json.gz"
+    given = Spec(entry="wl.py:make", root=".", batch_sizes=[2], steps=4, warmup_steps=0, arm="head", repeat=3)
+    assert trace_name(given, ALONE, "bs2") == "head-3-bs2.trace.json.gz"  # as before
+    assert trace_name(given, Peers(rank=1, world_size=2), "mix") == "head-3-rank1-mix.trace.json.gz"
 
 
 # --- the setting ------------------------------------------------------------------------

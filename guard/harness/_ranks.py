@@ -6,7 +6,7 @@ rank by LOCAL_RANK; gloo on CPUs), so that the workload finds its world there. I
 agreements go over a gloo group of their own, never the workload's: every rank must call
 step() equally often, so a loop that ends on a clock (a warmup that settles, tok/s passes
 that fill their seconds) ends on every rank at once, when the ranks agree.
-Standard library and torch only: run.py loads this file by path in the arm's environment.
+Standard library and torch only: it runs in the arm's environment, beside run.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The guard's own clock over a harness process's timed passes: the process writes a byte on a
-pipe as each timed pass starts and ends (guard/harness/run.py, `mark_pass`: the end-to-end
+pipe as each timed pass starts and ends (guard/harness/_timed.py, `mark_pass`: the end-to-end
 passes, the GPU-timed pass, and the mix's two), and the guard, which runs none of the arm's
 code, timestamps each with its own monotonic clock as it reads it. A process whose step times
 do not fit the passes the guard saw is refused: its figures are not measured (a workload that
@@ -31,7 +31,7 @@ from guard.measure._models import ClockMisfit, PassKind, RepeatResult, SeenPass
 FLOOR = 0.5
 SLACK_S = 0.25
 CLOCK_ENV = "GUARD_CLOCK_FD"
-# the byte a pass starts with and the one it ends with (guard/harness/run.py writes the same)
+# the byte a pass starts with and the one it ends with (guard/harness/_timed.py writes the same)
 MARKS: dict[PassKind, bytes] = {"end_to_end": b"se", "gpu_timed": b"gh", "mix": b"mn", "mix_gpu_timed": b"pq"}
 _KIND_OF_START = {marks[:1]: kind for kind, marks in MARKS.items()}
 

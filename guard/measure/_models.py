@@ -1,4 +1,5 @@
-"""What one harness process reports, as typed data (the JSON written by harness/run.py)."""
+"""What one harness process reports, as typed data: the JSON the harness writes, its names those of
+`Result` in harness/_protocol.py (tests/test_protocol.py holds these models to them)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from guard.harness import REFERENCE_FORMAT
 from guard.measure._compiled import DynamoRecord
 
 
@@ -99,7 +101,7 @@ class RankRun(BaseModel):
 
 class BatchRun(BaseModel):
     """One batch size in one process: a warmup, then timed passes of `steps` decode steps each
-    (harness/run.py, `run_batch`)."""
+    (harness/_passes.py, `run_batch`)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -179,7 +181,7 @@ class StepInfo(BaseModel):
 
 
 class MixRun(BaseModel):
-    """The batch-size mix pass of one process (harness/run.py, `run_mix`). Its steps' sizes are
+    """The batch-size mix pass of one process (harness/_mix_passes.py, `run_mix`). Its steps' sizes are
     not taken from it: the guard draws the same schedule (harness/_mix.py) and reads the step
     times against it."""
 
@@ -306,7 +308,6 @@ class ArmMeasurement(BaseModel):
     clock_misfit: ClockMisfit | None = None  # the failure was the guard's clock refusing a process
 
 
-REFERENCE_FORMAT = "regression-guard reference tokens"  # harness/run.py checks the same string
 # Where a reference came from, as the comment names it: "base 1a2b3c4d" or a repository path.
 # Letters, digits and . _ / - only, so a name read back from a report or a config cannot
 # carry markdown (a link, an image, a heading) into the comment.

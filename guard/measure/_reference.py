@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from guard._errors import ConfigError
 from guard.config import MAX_BATCH_SIZE, MAX_MIX_SIZES, MAX_REFERENCE_BYTES, Files
+from guard.harness._protocol import ReferenceMix, ReferenceRun
 from guard.measure._models import REFERENCE_FORMAT, ReferenceTokens, TopLogits
 from guard.measure._runner import ArmTarget, Harness, HarnessSpec, RunFailed, run_ranks
 
@@ -40,27 +41,12 @@ class ReferenceOutcome(BaseModel):
     seconds: float = 0.0
 
 
-class _ReferenceRun(BaseModel):
-    batch_size: int
-    tokens: list[list[int]]
-    # per step and sequence the two largest logits, where the workload has step_logits(); read
-    # apart from the ids (`_top_logits`): margins that do not check out only lose the margins
-    top_logits: Any = None
-    logits_dtype: Any = None
-
-
-class _ReferenceMix(BaseModel):
-    tokens: list[list[int]]
-    top_logits: Any = None  # as a batch size's: per step, its rows' two largest logits
-    logits_dtype: Any = None
-
-
 class _ReferenceAnswer(BaseModel):
     """What the reference process reports: whether its step() takes ids, and its ids."""
 
     accepts_tokens: bool = False
-    runs: list[_ReferenceRun] = []
-    mix: _ReferenceMix | None = None
+    runs: list[ReferenceRun] = []  # the protocol's records, validated as data
+    mix: ReferenceMix | None = None
 
 
 def rows_needed(spec: HarnessSpec) -> int:
@@ -104,11 +90,11 @@ def make_reference(
                             margins_error=margins_error)
 
 
-def _top_logits(runs: list[_ReferenceRun], mix: _ReferenceMix | None = None) -> tuple[TopLogits | None, str | None]:
+def _top_logits(runs: list[ReferenceRun], mix: ReferenceMix | None = None) -> tuple[TopLogits | None, str | None]:
     """The reference's top logits of every batch size and of the mix, checked as data (finite,
     bounded, one dtype, the runner-up not above the top), or None and why not; None, None: the
     workload has no step_logits()."""
-    passes: list[_ReferenceRun | _ReferenceMix] = [*runs, *([mix] if mix is not None else [])]
+    passes: list[ReferenceRun | ReferenceMix] = [*runs, *([mix] if mix is not None else [])]
     if all(found.top_logits is None for found in passes):
         return None, None
     dtypes = {str(found.logits_dtype) for found in passes}  # a process's word: a list, say, is no dtype

@@ -8,6 +8,7 @@ import os
 import socket
 import time
 from contextlib import ExitStack
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -15,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from guard._errors import ConfigError
 from guard.config import Workload
-from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION, draw_schedule, pass_lengths
+from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION, Spec, draw_schedule, pass_lengths
 from guard.measure import _clock as clock
 from guard.measure._compile_cache import compile_cache_environment
 from guard.measure._disagreements import UNCOUNTED, with_disagreements
@@ -354,14 +355,16 @@ def split_cpus(cpus: list[int], world: int) -> list[list[int]]:
 
 
 def _payload(target: ArmTarget, spec: dict[str, Any], repeat: int, trace_dir: Path) -> dict[str, Any]:
-    return spec | {
+    """The spec file's object: the harness's fields of `spec`, where and as what this process runs."""
+    given = {f.name: spec[f.name] for f in fields(Spec) if f.name in spec}
+    return asdict(Spec(**given | {
         "root": str(target.worktree),
         "arm": target.name,
         "repeat": repeat,
         "trace_dir": str(trace_dir),
         "cpus": target.cpus,  # the harness pins itself before it imports torch
         "protocol": PROTOCOL_VERSION,
-    }
+    }))
 
 
 def run_harness(
