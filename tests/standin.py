@@ -31,7 +31,7 @@ from typing import Any
 
 from guard.cli import GATE_EXIT
 from guard.harness import PROTOCOL_VERSION, draw_schedule, pass_lengths
-from guard.harness._workload import tokens_sha256
+from guard.harness._protocol import tokens_sha256
 from guard.measure import ArmTarget, RunFailed
 from guard.pipeline import run_guard
 from guard.report import Report, gate

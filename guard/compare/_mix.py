@@ -16,7 +16,7 @@ from guard.compare._models import MIX_BATCH, ArmStats, BatchComparison
 from guard.compare._reasons import Reason
 from guard.compare._hashes import first_mismatch
 from guard.config import Rule
-from guard.harness.run import tokens_sha256  # the hash the harness gives each batch size's tokens
+from guard.harness._protocol import tokens_sha256  # the hash the harness gives each batch size's tokens
 from guard.measure import ArmMeasurement, MixRun, spread, usable_mix_runs
 
 

@@ -15,12 +15,12 @@ from typing import Any, Callable
 from . import _host as host
 from . import _logits as logits_of
 from . import _perf as perf
-from ._protocol import BatchRun, ReferenceRun, Spec
+from ._protocol import BatchRun, ReferenceRun, Spec, tokens_sha256
 from ._ranks import ALONE
 from ._timed import hold_cycles_per_us, hold_us_for, mark_pass
 from ._workload import (
     Feed, WorkloadError, accepts_tokens, call_step, described, loaded_torch, log, mean, median, token_ids,
-    tokens_sha256, uses_cuda, workload_device,
+    uses_cuda, workload_device,
 )
 
 # Repeated passes stop at this multiple of tok_per_s_min_s, their setups included: a

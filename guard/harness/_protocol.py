@@ -8,6 +8,7 @@ the arm's Python. Bump PROTOCOL_VERSION on any change the other side would misre
 """
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional, Union, get_args, get_origin
@@ -257,3 +258,13 @@ def wire(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: wire(item) for key, item in value.items()}
     return value
+
+
+def tokens_sha256(tokens: list[list[int]]) -> str:
+    """The hash a process states for the tokens it decoded: each id as 8 little-endian signed
+    bytes, row after row. The guard makes it again from the tokens (compare/_mix.py)."""
+    digest = hashlib.sha256()
+    for row in tokens:
+        for token in row:
+            digest.update(int(token).to_bytes(8, "little", signed=True))
+    return digest.hexdigest()

@@ -59,14 +59,6 @@ def token_ids(output: Any, batch_size: int) -> list[int]:
     return list(values)
 
 
-def tokens_sha256(tokens: list[list[int]]) -> str:
-    digest = hashlib.sha256()
-    for row in tokens:
-        for token in row:
-            digest.update(int(token).to_bytes(8, "little", signed=True))
-    return digest.hexdigest()
-
-
 def mean(values: list[float]) -> float:
     """A process's figure over its steps: their total time over their count (0 without steps).
     The guard computes it again from the same lists (guard/measure/_figures.py)."""
