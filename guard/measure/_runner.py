@@ -11,7 +11,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, InstanceOf, ValidationError
 
 from guard._errors import ConfigError
 from guard.config import Workload
@@ -25,8 +25,8 @@ from guard.measure._models import ArmMeasurement, ClockMisfit, ReferenceTokens, 
 from guard.measure._ranks import RanksDiffer, merge_ranks
 from guard.measure._schedule import interleave
 from guard.sandbox import (
-    DEFAULT_PR_USER, Container, ContainerError, Launch, LaunchError, handed_over, pr_environment, pr_user,
-    run_process, run_together, seal, seal_children, shared_folder, sweeps_of, writable_file,
+    DEFAULT_PR_USER, Box, Container, ContainerError, Launch, LaunchError, handed_over, launch, pr_environment,
+    pr_user, seal, seal_children, shared_folder, sweeps_of, writable_file,
 )
 
 LOG_TAIL_LINES = 30
@@ -42,6 +42,7 @@ class ArmTarget(BaseModel):
     name: str
     python: Path
     worktree: Path
+    box: InstanceOf[Box]  # the run's, which its processes run in (not in a container)
     env: dict[str, str] = {}
     pass_env: list[str] = []  # variables beyond the allowlist that the arm may see (build.pass_env)
     user: str = DEFAULT_PR_USER  # who its processes run as when the guard is root (build.user)
@@ -281,7 +282,7 @@ def _run_ranks(
                                    pass_fds=[fd]))
         try:
             with handed_over(user, _cache(target)):
-                ended = run_together(launches, timeout_s=timeout_s)
+                ended = launch(target.box, launches, timeout_s=timeout_s)
         except LaunchError as exc:
             raise RunFailed(exc.message, "") from None
         except OSError as exc:
@@ -388,10 +389,9 @@ def run_harness(
         assert watch.fd is not None
         try:
             with handed_over(user, _cache(target)):  # the arm's to write while its process runs, sealed after
-                exit_code = run_process(cmd, stdout=log, timeout_s=timeout_s, cwd=target.worktree,
-                                        env=env | {clock.CLOCK_ENV: str(watch.fd)}, user=user,
-                                        reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)],
-                                        pass_fds=[watch.fd])
+                one = Launch(cmd, log, cwd=target.worktree, env=env | {clock.CLOCK_ENV: str(watch.fd)}, user=user,
+                             reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)], pass_fds=[watch.fd])
+                exit_code = launch(target.box, [one], timeout_s=timeout_s).codes[0]
         except LaunchError as exc:
             raise RunFailed(exc.message, "") from None
         except OSError as exc:

@@ -14,7 +14,7 @@ from guard.config import (
 )
 from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
-from guard.sandbox._isolation import Isolation
+from guard.sandbox import Isolation
 from guard.trace import MixTraceSection, RankTraceSection, TraceSection
 
 SCHEMA_VERSION = 12
@@ -196,7 +196,7 @@ class Report(Comparison):
         default=None, exclude_if=lambda value: value is None)
     # what an at_threshold verdict sets (`measure.at_threshold`): neutral, or failing (guard/report/_gate.py)
     at_threshold_status: AtThreshold = Field(default="neutral", exclude_if=lambda value: value == "neutral")
-    # what held the pull request's processes on this host (guard/sandbox/_isolation.py); None: a report from before
+    # what held the pull request's processes on this host (guard/sandbox/_box.py); None: a report from before
     isolation: Isolation | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("threshold_sources")

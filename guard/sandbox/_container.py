@@ -20,7 +20,6 @@ from __future__ import annotations
 import atexit
 import glob
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -33,15 +32,12 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from guard._errors import GuardError
+from guard.sandbox._engine import LABEL, LABEL_BOOT, LABEL_PID, LABEL_START, ContainerError, engine, first_line
+from guard.sandbox._proc import boot_id, process_start
+from guard.sandbox._reaper import remove_orphans
 
-LABEL = "regression-guard.container"  # on every container the guard starts: its run id
-LABEL_PID = "regression-guard.guard-pid"
-LABEL_START = "regression-guard.guard-start"  # the guard's start time in clock ticks since boot
-LABEL_BOOT = "regression-guard.boot-id"
 SCRATCH = "/tmp"
 _LOG_LIMIT_BYTES = 16 << 20  # the harness logs a few lines per pass; more is a runaway print loop
-_API_TIMEOUT_S = 60
 
 _run_id = uuid.uuid4().hex
 _live: set[str] = set()  # ids of containers this process started and has not removed
@@ -49,10 +45,6 @@ _lock = threading.Lock()
 _watchdog: subprocess.Popen[bytes] | None = None
 _watchdog_pipe: int | None = None
 _reaped = False
-
-
-class ContainerError(GuardError):
-    """No engine, no SDK, or an engine that refused the container."""
 
 
 class Container(BaseModel):
@@ -77,25 +69,6 @@ class Mount:
     host: Path
     inside: str
     writable: bool = False
-
-
-def engine() -> Any:
-    """A client of the Docker engine that DOCKER_HOST (or the default socket) names."""
-    try:
-        import docker
-    except ImportError:
-        raise ContainerError(
-            "build.method 'docker' needs the Docker SDK for Python: pip install 'regression-guard[docker]'"
-        ) from None
-    try:
-        client = docker.from_env(timeout=_API_TIMEOUT_S)
-        client.ping()
-    except docker.errors.DockerException as exc:
-        raise ContainerError(
-            f"build.method is 'docker' but no Docker engine answers ({_first_line(exc)}); start dockerd, "
-            "point DOCKER_HOST at it, or set build.method to 'venv'"
-        ) from None
-    return client
 
 
 def device_requests(gpus: str, host_has_gpu: bool | None = None) -> list[Any]:
@@ -127,10 +100,6 @@ def run_container(
     from docker.types import LogConfig
     from docker.types import Mount as DockerMount
     from requests.exceptions import ConnectionError, ReadTimeout
-
-    from guard.sandbox._process import _install_handlers
-
-    _install_handlers()  # SIGTERM and the like unwind through the removal below
     client = engine()
     _reap_orphans(client)
     _start_watchdog()
@@ -150,14 +119,14 @@ def run_container(
             labels=_labels(), detach=True,
         )
     except DockerException as exc:
-        raise ContainerError(f"the Docker engine refused the container: {_first_line(exc)}") from None
+        raise ContainerError(f"the Docker engine refused the container: {first_line(exc)}") from None
     with _lock:
         _live.add(created.id)
     try:
         try:
             created.start()
         except APIError as exc:
-            raise ContainerError(f"the container did not start: {_first_line(exc)}") from None
+            raise ContainerError(f"the container did not start: {first_line(exc)}") from None
         try:
             status = created.wait(timeout=max(timeout_s, 1.0))
             exited = True
@@ -211,37 +180,12 @@ def _labels() -> dict[str, str]:
             LABEL_BOOT: boot_id()}
 
 
-def stat_fields(pid: int | str) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name, from the state on; None when the
-    process is gone. The name may hold spaces and parentheses, so it is split after the last ')'."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-
-
-def process_start(pid: int) -> int | None:
-    """The start time of process `pid` in clock ticks since boot; None when it is gone.
-    With the pid, it names one process: a pid reused later has a later start."""
-    fields = stat_fields(pid)
-    return None if fields is None else int(fields[19])  # field 22 of the whole line
-
-
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return socket.gethostname()
-
-
 def _reap_orphans(client: Any) -> None:
     """Once per guard: remove containers of guards of this host that no longer run."""
     global _reaped
     if _reaped:
         return
     _reaped = True
-    from guard.sandbox._reaper import remove_orphans
-
     remove_orphans(client)
 
 
@@ -261,8 +205,3 @@ def _start_watchdog() -> None:
         os.close(read_end)
     _watchdog_pipe = write_end  # held open until the guard ends, however it ends
     atexit.register(remove_all)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
