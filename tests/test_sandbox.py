@@ -20,8 +20,7 @@ import pytest
 from guard._errors import GuardError
 from tests.conftest import marked, sleep_mark
 from guard.sandbox import (
-    MARKER, Box, Launch, choose_box, counting_sweeps, handed_over, launch, pr_user, seal_children, shared_folder,
-    sweeps_of,
+    MARKER, Box, Launch, choose_box, counting_sweeps, launch, pr_user, seal_children, shared_folder, sweeps_of,
 )
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the second user is used only by a guard run as root")
@@ -309,7 +308,7 @@ def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(t
     leaves += f" && echo h > {handed}/built"
     try:
         with (tmp_path / "log").open("w") as log, counting_sweeps() as left, sweeps_of("head"), \
-                handed_over(user, [handed]):
+                box.temp.handed_over(user, [handed]):
             assert run_one(leaves, log, timeout_s=30, cwd=Path("/"), env=os.environ, user=user, box=box) == 0
         assert [p for p in planted if os.path.lexists(p)] == []
         assert (handed / "built").read_text() == "h\n" and handed.stat().st_uid == 0  # kept, then sealed
@@ -363,11 +362,12 @@ def test_the_second_user_writes_what_it_is_handed_and_nothing_once_sealed(tmp_pa
     folder = tmp_path / "worktree"
     folder.mkdir()
     (folder / "code.py").write_text("x = 1\n")
-    with (tmp_path / "log").open("w") as log, handed_over(user, [folder]):
+    box = choose_box()
+    with (tmp_path / "log").open("w") as log, box.temp.handed_over(user, [folder]):
         # it writes its folder, makes a file only it can read, a set-uid one, a link out
         script = ("echo y >> code.py && echo s > secret && chmod 600 secret && "
                   "cp /bin/true suid && chmod 4755 suid && ln -s /etc/passwd link")
-        assert run_one(script, log, timeout_s=30, cwd=folder, env=os.environ, user=user) == 0
+        assert run_one(script, log, timeout_s=30, cwd=folder, env=os.environ, user=user, box=box) == 0
     for entry in folder.iterdir():
         info = entry.lstat()
         assert info.st_uid == 0, entry

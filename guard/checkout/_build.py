@@ -28,7 +28,7 @@ from guard.checkout._lock import FolderLock, LockTimeout
 from guard.checkout._models import ArmRef, BuiltArm
 from guard.config._models import BuildConfig
 from guard.sandbox import (
-    Box, Launch, LaunchError, PrUser, check_interpreter, handed_over, launch, pr_environment, pr_user,
+    Box, Launch, LaunchError, PrUser, check_interpreter, launch, pr_environment, pr_user,
 )
 
 _PTH_NAME = "_guard_parent_site.pth"
@@ -295,7 +295,7 @@ def _build_venv(
         log.write(f"\nthe install runs as the user '{user.name}' (build.user), which may write the worktree and "
                   "the venv until it ends\n")
     # the worktree and venv are the install's to write while it runs, and read-only after it
-    with handed_over(user, [worktree, venv_dir]):
+    with box.temp.handed_over(user, [worktree, venv_dir]):
         _run_step(box, arm, build.install, f"install command `{build.install}`", log, log_path, deadline_s,
                   cwd=worktree, env=env, user=user, reads=[venv_python],
                   hint="fix build.install in guard.toml or the arm's packaging")

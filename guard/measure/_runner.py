@@ -25,8 +25,8 @@ from guard.measure._models import ArmMeasurement, ClockMisfit, ReferenceTokens, 
 from guard.measure._ranks import RanksDiffer, merge_ranks
 from guard.measure._schedule import interleave
 from guard.sandbox import (
-    DEFAULT_PR_USER, Box, Container, ContainerError, Launch, LaunchError, handed_over, launch, pr_environment,
-    pr_user, seal, seal_children, shared_folder, sweeps_of, writable_file,
+    DEFAULT_PR_USER, Box, Container, ContainerError, Launch, LaunchError, launch, pr_environment, pr_user,
+    seal, seal_children, shared_folder, sweeps_of, writable_file,
 )
 
 LOG_TAIL_LINES = 30
@@ -281,7 +281,7 @@ def _run_ranks(
                                    user=user, reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)],
                                    pass_fds=[fd]))
         try:
-            with handed_over(user, _cache(target)):
+            with target.box.temp.handed_over(user, _cache(target)):
                 ended = launch(target.box, launches, timeout_s=timeout_s)
         except LaunchError as exc:
             raise RunFailed(exc.message, "") from None
@@ -388,7 +388,8 @@ def run_harness(
     with log_path.open("w") as log, clock.watching() as watch:
         assert watch.fd is not None
         try:
-            with handed_over(user, _cache(target)):  # the arm's to write while its process runs, sealed after
+            # the arm's to write while its process runs, sealed after
+            with target.box.temp.handed_over(user, _cache(target)):
                 one = Launch(cmd, log, cwd=target.worktree, env=env | {clock.CLOCK_ENV: str(watch.fd)}, user=user,
                              reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)], pass_fds=[watch.fd])
                 exit_code = launch(target.box, [one], timeout_s=timeout_s).codes[0]
@@ -428,8 +429,8 @@ def _run_contained(
     env = container_environment(target.pass_env, target.env)
     with log_path.open("wb") as log:
         try:
-            return run_in_container(container, payload, box, result_path, trace_dir, log, timeout_s, env,
-                                    target.cpus)
+            return run_in_container(target.box, container, payload, box, result_path, trace_dir, log, timeout_s,
+                                    env, target.cpus)
         except ContainerError as exc:
             raise RunFailed(exc.message, "") from None
 

@@ -13,7 +13,7 @@ from guard.sandbox._reach import LaunchError, check_interpreter
 from guard.sandbox._reexec import MARKER, restart_clean
 from guard.sandbox._sweep import Leftovers, counting_sweeps, sweeps_of
 from guard.sandbox._user import (
-    DEFAULT_PR_USER, PrUser, handed_over, pr_user, seal, seal_children, shared_folder, writable_file,
+    DEFAULT_PR_USER, PrUser, pr_user, seal, seal_children, shared_folder, writable_file,
 )
 
 __all__ = [
@@ -37,7 +37,6 @@ __all__ = [
     "counting_sweeps",
     "engine",
     "guard_environment",
-    "handed_over",
     "is_allowed",
     "launch",
     "pr_environment",

@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from guard.sandbox import _cgroup, _namespace
+from guard.sandbox._container import Containers
 from guard.sandbox._groups import Groups
 from guard.sandbox._temp import SharedTemp
 
@@ -54,7 +55,8 @@ class Box:
       its leftovers in the shared temp folders removed (`temp`);
     - `cgroups`: this guard's folder of cgroups v2 (_cgroup): a leaf per launch, killed whole;
     - `spaces`: PID, IPC and mount namespaces with a private /tmp per launch (_namespace);
-    - a container (build.method "docker") is run by _container, and is a box of its own.
+    - a container (build.method "docker") is a box of its own: `containers` are the run's
+      (_container: run_container), removed however the guard ends.
 
     A new mechanism (files, network, resources, time) is a field here, set by `choose_box` from
     what the host gives, said in `Isolation`, and applied where `launch` starts a process."""
@@ -65,6 +67,7 @@ class Box:
     missing: tuple[str, ...] = ()  # why each part the host did not give is missing, in its own words
     groups: Groups = field(default_factory=Groups, compare=False, repr=False)
     temp: SharedTemp = field(default_factory=SharedTemp, compare=False, repr=False)
+    containers: Containers = field(default_factory=Containers, compare=False, repr=False)
 
     def held(self) -> AbstractContextManager[None]:
         """For a run's length: what its launches started ends with it, and with the signals that

@@ -29,7 +29,7 @@ from guard.sandbox._box import Box
 from guard.sandbox._proc import kill_group, threads_children
 from guard.sandbox._reach import LaunchError, check_reachable, identity
 from guard.sandbox._sweep import adopt_orphans, sweep_after
-from guard.sandbox._user import PrUser, handed_now
+from guard.sandbox._user import PrUser
 
 POLL_S = 0.02  # how often exits are looked for where the kernel has no pidfd (before Linux 5.3)
 
@@ -162,7 +162,7 @@ def _space(box: Box, launches: Sequence[Launch], homes: Sequence[Mapping[str, st
     none where the box has no spaces."""
     if not box.spaces:
         return nullcontext()
-    keep: list[Path | str | None] = [*handed_now()]
+    keep: list[Path | str | None] = [*box.temp.handed]
     for one, home in zip(launches, homes, strict=True):
         program = "/bin/sh" if isinstance(one.cmd, str) else str(one.cmd[0])
         keep += [program if os.path.isabs(program) else None, one.cwd or Path.cwd(), *one.reads, home.get("HOME")]

@@ -22,18 +22,19 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from guard.sandbox._user import PrUser, handed_now
+from guard.sandbox._user import PrUser, hand_over, seal
 
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # where every user may write on Debian
 _USER_LOCK = "/run/regression-guard-user-{uid}.lock"  # in a folder only root writes
 
 
 class SharedTemp:
-    """One guard's hold on the shared temp folders: the homes its launches use now, and the
-    users' lock files it holds while a launch runs."""
+    """One guard's hold on the shared temp folders: the homes its launches use now, what it
+    has handed the user to write now, and the users' lock files it holds while a launch runs."""
 
     def __init__(self) -> None:
         self.homes: set[str] = set()  # the fresh homes of the launches that run: theirs until they end
+        self.handed: set[str] = set()  # what is the user's to write now (`handed_over`): no clean-up takes it
         self.held: dict[int, int] = {}  # uid -> the guard's descriptor of that user's lock file, held shared
 
     def clear(self, user: PrUser | None) -> int | None:
@@ -52,7 +53,7 @@ class SharedTemp:
         except OSError:
             return None
         try:
-            keep = self.homes | handed_now()  # a folder the guard gave it, in /tmp itself, is the guard's to seal
+            keep = self.homes | self.handed  # a folder the guard gave it, in /tmp itself, is the guard's to seal
             folders = dict.fromkeys((tempfile.gettempdir(), *SHARED_TEMP))
             return sum(_clear(folder, user.uid, 1, keep) for folder in folders)
         finally:
@@ -80,6 +81,23 @@ class SharedTemp:
         finally:
             for uid in taken:
                 os.close(self.held.pop(uid))  # the lock goes with the descriptor
+
+    @contextmanager
+    def handed_over(self, user: PrUser | None, paths: Iterable[Path]) -> Iterator[None]:
+        """`paths` are the user's to write inside the block, and sealed after it, however it ends."""
+        folders = list(paths)
+        if user is None:
+            yield
+            return
+        names = {os.path.abspath(folder) for folder in folders} - self.handed
+        self.handed.update(names)
+        try:
+            hand_over(user, folders)
+            yield
+        finally:
+            self.handed.difference_update(names)
+            for folder in folders:
+                seal(user, folder)
 
     @contextmanager
     def fresh_home(self, user: PrUser | None) -> Iterator[dict[str, str]]:
