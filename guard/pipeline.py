@@ -41,7 +41,7 @@ from guard.record import Record, RecordedBatch
 from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, run_record, slow_processes_sentence, write_report,
 )
-from guard.sandbox import Box, Leftovers, choose_box, counting_sweeps, sweeps_of
+from guard.sandbox import Box, Leftovers, choose_box
 from guard.trace import mix_trace_section, rank_trace_sections, trace_sections
 
 Progress = Callable[[str], None]
@@ -71,7 +71,6 @@ def run_guard(
     repo, out_dir = repo.resolve(), out_dir.resolve()
     # the arms' cached builds stay locked until the report is written: no other run rebuilds them meanwhile
     with ExitStack() as builds_in_use:
-        left = builds_in_use.enter_context(counting_sweeps())  # what each arm's code left behind, by arm
         # the guard's before anything of the pull request runs, which then cannot make it its own
         check_out_dir(out_dir)
         plan = plan_run(repo, base, head, config, config_dir, overrides or ConfigOverrides(), progress)
@@ -84,7 +83,7 @@ def run_guard(
                                    plan.config.measure.repeats, plan.config.measure.confirm_budget_s,
                                    decider(plan, built.arms, first), measure, progress,
                                    most_looks=plan.config.measure.looks)
-        report = assemble_report(repo, plan, built, first, outcome, left, progress, out_dir,
+        report = assemble_report(repo, plan, built, first, outcome, plan.box.left, progress, out_dir,
                                  github_repo=github_repo, server_url=server_url, started=started)
         write_report(report, out_dir)
         return report
@@ -105,7 +104,6 @@ def record_commit(
     started = time.time()
     repo, out_dir = repo.resolve(), out_dir.resolve()
     with ExitStack() as build_in_use:
-        left = build_in_use.enter_context(counting_sweeps())
         check_out_dir(out_dir)
         ref, config, box = plan_record(repo, commit, config, progress)
         build_in_use.enter_context(box.held())
@@ -115,7 +113,7 @@ def record_commit(
         (info,) = built.arms
         measured = first.measurements[ref.name]
         info.repeats = len(measured.repeats)
-        info.swept, info.temp_removed = left.processes[ref.name], left.temp_entries[ref.name]
+        info.swept, info.temp_removed = box.left.processes[ref.name], box.left.temp_entries[ref.name]
         if measured.error and info.status == "ok":
             info.status, info.error, info.log_tail = "run_failed", measured.error, measured.log_tail
         spec = first.spec
@@ -482,8 +480,7 @@ def _build(
         build_method=config.build.method,
     )
     try:
-        with sweeps_of(ref.name):
-            arm = build_arm(repo, ref, config.build, cache_dir, progress, hold=builds_in_use, box=box)
+        arm = build_arm(repo, ref, config.build, cache_dir, progress, hold=builds_in_use, box=box)
     except BuildError as exc:
         progress(f"{ref.name}: {exc.message}")
         info.status, info.error, info.log_tail = "build_failed", exc.message, exc.log_tail

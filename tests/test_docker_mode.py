@@ -24,7 +24,7 @@ from guard.config._models import GuardConfig
 from guard.config import ConfigOverrides
 from guard.measure._in_container import container_environment
 from guard.pipeline import build_arms, plan_run
-from guard.sandbox import Container, Mount, choose_box, counting_sweeps, guard_environment, run_container
+from guard.sandbox import Container, Mount, choose_box, guard_environment, run_container
 from guard.sandbox._container import LABEL, LABEL_BOOT, LABEL_PID, LABEL_START, boot_id, device_requests
 from tests.docker_engine import engine_with
 from tests.conftest import commit_all, git
@@ -342,7 +342,7 @@ def built_again(repo: Path, cache: Path) -> str:
     """`guard run`'s stages up to the arms' builds, in this process, with the run's defaults;
     the progress lines, joined."""
     lines: list[str] = []
-    with counting_sweeps(), ExitStack() as held:
+    with ExitStack() as held:
         plan = plan_run(repo.resolve(), None, "feature", None, None, ConfigOverrides(), lines.append)
         built = build_arms(repo.resolve(), plan, cache, lines.append, held)
     assert not built.failed, lines

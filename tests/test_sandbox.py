@@ -20,7 +20,7 @@ import pytest
 from guard._errors import GuardError
 from tests.conftest import marked, sleep_mark
 from guard.sandbox import (
-    MARKER, Box, Launch, choose_box, counting_sweeps, launch, pr_user, seal_children, shared_folder, sweeps_of,
+    MARKER, Box, Launch, choose_box, launch, pr_user, seal_children, shared_folder,
 )
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the second user is used only by a guard run as root")
@@ -115,15 +115,16 @@ def test_exit_codes_come_back_as_they_were(tmp_path: Path) -> None:
 LEAVES_A_DAEMON = '''
 import json, os, sys
 from pathlib import Path
-from guard.sandbox import Launch, choose_box, counting_sweeps, launch, pr_user, sweeps_of
+from guard.sandbox import Launch, choose_box, launch, pr_user
 folder, as_user, mark = Path(sys.argv[1]), sys.argv[2] == "user", sys.argv[3]
 flag = folder / "daemon.runs"
 # found by its command line, `sleep MARK`: in a PID namespace its own pid means nothing here
 cmd = (f"setsid sh -c 'touch {flag} && exec sleep {mark}' "
        f"</dev/null >/dev/null 2>&1 & while [ ! -e {flag} ]; do sleep 0.01; done")
-with (folder / "log").open("w") as log, counting_sweeps() as tally, sweeps_of("head"):
-    one = Launch(cmd, log, cwd=folder, env=os.environ, user=pr_user("guard-pr") if as_user else None)
-    code = launch(choose_box(), [one], timeout_s=30).codes[0]
+box = choose_box()
+with (folder / "log").open("w") as log:
+    one = Launch(cmd, log, cwd=folder, env=os.environ, user=pr_user("guard-pr") if as_user else None, owner="head")
+    code = launch(box, [one], timeout_s=30).codes[0]
 state = "gone"
 for entry in Path("/proc").iterdir():
     try:
@@ -132,7 +133,7 @@ for entry in Path("/proc").iterdir():
     except OSError:
         continue
 print(json.dumps({"code": code, "state": state, "log": (folder / "log").read_text(),
-                  "tally": dict(tally.processes)}))
+                  "tally": dict(box.left.processes)}))
 '''
 
 
@@ -173,14 +174,15 @@ exec sleep "$2"
 BUILDS_A_CHAIN = """
 import json, os, sys
 from pathlib import Path
-from guard.sandbox import Launch, choose_box, counting_sweeps, launch, pr_user, sweeps_of
+from guard.sandbox import Launch, choose_box, launch, pr_user
 folder, depth, mark = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 cmd = (f"setsid sh {folder}/link.sh {depth} {mark} {folder}/whole </dev/null >/dev/null 2>&1 & "
        f"while [ ! -e {folder}/whole ]; do sleep 0.05; done")
-with (folder / "log").open("w") as log, counting_sweeps() as tally, sweeps_of("head"):
-    one = Launch(cmd, log, cwd=folder, env=os.environ, user=pr_user("guard-pr"))
-    code = launch(choose_box(), [one], timeout_s=120).codes[0]
-print(json.dumps({"code": code, "tally": dict(tally.processes), "log": (folder / "log").read_text()}))
+box = choose_box()
+with (folder / "log").open("w") as log:
+    one = Launch(cmd, log, cwd=folder, env=os.environ, user=pr_user("guard-pr"), owner="head")
+    code = launch(box, [one], timeout_s=120).codes[0]
+print(json.dumps({"code": code, "tally": dict(box.left.processes), "log": (folder / "log").read_text()}))
 """
 
 
@@ -246,9 +248,10 @@ def test_a_process_has_its_own_temp_folders_pids_and_ipc_and_leaves_nothing_in_t
     (folder / "looks.py").write_text(LOOKS_AROUND)
     segments = _user_segments(user.uid)
     try:
-        with (tmp_path / "log").open("w") as log, counting_sweeps() as left:
+        box = choose_box()
+        with (tmp_path / "log").open("w") as log:
             argv = [sys.executable, "looks.py", tag, str(other), str(os.getpid()), str(folder / "seen.json")]
-            code = run_one(argv, log, timeout_s=60, cwd=folder, env={"PATH": os.defpath}, user=user)
+            code = run_one(argv, log, timeout_s=60, cwd=folder, env={"PATH": os.defpath}, user=user, box=box)
         assert code == 0, (tmp_path / "log").read_text()
         seen = json.loads((folder / "seen.json").read_text())
         assert seen["other"] is False and not seen["guard"]  # another job's file and the host's processes: unseen
@@ -260,7 +263,7 @@ def test_a_process_has_its_own_temp_folders_pids_and_ipc_and_leaves_nothing_in_t
         assert seen["shm"] >= 0  # the segment was made
         assert [f for f in ("/tmp", "/var/tmp", "/dev/shm") if os.path.exists(f"{f}/{tag}-left")] == []
         assert _user_segments(user.uid) == segments  # gone with its IPC namespace
-        assert dict(left.temp_entries) == {}  # nothing reached the shared folders to be removed
+        assert dict(box.left.temp_entries) == {}  # nothing reached the shared folders to be removed
         assert other.read_text() == "another job's\n"
     finally:
         other.unlink(missing_ok=True)
@@ -290,7 +293,10 @@ def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(t
     """Where the guard can make no namespaces (not root, or a kernel that refuses): a head
     process that leaves a file where every user may write, for a base process (the same user)
     to find: removed as it ends, counted for its arm, said in its log."""
-    box = dataclasses.replace(choose_box(), spaces=False)  # no namespaces, whatever the host gives
+    def unspaced() -> Box:  # no namespaces, whatever the host gives
+        return dataclasses.replace(choose_box(), spaces=False)
+
+    box = unspaced()
     user = pr_user("guard-pr")
     tag = f"guard-test-{os.getpid()}-{tmp_path.name}"
     sticky = Path("/tmp") / f"{tag}-sticky"  # another's folder that all may write, as /tmp/.X11-unix
@@ -307,13 +313,13 @@ def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(t
     handed.mkdir()
     leaves += f" && echo h > {handed}/built"
     try:
-        with (tmp_path / "log").open("w") as log, counting_sweeps() as left, sweeps_of("head"), \
-                box.temp.handed_over(user, [handed]):
-            assert run_one(leaves, log, timeout_s=30, cwd=Path("/"), env=os.environ, user=user, box=box) == 0
+        with (tmp_path / "log").open("w") as log, box.temp.handed_over(user, [handed]):
+            assert run_one(leaves, log, timeout_s=30, cwd=Path("/"), env=os.environ, user=user, box=box,
+                           owner="head") == 0
         assert [p for p in planted if os.path.lexists(p)] == []
         assert (handed / "built").read_text() == "h\n" and handed.stat().st_uid == 0  # kept, then sealed
         # its home went with it, as before, and is not counted: it was the guard's to give
-        assert dict(left.temp_entries) == {"head": 4} and dict(left.processes) == {}
+        assert dict(box.left.temp_entries) == {"head": 4} and dict(box.left.processes) == {}
         assert "guard: removed 4 file(s) or folder(s) this process left in the shared temp folders" in (
             tmp_path / "log").read_text()
         assert sticky.is_dir() and guards.read_text() == "kept\n"
@@ -326,10 +332,11 @@ def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(t
              f"/run/regression-guard-user-{user.uid}.lock"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             assert other.stdout is not None and other.stdout.readline() == "held\n"
-            with (tmp_path / "log").open("w") as log, counting_sweeps() as shared:
+            shared = unspaced()
+            with (tmp_path / "log").open("w") as log:
                 assert run_one(f"echo x > /tmp/{tag}-file", log, timeout_s=30, cwd=Path("/"),
-                               env=os.environ, user=user, box=box) == 0
-            assert planted[0].read_text() == "x\n" and dict(shared.temp_entries) == {}
+                               env=os.environ, user=user, box=shared) == 0
+            assert planted[0].read_text() == "x\n" and dict(shared.left.temp_entries) == {}
             assert f"another guard on this host runs as '{user.name}' now" in (tmp_path / "log").read_text()
         finally:
             other.communicate(timeout=30)
@@ -344,9 +351,10 @@ def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(t
         assert takes.returncode == 0, takes.stderr
         # as the guard's own user nothing is removed: the guard's own files look the same
         own = Path(f"/tmp/{tag}-own")
-        with (tmp_path / "log").open("w") as log, counting_sweeps() as kept:
-            assert run_one(f"echo o > {own}", log, timeout_s=30, env=os.environ, box=box) == 0
-        assert own.read_text() == "o\n" and dict(kept.temp_entries) == {}
+        kept = unspaced()
+        with (tmp_path / "log").open("w") as log:
+            assert run_one(f"echo o > {own}", log, timeout_s=30, env=os.environ, box=kept) == 0
+        assert own.read_text() == "o\n" and dict(kept.left.temp_entries) == {}
     finally:
         for path in (*planted, sticky, guards, handed, Path(f"/tmp/{tag}-own")):
             if path.is_dir() and not path.is_symlink():

@@ -340,7 +340,7 @@ def _run_step(
     log.write(f"\n$ {shown}\n")
     log.flush()
     try:
-        step = Launch(cmd, log, cwd=cwd, env=env, user=user, reads=reads or [])
+        step = Launch(cmd, log, cwd=cwd, env=env, user=user, reads=reads or [], owner=arm.name)
         exit_code = launch(box, [step], timeout_s=deadline_s - time.monotonic()).codes[0]
     except LaunchError as exc:
         _fail(arm, exc.message, log, log_path)

@@ -26,7 +26,7 @@ from guard.measure._ranks import RanksDiffer, merge_ranks
 from guard.measure._schedule import interleave
 from guard.sandbox import (
     DEFAULT_PR_USER, Box, Container, ContainerError, Launch, LaunchError, launch, pr_environment, pr_user,
-    seal, seal_children, shared_folder, sweeps_of, writable_file,
+    seal, seal_children, shared_folder, writable_file,
 )
 
 LOG_TAIL_LINES = 30
@@ -245,13 +245,6 @@ def run_ranks(
     target: ArmTarget, spec: dict[str, Any], stem: str, run_dir: Path, timeout_s: float, repeat: int = 0
 ) -> list[dict[str, Any]]:
     """The result JSON of each rank, in rank order (one process: `run_harness`), or RunFailed."""
-    with sweeps_of(target.name):
-        return _run_ranks(target, spec, stem, run_dir, timeout_s, repeat)
-
-
-def _run_ranks(
-    target: ArmTarget, spec: dict[str, Any], stem: str, run_dir: Path, timeout_s: float, repeat: int
-) -> list[dict[str, Any]]:
     world = int(spec.get("world_size", 1))
     if world == 1:
         return [run_harness(target, spec, stem, run_dir, timeout_s, repeat=repeat)]
@@ -279,7 +272,7 @@ def _run_ranks(
             launches.append(Launch(cmd, log, cwd=target.worktree,
                                    env=base_env | rank_environment(rank, world, port) | {clock.CLOCK_ENV: str(fd)},
                                    user=user, reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)],
-                                   pass_fds=[fd]))
+                                   pass_fds=[fd], owner=target.name))
         try:
             with target.box.temp.handed_over(user, _cache(target)):
                 ended = launch(target.box, launches, timeout_s=timeout_s)
@@ -391,7 +384,8 @@ def run_harness(
             # the arm's to write while its process runs, sealed after
             with target.box.temp.handed_over(user, _cache(target)):
                 one = Launch(cmd, log, cwd=target.worktree, env=env | {clock.CLOCK_ENV: str(watch.fd)}, user=user,
-                             reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)], pass_fds=[watch.fd])
+                             reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)], pass_fds=[watch.fd],
+                             owner=target.name)
                 exit_code = launch(target.box, [one], timeout_s=timeout_s).codes[0]
         except LaunchError as exc:
             raise RunFailed(exc.message, "") from None

@@ -3,7 +3,7 @@ gives (`choose_box`: cgroups, namespaces, or a container) and passed to every `l
 allowlisted environment (`_env`), as an unprivileged user when the guard is root (`_user`),
 started by a guard that holds no secret itself (`_reexec`)."""
 
-from guard.sandbox._box import Box, Isolation, choose_box
+from guard.sandbox._box import Box, Isolation, Leftovers, choose_box
 from guard.sandbox._container import Container, Mount, run_container
 from guard.sandbox._engine import ContainerError, engine
 from guard.sandbox._env import COMPILE_CACHES, STEP_FILES, check_pass_env, guard_environment, is_allowed, pr_environment
@@ -11,7 +11,6 @@ from guard.sandbox._launch import Launch, Together, launch
 from guard.sandbox._proc import process_start
 from guard.sandbox._reach import LaunchError, check_interpreter
 from guard.sandbox._reexec import MARKER, restart_clean
-from guard.sandbox._sweep import Leftovers, counting_sweeps, sweeps_of
 from guard.sandbox._user import (
     DEFAULT_PR_USER, PrUser, pr_user, seal, seal_children, shared_folder, writable_file,
 )
@@ -34,7 +33,6 @@ __all__ = [
     "check_interpreter",
     "check_pass_env",
     "choose_box",
-    "counting_sweeps",
     "engine",
     "guard_environment",
     "is_allowed",
@@ -47,6 +45,5 @@ __all__ = [
     "seal",
     "seal_children",
     "shared_folder",
-    "sweeps_of",
     "writable_file",
 ]

@@ -11,10 +11,11 @@ is what holds each launch to that, mechanism by mechanism, as the host allows.""
 from __future__ import annotations
 
 import os
+from collections import Counter
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -45,6 +46,14 @@ class Isolation(BaseModel):
         return self.container or (self.cgroup and self.namespaces)
 
 
+class Leftovers(NamedTuple):
+    """What a box's launches left and the sweeps ended and removed, by the arm (`Launch.owner`)
+    whose process left it: the report's fact."""
+
+    processes: Counter[str]  # left running (in a session of their own, or in its cgroup), killed
+    temp_entries: Counter[str]  # files and folders left in the shared temp folders, removed
+
+
 @dataclass(frozen=True)
 class Box:
     """What holds each launch of one run (`launch`, guard/sandbox/_launch.py), one field a
@@ -68,6 +77,7 @@ class Box:
     groups: Groups = field(default_factory=Groups, compare=False, repr=False)
     temp: SharedTemp = field(default_factory=SharedTemp, compare=False, repr=False)
     containers: Containers = field(default_factory=Containers, compare=False, repr=False)
+    left: Leftovers = field(default_factory=lambda: Leftovers(Counter(), Counter()), compare=False, repr=False)
 
     def held(self) -> AbstractContextManager[None]:
         """For a run's length: what its launches started ends with it, and with the signals that

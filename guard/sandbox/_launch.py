@@ -46,6 +46,7 @@ class Launch(NamedTuple):
     user: PrUser | None = None
     reads: Sequence[Path] = ()
     pass_fds: Sequence[int] = ()  # descriptors it inherits (a pipe the guard reads, say)
+    owner: str = ""  # the arm it runs for: what it leaves is counted for it (`Box.left`)
 
 
 class Together(NamedTuple):
@@ -100,7 +101,7 @@ def launch(box: Box, launches: Sequence[Launch], *, timeout_s: float) -> Togethe
                     boxed.append(_end(box, procs[index], leaves[index]))
             counted = None if not boxed or None in boxed else sum(n for n in boxed if n is not None)
             for user in users or [None]:
-                sweep_after(box, launches[0].stdout, user, subreaper, counted)
+                sweep_after(box, launches[0].stdout, launches[0].owner, user, subreaper, counted)
     return Together(codes, failed)
 
 

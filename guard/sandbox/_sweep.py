@@ -1,6 +1,6 @@
 """What a launch left behind when it ended: the processes it left running, killed and reaped,
-and its files in the shared temp folders, removed; counted by the arm whose process left them
-(`counting_sweeps`, `sweeps_of`: the report's fact) and said in the process's log.
+and its files in the shared temp folders, removed; counted in its box for the arm whose process
+left them (`Box.left`: the report's fact) and said in the process's log.
 
 A process that makes a session of its own (setsid) escapes its group's kill, and, without a
 cgroup, the kill of the launch's cgroup. For the pull-request user's processes the guard closes
@@ -16,11 +16,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 from guard.sandbox._box import Box
 from guard.sandbox._proc import children_of, uid_of
@@ -29,40 +25,6 @@ from guard.sandbox._user import PrUser
 
 _PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 _SWEEP_ROUNDS = 64  # a killed orphan's children come to the guard in turn: one round each generation
-
-
-class Leftovers(NamedTuple):
-    """What the sweeps of one run ended and removed, by the arm whose process left it."""
-
-    processes: Counter[str]  # left running in a session of their own, killed
-    temp_entries: Counter[str]  # files and folders left in the shared temp folders, removed
-
-
-# What the sweeps of one run ended, by the arm whose process left them: context-local, as a
-# decimal context is, so that the launcher need not carry the arm's name
-_tally: ContextVar[Leftovers | None] = ContextVar("guard_sweep_tally", default=None)
-_owner: ContextVar[str] = ContextVar("guard_sweep_owner", default="")
-
-
-@contextmanager
-def counting_sweeps() -> Iterator[Leftovers]:
-    """Counts, by owner (`sweeps_of`), what every sweep in this context ends and removes."""
-    tally = Leftovers(Counter(), Counter())
-    token = _tally.set(tally)
-    try:
-        yield tally
-    finally:
-        _tally.reset(token)
-
-
-@contextmanager
-def sweeps_of(owner: str) -> Iterator[None]:
-    """What sweeps end in this context is counted for `owner` (an arm's name)."""
-    token = _owner.set(owner)
-    try:
-        yield
-    finally:
-        _owner.reset(token)
 
 
 def adopt_orphans() -> bool:
@@ -74,17 +36,16 @@ def adopt_orphans() -> bool:
         return False
 
 
-def sweep_after(box: Box, log: IO[Any] | int, user: PrUser | None, subreaper: bool, boxed: int | None) -> None:
-    """The sweep when a launch ends: what it ended and removed counted for the current owner
-    and said in the log. `boxed`: the processes its cgroup still held when it ended, all
+def sweep_after(box: Box, log: IO[Any] | int, owner: str, user: PrUser | None, subreaper: bool,
+                boxed: int | None) -> None:
+    """The sweep when a launch ends: what it ended and removed counted for `owner` (an arm's
+    name) and said in the log. `boxed`: the processes its cgroup still held when it ended, all
     killed by then; the sweep then only reaps them (the guard is their subreaper)."""
     swept = _sweep(box, user) if subreaper and user is not None else 0
     removed = box.temp.clear(user)
     count = swept if boxed is None else boxed
-    tally = _tally.get()
-    if tally is not None:
-        tally.processes.update({_owner.get(): count} if count else {})
-        tally.temp_entries.update({_owner.get(): removed} if removed else {})
+    box.left.processes.update({owner: count} if count else {})
+    box.left.temp_entries.update({owner: removed} if removed else {})
     _say_swept(log, count, removed, user, boxed is not None)
 
 
