@@ -81,7 +81,7 @@ class ArmInfo(BaseModel):
     # processes the arm's code (its build steps, its harness processes) left running, which the
     # guard killed when the process that started them ended: those its cgroup still held
     # (guard/sandbox/_cgroup.py), or where no cgroup could be made, those left in a session of
-    # their own (as root, with build.user: guard/sandbox/_process.py); 0 where none, or not countable
+    # their own (as root, with build.user: guard/sandbox/_sweep.py); 0 where none, or not countable
     swept: int = Field(default=0, ge=0, exclude_if=lambda value: value == 0)
     # files and folders the arm's code left in the folders every user may write (/tmp, /var/tmp,
     # /dev/shm, /run/lock), which the guard removed when the process that wrote them ended,
