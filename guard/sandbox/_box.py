@@ -28,10 +28,9 @@ Requested = Literal["kernel", "auto", "none"]
 
 
 class Isolation(BaseModel):
-    """What held the pull request's processes: the report's fact. A container (build.method
-    "docker") is a box of its own; otherwise each process had a cgroup v2 of its own (`cgroup`)
-    and PID, IPC and mount namespaces with private /tmp, /var/tmp and /dev/shm (`namespaces`)
-    where the host gave them."""
+    """What held the pull request's processes. A container (build.method "docker") is a box of
+    its own; otherwise each process had a cgroup v2 of its own (`cgroup`) and PID, IPC and mount
+    namespaces with private /tmp, /var/tmp and /dev/shm (`namespaces`) where the host gave them."""
 
     model_config = ConfigDict(frozen=True)
 
