@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from guard.checkout import ArmRef, build_arm  # noqa: E402
 from guard.checkout._cache import check_build  # noqa: E402
 from guard.config import BuildConfig  # noqa: E402
+from guard.sandbox import choose_box  # noqa: E402
 
 _COPY = "python -c \"import shutil, sysconfig; shutil.copytree({src!r}, sysconfig.get_path('purelib') + '/{name}')\""
 
@@ -60,7 +61,8 @@ def main() -> None:
                     sys.exit(f"{package} is not importable here; name packages this interpreter has")
                 install = _COPY.format(src=str(Path(spec.origin).parent), name=package)
             config = BuildConfig(method="venv", install=install)
-            built = build_arm(repo, ArmRef(name="arm", ref="HEAD", sha=sha), config, Path(tmp) / "cache")
+            built = build_arm(repo, ArmRef(name="arm", ref="HEAD", sha=sha), config, Path(tmp) / "cache",
+                              box=choose_box())
             folder = built.worktree.parent
             timings_s = []
             for _ in range(args.repeats):

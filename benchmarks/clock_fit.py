@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from guard.measure import ArmTarget, HarnessSpec, run_interleaved  # noqa: E402
 from guard.measure._clock import FLOOR, SLACK_S, claims  # noqa: E402
+from guard.sandbox import choose_box  # noqa: E402
 
 BUSY = textwrap.dedent(
     """
@@ -74,7 +75,9 @@ def main() -> int:
             (folder / "wl.py").write_text(BUSY)
             entry, options = "wl.py:make", {}
         env = {"PYTHONPATH": str(worktree)} if args.engine else {}  # the engine's package, not built here
-        targets = [ArmTarget(name=name, python=Path(sys.executable), worktree=worktree, env=env) for name in ("a", "b")]
+        box = choose_box()
+        targets = [ArmTarget(name=name, python=Path(sys.executable), worktree=worktree, box=box, env=env)
+                   for name in ("a", "b")]
         spec = HarnessSpec(entry=entry, options=options, batch_sizes=[1, 2], steps=args.steps, warmup_steps=8,
                            profile_steps=0, batch_mix={1: 0.5, 2: 0.5} if args.engine else None)
         results = run_interleaved(targets, spec, args.processes, folder / "runs", timeout_s=600,

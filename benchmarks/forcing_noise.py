@@ -31,6 +31,7 @@ from guard.compare import agreement, first_mismatch  # noqa: E402
 from guard.measure import ArmTarget, BatchRun, HarnessSpec, ReferenceTokens, write_reference  # noqa: E402
 from guard.measure._disagreements import count_disagreements  # noqa: E402
 from guard.measure._runner import RunFailed, run_harness  # noqa: E402
+from guard.sandbox import choose_box  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CASES = [
@@ -48,7 +49,8 @@ def parse_case(text: str) -> tuple[str, str, dict[str, Any]]:
 def run_case(name: str, entry: str, options: dict[str, Any], args: argparse.Namespace, out: Path) -> dict[str, Any]:
     run_dir = out / name
     run_dir.mkdir(parents=True, exist_ok=True)
-    target = ArmTarget(name=name, python=Path(sys.executable), worktree=REPO, user="")  # the guard's own engine
+    target = ArmTarget(name=name, python=Path(sys.executable), worktree=REPO, box=choose_box(),
+                       user="")  # the guard's own engine
     spec = HarnessSpec(entry=entry, options=options, batch_sizes=args.batch_sizes, steps=args.steps,
                        warmup_steps=args.warmup_steps, profile_steps=0)
     started = time.perf_counter()

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from guard._errors import GuardError  # noqa: E402
 from guard.measure import ArmTarget, BatchRun, HarnessSpec, check_cpus, repeats_to_rule_out, run_interleaved  # noqa: E402
+from guard.sandbox import choose_box  # noqa: E402
 
 THRESHOLD_PCT = 1.0
 
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                        batch_sizes=[args.batch_size], steps=args.steps, warmup_steps=args.warmup_steps,
                        profile_steps=0)
     # the guard's own engine, not a pull request's: it runs as whoever runs this (user "")
-    targets = [ArmTarget(name=name, python=Path(sys.executable), worktree=ROOT, cpus=pins, user="")
+    box = choose_box()
+    targets = [ArmTarget(name=name, python=Path(sys.executable), worktree=ROOT, box=box, cpus=pins, user="")
                for name, pins in (("unpinned", []), ("pinned", cpus))]
     with tempfile.TemporaryDirectory() as tmp:
         results = run_interleaved(targets, spec, args.repeats, Path(tmp), timeout_s=600,

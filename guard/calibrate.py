@@ -28,6 +28,7 @@ from guard.measure import (
 from guard.pipeline import Progress
 from guard.report import share, slow_processes_sentence
 from guard.report._reason_text import reason_short
+from guard.sandbox import choose_box
 from guard.trace import analyze, read_trace
 
 # A suggested threshold is the smallest this runner supports (measure/_noise.py), over the
@@ -164,13 +165,15 @@ def _run_aa(
     """Build `arm_ref` once and run it as sides a and b, interleaved: the spec run, the reference's
     outcome, each side's measurement and the sides whose compile cache was filled first. Raises
     HarnessError where a process failed."""
+    box = choose_box(config.build.isolation, container=config.build.method == "docker")
     # the build stays locked until the A/A runs are done: no other run rebuilds it meanwhile
     with ExitStack() as build_in_use:
+        build_in_use.enter_context(box.held())
         built = build_arm(repo, arm_ref, config.build, cache_dir or default_cache_dir(repo), progress,
-                          hold=build_in_use)
+                          hold=build_in_use, box=box)
         check_entry(config.workload.entry, built.worktree)
         targets = [
-            ArmTarget(name=name, python=built.python, worktree=built.worktree, env=built.env,
+            ArmTarget(name=name, python=built.python, worktree=built.worktree, box=box, env=built.env,
                       pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus,
                       container=built.container)
             for name in "ab"

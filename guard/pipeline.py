@@ -42,8 +42,7 @@ from guard.report import (
     ArmInfo, Environment, Report, WorkloadInfo, explain_run, run_record, slow_processes_sentence, warning_text,
     write_report,
 )
-from guard.sandbox import Leftovers, counting_sweeps, sweeps_of
-from guard.sandbox._isolation import Isolation, host_isolation
+from guard.sandbox import Box, Leftovers, choose_box
 from guard.trace import mix_trace_section, rank_trace_sections, trace_sections
 
 Progress = Callable[[str], None]
@@ -73,10 +72,10 @@ def run_guard(
     repo, out_dir = repo.resolve(), out_dir.resolve()
     # the arms' cached builds stay locked until the report is written: no other run rebuilds them meanwhile
     with ExitStack() as builds_in_use:
-        left = builds_in_use.enter_context(counting_sweeps())  # what each arm's code left behind, by arm
         # the guard's before anything of the pull request runs, which then cannot make it its own
         check_out_dir(out_dir)
         plan = plan_run(repo, base, head, config, config_dir, overrides or ConfigOverrides(), progress)
+        builds_in_use.enter_context(plan.box.held())
         built = build_arms(repo, plan, cache_dir or default_cache_dir(repo), progress, builds_in_use)
         first = measure_first_round(repo, plan.config, plan.base, built, out_dir / "runs", progress, harness)
         measure = round_measure(built.targets, first.spec, out_dir / "runs", plan.config.measure.timeout_s,
@@ -85,7 +84,7 @@ def run_guard(
                                    plan.config.measure.repeats, plan.config.measure.confirm_budget_s,
                                    decider(plan, built.arms, first), measure, progress,
                                    most_looks=plan.config.measure.looks)
-        report = assemble_report(repo, plan, built, first, outcome, left, progress, out_dir,
+        report = assemble_report(repo, plan, built, first, outcome, plan.box.left, progress, out_dir,
                                  github_repo=github_repo, server_url=server_url, started=started)
         write_report(report, out_dir)
         return report
@@ -106,16 +105,16 @@ def record_commit(
     started = time.time()
     repo, out_dir = repo.resolve(), out_dir.resolve()
     with ExitStack() as build_in_use:
-        left = build_in_use.enter_context(counting_sweeps())
         check_out_dir(out_dir)
-        ref, config = plan_record(repo, commit, config, progress)
-        built = build_refs(repo, [ref], config, cache_dir or default_cache_dir(repo), build_in_use, progress)
+        ref, config, box = plan_record(repo, commit, config, progress)
+        build_in_use.enter_context(box.held())
+        built = build_refs(repo, [ref], config, box, cache_dir or default_cache_dir(repo), build_in_use, progress)
         built = _share_compile_caches(config, built, build_in_use, progress)
         first = measure_first_round(repo, config, ref, built, out_dir / "runs", progress, harness)
         (info,) = built.arms
         measured = first.measurements[ref.name]
         info.repeats = len(measured.repeats)
-        info.swept, info.temp_removed = left.processes[ref.name], left.temp_entries[ref.name]
+        info.swept, info.temp_removed = box.left.processes[ref.name], box.left.temp_entries[ref.name]
         if measured.error and info.status == "ok":
             info.status, info.error, info.log_tail = "run_failed", measured.error, measured.log_tail
         spec = first.spec
@@ -139,7 +138,8 @@ def record_commit(
         return record
 
 
-def plan_record(repo: Path, commit: str, given: GuardConfig | None, progress: Progress) -> tuple[ArmRef, GuardConfig]:
+def plan_record(repo: Path, commit: str, given: GuardConfig | None, progress: Progress
+                ) -> tuple[ArmRef, GuardConfig, Box]:
     """The commit and its config, checked as a run checks its base's before anything is built."""
     require_repo(repo)
     ref = ArmRef(name=RECORDED_ARM, ref=commit, sha=resolve_commit(repo, commit))
@@ -153,8 +153,8 @@ def plan_record(repo: Path, commit: str, given: GuardConfig | None, progress: Pr
         progress(f"warning: the work tree's {DEFAULT_CONFIG_NAME} is not committed, and is not used: the config is "
                  f"the commit's ({ref.sha[:12]}); commit it, or pass it with --config")
     where = f"{DEFAULT_CONFIG_NAME} of the commit" if given is None else "the config given"
-    check_before_build(repo, config, ref, where, progress)
-    return ref, config
+    _, box = check_before_build(repo, config, ref, where, progress)
+    return ref, config, box
 
 
 @dataclass
@@ -169,7 +169,7 @@ class Plan:
     overrides: ConfigOverrides
     rule: Rule  # its looks the most the run may take: a run plans its own (`decide_in_rounds`)
     security: list[RunWarning]  # warnings about the checkout itself
-    isolation: Isolation  # what the kernel gives the pull request's processes on this host
+    box: Box  # what holds the pull request's processes on this host (its `isolation`: the report's fact)
 
 
 def plan_run(
@@ -198,13 +198,13 @@ def plan_run(
     rule = _rule(config, files)
     require_distinct(base_ref, head_ref)  # after the config: its errors are the ones to fix first
     where = f"{DEFAULT_CONFIG_NAME} of the base commit" if given is None else "the config given"
-    security, isolation = check_before_build(repo, config, base_ref, where, progress)
-    return Plan(base_ref, head_ref, config, files, change, overrides, rule, security, isolation)
+    security, box = check_before_build(repo, config, base_ref, where, progress)
+    return Plan(base_ref, head_ref, config, files, change, overrides, rule, security, box)
 
 
 def check_before_build(
     repo: Path, config: GuardConfig, config_ref: ArmRef, where: str, progress: Progress
-) -> tuple[list[RunWarning], Isolation]:
+) -> tuple[list[RunWarning], Box]:
     """What must hold before anything of the commits is built: the CPUs, the interpreter, the
     workload's entry in the tree of the commit whose config names it (`where` says which), the
     checkout's credentials and the kernel's box. Returns the security warnings and the box."""
@@ -216,19 +216,19 @@ def check_before_build(
     if exposed := persisted_credentials(repo):
         security.append(CredentialKept(keys=exposed))
         progress("warning: " + warning_text(security[0]))
-    isolation, why = host_isolation(config.build.isolation, container=config.build.method == "docker")
-    if not isolation.boxed() and isolation.as_root and config.build.isolation == "kernel":
+    box = choose_box(config.build.isolation, container=config.build.method == "docker")
+    if not box.isolation.boxed() and box.isolation.as_root and config.build.isolation == "kernel":
         raise ConfigError(
-            f"this host cannot box the pull request's processes ({'; '.join(why)}), and run as root the guard "
+            f"this host cannot box the pull request's processes ({'; '.join(box.missing)}), and run as root the guard "
             "does not run them unboxed: run it as root where cgroup v2 can be mounted and util-linux's unshare "
             "makes PID, IPC and mount namespaces, use build.method = \"docker\", or set build.isolation = \"none\" "
             "in the base's guard.toml to run them so, which the report and the comment then say"
         )
-    for reason in why:
+    for reason in box.missing:
         progress(f"warning: the pull request's processes run without the kernel's box: {reason}")
     if config.build.isolation == "none":
         progress('warning: the pull request\'s processes run without a cgroup or namespaces (build.isolation = "none")')
-    return security, isolation
+    return security, box
 
 
 @dataclass
@@ -242,24 +242,26 @@ class Built:
 
 def build_arms(repo: Path, plan: Plan, cache_dir: Path, progress: Progress, builds_in_use: ExitStack) -> Built:
     """Base and head built (a failed build keeps the other arm), then the ablation arms on their builds."""
-    built = build_refs(repo, [plan.base, plan.head], plan.config, cache_dir, builds_in_use, progress)
+    built = build_refs(repo, [plan.base, plan.head], plan.config, plan.box, cache_dir, builds_in_use, progress)
     _add_ablation_arms(plan.config, built)
     return _share_compile_caches(plan.config, built, builds_in_use, progress)
 
 
 def build_refs(
-    repo: Path, refs: list[ArmRef], config: GuardConfig, cache_dir: Path, builds_in_use: ExitStack, progress: Progress
+    repo: Path, refs: list[ArmRef], config: GuardConfig, box: Box, cache_dir: Path, builds_in_use: ExitStack,
+    progress: Progress,
 ) -> Built:
     """Each commit built as an arm; a failed build is kept as that arm's measurement and keeps the others."""
     built = Built(arms=[], targets=[])
     for ref in refs:
-        info, arm = _build(repo, ref, config, cache_dir, progress, builds_in_use)
+        info, arm = _build(repo, ref, config, box, cache_dir, progress, builds_in_use)
         built.arms.append(info)
         if arm is not None:
             check_entry(config.workload.entry, arm.worktree)
             built.targets.append(ArmTarget(
-                name=arm.name, python=arm.python, worktree=arm.worktree, env=arm.env, pass_env=config.build.pass_env,
-                user=config.build.user, cpus=config.measure.cpus, container=arm.container))
+                name=arm.name, python=arm.python, worktree=arm.worktree, box=box, env=arm.env,
+                pass_env=config.build.pass_env, user=config.build.user, cpus=config.measure.cpus,
+                container=arm.container))
         else:
             built.failed[ref.name] = ArmMeasurement(arm=ref.name, error=info.error, log_tail=info.log_tail)
     return built
@@ -404,7 +406,7 @@ def assemble_report(
         changed_files=capture.changed_files if capture else [],  # from the one diff capture detection reads
         config_change=plan.change,
         overrides=plan.overrides if plan.overrides.given() else None,
-        isolation=plan.isolation,
+        isolation=plan.box.isolation,
         capture=capture,
         mix=mix,
         mix_traces=mix_traces,
@@ -461,15 +463,15 @@ def _add_ablation_arms(config: GuardConfig, built: Built) -> None:
 
 
 def _build(
-    repo: Path, ref: ArmRef, config: GuardConfig, cache_dir: Path, progress: Progress, builds_in_use: ExitStack
+    repo: Path, ref: ArmRef, config: GuardConfig, box: Box, cache_dir: Path, progress: Progress,
+    builds_in_use: ExitStack,
 ) -> tuple[ArmInfo, BuiltArm | None]:
     info = ArmInfo(
         name=ref.name, ref=ref.ref, sha=ref.sha, subject=commit_subject(repo, ref.sha),
         build_method=config.build.method,
     )
     try:
-        with sweeps_of(ref.name):
-            arm = build_arm(repo, ref, config.build, cache_dir, progress, hold=builds_in_use)
+        arm = build_arm(repo, ref, config.build, cache_dir, progress, hold=builds_in_use, box=box)
     except BuildError as exc:
         progress(f"{ref.name}: {exc.message}")
         info.status, info.error, info.log_tail = "build_failed", exc.message, exc.log_tail

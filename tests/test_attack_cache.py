@@ -24,6 +24,7 @@ import pytest
 
 from guard.checkout import ArmRef, BuiltArm, build_arm
 from guard.config import BuildConfig
+from guard.sandbox import choose_box
 from tests.conftest import writable_by_all
 from tests.poisoning import make_poisoning_repo, write_poisoning_config
 from tests.test_checkout import PIP_INSTALL, Repo, git, make_repo, run_in_arm
@@ -186,13 +187,13 @@ def test_a_changed_worktree_is_rebuilt_from_the_commit(
 ) -> None:
     change, reason, reaches_the_arm = tamper
     config = BuildConfig(method="none")
-    first = build_arm(repo.path, _base(repo), config, tmp_path / "cache")
+    first = build_arm(repo.path, _base(repo), config, tmp_path / "cache", box=choose_box())
     change(first.worktree)
     if reaches_the_arm:
         assert _version(first, tmp_path) == "bad"
 
     messages: list[str] = []
-    again = build_arm(repo.path, _base(repo), config, tmp_path / "cache", progress=messages.append)
+    again = build_arm(repo.path, _base(repo), config, tmp_path / "cache", progress=messages.append, box=choose_box())
     assert not again.reused and again.worktree == first.worktree
     assert any(reason in m and m.endswith(": rebuilding") for m in messages), messages
     assert _version(again, tmp_path) == "one"
@@ -204,12 +205,12 @@ def test_a_changed_worktree_is_rebuilt_from_the_commit(
 
 def test_bytecode_a_run_left_is_removed_not_trusted_and_costs_no_rebuild(repo: Repo, tmp_path: Path) -> None:
     config = BuildConfig(method="none")
-    first = build_arm(repo.path, _base(repo), config, tmp_path / "cache")
+    first = build_arm(repo.path, _base(repo), config, tmp_path / "cache", box=choose_box())
     _plant_bytecode(first.worktree)
     assert _version(first, tmp_path) == "bad"  # Python would load it: the header matches the source
 
     messages: list[str] = []
-    again = build_arm(repo.path, _base(repo), config, tmp_path / "cache", progress=messages.append)
+    again = build_arm(repo.path, _base(repo), config, tmp_path / "cache", progress=messages.append, box=choose_box())
     assert again.reused, messages
     assert not (first.worktree / "tinypkg" / "__pycache__").exists()
     assert _version(again, tmp_path) == "one"
@@ -218,7 +219,7 @@ def test_bytecode_a_run_left_is_removed_not_trusted_and_costs_no_rebuild(repo: R
 @pytest.mark.slow
 def test_a_changed_venv_is_rebuilt(repo: Repo, tmp_path: Path) -> None:
     config = BuildConfig(method="venv", install=PIP_INSTALL)
-    first = build_arm(repo.path, _base(repo), config, tmp_path / "cache")
+    first = build_arm(repo.path, _base(repo), config, tmp_path / "cache", box=choose_box())
     installed = Path(run_in_arm(first, "import tinypkg; print(tinypkg.__file__)", cwd=tmp_path))
     assert installed.is_relative_to(first.python.parent.parent)
     # a size of its own: bytecode compiled within the same second is checked by mtime and size
@@ -226,7 +227,7 @@ def test_a_changed_venv_is_rebuilt(repo: Repo, tmp_path: Path) -> None:
     assert _version(first, tmp_path) == "bad"
 
     messages: list[str] = []
-    again = build_arm(repo.path, _base(repo), config, tmp_path / "cache", progress=messages.append)
+    again = build_arm(repo.path, _base(repo), config, tmp_path / "cache", progress=messages.append, box=choose_box())
     assert not again.reused
     assert any(f"venv/{installed.relative_to(first.python.parent.parent)} differs" in m for m in messages), messages
     assert _version(again, tmp_path) == "one"
@@ -236,7 +237,7 @@ def test_a_changed_venv_is_rebuilt(repo: Repo, tmp_path: Path) -> None:
     assert compiled.is_file()
     compiled.write_bytes(compiled.read_bytes()[:16] + marshal.dumps(compile('VERSION = "bad"\n', "x", "exec")))
     assert _version(again, tmp_path) == "bad"
-    rebuilt = build_arm(repo.path, _base(repo), config, tmp_path / "cache", progress=messages.append)
+    rebuilt = build_arm(repo.path, _base(repo), config, tmp_path / "cache", progress=messages.append, box=choose_box())
     assert not rebuilt.reused and _version(rebuilt, tmp_path) == "one"
 
 
@@ -277,7 +278,7 @@ def test_a_sealed_build_is_reused_and_out_of_the_build_users_reach(repo: Repo, t
     the guard makes them its own again before it takes the manifest. So the next run finds
     them as recorded and reuses them, and that user (the workload's) can change none of it."""
     config = BuildConfig(method="venv", install=f"{PIP_INSTALL} && touch made-by-the-install")
-    first = build_arm(repo.path, _base(repo), config, tmp_path / "cache")
+    first = build_arm(repo.path, _base(repo), config, tmp_path / "cache", box=choose_box())
     folder = first.worktree.parent
     user = pwd.getpwnam(config.user)
     # the install ran as the user: what it made is in the tree, and is the guard's now
@@ -296,7 +297,7 @@ def test_a_sealed_build_is_reused_and_out_of_the_build_users_reach(repo: Repo, t
     assert proc.stdout.strip() == ""
 
     messages: list[str] = []
-    again = build_arm(repo.path, _base(repo), config, tmp_path / "cache", progress=messages.append)
+    again = build_arm(repo.path, _base(repo), config, tmp_path / "cache", progress=messages.append, box=choose_box())
     assert again.reused, messages
     assert any("unchanged since it was built" in m for m in messages), messages
     assert _version(again, tmp_path) == "one"
@@ -318,14 +319,14 @@ def _forge_to_match(marker: Path, tree_path: str, content: bytes) -> str:
 
 def test_a_marker_others_may_write_is_not_trusted(repo: Repo, tmp_path: Path) -> None:
     config = BuildConfig(method="none")
-    first = build_arm(repo.path, _base(repo), config, tmp_path / "cache")
+    first = build_arm(repo.path, _base(repo), config, tmp_path / "cache", box=choose_box())
     poison = b'VERSION = "bad"\n'
     (first.worktree / "tinypkg" / "__init__.py").write_bytes(poison)
     _marker(first).write_text(_forge_to_match(_marker(first), "tinypkg/__init__.py", poison))
     _marker(first).chmod(0o666)
 
     messages: list[str] = []
-    again = build_arm(repo.path, _base(repo), config, tmp_path / "cache", progress=messages.append)
+    again = build_arm(repo.path, _base(repo), config, tmp_path / "cache", progress=messages.append, box=choose_box())
     assert not again.reused
     assert any("could have been written by another user" in m for m in messages), messages
     assert _version(again, tmp_path) == "one"
@@ -337,9 +338,10 @@ def test_a_marker_others_may_write_is_not_trusted(repo: Repo, tmp_path: Path) ->
 def test_a_marker_for_something_else_is_not_trusted(forgery: str, repo: Repo, tmp_path: Path) -> None:
     config = BuildConfig(method="none")
     cache = tmp_path / "cache"
-    first = build_arm(repo.path, _base(repo), config, cache)
+    first = build_arm(repo.path, _base(repo), config, cache, box=choose_box())
     (first.worktree / "tinypkg" / "__init__.py").write_text('VERSION = "two"\n')
-    other = build_arm(repo.path, ArmRef(name="head", ref="feature", sha=repo.feature_sha), config, cache)
+    other = build_arm(repo.path, ArmRef(name="head", ref="feature", sha=repo.feature_sha), config, cache,
+                      box=choose_box())
     if forgery == "another commit's marker":  # genuine, the guard's own, and of a tree with this content
         record = json.loads(_marker(other).read_text())
         _marker(first).write_text(json.dumps(record))
@@ -352,7 +354,7 @@ def test_a_marker_for_something_else_is_not_trusted(forgery: str, repo: Repo, tm
         _marker(first).unlink()
         _marker(first).symlink_to(forged)
 
-    again = build_arm(repo.path, _base(repo), config, cache)
+    again = build_arm(repo.path, _base(repo), config, cache, box=choose_box())
     assert not again.reused and _version(again, tmp_path) == "one"
 
 
@@ -369,7 +371,7 @@ def shared_tmp() -> Iterator[Path]:
 def test_a_marker_written_by_another_user_is_not_trusted(repo: Repo, shared_tmp: Path, tmp_path: Path) -> None:
     config = BuildConfig(method="none")
     cache = shared_tmp / "cache"
-    first = build_arm(repo.path, _base(repo), config, cache)
+    first = build_arm(repo.path, _base(repo), config, cache, box=choose_box())
     folder = first.worktree.parent
     # a cache whose folders the pull request's user can write: the guard must not count on them
     for path in [folder, *folder.rglob("*")]:
@@ -397,7 +399,7 @@ def test_a_marker_written_by_another_user_is_not_trusted(repo: Repo, shared_tmp:
     assert _marker(first).stat().st_uid == NOBODY and _version(first, tmp_path) == "bad"
 
     messages: list[str] = []
-    again = build_arm(repo.path, _base(repo), config, cache, progress=messages.append)
+    again = build_arm(repo.path, _base(repo), config, cache, progress=messages.append, box=choose_box())
     assert not again.reused
     assert any("could have been written by another user" in m for m in messages), messages
     assert _version(again, tmp_path) == "one"
@@ -414,13 +416,15 @@ _RUN = textwrap.dedent("""
     from guard._errors import BuildError
     from guard.checkout import ArmRef, build_arm
     from guard.config import BuildConfig
+    from guard.sandbox import choose_box
 
     repo, sha, cache, install, hold_s, wait_s = sys.argv[1:]
     with ExitStack() as in_use:
         try:
             built = build_arm(Path(repo), ArmRef(name="base", ref="base", sha=sha),
                               BuildConfig(method="venv", install=install), Path(cache),
-                              lambda m: print(m, file=sys.stderr, flush=True), hold=in_use, lock_wait_s=float(wait_s))
+                              lambda m: print(m, file=sys.stderr, flush=True), hold=in_use, lock_wait_s=float(wait_s),
+                              box=choose_box())
         except BuildError as exc:
             print(json.dumps({"error": exc.message}), flush=True)
             sys.exit(2)
@@ -507,9 +511,9 @@ def test_worktrees_of_a_deleted_cache_are_pruned(repo: Repo, tmp_path: Path) -> 
     config = BuildConfig(method="none")
     head = ArmRef(name="head", ref="feature", sha=repo.feature_sha)
     for arm in (_base(repo), head):
-        build_arm(repo.path, arm, config, tmp_path / "temporary-cache")
+        build_arm(repo.path, arm, config, tmp_path / "temporary-cache", box=choose_box())
     assert len(_listed_worktrees(repo.path)) == 2
     shutil.rmtree(tmp_path / "temporary-cache")  # the runner empties its temp folder after the job
 
-    kept = build_arm(repo.path, _base(repo), config, tmp_path / "kept-cache")
+    kept = build_arm(repo.path, _base(repo), config, tmp_path / "kept-cache", box=choose_box())
     assert _listed_worktrees(repo.path) == [str(kept.worktree)]

@@ -19,7 +19,7 @@ import pytest
 from guard.checkout import ArmRef, build_arm
 from guard.checkout._cache import check_build
 from guard.config import BuildConfig
-from guard.sandbox import pr_user
+from guard.sandbox import choose_box, pr_user
 from tests.test_checkout import make_repo
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to run as build identities")
@@ -56,12 +56,13 @@ print(json.dumps(seen))
 OTHER_JOB = r'''
 import json, subprocess, sys
 from pathlib import Path
-from guard.sandbox import pr_user, run_process
+from guard.sandbox import Launch, choose_box, launch, pr_user
 user = pr_user("guard-pr")
 out = Path(sys.argv[3])
 with out.open("w") as log:
-    code = run_process([sys.executable, "-c", sys.argv[4], sys.argv[1], sys.argv[2]], stdout=log, timeout_s=90,
-                       cwd=Path("/"), user=user, reads=[Path(sys.argv[1]).parent])
+    one = Launch([sys.executable, "-c", sys.argv[4], sys.argv[1], sys.argv[2]], log, cwd=Path("/"), user=user,
+                 reads=[Path(sys.argv[1]).parent])
+    code = launch(choose_box(), [one], timeout_s=90).codes[0]
 print(json.dumps({"user": user.name, "exit": code}))
 '''
 
@@ -79,7 +80,8 @@ def test_another_jobs_code_cannot_write_a_build_while_it_is_installed(tmp_path: 
     try:
         # this job's install runs for 3 s as this run's identity, which may write the tree meanwhile
         config = BuildConfig(method="venv", install="sleep 3")
-        built = build_arm(repo.path, ArmRef(name="base", ref="main~1", sha=repo.first_sha), config, cache)
+        built = build_arm(repo.path, ArmRef(name="base", ref="main~1", sha=repo.first_sha), config, cache,
+                          box=choose_box())
     finally:
         stop.touch()
         out, _ = other.communicate(timeout=120)

@@ -19,6 +19,7 @@ from guard.checkout import (
 )
 from guard.cause import find_capture_changes
 from guard.config import BuildConfig
+from guard.sandbox import choose_box
 
 # isolated from the machine's git config, with an identity so commits work anywhere
 _GIT_ENV = {
@@ -210,7 +211,7 @@ def test_none_build_puts_the_arm_commit_on_pythonpath(
     config = BuildConfig(method="none")
     messages: list[str] = []
     for arm, version in zip(_arms(repo), ["one", "two"]):
-        built = build_arm(repo.path, arm, config, tmp_path / "cache", progress=messages.append)
+        built = build_arm(repo.path, arm, config, tmp_path / "cache", progress=messages.append, box=choose_box())
         assert built.name == arm.name and built.sha == arm.sha and not built.reused
         assert built.env["PYTHONPATH"] == f"{built.worktree}{os.pathsep}/already/there"
         assert (built.worktree / "tinypkg" / "__init__.py").read_text() == f'VERSION = "{version}"\n'
@@ -225,19 +226,20 @@ def test_none_build_puts_the_arm_commit_on_pythonpath(
 def test_finished_build_is_reused_and_unfinished_one_rebuilt(repo: Repo, tmp_path: Path) -> None:
     base, _ = _arms(repo)
     config = BuildConfig(method="none")
-    first = build_arm(repo.path, base, config, tmp_path / "cache")
+    first = build_arm(repo.path, base, config, tmp_path / "cache", box=choose_box())
 
-    again = build_arm(repo.path, base, config, tmp_path / "cache")
+    again = build_arm(repo.path, base, config, tmp_path / "cache", box=choose_box())
     assert again.reused and again.build_s == 0.0
     assert again.worktree == first.worktree
 
-    other = build_arm(repo.path, base, config.model_copy(update={"install": "true"}), tmp_path / "cache")
+    other = build_arm(repo.path, base, config.model_copy(update={"install": "true"}), tmp_path / "cache",
+                      box=choose_box())
     assert not other.reused and other.worktree != first.worktree
 
     # a crash mid-build leaves no marker: the folder must be wiped and built again
     (first.worktree.parent / "marker.json").unlink()
     (first.worktree / "stale.txt").write_text("left over")
-    rebuilt = build_arm(repo.path, base, config, tmp_path / "cache")
+    rebuilt = build_arm(repo.path, base, config, tmp_path / "cache", box=choose_box())
     assert not rebuilt.reused
     assert not (rebuilt.worktree / "stale.txt").exists()
     assert git(rebuilt.worktree, "rev-parse", "HEAD") == base.sha
@@ -256,12 +258,13 @@ def test_a_commit_over_the_checkout_limits_is_refused_before_anything_is_written
     for limits, said in (({"max_checkout_mib": 2}, "MiB, over build.max_checkout_mib (2)"),
                          ({"max_checkout_files": 30}, "files, over build.max_checkout_files (30)")):
         with pytest.raises(BuildError) as caught:
-            build_arm(repo.path, bomb, BuildConfig(method="none", **limits), tmp_path / "cache")
+            build_arm(repo.path, bomb, BuildConfig(method="none", **limits), tmp_path / "cache", box=choose_box())
         assert caught.value.arm == "head" and said in caught.value.message
         assert caught.value.message.startswith(f"build of arm 'head' failed: its commit {bomb.sha[:12]} holds ")
         assert "nothing of it was checked out" in caught.value.message
         assert not list((tmp_path / "cache").rglob("zeros-*"))  # not one file of it written
-    built = build_arm(repo.path, bomb, BuildConfig(method="none", max_checkout_mib=4), tmp_path / "cache")
+    built = build_arm(repo.path, bomb, BuildConfig(method="none", max_checkout_mib=4), tmp_path / "cache",
+                      box=choose_box())
     assert len(list(built.worktree.glob("zeros-*"))) == 30
 
 
@@ -269,7 +272,7 @@ def test_missing_interpreter_is_a_build_error(repo: Repo, tmp_path: Path) -> Non
     base, _ = _arms(repo)
     config = BuildConfig(method="venv", python=str(tmp_path / "no-python-here"))
     with pytest.raises(BuildError, match="not found") as caught:
-        build_arm(repo.path, base, config, tmp_path / "cache")
+        build_arm(repo.path, base, config, tmp_path / "cache", box=choose_box())
     assert caught.value.arm == "base"
 
 
@@ -279,7 +282,7 @@ def test_broken_interpreter_is_a_build_error_with_its_output(repo: Repo, tmp_pat
     fake.chmod(0o755)
     _, head = _arms(repo)
     with pytest.raises(BuildError) as caught:
-        build_arm(repo.path, head, BuildConfig(method="venv", python=str(fake)), tmp_path / "cache")
+        build_arm(repo.path, head, BuildConfig(method="venv", python=str(fake)), tmp_path / "cache", box=choose_box())
     assert caught.value.arm == "head"
     assert "fake-python-broken" in caught.value.log_tail
     assert caught.value.log_path is not None and Path(caught.value.log_path).is_file()
@@ -302,8 +305,8 @@ def venv_builds(shared_repo: Repo, tmp_path_factory: pytest.TempPathFactory) -> 
     base, head = _arms(shared_repo)
     return VenvBuilds(
         cache=cache,
-        base=build_arm(shared_repo.path, base, config, cache),
-        head=build_arm(shared_repo.path, head, config, cache),
+        base=build_arm(shared_repo.path, base, config, cache, box=choose_box()),
+        head=build_arm(shared_repo.path, head, config, cache, box=choose_box()),
     )
 
 
@@ -334,11 +337,13 @@ def test_venv_build_is_reused_only_for_the_same_config(
 ) -> None:
     base, _ = _arms(shared_repo)
     built_ns = venv_builds.base.build_log.stat().st_mtime_ns
-    again = build_arm(shared_repo.path, base, BuildConfig(method="venv", install=PIP_INSTALL), venv_builds.cache)
+    again = build_arm(shared_repo.path, base, BuildConfig(method="venv", install=PIP_INSTALL), venv_builds.cache,
+                      box=choose_box())
     assert again.reused and again.python == venv_builds.base.python
     assert again.build_log.stat().st_mtime_ns == built_ns  # checked, not built again: nothing ran pip
 
-    bare = build_arm(shared_repo.path, base, BuildConfig(method="venv", install=""), venv_builds.cache)
+    bare = build_arm(shared_repo.path, base, BuildConfig(method="venv", install=""), venv_builds.cache,
+                     box=choose_box())
     assert not bare.reused and bare.python != venv_builds.base.python
     assert run_in_arm(bare, "import importlib.util as u; print(u.find_spec('tinypkg') is None)", tmp_path) == "True"
 
@@ -350,7 +355,7 @@ def test_failed_install_names_the_arm_and_spoils_nothing(
     base, head = _arms(shared_repo)
     broken = BuildConfig(method="venv", install="echo boom-marker; exit 3")
     with pytest.raises(BuildError) as caught:
-        build_arm(shared_repo.path, base, broken, venv_builds.cache)
+        build_arm(shared_repo.path, base, broken, venv_builds.cache, box=choose_box())
     assert caught.value.arm == "base"
     assert "arm 'base'" in caught.value.message and "code 3" in caught.value.message
     assert "boom-marker" in caught.value.log_tail
@@ -362,13 +367,13 @@ def test_failed_install_names_the_arm_and_spoils_nothing(
     assert str(failed_folder / "tree") not in git(shared_repo.path, "worktree", "list", "--porcelain")
 
     fixed = BuildConfig(method="venv", install=PIP_INSTALL)
-    head_built = build_arm(shared_repo.path, head, fixed, venv_builds.cache)
+    head_built = build_arm(shared_repo.path, head, fixed, venv_builds.cache, box=choose_box())
     assert head_built.reused
     assert json.loads(run_in_arm(head_built, _PROBE, cwd=tmp_path))[0] == "two"
 
     # the failed folder has no marker, so the same config is built again rather than reused
     with pytest.raises(BuildError, match="code 3"):
-        build_arm(shared_repo.path, base, broken, venv_builds.cache)
+        build_arm(shared_repo.path, base, broken, venv_builds.cache, box=choose_box())
 
 
 @pytest.mark.slow
@@ -389,7 +394,7 @@ def test_venv_made_from_a_venv_sees_that_venvs_packages(shared_repo: Repo, tmp_p
 
     _, head = _arms(shared_repo)
     config = BuildConfig(method="venv", install="", python=str(parent_python))
-    built = build_arm(shared_repo.path, head, config, tmp_path / "cache")
+    built = build_arm(shared_repo.path, head, config, tmp_path / "cache", box=choose_box())
     code = "import parent_only_mod, pth_only_mod; print(parent_only_mod.WHERE, '|', pth_only_mod.WHERE)"
     assert run_in_arm(built, code, cwd=tmp_path) == "parent venv | pth dir"
     # and whatever else the parent sees, torch included where it has one: no more, no less
@@ -407,6 +412,6 @@ def test_build_past_timeout_is_killed_and_reported(shared_repo: Repo, tmp_path: 
     started_s = time.monotonic()
     with pytest.raises(BuildError, match="timed out") as caught:
         config = BuildConfig(method="venv", install="sleep 600", timeout_s=1)
-        build_arm(shared_repo.path, base, config, tmp_path / "cache")
+        build_arm(shared_repo.path, base, config, tmp_path / "cache", box=choose_box())
     assert time.monotonic() - started_s < 300  # killed: a wait for the sleep lasts 600 s, whatever the load
     assert caught.value.arm == "base"

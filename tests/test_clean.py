@@ -15,6 +15,7 @@ import pytest
 from guard.checkout import ArmRef, build_arm, default_cache_dir
 from guard.checkout._cache import CACHE_MARK_NAME, LOCK_NAME
 from guard.config import BuildConfig
+from guard.sandbox import choose_box
 from tests.test_checkout import Repo, git, make_repo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +37,8 @@ def built(tmp_path: Path) -> tuple[Repo, Path, list[Path]]:
     """A repository whose two arms the guard built, in its default cache dir."""
     repo = make_repo(tmp_path / "repo")
     cache = default_cache_dir(repo.path)
-    arms = [build_arm(repo.path, ArmRef(name=name, ref=name, sha=sha), BuildConfig(method="none"), cache)
+    arms = [build_arm(repo.path, ArmRef(name=name, ref=name, sha=sha), BuildConfig(method="none"), cache,
+                      box=choose_box())
             for name, sha in (("base", repo.main_sha), ("head", repo.feature_sha))]
     return repo, cache, [arm.worktree for arm in arms]
 
@@ -102,7 +104,8 @@ def test_unused_for_removes_only_the_builds_no_run_has_used_for_that_long(
     for tree in trees:
         os.utime(tree.parent / LOCK_NAME, (ten_days_ago, ten_days_ago))
     # a later run reuses base's build: that use is what keeps it
-    reused = build_arm(repo.path, ArmRef(name="base", ref="main", sha=repo.main_sha), BuildConfig(method="none"), cache)
+    reused = build_arm(repo.path, ArmRef(name="base", ref="main", sha=repo.main_sha), BuildConfig(method="none"), cache,
+                       box=choose_box())
     assert reused.worktree == trees[0]
     done = guard("--repo", str(repo.path), "--unused-for", "7")
     assert done.returncode == 0, done.stderr

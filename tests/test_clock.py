@@ -12,6 +12,7 @@ import pytest
 from guard.measure._clock import FLOOR, SLACK_S, Claim, misfit
 from guard.measure._models import SeenPass
 from guard.measure import ArmTarget, HarnessSpec, run_interleaved
+from guard.sandbox import choose_box
 
 # Each step takes STEP_S of the host's time. With SCALE set, the workload's module replaces
 # time.perf_counter, which the harness reads, by one that runs at 1/SCALE of the real rate:
@@ -96,8 +97,9 @@ def test_a_process_whose_clock_is_not_the_guards_is_refused(tmp_path: Path) -> N
     worktree.mkdir()
     (worktree / "wl.py").write_text(WORKLOAD)
     targets = [
-        ArmTarget(name="base", python=Path(sys.executable), worktree=worktree, env={}),
-        ArmTarget(name="head", python=Path(sys.executable), worktree=worktree, env={"SLOWER": "3", "SCALE": "3"}),
+        ArmTarget(box=choose_box(), name="base", python=Path(sys.executable), worktree=worktree, env={}),
+        ArmTarget(name="head", python=Path(sys.executable),
+                  box=choose_box(), worktree=worktree, env={"SLOWER": "3", "SCALE": "3"}),
     ]
     spec = HarnessSpec(entry="wl.py:make", batch_sizes=[1], steps=40, warmup_steps=1, tok_per_s_min_s=0,
                        warmup_max_s=0)

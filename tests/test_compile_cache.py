@@ -22,8 +22,7 @@ from guard.config import Workload
 from guard.harness import HARNESS_SCRIPT
 from guard.measure import ArmTarget, HarnessSpec, compile_caches, filled, run_interleaved
 from guard.measure._compile_cache import CACHE_DEFAULTS, remove_abandoned
-from guard.sandbox import COMPILE_CACHES, LaunchError, check_interpreter, pr_user
-from guard.sandbox._container import process_start
+from guard.sandbox import COMPILE_CACHES, LaunchError, check_interpreter, choose_box, pr_user, process_start
 from tests.conftest import commit_all, git
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +111,8 @@ def test_the_processes_of_an_arm_share_its_folder_across_rounds_and_no_other_arm
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     worktree = _worktree(tmp_path)
     with compile_caches(["base", "head"]) as caches:
-        targets = [ArmTarget(name=arm, python=Path(sys.executable), worktree=worktree, compile_cache=caches[arm])
+        targets = [ArmTarget(name=arm, python=Path(sys.executable),
+                             box=choose_box(), worktree=worktree, compile_cache=caches[arm])
                    for arm in ("base", "head")]
         first = run_interleaved(targets, _spec(), 2, tmp_path / "runs", timeout_s=120)
         # the workload's bytecode, written by the arm's first process into the arm's folder
@@ -153,7 +153,7 @@ def test_without_the_cache_a_process_is_given_no_cache_folder(tmp_path: Path, mo
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "runner-cache"))
     monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "runner-bytecode"))
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
-    target = ArmTarget(name="base", python=Path(sys.executable), worktree=_worktree(tmp_path))
+    target = ArmTarget(box=choose_box(), name="base", python=Path(sys.executable), worktree=_worktree(tmp_path))
     seen = _seen(run_interleaved([target], _spec(), 2, tmp_path / "runs", timeout_s=120), "base")
     assert [s["env"] for s in seen] == [dict.fromkeys([*COMPILE_CACHES, *CACHE_DEFAULTS])] * 2
     assert all(s["dont_write_bytecode"] for s in seen)  # the runner's setting, as it is without the cache
@@ -182,7 +182,8 @@ def test_the_second_process_of_a_compiled_arm_loads_its_graphs_from_the_cache(tm
     worktree.chmod(0o755)
     spec = _spec("guard.workloads.compiled:make", COMPILED_OPTIONS)
     with compile_caches(["head"]) as caches:
-        target = ArmTarget(name="head", python=Path(sys.executable), worktree=worktree, compile_cache=caches["head"],
+        target = ArmTarget(name="head", python=Path(sys.executable),
+                           box=choose_box(), worktree=worktree, compile_cache=caches["head"],
                            env={"PYTHONPATH": str(REPO_ROOT)})
         lines: list[str] = []
         found = run_interleaved([target], spec, 2, tmp_path / "runs", timeout_s=600, progress=lines.append)["head"]

@@ -15,7 +15,7 @@ def test_the_demo_runs_as_root_where_the_build_user_cannot_run_this_python(monke
     from guard.config import load_commit_config
     from guard.demo._repo import make_demo_repo
     from guard.demo._run import _build_user_cannot_run_this_python
-    from guard.sandbox._process import LaunchError
+    from guard.sandbox import LaunchError
 
     def unreachable(*_args: object) -> None:
         raise LaunchError("the user 'guard-pr' that runs the pull request's code (build.user) cannot run the "

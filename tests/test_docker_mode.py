@@ -24,7 +24,7 @@ from guard.config._models import GuardConfig
 from guard.config import ConfigOverrides
 from guard.measure._in_container import container_environment
 from guard.pipeline import build_arms, plan_run
-from guard.sandbox import Container, Mount, counting_sweeps, guard_environment, run_container
+from guard.sandbox import Container, Mount, choose_box, guard_environment, run_container
 from guard.sandbox._container import LABEL, LABEL_BOOT, LABEL_PID, LABEL_START, boot_id, device_requests
 from tests.docker_engine import engine_with
 from tests.conftest import commit_all, git
@@ -137,7 +137,7 @@ def test_isolation_seen_from_inside(client, tmp_path: Path, monkeypatch) -> None
     log = tmp_path / "log"
     with log.open("wb") as sink:
         code = run_container(
-            base_container(client), ["python3", "/guard/in/checks.py"],
+            choose_box(container=True).containers, base_container(client), ["python3", "/guard/in/checks.py"],
             mounts=[Mount(inputs, "/guard/in"), Mount(out, "/guard/out", writable=True)],
             env=container_environment([], {}), log=sink, timeout_s=120,
         )
@@ -161,7 +161,8 @@ def test_isolation_seen_from_inside(client, tmp_path: Path, monkeypatch) -> None
 def test_a_container_past_its_time_is_killed_and_removed(client, tmp_path: Path) -> None:
     started = time.monotonic()
     with (tmp_path / "log").open("wb") as sink:
-        code = run_container(base_container(client), ["sleep", "300"], mounts=[], env={}, log=sink, timeout_s=3)
+        code = run_container(choose_box(container=True).containers, base_container(client), ["sleep", "300"],
+                             mounts=[], env={}, log=sink, timeout_s=3)
     assert code is None
     assert time.monotonic() - started < 60
     assert ours(client) == []
@@ -171,10 +172,11 @@ HOLDER = """
 import sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from guard.sandbox import Container, run_container
+from guard.sandbox import Container, choose_box, run_container
 container = Container.model_validate_json({container!r})
 with open({log!r}, "wb") as sink:
-    run_container(container, ["sleep", "300"], mounts=[], env={{}}, log=sink, timeout_s=300)
+    run_container(choose_box(container=True).containers, container, ["sleep", "300"], mounts=[], env={{}}, log=sink,
+                  timeout_s=300)
 """
 
 
@@ -340,7 +342,7 @@ def built_again(repo: Path, cache: Path) -> str:
     """`guard run`'s stages up to the arms' builds, in this process, with the run's defaults;
     the progress lines, joined."""
     lines: list[str] = []
-    with counting_sweeps(), ExitStack() as held:
+    with ExitStack() as held:
         plan = plan_run(repo.resolve(), None, "feature", None, None, ConfigOverrides(), lines.append)
         built = build_arms(repo.resolve(), plan, cache, lines.append, held)
     assert not built.failed, lines

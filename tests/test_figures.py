@@ -16,6 +16,7 @@ from guard.harness._protocol import wire
 from guard.harness._passes import Process, run_batch
 from guard.measure import ArmMeasurement, ArmTarget, BatchRun, HarnessSpec, run_interleaved
 from guard.measure._figures import batch_figures
+from guard.sandbox import choose_box
 from tests.step_clock import Clock, installed
 
 # -- a stall: 50 ms every 32 steps ------------------------------------------------------------
@@ -102,7 +103,7 @@ def _written(**over: Any) -> dict[str, Any]:
 
 def _read(tmp_path: Path, written: dict[str, Any]) -> ArmMeasurement:
     """The guard's reading of a process that wrote `written`, through its runner."""
-    target = ArmTarget(name="head", python=Path(sys.executable), worktree=tmp_path)
+    target = ArmTarget(box=choose_box(), name="head", python=Path(sys.executable), worktree=tmp_path)
     return run_interleaved([target], _spec(), 1, tmp_path / "runs", timeout_s=10,
                            harness=lambda *_args, **_kw: [written])["head"]
 

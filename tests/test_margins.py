@@ -18,6 +18,7 @@ from guard.measure._disagreements import with_disagreements
 from guard.harness._protocol import ReferenceRun
 from guard.measure._reference import _top_logits, forced_spec, make_reference
 from guard.measure._runner import run_interleaved
+from guard.sandbox import choose_box
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BATCH = 2
@@ -61,7 +62,7 @@ def arm_runs(tmp: Path, dtype: str, head_patch: str) -> tuple[ReferenceTokens, d
         worktree = tmp / name
         worktree.mkdir()
         (worktree / "wl.py").write_text(WORKLOAD.format(root=str(REPO_ROOT), patch=patch))
-        targets.append(ArmTarget(name=name, python=Path(sys.executable), worktree=worktree))
+        targets.append(ArmTarget(box=choose_box(), name=name, python=Path(sys.executable), worktree=worktree))
     spec = HarnessSpec(entry="wl.py:make", options={"layers": 2, "max_len": 128, "dtype": dtype},
                        batch_sizes=[BATCH], steps=40, warmup_steps=2, tok_per_s_min_s=0, warmup_max_s=0,
                        profile_steps=0)

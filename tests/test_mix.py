@@ -22,6 +22,7 @@ from guard.measure import (
 )
 from guard.measure._mix import arm_mix, nearest_rank
 from guard.measure._reference import forced_spec
+from guard.sandbox import choose_box
 from tests.conftest import git
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -152,7 +153,7 @@ def mixed_arms(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unt
     tmp = tmp_path_factory.mktemp("mix")
     spec = HarnessSpec(entry="guard.engine:make", options=ENGINE, batch_sizes=[1], steps=24, warmup_steps=2,
                        tok_per_s_min_s=0, warmup_max_s=0, profile_steps=0, batch_mix=MIX, batch_mix_seed=5)
-    targets = [ArmTarget(name=name, python=Path(sys.executable), worktree=REPO_ROOT,
+    targets = [ArmTarget(box=choose_box(), name=name, python=Path(sys.executable), worktree=REPO_ROOT,
                          env={"REFENGINE_FALLBACK": fallback}) for name, fallback in (("base", "1"), ("head", "0"))]
     outcome = make_reference(targets[0], spec, tmp / "runs", 300, "base test")
     assert outcome.error is None and outcome.tokens is not None and outcome.path is not None

@@ -24,6 +24,7 @@ from guard.harness._protocol import ReferenceMix, ReferenceRun
 from guard.measure._reference import _top_logits, forced_spec, make_reference
 from guard.measure._runner import run_interleaved
 from guard.report import Report, UnfoundedReport, read_report, render_comment
+from guard.sandbox import choose_box
 from tests.report_fixtures import committed, current_file, remeasured, with_mix
 from tests.rules import rule_at
 from tests.test_explain_mix import FALLBACK, _arm, _mix
@@ -55,7 +56,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
         worktree = tmp / name
         worktree.mkdir()
         (worktree / "wl.py").write_text(WORKLOAD.format(root=str(REPO_ROOT), patch=patch))
-        targets.append(ArmTarget(name=name, python=Path(sys.executable), worktree=worktree))
+        targets.append(ArmTarget(box=choose_box(), name=name, python=Path(sys.executable), worktree=worktree))
     spec = HarnessSpec(entry="wl.py:make", options={"layers": 2, "max_len": 128, "dtype": "bfloat16"},
                        batch_sizes=[2], steps=32, warmup_steps=2, tok_per_s_min_s=0, warmup_max_s=0,
                        profile_steps=0, batch_mix=MIX, batch_mix_seed=3)

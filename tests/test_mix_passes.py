@@ -18,6 +18,7 @@ from guard.measure import ArmTarget, HarnessSpec, make_reference
 from guard.measure._models import RepeatResult
 from guard.measure._reference import forced_spec
 from guard.measure._runner import RunFailed, _check_traces, run_interleaved
+from guard.sandbox import choose_box
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MIX = {1: 0.4, 2: 0.25, 3: 0.15, 6: 0.1, 9: 0.1}
@@ -38,7 +39,7 @@ def test_the_mix_settles_then_decodes_its_schedule_from_setup_again(tmp_path: Pa
     steps still decode the reference's outputs exactly, so the warmup left nothing behind."""
     spec = HarnessSpec(entry="guard.engine:make", options=ENGINE, batch_sizes=[1], steps=12, warmup_steps=2,
                        tok_per_s_min_s=0, warmup_max_s=0.3, profile_steps=0, batch_mix=MIX, batch_mix_seed=2)
-    target = ArmTarget(name="head", python=Path(sys.executable), worktree=REPO_ROOT)
+    target = ArmTarget(box=choose_box(), name="head", python=Path(sys.executable), worktree=REPO_ROOT)
     outcome = make_reference(target, spec, tmp_path / "runs", 300, "base test")
     assert outcome.error is None and outcome.tokens is not None and outcome.path is not None
     results = run_interleaved([target], forced_spec(spec, outcome.tokens, outcome.path), 2, tmp_path / "runs", 300,

@@ -436,11 +436,8 @@ def test_a_host_that_cannot_box_stops_a_root_guard_or_runs_as_the_base_says(
     from guard import pipeline
     from guard._errors import ConfigError
     from guard.config import ConfigOverrides
-    from guard.sandbox import _cgroup, _namespace
-    from guard.sandbox._isolation import Isolation
+    from guard.sandbox import Isolation, _cgroup, _namespace
 
-    monkeypatch.setattr(_cgroup, "enabled", True)  # restored after: "none" turns them off for the process
-    monkeypatch.setattr(_namespace, "enabled", True)
     repo = make_repo(tmp_path)
     write_workload(repo, work=3001)
     commit_all(repo, "head")
@@ -458,7 +455,7 @@ def test_a_host_that_cannot_box_stops_a_root_guard_or_runs_as_the_base_says(
         git(repo, "checkout", "--quiet", "feature")
         git(repo, "merge", "--quiet", "--no-edit", "main")
 
-    monkeypatch.setattr(_cgroup, "available", lambda: (None, "cgroup v2 is not mounted here"))
+    monkeypatch.setattr(_cgroup, "folder", lambda: (None, "cgroup v2 is not mounted here"))
     monkeypatch.setattr(_namespace, "available", lambda: "")
     lines: list[str] = []
     if root:
@@ -469,21 +466,23 @@ def test_a_host_that_cannot_box_stops_a_root_guard_or_runs_as_the_base_says(
             "guard does not run them unboxed: ")
         assert caught.value.message.endswith('set build.isolation = "none" in the base\'s guard.toml to run them '
                                              "so, which the report and the comment then say")
-        monkeypatch.setattr(_cgroup, "available", lambda: (tmp_path, ""))
+        monkeypatch.setattr(_cgroup, "folder", lambda: (tmp_path, ""))
         monkeypatch.setattr(_namespace, "available", lambda: "unshare not found")
         with pytest.raises(ConfigError, match=r"cannot box the pull request's processes \(unshare not found\)"):
             plan(lines)
-        monkeypatch.setattr(_cgroup, "available", lambda: (None, "cgroup v2 is not mounted here"))
+        monkeypatch.setattr(_cgroup, "folder", lambda: (None, "cgroup v2 is not mounted here"))
         monkeypatch.setattr(_namespace, "available", lambda: "")
         base_says("auto")
-    got = plan(lines)
+    got = plan(lines).box
     assert got.isolation == Isolation(requested="auto" if root else "kernel", cgroup=False, namespaces=True,
                                       as_root=root)
     assert "warning: the pull request's processes run without the kernel's box: cgroup v2 is not mounted here" in lines
-    assert _cgroup.enabled and _namespace.enabled  # what the host gives is used
+    assert got.cgroups is None and got.spaces  # what the host gives is used
     base_says("none")
-    assert plan(lines).isolation == Isolation(requested="none", as_root=root)
-    assert not _cgroup.enabled and not _namespace.enabled  # nothing, even where the host could
-    monkeypatch.setattr(_cgroup, "available", lambda: (tmp_path, ""))
+    nothing = plan(lines).box
+    assert nothing.isolation == Isolation(requested="none", as_root=root)
+    assert nothing.cgroups is None and not nothing.spaces  # nothing, even where the host could
+    monkeypatch.setattr(_cgroup, "folder", lambda: (tmp_path, ""))
     base_says("kernel")
-    assert plan(lines).isolation.boxed() and _cgroup.enabled and _namespace.enabled
+    kernel = plan(lines).box
+    assert kernel.isolation.boxed() and kernel.cgroups == tmp_path and kernel.spaces

@@ -15,6 +15,7 @@ import guard.measure._runner as runner
 from guard.harness import HARNESS_SCRIPT, PROTOCOL_VERSION
 from guard.measure import ArmTarget
 from guard.measure._runner import RunFailed, run_harness
+from guard.sandbox import choose_box
 from tests.test_harness import engine_spec
 
 
@@ -33,7 +34,8 @@ def test_the_harness_refuses_a_spec_of_another_protocol(tmp_path: Path) -> None:
 
 
 def test_the_guard_sends_its_protocol_and_the_harness_answers_in_it(tmp_path: Path) -> None:
-    target = ArmTarget(name="base", python=Path(sys.executable), worktree=Path(engine_spec()["root"]), env={})
+    target = ArmTarget(name="base", python=Path(sys.executable),
+                       box=choose_box(), worktree=Path(engine_spec()["root"]), env={})
     data = run_harness(target, engine_spec(batch_sizes=[1], steps=2, warmup_steps=1), "ok", tmp_path, 120)
     assert json.loads((tmp_path / "ok.spec.json").read_text())["protocol"] == PROTOCOL_VERSION
     assert data["protocol"] == PROTOCOL_VERSION and data["runs"]
@@ -48,7 +50,7 @@ def test_the_guard_refuses_an_answer_in_another_protocol(tmp_path: Path, monkeyp
                      "json.dump({'protocol': 0, 'arm': 'base', 'repeat': 0, 'environment': {}, 'runs': []},"
                      " open(sys.argv[2], 'w'))\n")
     monkeypatch.setattr(runner, "HARNESS_SCRIPT", other)
-    target = ArmTarget(name="base", python=Path(sys.executable), worktree=worktree, env={})
+    target = ArmTarget(box=choose_box(), name="base", python=Path(sys.executable), worktree=worktree, env={})
     with pytest.raises(RunFailed) as failed:
         run_harness(target, engine_spec(), "old", tmp_path, 60)
     assert f"protocol 0, the guard reads {PROTOCOL_VERSION}" in failed.value.message

@@ -19,7 +19,7 @@ from guard.measure import (
     ArmTarget, BatchRun, HarnessSpec, RanksDiffer, RepeatResult, merge_ranks, rank_trace_paths, run_interleaved,
 )
 from guard.measure._runner import NO_MULTICAST, split_cpus
-from guard.sandbox import Launch, run_together
+from guard.sandbox import Launch, choose_box, launch
 from tests.rules import rule_at
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +87,7 @@ def _rank_results(run_dir: Path, stem: str, world: int) -> list[dict[str, Any]]:
 def lagging(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RepeatResult]:
     """One process of two ranks whose rank 1 finishes every step 3 ms after rank 0."""
     tmp = tmp_path_factory.mktemp("lagging")
-    target = ArmTarget(name="head", python=Path(sys.executable), worktree=_worktree(tmp, lag_s=0.003))
+    target = ArmTarget(box=choose_box(), name="head", python=Path(sys.executable), worktree=_worktree(tmp, lag_s=0.003))
     found = run_interleaved([target], _spec(), 1, tmp / "runs", timeout_s=120)["head"]
     assert found.error is None, found.log_tail
     return tmp / "runs", found.repeats[0]
@@ -146,7 +146,8 @@ def test_compare_names_the_rank_that_held_the_others_back(lagging: tuple[Path, R
 
 @pytest.mark.slow
 def test_a_rank_that_fails_fails_the_process_and_ends_the_others(tmp_path: Path) -> None:
-    target = ArmTarget(name="base", python=Path(sys.executable), worktree=_worktree(tmp_path, fail_rank=1))
+    target = ArmTarget(name="base", python=Path(sys.executable),
+                       box=choose_box(), worktree=_worktree(tmp_path, fail_rank=1))
     started = time.perf_counter()
     found = run_interleaved([target], _spec(), 2, tmp_path / "runs", timeout_s=120)["base"]
     assert time.perf_counter() - started < 60  # rank 0 waited on rank 1 for ever: it was ended, not timed out
@@ -158,14 +159,15 @@ def test_a_rank_that_fails_fails_the_process_and_ends_the_others(tmp_path: Path)
 def test_the_guard_s_own_sandbox_ends_a_group_at_its_first_failure(tmp_path: Path) -> None:
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     failing = [sys.executable, "-c", "import sys, time; time.sleep(0.2); sys.exit(5)"]
+    box = choose_box()
     with (tmp_path / "log").open("w") as log:
         started = time.perf_counter()
-        ended = run_together([Launch(sleeper, log), Launch(failing, log), Launch(sleeper, log)], timeout_s=30)
+        ended = launch(box, [Launch(sleeper, log), Launch(failing, log), Launch(sleeper, log)], timeout_s=30)
     assert time.perf_counter() - started < 10
     assert ended.failed == 1 and ended.codes == [None, 5, None]
     with (tmp_path / "log").open("w") as log:
-        ok = run_together([Launch([sys.executable, "-c", "pass"], log)] * 2, timeout_s=30)
-        late = run_together([Launch(sleeper, log)], timeout_s=0.5)
+        ok = launch(box, [Launch([sys.executable, "-c", "pass"], log)] * 2, timeout_s=30)
+        late = launch(box, [Launch(sleeper, log)], timeout_s=0.5)
     assert ok.codes == [0, 0] and ok.failed is None
     assert late.codes == [None] and late.failed is None
 
@@ -174,7 +176,7 @@ def test_the_guard_s_own_sandbox_ends_a_group_at_its_first_failure(tmp_path: Pat
 def test_forced_ranks_read_one_reference_and_agree(tmp_path: Path) -> None:
     from guard.measure import prepare_reference
 
-    target = ArmTarget(name="base", python=Path(sys.executable), worktree=_worktree(tmp_path))
+    target = ArmTarget(box=choose_box(), name="base", python=Path(sys.executable), worktree=_worktree(tmp_path))
     spec, outcome = prepare_reference(target, _spec(steps=8), tmp_path / "runs", 120, None, "base 00000000",
                                       lambda _: None)
     assert outcome.tokens is not None and spec.reference is not None, outcome.error
@@ -191,7 +193,7 @@ def test_forced_ranks_read_one_reference_and_agree(tmp_path: Path) -> None:
 def test_expert_parallel_ranks_decode_a_forced_batch_size_mix_together(tmp_path: Path) -> None:
     from guard.measure import prepare_reference
 
-    target = ArmTarget(name="base", python=Path(sys.executable), worktree=REPO_ROOT)
+    target = ArmTarget(box=choose_box(), name="base", python=Path(sys.executable), worktree=REPO_ROOT)
     options = SPEC | {"max_len": 128, "moe_experts": 4, "moe_ffn": 48, "parallel": "ep"}
     mixed = _spec(entry="guard.engine:make", options=options, batch_sizes=[3], steps=12, warmup_max_s=0.1,
                   batch_mix={1: 0.5, 3: 0.5})

@@ -12,6 +12,7 @@ import pytest
 from guard.compare import arm_ranks
 from guard.config import Workload
 from guard.measure import ArmTarget, HarnessSpec, rank_trace_paths, run_interleaved
+from guard.sandbox import choose_box
 
 pytestmark = pytest.mark.gpu
 
@@ -32,7 +33,7 @@ def _run(tmp_path: Path, **options: object) -> tuple[Path, object]:
     spec = HarnessSpec.of(Workload(entry="guard.engine:make", options=OPTIONS | options, batch_sizes=[1, 2], steps=32,
                                    warmup_steps=4, tok_per_s_min_s=0.2, warmup_max_s=0.2, profile_steps=8,
                                    world_size=2))
-    target = ArmTarget(name="head", python=Path(sys.executable), worktree=REPO_ROOT)
+    target = ArmTarget(box=choose_box(), name="head", python=Path(sys.executable), worktree=REPO_ROOT)
     found = run_interleaved([target], spec, 1, tmp_path / "runs", timeout_s=300)["head"]
     assert found.error is None, found.log_tail
     return tmp_path / "runs", found

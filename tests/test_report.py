@@ -452,7 +452,7 @@ def test_what_the_arms_left_behind_is_each_arms_fact_and_said_once_from_it(
 
 
 def test_what_boxed_the_arms_code_is_the_reports_fact_and_a_missing_box_is_said_once() -> None:
-    from guard.sandbox._isolation import Isolation
+    from guard.sandbox import Isolation
 
     report = _pair_report("h200", "kernel-1-07")  # written before the field: no key, nothing said
     assert report.isolation is None and "ran without" not in render_comment(report)

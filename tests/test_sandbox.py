@@ -3,6 +3,7 @@ process groups, the second user's folders."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -12,16 +13,22 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from guard._errors import GuardError
 from tests.conftest import marked, sleep_mark
 from guard.sandbox import (
-    MARKER, counting_sweeps, handed_over, pr_user, run_process, seal_children, shared_folder, sweeps_of,
+    MARKER, Box, Launch, choose_box, launch, pr_user, seal_children, shared_folder,
 )
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the second user is used only by a guard run as root")
+
+
+def run_one(cmd: list[str] | str, log: Any, *, timeout_s: float, box: Box | None = None, **where: Any) -> int | None:
+    """One process, launched as the guard launches each: in `box` (by default, what this host gives)."""
+    return launch(box or choose_box(), [Launch(cmd, log, **where)], timeout_s=timeout_s).codes[0]
 
 # Says it started, restarts clean, then shows what it has; exits 3, as a verdict would.
 RESTARTING = '''
@@ -79,7 +86,7 @@ def test_a_process_past_its_time_is_killed_with_its_group(tmp_path: Path) -> Non
     mark = sleep_mark()  # found by its command line
     started = time.monotonic()
     with (tmp_path / "log").open("w") as log:
-        code = run_process(f"sleep {mark} & wait", stdout=log, timeout_s=1.0, env=os.environ)
+        code = run_one(f"sleep {mark} & wait", log, timeout_s=1.0, env=os.environ)
     assert code is None and time.monotonic() - started < 20
     # SIGKILL is sent to the group; the kernel may take a moment to finish the exit
     deadline = time.monotonic() + 10
@@ -98,8 +105,8 @@ def _gone(stat: Path) -> bool:
 
 def test_exit_codes_come_back_as_they_were(tmp_path: Path) -> None:
     with (tmp_path / "log").open("w") as log:
-        assert run_process([sys.executable, "-c", "raise SystemExit(7)"], stdout=log, timeout_s=30) == 7
-        assert run_process("echo hello", stdout=log, timeout_s=30) == 0
+        assert run_one([sys.executable, "-c", "raise SystemExit(7)"], log, timeout_s=30) == 7
+        assert run_one("echo hello", log, timeout_s=30) == 0
     assert (tmp_path / "log").read_text() == "hello\n"
 
 
@@ -108,15 +115,16 @@ def test_exit_codes_come_back_as_they_were(tmp_path: Path) -> None:
 LEAVES_A_DAEMON = '''
 import json, os, sys
 from pathlib import Path
-from guard.sandbox import counting_sweeps, pr_user, run_process, sweeps_of
+from guard.sandbox import Launch, choose_box, launch, pr_user
 folder, as_user, mark = Path(sys.argv[1]), sys.argv[2] == "user", sys.argv[3]
 flag = folder / "daemon.runs"
 # found by its command line, `sleep MARK`: in a PID namespace its own pid means nothing here
 cmd = (f"setsid sh -c 'touch {flag} && exec sleep {mark}' "
        f"</dev/null >/dev/null 2>&1 & while [ ! -e {flag} ]; do sleep 0.01; done")
-with (folder / "log").open("w") as log, counting_sweeps() as tally, sweeps_of("head"):
-    code = run_process(cmd, stdout=log, timeout_s=30, cwd=folder, env=os.environ,
-                       user=pr_user("guard-pr") if as_user else None)
+box = choose_box()
+with (folder / "log").open("w") as log:
+    one = Launch(cmd, log, cwd=folder, env=os.environ, user=pr_user("guard-pr") if as_user else None, owner="head")
+    code = launch(box, [one], timeout_s=30).codes[0]
 state = "gone"
 for entry in Path("/proc").iterdir():
     try:
@@ -125,7 +133,7 @@ for entry in Path("/proc").iterdir():
     except OSError:
         continue
 print(json.dumps({"code": code, "state": state, "log": (folder / "log").read_text(),
-                  "tally": dict(tally.processes)}))
+                  "tally": dict(box.left.processes)}))
 '''
 
 
@@ -166,13 +174,15 @@ exec sleep "$2"
 BUILDS_A_CHAIN = """
 import json, os, sys
 from pathlib import Path
-from guard.sandbox import counting_sweeps, pr_user, run_process, sweeps_of
+from guard.sandbox import Launch, choose_box, launch, pr_user
 folder, depth, mark = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 cmd = (f"setsid sh {folder}/link.sh {depth} {mark} {folder}/whole </dev/null >/dev/null 2>&1 & "
        f"while [ ! -e {folder}/whole ]; do sleep 0.05; done")
-with (folder / "log").open("w") as log, counting_sweeps() as tally, sweeps_of("head"):
-    code = run_process(cmd, stdout=log, timeout_s=120, cwd=folder, env=os.environ, user=pr_user("guard-pr"))
-print(json.dumps({"code": code, "tally": dict(tally.processes), "log": (folder / "log").read_text()}))
+box = choose_box()
+with (folder / "log").open("w") as log:
+    one = Launch(cmd, log, cwd=folder, env=os.environ, user=pr_user("guard-pr"), owner="head")
+    code = launch(box, [one], timeout_s=120).codes[0]
+print(json.dumps({"code": code, "tally": dict(box.left.processes), "log": (folder / "log").read_text()}))
 """
 
 
@@ -238,9 +248,10 @@ def test_a_process_has_its_own_temp_folders_pids_and_ipc_and_leaves_nothing_in_t
     (folder / "looks.py").write_text(LOOKS_AROUND)
     segments = _user_segments(user.uid)
     try:
-        with (tmp_path / "log").open("w") as log, counting_sweeps() as left:
+        box = choose_box()
+        with (tmp_path / "log").open("w") as log:
             argv = [sys.executable, "looks.py", tag, str(other), str(os.getpid()), str(folder / "seen.json")]
-            code = run_process(argv, stdout=log, timeout_s=60, cwd=folder, env={"PATH": os.defpath}, user=user)
+            code = run_one(argv, log, timeout_s=60, cwd=folder, env={"PATH": os.defpath}, user=user, box=box)
         assert code == 0, (tmp_path / "log").read_text()
         seen = json.loads((folder / "seen.json").read_text())
         assert seen["other"] is False and not seen["guard"]  # another job's file and the host's processes: unseen
@@ -252,7 +263,7 @@ def test_a_process_has_its_own_temp_folders_pids_and_ipc_and_leaves_nothing_in_t
         assert seen["shm"] >= 0  # the segment was made
         assert [f for f in ("/tmp", "/var/tmp", "/dev/shm") if os.path.exists(f"{f}/{tag}-left")] == []
         assert _user_segments(user.uid) == segments  # gone with its IPC namespace
-        assert dict(left.temp_entries) == {}  # nothing reached the shared folders to be removed
+        assert dict(box.left.temp_entries) == {}  # nothing reached the shared folders to be removed
         assert other.read_text() == "another job's\n"
     finally:
         other.unlink(missing_ok=True)
@@ -263,14 +274,12 @@ def test_a_process_has_its_own_temp_folders_pids_and_ipc_and_leaves_nothing_in_t
 @needs_root
 def test_processes_started_together_share_their_space(tmp_path: Path) -> None:
     """Ranks of one workload share /dev/shm (NCCL's shared memory goes there)."""
-    from guard.sandbox import Launch, run_together
-
     user = pr_user("guard-pr")
     tag = f"guard-test-{os.getpid()}-{tmp_path.name}"
     folder = tmp_path / "ranks"
     folder.mkdir(mode=0o755)
     with (tmp_path / "log").open("w") as log:
-        ended = run_together([
+        ended = launch(choose_box(), [
             Launch(["sh", "-c", f"echo 0 > /dev/shm/{tag} && sleep 0.5"], log, cwd=folder, env=os.environ, user=user),
             Launch(["sh", "-c", f"until [ -e /dev/shm/{tag} ]; do sleep 0.02; done"], log, cwd=folder,
                    env=os.environ, user=user),
@@ -280,15 +289,14 @@ def test_processes_started_together_share_their_space(tmp_path: Path) -> None:
 
 @needs_root
 @pytest.mark.alone  # the shared temp folders are cleaned only where no other run's launch uses build.user
-def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(tmp_path: Path) -> None:
     """Where the guard can make no namespaces (not root, or a kernel that refuses): a head
     process that leaves a file where every user may write, for a base process (the same user)
     to find: removed as it ends, counted for its arm, said in its log."""
-    from guard.sandbox import _namespace
+    def unspaced() -> Box:  # no namespaces, whatever the host gives
+        return dataclasses.replace(choose_box(), spaces=False)
 
-    monkeypatch.setattr(_namespace, "available", lambda: "none for this test")
+    box = unspaced()
     user = pr_user("guard-pr")
     tag = f"guard-test-{os.getpid()}-{tmp_path.name}"
     sticky = Path("/tmp") / f"{tag}-sticky"  # another's folder that all may write, as /tmp/.X11-unix
@@ -305,13 +313,13 @@ def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(
     handed.mkdir()
     leaves += f" && echo h > {handed}/built"
     try:
-        with (tmp_path / "log").open("w") as log, counting_sweeps() as left, sweeps_of("head"), \
-                handed_over(user, [handed]):
-            assert run_process(leaves, stdout=log, timeout_s=30, cwd=Path("/"), env=os.environ, user=user) == 0
+        with (tmp_path / "log").open("w") as log, box.temp.handed_over(user, [handed]):
+            assert run_one(leaves, log, timeout_s=30, cwd=Path("/"), env=os.environ, user=user, box=box,
+                           owner="head") == 0
         assert [p for p in planted if os.path.lexists(p)] == []
         assert (handed / "built").read_text() == "h\n" and handed.stat().st_uid == 0  # kept, then sealed
         # its home went with it, as before, and is not counted: it was the guard's to give
-        assert dict(left.temp_entries) == {"head": 4} and dict(left.processes) == {}
+        assert dict(box.left.temp_entries) == {"head": 4} and dict(box.left.processes) == {}
         assert "guard: removed 4 file(s) or folder(s) this process left in the shared temp folders" in (
             tmp_path / "log").read_text()
         assert sticky.is_dir() and guards.read_text() == "kept\n"
@@ -324,15 +332,16 @@ def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(
              f"/run/regression-guard-user-{user.uid}.lock"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             assert other.stdout is not None and other.stdout.readline() == "held\n"
-            with (tmp_path / "log").open("w") as log, counting_sweeps() as shared:
-                assert run_process(f"echo x > /tmp/{tag}-file", stdout=log, timeout_s=30, cwd=Path("/"),
-                                   env=os.environ, user=user) == 0
-            assert planted[0].read_text() == "x\n" and dict(shared.temp_entries) == {}
+            shared = unspaced()
+            with (tmp_path / "log").open("w") as log:
+                assert run_one(f"echo x > /tmp/{tag}-file", log, timeout_s=30, cwd=Path("/"),
+                               env=os.environ, user=user, box=shared) == 0
+            assert planted[0].read_text() == "x\n" and dict(shared.left.temp_entries) == {}
             assert f"another guard on this host runs as '{user.name}' now" in (tmp_path / "log").read_text()
         finally:
             other.communicate(timeout=30)
         with (tmp_path / "log").open("w") as log:  # alone again: the next launch's clean-up takes it
-            assert run_process("true", stdout=log, timeout_s=30, cwd=Path("/"), env=os.environ, user=user) == 0
+            assert run_one("true", log, timeout_s=30, cwd=Path("/"), env=os.environ, user=user, box=box) == 0
         assert not planted[0].exists()
         # and between its launches this guard holds no lock: another guard alone may clean
         takes = subprocess.run(
@@ -342,9 +351,10 @@ def test_what_a_process_leaves_in_the_shared_temp_folders_is_gone_when_it_ends(
         assert takes.returncode == 0, takes.stderr
         # as the guard's own user nothing is removed: the guard's own files look the same
         own = Path(f"/tmp/{tag}-own")
-        with (tmp_path / "log").open("w") as log, counting_sweeps() as kept:
-            assert run_process(f"echo o > {own}", stdout=log, timeout_s=30, env=os.environ) == 0
-        assert own.read_text() == "o\n" and dict(kept.temp_entries) == {}
+        kept = unspaced()
+        with (tmp_path / "log").open("w") as log:
+            assert run_one(f"echo o > {own}", log, timeout_s=30, env=os.environ, box=kept) == 0
+        assert own.read_text() == "o\n" and dict(kept.left.temp_entries) == {}
     finally:
         for path in (*planted, sticky, guards, handed, Path(f"/tmp/{tag}-own")):
             if path.is_dir() and not path.is_symlink():
@@ -360,11 +370,12 @@ def test_the_second_user_writes_what_it_is_handed_and_nothing_once_sealed(tmp_pa
     folder = tmp_path / "worktree"
     folder.mkdir()
     (folder / "code.py").write_text("x = 1\n")
-    with (tmp_path / "log").open("w") as log, handed_over(user, [folder]):
+    box = choose_box()
+    with (tmp_path / "log").open("w") as log, box.temp.handed_over(user, [folder]):
         # it writes its folder, makes a file only it can read, a set-uid one, a link out
         script = ("echo y >> code.py && echo s > secret && chmod 600 secret && "
                   "cp /bin/true suid && chmod 4755 suid && ln -s /etc/passwd link")
-        assert run_process(script, stdout=log, timeout_s=30, cwd=folder, env=os.environ, user=user) == 0
+        assert run_one(script, log, timeout_s=30, cwd=folder, env=os.environ, user=user, box=box) == 0
     for entry in folder.iterdir():
         info = entry.lstat()
         assert info.st_uid == 0, entry
@@ -372,7 +383,7 @@ def test_the_second_user_writes_what_it_is_handed_and_nothing_once_sealed(tmp_pa
             assert info.st_mode & (stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID) == 0, entry
     assert stat.S_IMODE((folder / "secret").stat().st_mode) == 0o644  # its own build can still read it
     with (tmp_path / "log").open("w") as log:
-        code = run_process("echo z >> code.py", stdout=log, timeout_s=30, cwd=folder, env=os.environ, user=user)
+        code = run_one("echo z >> code.py", log, timeout_s=30, cwd=folder, env=os.environ, user=user)
     assert code != 0 and (folder / "code.py").read_text() == "x = 1\ny\n"
     assert "Permission denied" in (tmp_path / "log").read_text()
 
@@ -384,13 +395,13 @@ def test_a_shared_folder_keeps_what_was_sealed_and_drops_planted_links(tmp_path:
     traces = tmp_path / "traces"
     shared_folder(user, traces)
     with (tmp_path / "log").open("w") as log:
-        assert run_process("echo one > a.json && ln -s /etc/shadow b.json", stdout=log, timeout_s=30, cwd=traces,
-                           env=os.environ, user=user) == 0
+        assert run_one("echo one > a.json && ln -s /etc/shadow b.json", log, timeout_s=30, cwd=traces,
+                       env=os.environ, user=user) == 0
     seal_children(user, traces)
     assert sorted(p.name for p in traces.iterdir()) == ["a.json"]
     with (tmp_path / "log").open("w") as log:  # a later process can neither change nor remove it
-        code = run_process("echo two > a.json || rm -f a.json; echo two > a.json", stdout=log, timeout_s=30,
-                           cwd=traces, env=os.environ, user=user)
+        code = run_one("echo two > a.json || rm -f a.json; echo two > a.json", log, timeout_s=30,
+                       cwd=traces, env=os.environ, user=user)
     assert code != 0 and (traces / "a.json").read_text() == "one\n"
 
 
@@ -401,7 +412,7 @@ def test_a_folder_out_of_the_second_users_reach_is_named(tmp_path: Path) -> None
     hidden = tmp_path / "private"
     hidden.mkdir(mode=0o700)
     with (tmp_path / "log").open("w") as log, pytest.raises(GuardError) as caught:
-        run_process(["true"], stdout=log, timeout_s=30, cwd=hidden, env=os.environ, user=user)
+        run_one(["true"], log, timeout_s=30, cwd=hidden, env=os.environ, user=user)
     assert caught.value.message.startswith(
         f"the user '{user.name}' that runs the pull request's code (build.user) cannot read {hidden}; "
     )
@@ -431,5 +442,5 @@ def test_git_trusts_roots_checkout_for_the_user_even_without_git_variables(tmp_p
     # as setuptools-scm runs it: the environment without any GIT_* variable
     cmd = f"env $(env | sed -n 's/^\\(GIT_[A-Z0-9_]*\\)=.*/-u \\1/p') {git} -C {repo} rev-parse HEAD"
     with (tmp_path / "log").open("w") as log:
-        code = run_process(cmd, stdout=log, timeout_s=30, cwd=repo, env=os.environ, user=user)
+        code = run_one(cmd, log, timeout_s=30, cwd=repo, env=os.environ, user=user)
     assert code == 0, (tmp_path / "log").read_text()

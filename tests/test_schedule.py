@@ -11,6 +11,7 @@ import pytest
 
 from guard._errors import ConfigError
 from guard.measure import ArmTarget, HarnessSpec, check_cpus, interleave, run_interleaved
+from guard.sandbox import choose_box
 from tests.conftest import writable_by_all
 
 WORKLOAD = textwrap.dedent(
@@ -81,8 +82,9 @@ def _setup(tmp_path: Path, head_env: dict[str, str] | None = None) -> tuple[list
     (worktree / "wl.py").write_text(WORKLOAD)
     log = writable_by_all(tmp_path / "notes") / "steps.log"  # the workload writes it
     targets = [
-        ArmTarget(name="base", python=Path(sys.executable), worktree=worktree, env={"ARM": "base"}),
-        ArmTarget(name="head", python=Path(sys.executable), worktree=worktree, env={"ARM": "head"} | (head_env or {})),
+        ArmTarget(box=choose_box(), name="base", python=Path(sys.executable), worktree=worktree, env={"ARM": "base"}),
+        ArmTarget(name="head", python=Path(sys.executable),
+                  box=choose_box(), worktree=worktree, env={"ARM": "head"} | (head_env or {})),
     ]
     # one pass and no timed warmup: the log then counts every step a process made
     spec = HarnessSpec(entry="wl.py:make", options={"log": str(log)}, batch_sizes=[1], steps=2, warmup_steps=1,
@@ -164,7 +166,8 @@ def test_failing_arm_is_reported_and_other_arm_kept(tmp_path: Path) -> None:
 
 def test_missing_interpreter_is_an_arm_error(tmp_path: Path) -> None:
     targets, spec, _ = _setup(tmp_path)
-    targets[1] = ArmTarget(name="head", python=tmp_path / "no-such-python", worktree=targets[0].worktree,
+    targets[1] = ArmTarget(name="head", python=tmp_path / "no-such-python",
+                           box=choose_box(), worktree=targets[0].worktree,
                            env={"ARM": "head"})
     results = run_interleaved(targets, spec, 2, tmp_path / "runs", timeout_s=120)
     assert results["head"].error is not None

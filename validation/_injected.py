@@ -39,6 +39,7 @@ from guard.calibrate import RunnerTooNoisy, calibrate, suggested_text
 from guard.checkout import ArmRef, build_arm, default_cache_dir
 from guard.config import MeasureConfig, load_config
 from guard.measure import HarnessSpec
+from guard.sandbox import choose_box
 
 from . import _inputs as inputs
 from ._models import KINDS, Kind, PairFacts, RunSettings, Sizing, Summary
@@ -246,15 +247,16 @@ def _sizing(run: Run, points: list[PointSpec], base_sha: str, long_kv_len: int) 
         return None
     run.log.say(f"sizing: {len(points)} settings x {repeats} processes, batch size {run.settings.batch_size}")
     config = load_config(_config_file(run, "calibrate.toml", run.settings.repeats, None), required=True)
+    box = choose_box(config.build.isolation, container=config.build.method == "docker")
     arm = build_arm(run.repo, ArmRef(name="base", ref=BASE_BRANCH, sha=base_sha), config.build,
-                    default_cache_dir(run.repo), run.log.detail)
+                    default_cache_dir(run.repo), run.log.detail, box=box)
     spec = HarnessSpec(
         entry=ENTRY, options=run.settings.options, batch_sizes=[run.settings.batch_size],
         steps=run.settings.steps, warmup_steps=run.settings.warmup_steps, profile_steps=0,
         **{name: value for name, value in (("tok_per_s_min_s", run.settings.tok_per_s_min_s),
                                            ("warmup_max_s", run.settings.warmup_max_s)) if value is not None},
     )
-    measurer = Measurer(arm, spec, run.workdir / "sizing-runs", run.settings.timeout_s,
+    measurer = Measurer(arm, box, spec, run.workdir / "sizing-runs", run.settings.timeout_s,
                         lambda m: run.log.detail(f"sizing {m}"))
     injected = [k for k in KINDS if k.injection != "none"]  # all of them: a resumed run may add kinds
     sizing = size_injections(measurer, injected, points, repeats, long_kv_len)

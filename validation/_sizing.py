@@ -16,6 +16,7 @@ from typing import Any, Callable, Literal
 from guard._errors import HarnessError
 from guard.checkout import BuiltArm
 from guard.measure import ArmMeasurement, ArmTarget, HarnessSpec, run_interleaved
+from guard.sandbox import Box
 
 from ._models import SPLIT_ONLY, InjectionSize, Kind, Sizing, SizingPoint, TokenCheck
 
@@ -55,12 +56,15 @@ def sizing_points(idle_grid_us: list[float], long_kv_grid: list[int]) -> list[Po
 class Measurer:
     """Runs the harness of the base build once per call, with a point's options on top."""
 
-    def __init__(self, arm: BuiltArm, spec: HarnessSpec, run_dir: Path, timeout_s: float, progress: Progress):
-        self.arm, self.spec, self.run_dir, self.timeout_s, self.progress = arm, spec, run_dir, timeout_s, progress
+    def __init__(self, arm: BuiltArm, box: Box, spec: HarnessSpec, run_dir: Path, timeout_s: float,
+                 progress: Progress):
+        self.arm, self.box, self.spec, self.run_dir = arm, box, spec, run_dir
+        self.timeout_s, self.progress = timeout_s, progress
         self.environment: dict[str, Any] = {}  # what the first process that ran reported
 
     def once(self, point: PointSpec, repeat: int) -> tuple[ArmMeasurement, float]:
-        target = ArmTarget(name=point.label, python=self.arm.python, worktree=self.arm.worktree, env=self.arm.env)
+        target = ArmTarget(name=point.label, python=self.arm.python, worktree=self.arm.worktree, box=self.box,
+                           env=self.arm.env)
         spec = self.spec.model_copy(update={"options": self.spec.options | point.options()})
         started = time.perf_counter()
         result = run_interleaved([target], spec, 1, self.run_dir, self.timeout_s, self.progress, first_repeat=repeat)

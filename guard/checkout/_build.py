@@ -27,7 +27,9 @@ from guard._git import TreeSize, add_worktree, prune_worktrees, tree_size
 from guard.checkout._lock import FolderLock, LockTimeout
 from guard.checkout._models import ArmRef, BuiltArm
 from guard.config._models import BuildConfig
-from guard.sandbox import LaunchError, PrUser, check_interpreter, handed_over, pr_environment, pr_user, run_process
+from guard.sandbox import (
+    Box, Launch, LaunchError, PrUser, check_interpreter, launch, pr_environment, pr_user,
+)
 
 _PTH_NAME = "_guard_parent_site.pth"
 _LOG_TAIL_LINES = 40
@@ -57,9 +59,11 @@ def build_arm(
     progress: Callable[[str], None] = lambda s: None,
     hold: ExitStack | None = None,
     lock_wait_s: float | None = None,
+    *,
+    box: Box,
 ) -> BuiltArm:
-    """Check `arm` out and build it per `build`, reusing an earlier build of the same pair when
-    it is exactly as that build left it. With `hold`, the build stays locked against being
+    """Check `arm` out and build it per `build`, its steps in the run's `box`, reusing an earlier
+    build of the same pair when it is exactly as that build left it. With `hold`, the build stays locked against being
     rebuilt by another run until `hold` is closed (keep it while the arm is measured); without,
     until this returns. Waits for another run's lock up to `lock_wait_s` (default build.timeout_s)."""
     python = _creating_python(arm, build)
@@ -75,7 +79,7 @@ def build_arm(
             arm.name, f"could not prepare the build folder {folder} ({exc}); check its permissions or delete it"
         ) from None
     try:
-        built = _locked_build(repo, arm, build, python, folder, lock, wait_s, progress)
+        built = _locked_build(repo, arm, build, python, folder, lock, wait_s, progress, box)
         lock.touch()  # used now: `guard clean --unused-for` keeps it
     except BaseException:
         lock.close()
@@ -96,6 +100,7 @@ def _locked_build(
     lock: FolderLock,
     wait_s: float,
     progress: Callable[[str], None],
+    box: Box,
 ) -> BuiltArm:
     """Check under the shared lock; build under the exclusive one; return holding the shared one."""
     short_sha = arm.sha[:12]
@@ -127,7 +132,7 @@ def _locked_build(
         if stale is not None:
             if stale.why != "absent":
                 progress(f"{arm.name}: the cached build of {short_sha} in {folder} {_stale_words(stale)}: rebuilding")
-            fresh = _build_fresh(repo, arm, build, python, folder, progress)
+            fresh = _build_fresh(repo, arm, build, python, folder, progress, box)
     raise BuildError(
         arm.name, f"the build in {folder} was changed right after it was built, {_BUILD_ATTEMPTS} times over; "
         "stop what writes to it, or give this run a cache folder of its own (--cache-dir)",
@@ -148,7 +153,8 @@ def _stale_words(stale: Stale) -> str:
 
 
 def _build_fresh(
-    repo: Path, arm: ArmRef, build: BuildConfig, python: Path, folder: Path, progress: Callable[[str], None]
+    repo: Path, arm: ArmRef, build: BuildConfig, python: Path, folder: Path, progress: Callable[[str], None],
+    box: Box,
 ) -> BuiltArm:
     """Empty `folder` and build into it; a failed build leaves its log and no worktree."""
     short_sha = arm.sha[:12]
@@ -175,7 +181,7 @@ def _build_fresh(
             deadline_s = started_s + build.timeout_s
             image = None
             if build.method == "venv":
-                _build_venv(arm, build, python, folder / VENV_NAME, worktree, log, log_path, deadline_s)
+                _build_venv(arm, build, python, folder / VENV_NAME, worktree, log, log_path, deadline_s, box)
             elif build.method == "docker":
                 try:
                     image, _ = build_image(
@@ -247,6 +253,7 @@ def _build_venv(
     log: TextIO,
     log_path: Path,
     deadline_s: float,
+    box: Box,
 ) -> Path:
     """Make the arm's venv, let it see the creating interpreter's packages, run the install command."""
     # the guard's own steps run in the build folder: `python -m`/`-c` import from their working
@@ -257,7 +264,7 @@ def _build_venv(
     # no pip of its own: ensurepip's bundled setuptools (65 on Python 3.11) would shadow the
     # parent's newer one and break --no-build-isolation installs; the parent's pip is used instead
     argv = [str(python), "-m", "venv", "--system-site-packages", "--without-pip", str(venv_dir)]
-    _run_step(arm, argv, f"creating the venv with `{python} -m venv`", log, log_path, deadline_s,
+    _run_step(box, arm, argv, f"creating the venv with `{python} -m venv`", log, log_path, deadline_s,
               hint="check that build.python can make venvs (Debian/Ubuntu: install python3-venv)", cwd=folder)
     venv_python = venv_dir / "bin" / "python"
 
@@ -271,7 +278,7 @@ def _build_venv(
         (Path(own_site) / _PTH_NAME).write_text("".join(lines), encoding="utf-8")
         log.write(f"\nparent site-packages made visible via {Path(own_site) / _PTH_NAME}: {extra_dirs}\n")
 
-    _provide_pip(arm, venv_python, log, log_path, deadline_s, folder)
+    _provide_pip(box, arm, venv_python, log, log_path, deadline_s, folder)
 
     if not build.install.strip():
         log.write("\nbuild.install is empty: nothing installed\n")
@@ -288,21 +295,21 @@ def _build_venv(
         log.write(f"\nthe install runs as the user '{user.name}' (build.user), which may write the worktree and "
                   "the venv until it ends\n")
     # the worktree and venv are the install's to write while it runs, and read-only after it
-    with handed_over(user, [worktree, venv_dir]):
-        _run_step(arm, build.install, f"install command `{build.install}`", log, log_path, deadline_s,
+    with box.temp.handed_over(user, [worktree, venv_dir]):
+        _run_step(box, arm, build.install, f"install command `{build.install}`", log, log_path, deadline_s,
                   cwd=worktree, env=env, user=user, reads=[venv_python],
                   hint="fix build.install in guard.toml or the arm's packaging")
     return venv_python
 
 
 def _provide_pip(
-    arm: ArmRef, venv_python: Path, log: TextIO, log_path: Path, deadline_s: float, folder: Path
+    box: Box, arm: ArmRef, venv_python: Path, log: TextIO, log_path: Path, deadline_s: float, folder: Path
 ) -> None:
     """Make `pip` in the venv's bin dir install into the venv, with pip from the parent if it has one."""
     has_pip = _ask(arm, venv_python, _HAS_PIP_CODE, log, log_path, deadline_s, folder).strip() == "True"
     if not has_pip:
         argv = [str(venv_python), "-m", "ensurepip", "--default-pip"]
-        _run_step(arm, argv, "installing pip into the venv with ensurepip", log, log_path, deadline_s,
+        _run_step(box, arm, argv, "installing pip into the venv with ensurepip", log, log_path, deadline_s,
                   hint="install pip into the environment of build.python", cwd=folder)
         return
     # `python -m pip` run by the venv's interpreter installs into the venv, wherever pip lives
@@ -314,6 +321,7 @@ def _provide_pip(
 
 
 def _run_step(
+    box: Box,
     arm: ArmRef,
     cmd: list[str] | str,
     what: str,
@@ -332,8 +340,8 @@ def _run_step(
     log.write(f"\n$ {shown}\n")
     log.flush()
     try:
-        exit_code = run_process(cmd, stdout=log, timeout_s=deadline_s - time.monotonic(), cwd=cwd, env=env,
-                                user=user, reads=reads or [])
+        step = Launch(cmd, log, cwd=cwd, env=env, user=user, reads=reads or [], owner=arm.name)
+        exit_code = launch(box, [step], timeout_s=deadline_s - time.monotonic()).codes[0]
     except LaunchError as exc:
         _fail(arm, exc.message, log, log_path)
     if exit_code is None:

@@ -27,8 +27,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from guard.sandbox import COMPILE_CACHES
-from guard.sandbox._container import process_start
+from guard.sandbox import COMPILE_CACHES, process_start
 
 if TYPE_CHECKING:
     from guard.measure._runner import ArmTarget

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from guard._types import MAX_TRACE_BYTES
 from guard.harness import HARNESS_SCRIPT
-from guard.sandbox import Container, Mount, pr_environment, run_container
+from guard.sandbox import Box, Container, Mount, pr_environment, run_container
 from guard.sandbox._container import SCRATCH
 
 IN_DIR = "/guard/in"
@@ -45,6 +45,7 @@ def container_environment(pass_env: list[str], extra: dict[str, str]) -> dict[st
 
 
 def run_in_container(
+    sandbox: Box,
     container: Container,
     payload: dict[str, Any],
     box: Path,
@@ -55,8 +56,9 @@ def run_in_container(
     env: dict[str, str],
     cpus: list[int],
 ) -> int | None:
-    """Run the harness on `payload` in `container`, with `box` as its scratch on the host;
-    the exit code (None: timed out). The result lands at `result_path`, traces in `trace_dir`."""
+    """Run the harness on `payload` in `container`, one of the run's `sandbox`, with `box` as its
+    scratch on the host; the exit code (None: timed out). The result lands at `result_path`,
+    traces in `trace_dir`."""
     shutil.rmtree(box, ignore_errors=True)
     box.mkdir(mode=0o700, parents=True)
     inputs, outputs = box / "in", box / "out"
@@ -77,7 +79,8 @@ def run_in_container(
     mounts.append(Mount(inputs / "spec.json", f"{IN_DIR}/spec.json"))
     argv = [container.python, _HARNESS_INSIDE, f"{IN_DIR}/spec.json", f"{OUT_DIR}/result.json"]
     try:
-        exit_code = run_container(container, argv, mounts=mounts, env=env, log=log, timeout_s=timeout_s, cpuset=cpus)
+        exit_code = run_container(sandbox.containers, container, argv, mounts=mounts, env=env, log=log,
+                                  timeout_s=timeout_s, cpuset=cpus)
         copied = _copy_traces(outputs / "traces", trace_dir)
         _copy_result(outputs / "result.json", result_path, copied)
     finally:

@@ -12,7 +12,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, InstanceOf, ValidationError
 
 from guard._errors import ConfigError
 from guard.config import Workload
@@ -26,8 +26,8 @@ from guard.measure._models import ArmMeasurement, ClockMisfit, ReferenceTokens, 
 from guard.measure._ranks import RanksDiffer, merge_ranks
 from guard.measure._schedule import interleave
 from guard.sandbox import (
-    DEFAULT_PR_USER, Container, ContainerError, Launch, LaunchError, handed_over, pr_environment, pr_user,
-    run_process, run_together, seal, seal_children, shared_folder, sweeps_of, writable_file,
+    DEFAULT_PR_USER, Box, Container, ContainerError, Launch, LaunchError, launch, pr_environment, pr_user,
+    seal, seal_children, shared_folder, writable_file,
 )
 
 LOG_TAIL_LINES = 30
@@ -43,6 +43,7 @@ class ArmTarget(BaseModel):
     name: str
     python: Path
     worktree: Path
+    box: InstanceOf[Box]  # the run's, which its processes run in (not in a container)
     env: dict[str, str] = {}
     pass_env: list[str] = []  # variables beyond the allowlist that the arm may see (build.pass_env)
     user: str = DEFAULT_PR_USER  # who its processes run as when the guard is root (build.user)
@@ -245,13 +246,6 @@ def run_ranks(
     target: ArmTarget, spec: dict[str, Any], stem: str, run_dir: Path, timeout_s: float, repeat: int = 0
 ) -> list[dict[str, Any]]:
     """The result JSON of each rank, in rank order (one process: `run_harness`), or RunFailed."""
-    with sweeps_of(target.name):
-        return _run_ranks(target, spec, stem, run_dir, timeout_s, repeat)
-
-
-def _run_ranks(
-    target: ArmTarget, spec: dict[str, Any], stem: str, run_dir: Path, timeout_s: float, repeat: int
-) -> list[dict[str, Any]]:
     world = int(spec.get("world_size", 1))
     if world == 1:
         return [run_harness(target, spec, stem, run_dir, timeout_s, repeat=repeat)]
@@ -279,10 +273,10 @@ def _run_ranks(
             launches.append(Launch(cmd, log, cwd=target.worktree,
                                    env=base_env | rank_environment(rank, world, port) | {clock.CLOCK_ENV: str(fd)},
                                    user=user, reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)],
-                                   pass_fds=[fd]))
+                                   pass_fds=[fd], owner=target.name))
         try:
-            with handed_over(user, _cache(target)):
-                ended = run_together(launches, timeout_s=timeout_s)
+            with target.box.temp.handed_over(user, _cache(target)):
+                ended = launch(target.box, launches, timeout_s=timeout_s)
         except LaunchError as exc:
             raise RunFailed(exc.message, "") from None
         except OSError as exc:
@@ -390,11 +384,12 @@ def run_harness(
     with log_path.open("w") as log, clock.watching() as watch:
         assert watch.fd is not None
         try:
-            with handed_over(user, _cache(target)):  # the arm's to write while its process runs, sealed after
-                exit_code = run_process(cmd, stdout=log, timeout_s=timeout_s, cwd=target.worktree,
-                                        env=env | {clock.CLOCK_ENV: str(watch.fd)}, user=user,
-                                        reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)],
-                                        pass_fds=[watch.fd])
+            # the arm's to write while its process runs, sealed after
+            with target.box.temp.handed_over(user, _cache(target)):
+                one = Launch(cmd, log, cwd=target.worktree, env=env | {clock.CLOCK_ENV: str(watch.fd)}, user=user,
+                             reads=[target.python, HARNESS_SCRIPT, spec_path, *_cache(target)], pass_fds=[watch.fd],
+                             owner=target.name)
+                exit_code = launch(target.box, [one], timeout_s=timeout_s).codes[0]
         except LaunchError as exc:
             raise RunFailed(exc.message, "") from None
         except OSError as exc:
@@ -431,8 +426,8 @@ def _run_contained(
     env = container_environment(target.pass_env, target.env)
     with log_path.open("wb") as log:
         try:
-            return run_in_container(container, payload, box, result_path, trace_dir, log, timeout_s, env,
-                                    target.cpus)
+            return run_in_container(target.box, container, payload, box, result_path, trace_dir, log, timeout_s,
+                                    env, target.cpus)
         except ContainerError as exc:
             raise RunFailed(exc.message, "") from None
 

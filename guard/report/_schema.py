@@ -14,7 +14,7 @@ from guard.config import (
 )
 from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
-from guard.sandbox._isolation import Isolation
+from guard.sandbox import Isolation
 from guard.trace import MixTraceSection, RankTraceSection, TraceSection
 
 SCHEMA_VERSION = 13
@@ -83,7 +83,7 @@ class ArmInfo(BaseModel):
     # processes the arm's code (its build steps, its harness processes) left running, which the
     # guard killed when the process that started them ended: those its cgroup still held
     # (guard/sandbox/_cgroup.py), or where no cgroup could be made, those left in a session of
-    # their own (as root, with build.user: guard/sandbox/_process.py); 0 where none, or not countable
+    # their own (as root, with build.user: guard/sandbox/_sweep.py); 0 where none, or not countable
     swept: int = Field(default=0, ge=0, exclude_if=lambda value: value == 0)
     # files and folders the arm's code left in the folders every user may write (/tmp, /var/tmp,
     # /dev/shm, /run/lock), which the guard removed when the process that wrote them ended,
@@ -200,7 +200,7 @@ class Report(Comparison):
         default=None, exclude_if=lambda value: value is None)
     # what an at_threshold verdict sets (`measure.at_threshold`): neutral, or failing (guard/report/_gate.py)
     at_threshold_status: AtThreshold = Field(default="neutral", exclude_if=lambda value: value == "neutral")
-    # what held the pull request's processes on this host (guard/sandbox/_isolation.py); None: a report from before
+    # what held the pull request's processes on this host (guard/sandbox/_box.py); None: a report from before
     isolation: Isolation | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("threshold_sources")

@@ -8,7 +8,7 @@ import math
 from guard.compare import MIX_BATCH, MetricKey, ReasonKind, RoundsStop, Slowdown, Verdict, time_ratio
 from guard.explain import CauseKind, MixPartKind, RankCauseKind
 from guard.measure import Change
-from guard.sandbox._isolation import Isolation
+from guard.sandbox import Isolation
 
 # A step is timed with CUDA events on a GPU and by the host's clock on a CPU: a CPU run never says GPU.
 _STEP = {True: "GPU ms per step", False: "CPU ms per step"}

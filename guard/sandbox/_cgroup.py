@@ -3,7 +3,8 @@ when that process ends (cgroup.kill): whatever it forked, in a session of its ow
 however deep, goes with it in one step, by the kernel, not by a sweep that follows parents.
 
 The guard's cgroups sit in one folder per guard process, `regression-guard-PID-START`, in the
-guard's own cgroup. Each launch gets a leaf there. The launch's first process waits at a gate until the guard has
+guard's own cgroup, found or made by `folder()` when the run's box is chosen
+(guard/sandbox/_box.py). Each launch gets a leaf there. The launch's first process waits at a gate until the guard has
 moved it into its leaf, so nothing it forks starts outside. A folder whose guard is gone (one
 killed with SIGKILL) is killed and removed by the next guard.
 
@@ -11,67 +12,74 @@ Where cgroup v2 is not mounted (a host on the legacy or hybrid hierarchy), the g
 root, mounts it at /run/regression-guard/cgroup2: the kernel has one v2 hierarchy, and mounting
 it changes nothing for the v1 controllers. Where the guard cannot make cgroups at all (not
 root and not delegated one, or in a container without a cgroup namespace of its own),
-`available()` says why and launches run without one."""
+`folder()` says why and launches run without one."""
 
 from __future__ import annotations
 
 import atexit
 import os
 import shutil
+import signal
 import subprocess
-import threading
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
+
+from guard.sandbox._proc import process_start
 
 _MOUNT_AT = Path("/run/regression-guard/cgroup2")
 _KILL_WAIT_S = 10.0  # a process in uninterruptible sleep (a GPU driver call) ends within this
-_lock = threading.Lock()
-
-
-@dataclass
-class _Folder:
-    """This guard's folder of cgroups, once looked for: None and why where there is none."""
-
-    path: Path | None
-    why: str
-    launches: int = 0  # cgroups made in it so far: each launch's name
-
-
-_found: _Folder | None = None
-enabled = True  # False: launches get no cgroup (build.isolation = "none": guard/sandbox/_isolation.py)
 # The gate: the first process of a launch reads a line on its stdin before it runs the command,
 # with /dev/null for stdin; the guard writes the line once the process is in its cgroup. EOF
 # (the guard died first) runs nothing.
 GATE = 'read -r _ || exit 125; exec "$@" </dev/null'
 
 
-def available() -> tuple[Path | None, str]:
-    """This guard's folder of cgroups, made on first use, or None and why there is none."""
-    global _found
-    with _lock:
-        if _found is None:
-            _found = _Folder(*_make_folder())
-            if _found.path is not None:
-                atexit.register(_remove_folder, _found.path)
-        return _found.path, _found.why
+def folder() -> tuple[Path | None, str]:
+    """This guard's folder of cgroups, made on first use (and removed at exit), or None and why
+    there is none."""
+    mount = _v2_mount()
+    if mount is None:
+        if os.geteuid() != 0:
+            return None, "cgroup v2 is not mounted here, and only root may mount it"
+        mount = _mount_v2()
+        if mount is None:
+            return None, f"cgroup v2 is not mounted here and could not be mounted at {_MOUNT_AT}"
+    # in the guard's own cgroup: whatever stops the guard's service (systemd, a runner) kills
+    # its launches' cgroups with it
+    parent = _own_cgroup(mount)
+    _remove_abandoned(parent)
+    found = parent / f"regression-guard-{os.getpid()}-{process_start(os.getpid()) or 0}"
+    try:
+        found.mkdir()
+        atexit.register(_remove_folder, found)
+    except FileExistsError:
+        pass  # this guard's, made when an earlier box was chosen
+    except OSError as exc:
+        return None, _refused(parent, exc)
+    try:
+        (found / "probe").mkdir()
+        (found / "probe").rmdir()
+    except OSError as exc:
+        return None, _refused(parent, exc)
+    return found, ""
+
+
+def _refused(parent: Path, exc: OSError) -> str:
+    return (f"cannot make a cgroup in {parent} ({exc.strerror}): run the guard as root, or give it a "
+            "delegated cgroup v2 subtree (systemd: Delegate=yes)")
 
 
 @contextmanager
-def leaf() -> Iterator[Path | None]:
-    """A new, empty cgroup for one launch, killed and removed when the block ends; None where
-    cgroups cannot be made (`available` says why)."""
-    folder = available()[0] if enabled else None
+def leaf(folder: Path | None) -> Iterator[Path | None]:
+    """A new, empty cgroup in `folder` (the box's) for one launch, killed and removed when the
+    block ends; None where the box has no folder of cgroups."""
     if folder is None:
         yield None
         return
-    with _lock:
-        assert _found is not None
-        _found.launches += 1
-        path = folder / f"launch-{_found.launches}"
-    path.mkdir()
+    path = Path(tempfile.mkdtemp(prefix="launch-", dir=folder))
     try:
         yield path
     finally:
@@ -107,8 +115,6 @@ def kill(path: Path) -> None:
 
 
 def _kill_each(path: Path) -> None:
-    import signal
-
     deadline = time.monotonic() + _KILL_WAIT_S
     while (pids := members(path)) and time.monotonic() < deadline:
         for pid in pids:
@@ -122,31 +128,6 @@ def _populated(path: Path) -> bool:
         return "populated 1" in (path / "cgroup.events").read_text()
     except OSError:
         return False
-
-
-def _make_folder() -> tuple[Path | None, str]:
-    mount = _v2_mount()
-    if mount is None:
-        if os.geteuid() != 0:
-            return None, "cgroup v2 is not mounted here, and only root may mount it"
-        mount = _mount_v2()
-        if mount is None:
-            return None, f"cgroup v2 is not mounted here and could not be mounted at {_MOUNT_AT}"
-    # in the guard's own cgroup: whatever stops the guard's service (systemd, a runner) kills
-    # its launches' cgroups with it
-    parent = _own_cgroup(mount)
-    _remove_abandoned(parent)
-    name = f"regression-guard-{os.getpid()}-{_start_time(os.getpid())}"
-    folder = parent / name
-    try:
-        folder.mkdir()
-        probe = folder / "probe"
-        probe.mkdir()
-        probe.rmdir()
-    except OSError as exc:
-        return None, (f"cannot make a cgroup in {parent} ({exc.strerror}): run the guard as root, or give it a "
-                      "delegated cgroup v2 subtree (systemd: Delegate=yes)")
-    return folder, ""
 
 
 def _v2_mount() -> Path | None:
@@ -186,20 +167,12 @@ def _own_cgroup(mount: Path) -> Path:
     return mount
 
 
-def _start_time(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat[stat.rindex(")") + 2:].split()[19]
-    except (OSError, IndexError, ValueError):
-        return "0"
-
-
 def _remove_abandoned(parent: Path) -> None:
     """The folders of guards that are gone (SIGKILL left them): their processes killed, removed."""
     with suppress(OSError):
         for folder in parent.glob("regression-guard-*-*"):
             _, _, pid, start = folder.name.split("-", 3) if folder.name.count("-") >= 3 else ("", "", "", "")
-            if not pid.isdigit() or _start_time(int(pid)) == start:
+            if not pid.isdigit() or str(process_start(int(pid)) or 0) == start:
                 continue  # its guard runs
             _remove_folder(folder)
 

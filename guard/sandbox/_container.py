@@ -20,7 +20,6 @@ from __future__ import annotations
 import atexit
 import glob
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -33,26 +32,13 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from guard._errors import GuardError
+from guard.sandbox._engine import LABEL, LABEL_BOOT, LABEL_PID, LABEL_START, ContainerError, engine, first_line
+from guard.sandbox._proc import boot_id, process_start
+from guard.sandbox._reaper import remove_orphans
 
-LABEL = "regression-guard.container"  # on every container the guard starts: its run id
-LABEL_PID = "regression-guard.guard-pid"
-LABEL_START = "regression-guard.guard-start"  # the guard's start time in clock ticks since boot
-LABEL_BOOT = "regression-guard.boot-id"
 SCRATCH = "/tmp"
 _LOG_LIMIT_BYTES = 16 << 20  # the harness logs a few lines per pass; more is a runaway print loop
-_API_TIMEOUT_S = 60
 
-_run_id = uuid.uuid4().hex
-_live: set[str] = set()  # ids of containers this process started and has not removed
-_lock = threading.Lock()
-_watchdog: subprocess.Popen[bytes] | None = None
-_watchdog_pipe: int | None = None
-_reaped = False
-
-
-class ContainerError(GuardError):
-    """No engine, no SDK, or an engine that refused the container."""
 
 
 class Container(BaseModel):
@@ -79,25 +65,6 @@ class Mount:
     writable: bool = False
 
 
-def engine() -> Any:
-    """A client of the Docker engine that DOCKER_HOST (or the default socket) names."""
-    try:
-        import docker
-    except ImportError:
-        raise ContainerError(
-            "build.method 'docker' needs the Docker SDK for Python: pip install 'regression-guard[docker]'"
-        ) from None
-    try:
-        client = docker.from_env(timeout=_API_TIMEOUT_S)
-        client.ping()
-    except docker.errors.DockerException as exc:
-        raise ContainerError(
-            f"build.method is 'docker' but no Docker engine answers ({_first_line(exc)}); start dockerd, "
-            "point DOCKER_HOST at it, or set build.method to 'venv'"
-        ) from None
-    return client
-
-
 def device_requests(gpus: str, host_has_gpu: bool | None = None) -> list[Any]:
     """The GPUs to ask the engine for: none for 'none', and for 'auto' on a host without one."""
     from docker.types import DeviceRequest
@@ -111,7 +78,61 @@ def device_requests(gpus: str, host_has_gpu: bool | None = None) -> list[Any]:
     return [DeviceRequest(device_ids=gpus.split(","), capabilities=[["gpu"]])]
 
 
+class Containers:
+    """The containers one box (one guard run) started and has not removed, labelled with its
+    run id, and the watchdog that removes them if the guard is killed."""
+
+    def __init__(self) -> None:
+        self.run_id = uuid.uuid4().hex
+        self.live: set[str] = set()
+        self.lock = threading.Lock()
+        self.watchdog: subprocess.Popen[bytes] | None = None
+        self.pipe: int | None = None  # the watchdog's stdin: its end is the guard's
+
+    def remove_all(self) -> None:
+        """Remove every container this box started and has not removed yet."""
+        if not self.live:
+            return
+        try:
+            client = engine()
+        except ContainerError:
+            return
+        for container_id in list(self.live):
+            self.remove(client, container_id)
+
+    def remove(self, client: Any, container_id: str) -> None:
+        from docker.errors import DockerException, NotFound
+
+        try:
+            client.api.remove_container(container_id, force=True, v=True)
+        except NotFound:
+            pass
+        except DockerException:
+            return  # left in `live`: removed at exit, or by the watchdog
+        with self.lock:
+            self.live.discard(container_id)
+
+    def start_watchdog(self, client: Any) -> None:
+        """Once per box: sweep the containers of guards of this host that no longer run, and
+        start the process that removes this box's containers when the guard is killed."""
+        if self.watchdog is not None:
+            return
+        remove_orphans(client)
+        read_end, write_end = os.pipe()  # both close-on-exec: only the watchdog gets the read end, as stdin
+        package_parent = Path(__file__).resolve().parents[2]
+        try:
+            self.watchdog = subprocess.Popen(
+                [sys.executable, "-m", "guard.sandbox._reaper", self.run_id], stdin=read_end,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=package_parent, start_new_session=True,
+            )
+        finally:
+            os.close(read_end)
+        self.pipe = write_end  # held open until the guard ends, however it ends
+        atexit.register(self.remove_all)
+
+
 def run_container(
+    containers: Containers,
     container: Container,
     argv: list[str],
     *,
@@ -122,18 +143,14 @@ def run_container(
     cpuset: Sequence[int] = (),
 ) -> int | None:
     """Exit code of `argv` run in `container`'s image, its output written to `log`; None when
-    it ran past `timeout_s`. The container is removed before this returns, however it ends."""
+    it ran past `timeout_s`. The container is removed before this returns, however it ends;
+    `containers` (the run's box's) removes it if that cannot."""
     from docker.errors import APIError, DockerException
     from docker.types import LogConfig
     from docker.types import Mount as DockerMount
     from requests.exceptions import ConnectionError, ReadTimeout
-
-    from guard.sandbox._process import _install_handlers
-
-    _install_handlers()  # SIGTERM and the like unwind through the removal below
     client = engine()
-    _reap_orphans(client)
-    _start_watchdog()
+    containers.start_watchdog(client)
     try:
         created = client.containers.create(
             container.image, argv,
@@ -147,17 +164,17 @@ def run_container(
             cpuset_cpus=",".join(map(str, cpuset)) or None,
             device_requests=device_requests(container.gpus), ipc_mode="private",
             log_config=LogConfig(type="json-file", config={"max-size": f"{_LOG_LIMIT_BYTES}"}),
-            labels=_labels(), detach=True,
+            labels=_labels(containers.run_id), detach=True,
         )
     except DockerException as exc:
-        raise ContainerError(f"the Docker engine refused the container: {_first_line(exc)}") from None
-    with _lock:
-        _live.add(created.id)
+        raise ContainerError(f"the Docker engine refused the container: {first_line(exc)}") from None
+    with containers.lock:
+        containers.live.add(created.id)
     try:
         try:
             created.start()
         except APIError as exc:
-            raise ContainerError(f"the container did not start: {_first_line(exc)}") from None
+            raise ContainerError(f"the container did not start: {first_line(exc)}") from None
         try:
             status = created.wait(timeout=max(timeout_s, 1.0))
             exited = True
@@ -168,7 +185,7 @@ def run_container(
         _copy_log(created, log)
         return int(status["StatusCode"]) if exited else None
     finally:
-        _remove(client, created.id)
+        containers.remove(client, created.id)
 
 
 def _copy_log(created: Any, log: IO[bytes]) -> None:
@@ -181,88 +198,6 @@ def _copy_log(created: Any, log: IO[bytes]) -> None:
     log.flush()
 
 
-def _remove(client: Any, container_id: str) -> None:
-    from docker.errors import DockerException, NotFound
-
-    try:
-        client.api.remove_container(container_id, force=True, v=True)
-    except NotFound:
-        pass
-    except DockerException:
-        return  # left in _live: removed at exit, or by the watchdog
-    with _lock:
-        _live.discard(container_id)
-
-
-def remove_all() -> None:
-    """Remove every container this process started and has not removed yet."""
-    if not _live:
-        return
-    try:
-        client = engine()
-    except ContainerError:
-        return
-    for container_id in list(_live):
-        _remove(client, container_id)
-
-
-def _labels() -> dict[str, str]:
-    return {LABEL: _run_id, LABEL_PID: str(os.getpid()), LABEL_START: str(process_start(os.getpid())),
+def _labels(run_id: str) -> dict[str, str]:
+    return {LABEL: run_id, LABEL_PID: str(os.getpid()), LABEL_START: str(process_start(os.getpid())),
             LABEL_BOOT: boot_id()}
-
-
-def stat_fields(pid: int | str) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name, from the state on; None when the
-    process is gone. The name may hold spaces and parentheses, so it is split after the last ')'."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-
-
-def process_start(pid: int) -> int | None:
-    """The start time of process `pid` in clock ticks since boot; None when it is gone.
-    With the pid, it names one process: a pid reused later has a later start."""
-    fields = stat_fields(pid)
-    return None if fields is None else int(fields[19])  # field 22 of the whole line
-
-
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return socket.gethostname()
-
-
-def _reap_orphans(client: Any) -> None:
-    """Once per guard: remove containers of guards of this host that no longer run."""
-    global _reaped
-    if _reaped:
-        return
-    _reaped = True
-    from guard.sandbox._reaper import remove_orphans
-
-    remove_orphans(client)
-
-
-def _start_watchdog() -> None:
-    """Once per guard: the process that removes this guard's containers when it is killed."""
-    global _watchdog, _watchdog_pipe
-    if _watchdog is not None:
-        return
-    read_end, write_end = os.pipe()  # both close-on-exec: only the watchdog gets the read end, as stdin
-    package_parent = Path(__file__).resolve().parents[2]
-    try:
-        _watchdog = subprocess.Popen(
-            [sys.executable, "-m", "guard.sandbox._reaper", _run_id], stdin=read_end,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=package_parent, start_new_session=True,
-        )
-    finally:
-        os.close(read_end)
-    _watchdog_pipe = write_end  # held open until the guard ends, however it ends
-    atexit.register(remove_all)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

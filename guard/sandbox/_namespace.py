@@ -12,14 +12,13 @@ its own (guard/sandbox/_cgroup.py): killing it ends the PID namespace, and the k
 what is left in it.
 
 Only the guard run as root makes spaces (the namespaces need CAP_SYS_ADMIN); `available()`
-says why there are none."""
+says why there are none, and the run's box (guard/sandbox/_box.py) then makes none."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,9 +42,6 @@ mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /var/tmp
 echo ready
 exec sleep infinity
 """
-_lock = threading.Lock()
-_checked: list[str] = []  # why no space can be made ("" where one can), once per guard
-enabled = True  # False: launches get no space (build.isolation = "none": guard/sandbox/_isolation.py)
 
 
 class Space(NamedTuple):
@@ -71,14 +67,8 @@ def _tool(name: str) -> str:
 
 
 def available() -> str:
-    """"" where this guard can make spaces, else why not (checked once, by making one)."""
-    with _lock:
-        if not _checked:
-            _checked.append(_why_not())
-        return _checked[0]
-
-
-def _why_not() -> str:
+    """"" where this guard can make spaces, else why not (checked by making one, when the run's
+    box is chosen: guard/sandbox/_box.py)."""
     if os.geteuid() != 0:
         return "the guard does not run as root, and only root makes PID and mount namespaces here"
     missing = [tool for tool in ("unshare", "nsenter", "setpriv", "mount") if shutil.which(tool) is None]
@@ -109,13 +99,10 @@ def kept_names(paths: Iterable[Path | str | None]) -> list[str]:
 
 
 @contextmanager
-def space(keep: Iterable[Path | str | None]) -> Iterator[Space | None]:
+def space(keep: Iterable[Path | str | None], cgroups: Path | None) -> Iterator[Space]:
     """A new space whose /tmp holds the entries that hold `keep`, ended with everything in it
-    when the block ends; None where none can be made (`available` says why)."""
-    if not enabled or available():
-        yield None
-        return
-    with cgroup.leaf() as box:
+    when the block ends; its holder in a cgroup of `cgroups` (the box's folder) where given."""
+    with cgroup.leaf(cgroups) as box:
         argv = [_tool("unshare"), "--pid", "--ipc", "--mount", "--fork", "--kill-child", "--mount-proc",
                 "/bin/sh", "-c", _SETUP, "guard-space", *kept_names(keep)]
         holder = subprocess.Popen(["/bin/sh", "-c", cgroup.GATE, "guard-gate", *argv] if box else argv,

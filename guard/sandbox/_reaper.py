@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from guard.sandbox._container import LABEL, LABEL_BOOT, LABEL_PID, LABEL_START, boot_id, engine, process_start
+from guard.sandbox._engine import LABEL, LABEL_BOOT, LABEL_PID, LABEL_START, engine
+from guard.sandbox._proc import boot_id, process_start
 
 
 def listed(client: Any, label: str) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ import stat
 import subprocess
 import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,8 +67,9 @@ def identity_name(name: str, slot: int) -> str:
 
 _IDENTITIES = Path("/run/regression-guard/identities")  # lock files, one per identity in use
 IDENTITY_SLOTS = 32  # concurrent guard runs on one host
+# The one registry left in the sandbox: a build identity is the process's (its lock is held
+# until the process exits, however it ends), so every box of the process gets the same one
 _claimed: dict[str, PrUser] = {}
-_held_locks: list[int] = []  # the locks this process holds, open until it exits
 _claiming = threading.Lock()
 
 
@@ -82,8 +83,7 @@ def _claim(name: str) -> PrUser:
         except BlockingIOError:
             os.close(fd)
             continue
-        _held_locks.append(fd)
-        return _ensure_user(candidate)
+        return _ensure_user(candidate)  # `fd` is never closed: the lock is this process's until it exits
     raise GuardError(
         f"{IDENTITY_SLOTS} guard runs on this host already hold the build identities of '{name}' (build.user); "
         "let one finish, or run fewer at once"
@@ -216,32 +216,6 @@ def seal(user: PrUser, path: Path) -> None:
         mode = stat.S_IMODE(node.info.st_mode) & 0o777 & _NO_WRITE
         # group and others may read (and run) what the owner could: the user still loads it
         os.fchmod(node.fd, mode | ((mode & 0o500) >> 3) | ((mode & 0o500) >> 6))
-
-
-_handed: set[str] = set()  # what is the user's to write now (`handed_over`): no temp clean-up takes it
-
-
-@contextmanager
-def handed_over(user: PrUser | None, paths: Iterable[Path]) -> Iterator[None]:
-    """`paths` are the user's to write inside the block, and sealed after it, however it ends."""
-    folders = list(paths)
-    if user is None:
-        yield
-        return
-    names = {os.path.abspath(folder) for folder in folders} - _handed
-    _handed.update(names)
-    try:
-        hand_over(user, folders)
-        yield
-    finally:
-        _handed.difference_update(names)
-        for folder in folders:
-            seal(user, folder)
-
-
-def handed_now() -> frozenset[str]:
-    """The paths the user is handed at this moment, absolute."""
-    return frozenset(_handed)
 
 
 def writable_file(user: PrUser | None, path: Path) -> None:

@@ -102,25 +102,21 @@ def _start_cost(n: int) -> dict[str, dict[str, float]]:
     unboxed and boxed, `n` times each, alternating (the same host state for both)."""
     import statistics
 
-    from guard.sandbox import _cgroup, _namespace
-    from guard.sandbox._isolation import host_isolation
-    from guard.sandbox._process import run_process
-    from guard.sandbox._user import pr_user
+    from guard.sandbox import Launch, choose_box, launch, pr_user
 
     user = pr_user("guard-pr")
     times: dict[str, list[float]] = {"none": [], "kernel": []}
     for _ in range(n):
         for isolation in ("none", "kernel"):
-            got, why = host_isolation(isolation, container=False)  # type: ignore[arg-type]
-            if isolation == "kernel" and not got.boxed():
-                raise SystemExit(f"boxed_pairs: this host gives no box: {why}")
+            box = choose_box(isolation)  # type: ignore[arg-type]
+            if isolation == "kernel" and not box.isolation.boxed():
+                raise SystemExit(f"boxed_pairs: this host gives no box: {box.missing}")
             t = time.perf_counter()
-            code = run_process([sys.executable, "-c", "pass"], stdout=subprocess.DEVNULL, timeout_s=60,
-                               cwd=Path("/"), user=user)
+            one = Launch([sys.executable, "-c", "pass"], subprocess.DEVNULL, cwd=Path("/"), user=user)
+            code = launch(box, [one], timeout_s=60).codes[0]
             times[isolation].append((time.perf_counter() - t) * 1000)
             if code != 0:
                 raise SystemExit(f"boxed_pairs: the trivial process exited {code} ({isolation})")
-    _cgroup.enabled = _namespace.enabled = True
     return {k: {"n": len(v), "median_ms": round(statistics.median(v), 2), "min_ms": round(min(v), 2),
                 "max_ms": round(max(v), 2), "all_ms": [round(x, 2) for x in v]}
             for k, v in times.items()}
