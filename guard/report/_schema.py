@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from guard.cause import CaptureChanges
 from guard.compare import Comparison, RoundsStop, RunWarning
@@ -201,6 +201,14 @@ class Report(Comparison):
     @classmethod
     def _older_schemas(cls, data: Any) -> Any:
         return current_shape(data)
+
+    @field_validator("rule")
+    @classmethod
+    def _sources_said_for_all(cls, rule: Rule) -> Rule:
+        """Where each threshold came from is said for every metric decided, or (older reports) for none."""
+        if rule.sources() is None and any(t.source is not None for t in rule.thresholds().values()):
+            raise ValueError("where a threshold came from (its source) is said for every metric decided, or none")
+        return rule
 
     def arm(self, name: str) -> ArmInfo:
         return next(a for a in self.arms if a.name == name)
