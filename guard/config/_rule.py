@@ -1,7 +1,7 @@
 """The rule a verdict is decided by, as one record: each metric's threshold and where it came
 from, the error level and the looks it is spent over, the confidence shown, the calibrated
 spreads the bounds may borrow, and what a verdict at the threshold sets. A run makes it from
-its config (`Rule.of_config`), a report read back states it (`Report.rule`), and the compare
+its config (`Rule.of_config`), a report keeps it whole (`Comparison.rule`), and the compare
 stage, the recheck of a stored report and the render layer all take it.
 
 Four versions of the rule are kept, so that a stored report is decided again by its own:
@@ -64,8 +64,6 @@ METRICS: tuple[MetricKey, ...] = ("gpu_ms", "end_to_end_ms", "tok_per_s", "instr
 # where it was calibrated; end-to-end ms too noisy or not measured there, or a file from before
 # it was calibrated.
 ThresholdSource = Literal["configured", "calibrated", "gpu_ms_fallback"]
-# as reports write them
-_SOURCES_ORDER: tuple[MetricKey, ...] = ("gpu_ms", "tok_per_s", "end_to_end_ms", "instructions")
 # What a verdict at the threshold sets (`measure.at_threshold`): neutral, or failing
 AtThreshold = Literal["neutral", "fail"]
 
@@ -207,11 +205,9 @@ class Rule(BaseModel):
         return self.thresholds()[metric].pct
 
     def sources(self) -> dict[MetricKey, ThresholdSource] | None:
-        """Where each metric's threshold came from, as a report keeps them (`threshold_sources`,
-        GPU ms, tok/s, then end-to-end ms); None where one is not known (a report from before)."""
-        decided = self.thresholds()
-        known = {m: source for m in _SOURCES_ORDER if m in decided and (source := decided[m].source) is not None}
-        return known if len(known) == len(decided) else None
+        """Where each metric's threshold came from; None where one is not known (a report from before)."""
+        known = {m: t.source for m, t in self.thresholds().items() if t.source is not None}
+        return known if len(known) == len(self.thresholds()) else None
 
     @property
     def metrics_per_look(self) -> int:
