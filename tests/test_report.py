@@ -218,7 +218,7 @@ def test_an_undecided_report_says_at_threshold_in_the_status_and_summary() -> No
     assert headline(report) == f"at threshold: batch size 1 GPU ms per step {bounds.pct:+.2f}% ({bounds.interval()})"
     # a slowdown shown at the threshold: undecided, neither green nor red, exit 4 (measure.at_threshold "neutral")
     assert gate(report) == "undecided" and status_state(gate(report)) == "pending" and GATE_EXIT[gate(report)] == 4
-    failing = report.model_copy(update={"at_threshold_status": "fail"})  # measure.at_threshold = "fail"
+    failing = ruled(report, at_threshold="fail")  # measure.at_threshold = "fail"
     assert gate(failing) == "failure" and status_state(gate(failing)) == "failure" and GATE_EXIT[gate(failing)] == 1
     (line,) = annotations(report)
     assert line.startswith("::warning title=Decode slowdown at the threshold::")
