@@ -418,8 +418,6 @@ def assemble_report(
         started_at=datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
         duration_s=round(time.time() - started, 1),
         explanation=explanation,
-        threshold_sources=plan.rule.sources(),
-        at_threshold_status=plan.rule.at_threshold,
     )
 
 

@@ -11,15 +11,16 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from guard.compare import MIX_BATCH, Agreement, ArmStats, BatchComparison, decide_again, most_severe
-from guard.config import CalibratedSpread, Rule, Threshold
+from guard.config import METRICS, RULE_VERSION, CalibratedSpread, Rule, Threshold
 from guard.measure import MixReport, spread
 
 from validation._older import read_any as committed
 from guard.report import SCHEMA_VERSION, Report, explain_report
 
-__all__ = ["committed", "current_file", "explained", "mix_decision", "remeasured", "with_mix"]
+__all__ = ["committed", "current_file", "explained", "mix_decision", "remeasured", "ruled", "sourced", "with_mix"]
 
 _CURRENT = Path(tempfile.mkdtemp(prefix="guard-current-reports-"))
 atexit.register(shutil.rmtree, _CURRENT, ignore_errors=True)
@@ -38,17 +39,36 @@ def explained(report: Report) -> Report:
     return report.model_copy(update={"explanation": explain_report(report)})
 
 
+def ruled(report: Report, **update: Any) -> Report:
+    """`report` stating its rule with `update`'s fields; a number for a metric is its threshold in
+    percent, from where the report's came. Unchecked, as a report edited by hand would be."""
+    rule = report.rule
+    for metric in METRICS:
+        if isinstance(pct := update.get(metric), (int, float)):
+            kept = getattr(rule, metric)
+            update[metric] = Threshold.model_construct(pct=pct, source=kept.source if kept is not None else None)
+    return report.model_copy(update={"rule": rule.model_copy(update=update)})
+
+
+def sourced(report: Report, sources: dict[str, str] | None) -> Report:
+    """`report` saying each threshold it decides came from `sources` (None: not said, as older reports)."""
+    rule = report.rule
+    update = {metric: threshold.model_copy(update={"source": (sources or {}).get(metric)})
+              for metric, threshold in rule.thresholds().items()}
+    return report.model_copy(update={"rule": rule.model_copy(update=update)})
+
+
 def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 1,
                spreads: Sequence[CalibratedSpread] = ()) -> Report:
     """`report` as if head's GPU ms per step were base's times `factor`, each repeat moved by
     +`jitter` and -`jitter` in turn (a share), and each arm's tok/s were its batch size over
     its step time; every batch size and the whole decided again, at the first of `looks`,
     borrowing the calibrated `spreads` where the run's own agrees with them."""
-    # the rule the report says, as the current schema states it, at `looks` with `spreads`: the
-    # figures are made up as a current run's would be, whatever the committed report's schema
+    # the rule the report says, as the current rule, at `looks` with `spreads`: the figures are
+    # made up as a current run's would be, whatever the committed report's schema
     schema = SCHEMA_VERSION
-    rule = report.model_copy(update={"schema_version": schema, "looks": looks,
-                                     "calibrated_spreads": list(spreads)}).rule
+    rule = report.rule.model_copy(update={"version": RULE_VERSION, "looks": looks, "spreads": tuple(spreads),
+                                          "decided_sizes": len(report.decided())})
     batches = []
     for batch in report.batch_sizes:
         base = next(a for a in batch.arms if a.arm == report.base)
@@ -64,8 +84,7 @@ def remeasured(report: Report, factor: float, jitter: float = 0.0, looks: int = 
         stored = batch.model_copy(update={"arms": arms, "look": 1})
         batches.append(decide_again(stored, report.base, report.head, rule))
     again = report.model_copy(update={
-        "schema_version": schema, "looks": looks, "rounds": 1,
-        "batch_sizes": batches, "calibrated_spreads": list(spreads),
+        "schema_version": schema, "rule": rule, "rounds": 1, "batch_sizes": batches,
         "verdict": most_severe([b.verdict for b in batches]),
         "reasons": [r for b in batches for r in b.reasons],
     })
@@ -94,15 +113,14 @@ def with_mix(report: Report, mix: MixReport, agreement: Agreement | None = None)
     """`report` with the batch-size mix `mix`, decided beside its batch sizes (alpha split over
     them and the mix; forced with `agreement`, where given), its sizes decided again at that
     split, and its facts explained again."""
-    # the rule the report says, as the current schema states it, alpha split over the mix too
+    # the rule the report says, as the current rule, alpha split over the mix too
     schema = SCHEMA_VERSION
-    rule = report.model_copy(update={"schema_version": schema}).rule.model_copy(
-        update={"decided_sizes": len(report.batch_sizes) + 1})
+    rule = report.rule.model_copy(update={"version": RULE_VERSION, "decided_sizes": len(report.batch_sizes) + 1})
     batches = [b if b.verdict == "invalid" else decide_again(b, report.base, report.head, rule)
                for b in report.batch_sizes]
     decided = mix_decision(mix, report.base, report.head, rule, agreement=agreement)
     again = report.model_copy(update={
-        "schema_version": schema, "mix": mix, "mix_comparison": decided, "batch_sizes": batches,
+        "schema_version": schema, "rule": rule, "mix": mix, "mix_comparison": decided, "batch_sizes": batches,
         "verdict": report.verdict if report.verdict == "invalid" else most_severe(
             [b.verdict for b in [*batches, decided]]),
     })

@@ -52,7 +52,7 @@ def test_a_slower_head_that_raises_its_own_threshold_is_still_a_regression(tmp_p
     assert proc.returncode == 1, proc.stderr
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "regression"
-    assert report["threshold_pct"] == 1.0 and report["tok_threshold_pct"] == 1.0  # the base's
+    assert report["rule"]["gpu_ms"]["pct"] == 1.0 and report["rule"]["tok_per_s"]["pct"] == 1.0  # the base's
     assert [b["batch_size"] for b in report["batch_sizes"]] == [1, 2]  # not the head's [1]
     # the base's 3 processes per arm, not the head's 2 (a slow one measured again adds one to each arm)
     assert report["workload"]["repeats"] == 3 and all(a["repeats"] >= 3 for a in report["arms"])

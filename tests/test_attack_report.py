@@ -28,7 +28,7 @@ from guard._markdown import block, code, text
 from guard.cli import main
 from guard.report import Report, UnfoundedReport, build_view, read_report, render_comment
 from tests.github_standin import GitHubStandIn
-from tests.report_fixtures import committed, current_file, explained, remeasured
+from tests.report_fixtures import committed, current_file, explained, remeasured, ruled
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The richest committed H200 report: per-metric verdicts, an ablation arm, traces, a capture change.
@@ -153,16 +153,14 @@ def _json_of(model: Any) -> Any:
     return json.loads(model.model_dump_json())
 
 
-def _threshold_past_reason() -> dict[str, Any]:
-    data = _json(committed(RICH))
-    data["tok_threshold_pct"] = 1000.0  # tok/s cannot fall by more than 100%
-    return data
-
-
 def _own_tok_threshold_said_to_be_gpu_ms() -> dict[str, Any]:
     """A tok/s threshold of its own, said to be GPU ms's, which the comment would word as held to it."""
-    data = _json(remeasured(committed(RICH).model_copy(update={"tok_threshold_pct": 5.0}), 1.0))
-    data["threshold_sources"] = {"gpu_ms": "calibrated", "tok_per_s": "gpu_ms_fallback", "end_to_end_ms": "calibrated"}
+    data = _json(remeasured(ruled(committed(RICH), tok_per_s=5.0), 1.0))
+    said = {"gpu_ms": "calibrated", "tok_per_s": "gpu_ms_fallback", "end_to_end_ms": "calibrated",
+            "instructions": "configured"}
+    for metric, source in said.items():
+        if data["rule"].get(metric) is not None:
+            data["rule"][metric]["source"] = source
     return data
 
 
@@ -170,7 +168,7 @@ def _at_threshold() -> dict[str, Any]:
     """The rich report, head 1% slower with base's own spread: at the 1% threshold, by the
     interval rule, in the first of 2 rounds."""
     report = remeasured(committed(RICH), 1.01, looks=2)
-    assert report.verdict == "at_threshold" and report.looks == 2
+    assert report.verdict == "at_threshold" and report.rule.looks == 2
     assert [b.decided_by for b in report.batch_sizes] == ["gpu_ms", "gpu_ms"]
     return _json(report)
 
@@ -193,7 +191,7 @@ def _another_metric_decided() -> dict[str, Any]:
 def _alpha_not_split() -> dict[str, Any]:
     data = _at_threshold()
     for batch in data["batch_sizes"]:
-        batch["alpha_per_look"] = data["alpha"] / 2  # as if one look at one batch size
+        batch["alpha_per_look"] = data["rule"]["alpha"] / 2  # as if one look at one batch size
     return data
 
 
@@ -228,9 +226,8 @@ FORGERIES = {
                                             "batch size 1: verdict regression, but its numbers give pass"),
     "a median not of its values": (_median_not_of_its_values, "gpu_ms_per_step.median 1.0, but its numbers give"),
     "a changed output hidden": (_changed_output_hidden, "verdict pass, but its numbers give invalid"),
-    "a threshold past reason": (_threshold_past_reason, "tok_threshold_pct is 1000.0"),
     "a tok/s threshold said to be GPU ms's": (_own_tok_threshold_said_to_be_gpu_ms,
-                                              "threshold_sources.tok_per_s is gpu_ms_fallback, where configured or "
+                                              "rule.tok_per_s.source is gpu_ms_fallback, where configured or "
                                               "calibrated (rule 5 holds no metric to GPU ms's threshold) is due"),
 }
 
@@ -271,13 +268,25 @@ def test_an_honest_report_of_the_interval_rule_holds_up(tmp_path: Path, factor: 
     report = remeasured(committed(RICH), factor, jitter, looks=2)
     assert report.verdict == verdict
     again = read_report(_write(tmp_path, report))  # decided again from its numbers, and it holds
-    assert again.verdict == verdict and again.schema_version == SCHEMA_VERSION and again.looks == 2
+    assert again.verdict == verdict and again.schema_version == SCHEMA_VERSION and again.rule.looks == 2
     # the first of 2 looks: 62% of alpha (Pocock-type), over 2 families x 2 batch sizes
-    first = again.alpha * math.log(1 + (math.e - 1) / 2) / (2 * 2)
+    first = again.rule.alpha * math.log(1 + (math.e - 1) / 2) / (2 * 2)
     assert [b.alpha_per_look for b in again.batch_sizes] == [pytest.approx(first)] * 2
-    unstated = _json(report) | {"looks": None}  # without the looks its alpha was split over
-    with pytest.raises(ReportError, match="not a valid report: looks"):
+    unstated = _json(report)
+    unstated["rule"]["looks"] = None  # without the looks its alpha was split over
+    with pytest.raises(ReportError, match="not a valid report: rule.looks"):
         read_report(_write(tmp_path, unstated, "unstated.json"))
+
+
+def test_a_report_whose_rule_is_past_reason_is_not_read(tmp_path: Path) -> None:
+    """The rule holds its own ranges: a tok/s threshold of 1000% (tok/s cannot fall by 100% or more)
+    is refused as the report is read, before anything is decided again from it."""
+    from guard.report import ReportError
+
+    data = _json(committed(RICH))
+    data["rule"]["tok_per_s"]["pct"] = 1000.0
+    with pytest.raises(ReportError, match="not a valid report: rule: Value error, tok_per_s's threshold is under 100%"):
+        read_report(_write(tmp_path, data))
 
 
 def test_the_forged_pass_would_set_success_without_the_check(

@@ -181,14 +181,14 @@ def test_a_report_keeps_what_it_borrowed_and_is_decided_again_with_it(tmp_path: 
     path = tmp_path / "report.json"
     path.write_text(report.model_dump_json())
     again = read_report(path)
-    assert again.calibrated_spreads == steady and again.batch_sizes[0].borrowed == report.batch_sizes[0].borrowed
+    assert list(again.rule.spreads) == steady and again.batch_sizes[0].borrowed == report.batch_sizes[0].borrowed
     comment = render_comment(again)
     assert "pool this run's spread with the calibrated one" in comment and "Not borrowed" not in comment
     assert "or Student's t where the calibrated spread was pooled in" in comment
 
     # a report that says it borrowed where its own numbers do not let it is refused
     data = report.model_dump(mode="json")
-    data["calibrated_spreads"] = [dict(s, sd_pct=0.0001) for s in data["calibrated_spreads"]]
+    data["rule"]["spreads"] = [dict(s, sd_pct=0.0001) for s in data["rule"]["spreads"]]
     path.write_text(json.dumps(data))
     with pytest.raises(UnfoundedReport, match="states verdicts its own numbers do not give"):
         read_report(path)
@@ -229,7 +229,7 @@ def test_the_change_shown_pools_the_spread_its_bounds_pooled() -> None:
         check = batch.borrowing("gpu_ms")
         assert check is not None and check.borrowed and batch.borrowing("tok_per_s") is None
         ms = [arms[name].gpu_ms_per_step.values for name in (report.base, report.head)]
-        pooled = relative_change(*ms, report.confidence, prior=check.prior())
-        assert batch.gpu_ms_change == pooled != relative_change(*ms, report.confidence)
+        pooled = relative_change(*ms, report.rule.confidence, prior=check.prior())
+        assert batch.gpu_ms_change == pooled != relative_change(*ms, report.rule.confidence)
         tok = [arms[name].tok_per_s.values for name in (report.base, report.head)]
-        assert batch.tok_per_s_change == relative_change(*tok, report.confidence)
+        assert batch.tok_per_s_change == relative_change(*tok, report.rule.confidence)

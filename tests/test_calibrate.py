@@ -435,7 +435,7 @@ DEMO = REPORTS / "examples" / "h200-demo-b31932f" / "report.json"
 
 
 def _sources(gpu_ms: str = "calibrated", tok_per_s: str = "gpu_ms_fallback", end_to_end_ms: str = "calibrated"):  # type: ignore[no-untyped-def]
-    """Where a report says each threshold came from, as it keeps them (`threshold_sources`)."""
+    """Where a report says each threshold came from (`Threshold.source`), for the metrics it decides."""
     return {"gpu_ms": gpu_ms, "tok_per_s": tok_per_s, "end_to_end_ms": end_to_end_ms}
 
 
@@ -445,20 +445,21 @@ def test_a_tok_per_s_held_to_gpu_ms_threshold_is_worded_so(tmp_path: Path) -> No
     naming a 1% tok/s threshold; with a calibrated tok/s threshold, or none said (older reports), it
     names the tok/s threshold as before."""
     from guard.report import read_report, render_comment
-    from tests.report_fixtures import current_file
+    from tests.report_fixtures import committed, sourced
 
-    data = json.loads(current_file(INFORMING).read_text()) | {"threshold_sources": _sources()}
     path = tmp_path / "report.json"
-    path.write_text(json.dumps(data))
+    path.write_text(sourced(committed(INFORMING), _sources()).model_dump_json())
     report = read_report(path)  # it holds up: tok/s's threshold is GPU ms's
-    assert report.threshold_sources == _sources() and report.tok_threshold_pct == report.threshold_pct == 1.0
+    said = report.rule.sources()
+    assert said is not None and said.items() <= _sources().items()
+    assert report.rule.tok_per_s.pct == report.rule.gpu_ms.pct == 1.0
     comment = render_comment(report)
     assert ("Tokens per second is held to GPU ms per step's 1% threshold: the calibration found tokens per second too "
             "noisy to gate on this runner and wrote it no threshold of its own.") in comment
     assert "(1% in GPU ms per step, GPU ms per step's 1% in tokens per second)" in comment
     assert "detect only a change of 11.7% at batch size 1, not GPU ms per step's 1% threshold;" in comment
     for sources in (_sources(tok_per_s="calibrated"), None):
-        plain = render_comment(report.model_copy(update={"threshold_sources": sources}))
+        plain = render_comment(sourced(report, sources))
         assert "(1% in GPU ms per step, 1% in tokens per second)" in plain and "not its 1% threshold;" in plain
         assert "GPU ms per step's 1%" not in plain and "too noisy to gate" not in plain
 
@@ -471,14 +472,13 @@ def test_an_end_to_end_time_held_to_gpu_ms_threshold_decides_and_is_worded_so(tm
     end-to-end time. End-to-end time still titled the comment, at GPU ms's threshold; the comment
     names that threshold as GPU ms's and says why, and does not call a deciding metric one that informs."""
     from guard.report import read_report, render_comment
-    from tests.report_fixtures import current_file
+    from tests.report_fixtures import committed, sourced
 
     held = _sources(end_to_end_ms="gpu_ms_fallback")
-    data = json.loads(current_file(COMPILE_MODE).read_text()) | {"threshold_sources": held}
     path = tmp_path / "report.json"
-    path.write_text(json.dumps(data))
+    path.write_text(sourced(committed(COMPILE_MODE), held).model_dump_json())
     report = read_report(path)
-    assert report.end_to_end_threshold_pct == report.threshold_pct == 1.1
+    assert report.rule.pct("end_to_end_ms") == report.rule.gpu_ms.pct == 1.1
     comment = render_comment(report)
     assert comment.splitlines()[1].startswith("**Decode 4.5x slower at batch size 1")
     assert "end-to-end ms per step rose 353.45% (+137.93% to +764.20%), its whole interval past GPU ms per " \
@@ -486,7 +486,7 @@ def test_an_end_to_end_time_held_to_gpu_ms_threshold_decides_and_is_worded_so(tm
     assert ("End-to-end ms per step is held to GPU ms per step's 1.1% threshold: the thresholds file wrote it "
             "none of its own") in comment
     assert "End-to-end ms per step informs" not in comment
-    calibrated = render_comment(report.model_copy(update={"threshold_sources": _sources()}))
+    calibrated = render_comment(sourced(report, _sources()))
     assert "+764.20%), its whole interval past the 1.1% threshold." in calibrated
     assert "End-to-end ms per step is held" not in calibrated
 
@@ -494,16 +494,16 @@ def test_an_end_to_end_time_held_to_gpu_ms_threshold_decides_and_is_worded_so(tm
 @pytest.mark.parametrize(("sources", "tok_pct", "overridden", "refused"), [
     (_sources(tok_per_s="calibrated"), 5.0, False, None),  # honest: the file gave tok/s 5%
     # rule 5 holds no metric to GPU ms's threshold
-    (_sources(), 5.0, False, r"threshold_sources\.tok_per_s is gpu_ms_fallback, where configured or calibrated "
+    (_sources(), 5.0, False, r"rule\.tok_per_s\.source is gpu_ms_fallback, where configured or calibrated "
                               r"\(rule 5 holds no metric to GPU ms's threshold\) is due"),
-    (_sources("configured", "configured", "configured"), 5.0, False, r"tok_threshold_pct is 5\.0, where 1\.0 "
+    (_sources("configured", "configured", "configured"), 5.0, False, r"rule\.tok_per_s\.pct is 5\.0, where 1\.0 "
                                                                      r"\(GPU ms's, from the config\) is due"),
     (_sources("configured", "gpu_ms_fallback", "configured"), 1.0, False,
-     r"threshold_sources\.tok_per_s is gpu_ms_fallback, where configured, like GPU ms's, is due"),
+     r"rule\.tok_per_s\.source is gpu_ms_fallback, where configured, like GPU ms's, is due"),
     # a file beside the config's threshold: what the user feels may be held to the config's (the larger)
     (_sources(tok_per_s="configured"), 1.0, False, None),
     (_sources(tok_per_s="calibrated"), 1.0, True,
-     r"threshold_sources\.gpu_ms is calibrated, where configured \(the command line gave the threshold\) is due"),
+     r"rule\.gpu_ms\.source is calibrated, where configured \(the command line gave the threshold\) is due"),
 ])
 def test_a_report_whose_threshold_sources_do_not_fit_its_thresholds_is_refused(
     tmp_path: Path, sources, tok_pct: float, overridden: bool, refused: str | None,  # type: ignore[no-untyped-def]
@@ -513,20 +513,20 @@ def test_a_report_whose_threshold_sources_do_not_fit_its_thresholds_is_refused(
     file, the config and the command line's threshold are not mixed."""
     from guard.config import ConfigOverrides
     from guard.report import UnfoundedReport, read_report
-    from tests.report_fixtures import committed, remeasured
+    from tests.report_fixtures import committed, remeasured, ruled, sourced
 
     demo = committed(DEMO)
-    overrides = ConfigOverrides(threshold_pct=demo.threshold_pct) if overridden else None
-    report = remeasured(demo.model_copy(update={"tok_threshold_pct": tok_pct, "overrides": overrides}), 1.0)
+    overrides = ConfigOverrides(threshold_pct=demo.rule.gpu_ms.pct) if overridden else None
+    report = remeasured(ruled(demo, tok_per_s=tok_pct).model_copy(update={"overrides": overrides}), 1.0)
     path = tmp_path / "report.json"
-    path.write_text(report.model_copy(update={"threshold_sources": sources}).model_dump_json())
+    path.write_text(sourced(report, sources).model_dump_json())
     if refused is None:
-        assert read_report(path).threshold_sources == sources
+        assert read_report(path).rule == sourced(report, sources).rule
         return
     with pytest.raises(UnfoundedReport, match=refused):
         read_report(path)
     path.write_text(report.model_dump_json())  # the same numbers, without the sources: an older report holds
-    assert read_report(path).threshold_sources is None
+    assert read_report(path).rule.sources() is None
 
 
 def test_host_instructions_spread_is_measured_and_their_threshold_left_to_the_config(tmp_path: Path) -> None:

@@ -111,9 +111,9 @@ def test_the_run_states_what_it_could_see_and_a_forged_figure_is_refused(tmp_pat
         assert batch.alpha_per_look is not None
         # rule 5 states it at the upper 95% limit of the run's spread
         assert batch.caught_pct["gpu_ms"] == pytest.approx(smallest_caught_pct(
-            [base, head], len(base), report.threshold_pct, 1 - 2 * batch.alpha_per_look,
+            [base, head], len(base), report.rule.gpu_ms.pct, 1 - 2 * batch.alpha_per_look,
             at_spread_limit=SPREAD_LIMIT_CONFIDENCE))
-        assert batch.caught_pct["gpu_ms"] > report.threshold_pct
+        assert batch.caught_pct["gpu_ms"] > report.rule.gpu_ms.pct
     sentence = next(line for line in render_comment(report).splitlines() if "would have caught" in line)
     first, second = (f"{b.caught_pct['gpu_ms']:.2g}%" for b in report.batch_sizes)
     assert sentence.startswith(f"This run would have caught a slowdown in GPU ms per step of {first} or more at "
@@ -144,7 +144,7 @@ def test_the_calibrations_expectation_stands_beside_what_the_run_saw() -> None:
         assert batch.alpha_per_look is not None and set(batch.expected_caught_pct) == {"gpu_ms"}
         processes = min(len(a.gpu_ms_per_step.values) for a in batch.arms)
         assert batch.expected_caught_pct["gpu_ms"] == pytest.approx(caught_at_spread(
-            (0.05 / 100) ** 2, processes, report.threshold_pct, 1 - 2 * batch.alpha_per_look, extra_dof=20,
+            (0.05 / 100) ** 2, processes, report.rule.gpu_ms.pct, 1 - 2 * batch.alpha_per_look, extra_dof=20,
             at_spread_limit=SPREAD_LIMIT_CONFIDENCE))
         assert batch.expected_caught_pct["gpu_ms"] < batch.caught_pct["gpu_ms"]
     sentence = next(line for line in render_comment(report).splitlines() if "would have caught" in line)

@@ -140,7 +140,7 @@ def test_metrics_have_plain_names_and_each_row_says_whether_it_decides(name: str
         size = cells[1] if many else None
         batch = next(b for b in report.decided() if size is None or size == ("mix" if b.mix else str(b.batch_size)))
         decides = {"GPU ms per step": "yes", "CPU ms per step": "yes", "host instructions per step": "no",
-                   "tokens per second": "yes" if batch.tok_per_s_gates else f"if past {report.tok_threshold_pct:g}%",
+                   "tokens per second": "yes" if batch.tok_per_s_gates else f"if past {report.rule.tok_per_s.pct:g}%",
                    }.get(cells[0], "yes" if batch.end_to_end_gates else "if past")
         assert cells[-1].startswith(decides), (cells, decides)
 

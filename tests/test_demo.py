@@ -42,7 +42,7 @@ def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
     comment = (out / "comment.md").read_text()
     assert proc.stdout.strip() == comment.strip()  # the demo prints the comment it wrote
     # the interval rule, over the one round asked for (test_rounds runs the later rounds in-process)
-    assert report["schema_version"] == SCHEMA_VERSION and report["looks"] == 1
+    assert report["schema_version"] == SCHEMA_VERSION and report["rule"]["looks"] == 1
     # every process was forced with base's reference, and on a CPU in float32 each reproduced it
     assert report["hash_match"] is None and report["workload"]["reference"].startswith("base ")
     for batch in report["batch_sizes"]:
@@ -60,7 +60,7 @@ def test_demo_end_to_end_on_cpu(tmp_path: Path) -> None:
     # err 0.125%, so a shared CPU whose processes scatter (3x outliers under load) can leave even
     # +40% undecided. CPU ms per step decides; tok/s, informing only, still counts a slowdown
     # whose whole interval is past the threshold. A regression exits 1, an undecided run 4.
-    threshold, tok_threshold = report["threshold_pct"], report["tok_threshold_pct"]
+    threshold, tok_threshold = report["rule"]["gpu_ms"]["pct"], report["rule"]["tok_per_s"]["pct"]
     for batch in report["batch_sizes"]:
         past = {"gpu_ms": batch["gpu_ms_bounds"]["ci_low_pct"] > threshold,
                 "tok_per_s": batch["tok_per_s_bounds"]["ci_high_pct"] < -tok_threshold}

@@ -62,7 +62,7 @@ def test_a_host_only_2x_slowdown_is_a_regression_decided_by_end_to_end_time() ->
     assert batch.end_to_end_gates is False
     assert batch.end_to_end_detectable_pct == pytest.approx(detectable_pct(base_end, head_end, 5, 1 - 2 * each))
     assert batch.end_to_end_detectable_pct > THRESHOLD
-    assert comparison.end_to_end_threshold_pct == THRESHOLD
+    assert comparison.rule.end_to_end_ms is not None and comparison.rule.end_to_end_ms.pct == THRESHOLD
 
 
 def test_end_to_end_noise_never_leaves_an_unchanged_commit_undecided() -> None:

@@ -190,7 +190,7 @@ def test_a_report_is_explained_with_its_mix() -> None:
     assert found.explanation.headline.verdict == "regression"
     # without the compare stage's decision, the explain stage names no cause of its own
     undecided = explain(report.verdict, report.batch_sizes, {}, report.base, report.head,
-                        thresholds=report.rule.pcts(), confidence=report.confidence, mix=mix)
+                        rule=report.rule, mix=mix)
     assert undecided.mix is not None and not undecided.mix.slower and undecided.mix.cause is None
 
 
@@ -209,14 +209,14 @@ def test_a_fixed_size_the_mix_shows_padded_is_blamed_on_padded_rows_when_its_bus
     (one, two) = report.batch_sizes
     six = two.model_copy(update={"batch_size": 6})
     longer = explain("regression", [one, six], {6: _busy(0.0, 0.2, 0.01)}, report.base, report.head,
-                     thresholds=rule_at(1.0).pcts(), confidence=0.99, mix=mix)
+                     rule=rule_at(1.0, 0.99), mix=mix)
     cause = next(c for c in longer.causes if c.batch_size == 6)
     assert (cause.kind, cause.rows, cause.dominant) == ("padded_rows", (6, 8), True)
     # idle time between kernels grew instead: not the padded rows' work, whatever the rows
     idle = explain("regression", [one, six], {6: _busy(0.0, 0.02, 0.3)}, report.base, report.head,
-                   thresholds=rule_at(1.0).pcts(), confidence=0.99, mix=mix)
+                   rule=rule_at(1.0, 0.99), mix=mix)
     assert next(c for c in idle.causes if c.batch_size == 6).kind == "idle_between_kernels"
     # a size the mix does not show padded keeps the trace's own cause
     plain = explain("regression", [one, six], {6: _busy(0.0, 0.2, 0.01)}, report.base, report.head,
-                    thresholds=rule_at(1.0).pcts(), confidence=0.99, mix=None)
+                    rule=rule_at(1.0, 0.99), mix=None)
     assert next(c for c in plain.causes if c.batch_size == 6).kind == "slower_kernels"

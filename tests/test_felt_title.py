@@ -21,7 +21,7 @@ def _with_end_to_end(report: Report, factor: float, threshold_pct: float = 1.0) 
             [v * 1.1 * (factor if a.arm == report.head else 1.0) for v in a.gpu_ms_per_step.values])})
             for a in batch.arms]
         batches.append(decide_again(batch.model_copy(update={"arms": arms}), report.base, report.head, rule))
-    again = report.model_copy(update={"batch_sizes": batches, "end_to_end_threshold_pct": threshold_pct,
+    again = report.model_copy(update={"batch_sizes": batches, "rule": rule,
                                       "verdict": most_severe([b.verdict for b in batches])})
     return explained(again)
 

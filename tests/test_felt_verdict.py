@@ -244,18 +244,18 @@ def test_the_comment_of_a_faster_step_says_what_gpu_ms_did() -> None:
     from pathlib import Path
 
     from guard.report import render_comment, title
-    from tests.report_fixtures import committed, explained
+    from tests.report_fixtures import committed, explained, ruled
 
     demo = committed(Path(__file__).resolve().parents[1] / "docs/examples/h200-demo-b31932f/report.json")
     base = felt_arm("base", GPU_MS, 23.0)
     head = felt_arm("head", GPU_MS * 1.0106, 23.0 * 0.435, gpu_jitter=TINY[::-1])
     (batch,) = compare({"base": base, "head": head}, "base", "head", [1],
                        rule_at(THRESHOLD, CONFIDENCE, looks=1)).batch_sizes
-    report = explained(demo.model_copy(update={
-        "schema_version": 12, "base": "base", "head": "head", "looks": 1, "batch_sizes": [batch],
+    report = explained(ruled(demo, version=5, looks=1, decided_sizes=1, end_to_end_ms=THRESHOLD).model_copy(update={
+        "schema_version": 12, "base": "base", "head": "head", "batch_sizes": [batch],
         "verdict": batch.verdict, "mix": None, "mix_comparison": None, "traces": [], "rank_traces": [],
         "arms": [a.model_copy(update={"name": name}) for a, name in zip(demo.arms[:2], ("base", "head"))],
-        "end_to_end_threshold_pct": THRESHOLD}))
+    }))
     rise = report.explanation.headline.device_rise
     assert rise is not None and rise.gpu_ms == batch.gpu_ms_bounds and rise.rows is None
     assert title(report).startswith("Decode 2.3x faster at batch size 1 with ")
@@ -272,7 +272,7 @@ def test_an_undecided_run_held_open_by_what_the_user_feels_asks_for_a_calibratio
     from pathlib import Path
 
     from guard.report import render_comment
-    from tests.report_fixtures import committed, explained
+    from tests.report_fixtures import committed, explained, ruled
 
     demo = committed(Path(__file__).resolve().parents[1] / "docs/examples/h200-demo-b31932f/report.json")
     base = felt_arm("base", GPU_MS, 12.0, end_jitter=HOST_NOISE)
@@ -280,11 +280,11 @@ def test_an_undecided_run_held_open_by_what_the_user_feels_asks_for_a_calibratio
     (batch,) = compare({"base": base, "head": head}, "base", "head", [1],
                        rule_at(THRESHOLD, CONFIDENCE, looks=1)).batch_sizes
     assert (batch.verdict, batch.gpu_ms_verdict) == ("inconclusive", "pass")
-    report = explained(demo.model_copy(update={
-        "schema_version": 12, "base": "base", "head": "head", "looks": 1, "batch_sizes": [batch],
+    report = explained(ruled(demo, version=5, looks=1, decided_sizes=1, end_to_end_ms=THRESHOLD).model_copy(update={
+        "schema_version": 12, "base": "base", "head": "head", "batch_sizes": [batch],
         "verdict": batch.verdict, "mix": None, "mix_comparison": None, "traces": [], "rank_traces": [],
         "arms": [a.model_copy(update={"name": name}) for a, name in zip(demo.arms[:2], ("base", "head"))],
-        "end_to_end_threshold_pct": THRESHOLD, "threshold_sources": None}))
+    }))
     resolved = max(batch.end_to_end_detectable_pct or 0, batch.tok_per_s_detectable_pct or 0)
     name = "end-to-end ms per step" if resolved == batch.end_to_end_detectable_pct else "tokens per second"
     assert resolved > THRESHOLD

@@ -4,6 +4,8 @@ holds a required check; measure.at_threshold = "fail" makes at_threshold a regre
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from guard._errors import ConfigError
@@ -13,7 +15,7 @@ from guard.config import GuardConfig
 from guard.publish import status_state
 from guard.report import gate
 from guard.service._post import conclusion as check_conclusion
-from tests.report_fixtures import committed, remeasured
+from tests.report_fixtures import committed, remeasured, ruled
 from tests.test_comment_shape import H200_DEMO
 
 
@@ -30,20 +32,20 @@ def test_at_threshold_is_neutral_or_failing_as_configured(setting: str, expected
     low = min(b.gpu_ms_bounds.ci_low_pct for b in report.batch_sizes  # type: ignore[union-attr]
               if b.verdict == "at_threshold")
     assert low > 0
-    report = report.model_copy(update={"at_threshold_status": config.measure.at_threshold})
+    report = ruled(report, at_threshold=config.measure.at_threshold)
     assert gate(report) == expected
     assert status_state(gate(report)) == state and check_conclusion(gate(report), "action_required") == conclusion
     assert GATE_EXIT[gate(report)] == code
-    # the setting is kept in the report only where it is not the default
-    assert ("at_threshold_status" in report.model_dump_json()) == (setting == "fail")
+    # the setting is kept in the report, with the rest of the rule
+    assert json.loads(report.model_dump_json())["rule"]["at_threshold"] == setting
 
 
 def test_other_verdicts_keep_their_gate_whatever_the_setting() -> None:
     demo = committed(H200_DEMO / "report.json")
     for setting in ("neutral", "fail"):
-        report = demo.model_copy(update={"at_threshold_status": setting})
+        report = ruled(demo, at_threshold=setting)
         assert report.verdict == "regression" and gate(report) == "failure"
-        passed = remeasured(demo, 1.0).model_copy(update={"at_threshold_status": setting})
+        passed = ruled(remeasured(demo, 1.0), at_threshold=setting)
         assert passed.verdict == "pass" and gate(passed) == "success"
 
 
@@ -61,7 +63,7 @@ def test_an_inconclusive_run_is_never_green(setting: str) -> None:
 
     report = remeasured(committed(H200_DEMO / "report.json"), 1.0, jitter=0.05)
     assert report.verdict == "inconclusive"
-    report = report.model_copy(update={"at_threshold_status": setting})
+    report = ruled(report, at_threshold=setting)
     assert gate(report) == "undecided" and status_state("undecided") == "pending"
     assert GATE_EXIT["undecided"] == EXIT_UNDECIDED == 4
     assert "inconclusive" in render_comment(report).split("\n", 3)[1].lower()

@@ -237,7 +237,7 @@ def test_tok_per_s_is_left_out_where_it_could_detect_only_twenty_times_its_thres
     assert batch.tok_per_s_verdict == "pass"
     detectable = _detectable_pct(batch, 1 - 2 * batch.alpha_per_look)
     assert batch.tok_per_s_detectable_pct == pytest.approx(detectable, rel=1e-9)
-    wide = detectable > UNMEASURABLE_FACTOR * report.tok_threshold_pct
+    wide = detectable > UNMEASURABLE_FACTOR * report.rule.tok_per_s.pct
     assert wide == (pair != "ref-bf16-aa")
     assert batch.tok_per_s_measurable == (not wide)
     comment = render_comment(report)
@@ -245,7 +245,7 @@ def test_tok_per_s_is_left_out_where_it_could_detect_only_twenty_times_its_thres
     assert any(line.startswith("| GPU ms per step") for line in table)
     assert any(line.startswith("| tokens per second") for line in table) == (not wide)
     sentence = (f"Tokens per second is not shown, as not measurable here: at its spread, 3 processes per arm detect "
-                f"only a change of {detectable:.1f}% at batch size 1, far past its {report.tok_threshold_pct:g}% "
+                f"only a change of {detectable:.1f}% at batch size 1, far past its {report.rule.tok_per_s.pct:g}% "
                 "threshold.")
     assert (sentence in comment) == wide
     assert ("tok_per_s_measurable" in batch.model_dump()) == wide  # no key where measurable: older reports unchanged

@@ -140,11 +140,11 @@ def _report_with_counts(counts: dict[str, list[float | None]]):  # type: ignore[
 
     from guard.compare import decide_again
     from guard.measure import spread
-    from tests.report_fixtures import committed, explained
+    from tests.report_fixtures import committed, explained, ruled
 
     report = committed(Path(__file__).resolve().parents[1] / "docs/validation/h200-engines/pairs/ref-bf16-aa"
                        / "report.json")
-    report = report.model_copy(update={"instructions_threshold_pct": INSTRUCTIONS_PCT, "end_to_end_threshold_pct": 1.0})
+    report = ruled(report, instructions=INSTRUCTIONS_PCT, end_to_end_ms=1.0)
     (batch,) = report.batch_sizes
     arms = []
     for arm in batch.arms:
@@ -223,10 +223,10 @@ def test_a_run_whose_head_does_more_host_work_fails_and_its_report_holds_up(tmp_
     run = run_in_process(repo, tmp_path / "out", standin)
     report = run.report
     assert report.verdict == "regression" and run.exit_code == 1
-    assert report.instructions_threshold_pct == INSTRUCTIONS_PCT and report.rule.decides_instructions
+    assert report.rule.pct("instructions") == INSTRUCTIONS_PCT and report.rule.decides_instructions
     assert {b.decided_by for b in report.batch_sizes} == {"instructions"}
     assert all(b.gpu_ms_verdict == "pass" for b in report.batch_sizes)
-    assert report.threshold_sources is not None and report.threshold_sources["instructions"] == "configured"
+    assert report.rule.instructions is not None and report.rule.instructions.source == "configured"
     again = read_report(tmp_path / "out" / "report.json")  # refused where it would not hold up
     assert again.verdict == "regression" and again.schema_version == SCHEMA_VERSION
     assert "Decode host work up 10.0% at batch size" in run.comment

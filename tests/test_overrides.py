@@ -132,7 +132,7 @@ def test_a_quick_try_is_marked_in_the_report_and_said_in_the_comment(tmp_path: P
     assert data["overrides"] == {"repeats": 2, "batch_sizes": [2], "steps": 5, "threshold_pct": 4.0}
     # the run used them: not the config's 3 repeats, batch sizes [1, 2], 12 steps or calibrated 50%
     assert (data["workload"]["repeats"], data["workload"]["batch_sizes"], data["workload"]["steps"]) == (2, [2], 5)
-    assert data["threshold_pct"] == data["tok_threshold_pct"] == 4.0
+    assert data["rule"]["gpu_ms"]["pct"] == data["rule"]["tok_per_s"]["pct"] == 4.0
     assert [b["batch_size"] for b in data["batch_sizes"]] == [2]
     # 2 processes per round, up to the config's measure.max_rounds (2) rounds
     assert all(len(a["gpu_ms_per_step"]["values"]) in (2, 4) for a in data["batch_sizes"][0]["arms"])
@@ -158,6 +158,6 @@ def test_the_comment_names_only_the_overrides_given() -> None:
     example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "h200-demo" / "report.json"
     report = committed(example)
     assert report.overrides is None and "Set on the command line" not in render_comment(report)
-    given = report.model_copy(update={"overrides": ConfigOverrides(threshold_pct=report.threshold_pct)})
-    assert (f"Set on the command line in place of the base's config: a threshold of {report.threshold_pct:g}% for "
+    given = report.model_copy(update={"overrides": ConfigOverrides(threshold_pct=report.rule.gpu_ms.pct)})
+    assert (f"Set on the command line in place of the base's config: a threshold of {report.rule.gpu_ms.pct:g}% for "
             "both metrics. The verdict holds for these settings") in render_comment(given)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from guard.config import METRICS
 from guard.measure import interleave
 from guard.report import SCHEMA_VERSION
 from tests.conftest import commit_all, git
@@ -255,7 +256,7 @@ def test_noisy_result_gets_a_confirmation_round_then_stays_inconclusive(tmp_path
     # the reference process, then 2 arms x 3 repeats x 2 rounds, one process each
     assert len(standin.asked) == 13
     assert "confirmation round 2 of at most 2" in run.text
-    assert report.rounds == 2 and report.looks == 2 and report.schema_version == SCHEMA_VERSION
+    assert report.rounds == 2 and report.rule.looks == 2 and report.schema_version == SCHEMA_VERSION
     assert report.rounds_stopped == "max_rounds"
     assert [a.repeats for a in report.arms] == [6, 6]
     assert report.verdict == "inconclusive" and run.exit_code == 4  # undecided: neither a pass nor a regression
@@ -402,16 +403,18 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
     run = run_in_process(repo, tmp_path / "out", standin)
     run_out = run.out
     report = json.loads((run_out / "report.json").read_text())
-    assert report["threshold_pct"] == pytest.approx(thresholds.gpu_ms_pct)
+    rule = report["rule"]
+    assert rule["gpu_ms"]["pct"] == pytest.approx(thresholds.gpu_ms_pct)
     # what the user feels is held to the larger of the config's 1% and what the runner resolves (rule 5)
     assert thresholds.tok_per_s_pct is not None
-    assert report["tok_threshold_pct"] == pytest.approx(max(1.0, thresholds.tok_per_s_pct))
-    assert report["threshold_sources"] == {  # a CPU's calibration measures no end-to-end figure
+    assert rule["tok_per_s"]["pct"] == pytest.approx(max(1.0, thresholds.tok_per_s_pct))
+    # a CPU's calibration measures no end-to-end figure
+    assert {metric: rule[metric]["source"] for metric in METRICS} == {
         "gpu_ms": "calibrated", "tok_per_s": "calibrated" if thresholds.tok_per_s_pct > 1.0 else "configured",
         "end_to_end_ms": "configured" if thresholds.end_to_end_ms_pct is None else "calibrated",
         "instructions": "configured"}  # a thresholds file writes none for instructions
     # the run checked its spread against each calibrated one, and pooled in those it was not past
-    assert report["calibrated_spreads"] == [s.model_dump() for s in thresholds.spreads]
+    assert rule["spreads"] == [s.model_dump() for s in thresholds.spreads]
     for batch in report["batch_sizes"]:
         checks = {c["metric"]: c for c in batch["borrowed"]}
         assert set(checks) == {"gpu_ms", "tok_per_s"}
@@ -423,7 +426,7 @@ def test_calibrate_writes_thresholds_that_run_then_uses(tmp_path: Path) -> None:
     assert ("Not borrowed, as this run's spread was past the calibrated one" in comment) is not all(pooled)
     from guard.report import read_report
 
-    assert read_report(run_out / "report.json").calibrated_spreads == thresholds.spreads  # holds up, read back
+    assert read_report(run_out / "report.json").rule.spreads == tuple(thresholds.spreads)  # holds up, read back
 
 
 def test_a_host_that_cannot_box_stops_a_root_guard_or_runs_as_the_base_says(

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from guard.compare import decide_again
+from guard.config import RULE_VERSION
 from guard.measure import spread
 from guard.report import SCHEMA_VERSION, Report, render_comment
 from guard.trace import trace_sections
-from tests.report_fixtures import committed, current_file, explained
+from tests.report_fixtures import committed, current_file, explained, ruled
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "traces"
@@ -152,8 +153,9 @@ def _kernel_pair_at_threshold() -> Report:
     assert pair.facts.rounds == 2
     (batch,) = compare_pair(pair, 2, pair.facts.threshold_pct, pair.facts.tok_threshold_pct, looks=2).batch_sizes
     report = pair.report
-    return explained(report.model_copy(update={"batch_sizes": [batch], "reasons": [], "verdict": batch.verdict,
-                                               "looks": 2, "rounds": 2, "schema_version": SCHEMA_VERSION}))
+    return explained(ruled(report, looks=2, decided_sizes=1, version=RULE_VERSION).model_copy(update={
+        "batch_sizes": [batch], "reasons": [], "verdict": batch.verdict, "rounds": 2,
+        "schema_version": SCHEMA_VERSION}))
 
 
 def test_a_real_slowdown_at_the_threshold_is_said_to_be_at_threshold() -> None:
@@ -164,7 +166,7 @@ def test_a_real_slowdown_at_the_threshold_is_said_to_be_at_threshold() -> None:
     (batch,) = report.batch_sizes
     bounds = batch.gpu_ms_bounds
     assert batch.verdict == "at_threshold" and batch.decided_by == "gpu_ms" and bounds is not None
-    assert 0 < bounds.ci_low_pct < report.threshold_pct < bounds.ci_high_pct  # the H200's figures
+    assert 0 < bounds.ci_low_pct < report.rule.gpu_ms.pct < bounds.ci_high_pct  # the H200's figures
     comment = render_comment(report)
     assert comment.splitlines()[1].startswith(
         f"**Decode slowdown at the 0.5% threshold, not ruled out: {bounds.pct:+.2f}% GPU ms per step at batch size 1 "
@@ -216,7 +218,7 @@ def test_an_undecided_report_says_at_threshold_in_the_status_and_summary() -> No
     assert headline(report) == f"at threshold: batch size 1 GPU ms per step {bounds.pct:+.2f}% ({bounds.interval()})"
     # a slowdown shown at the threshold: undecided, neither green nor red, exit 4 (measure.at_threshold "neutral")
     assert gate(report) == "undecided" and status_state(gate(report)) == "pending" and GATE_EXIT[gate(report)] == 4
-    failing = report.model_copy(update={"at_threshold_status": "fail"})  # measure.at_threshold = "fail"
+    failing = ruled(report, at_threshold="fail")  # measure.at_threshold = "fail"
     assert gate(failing) == "failure" and status_state(gate(failing)) == "failure" and GATE_EXIT[gate(failing)] == 1
     (line,) = annotations(report)
     assert line.startswith("::warning title=Decode slowdown at the threshold::")
@@ -229,7 +231,7 @@ def test_a_noisy_report_says_how_noisy_and_what_it_would_take() -> None:
     report = remeasured(_pair_report("h200-30l", "kernel-0.5-01"), 1.0, jitter=0.03, looks=2)
     (batch,) = report.batch_sizes
     assert batch.verdict == "inconclusive" and batch.gpu_ms_bounds is not None
-    assert batch.gpu_ms_bounds.ci_low_pct < 0 < report.threshold_pct < batch.gpu_ms_bounds.ci_high_pct
+    assert batch.gpu_ms_bounds.ci_low_pct < 0 < report.rule.gpu_ms.pct < batch.gpu_ms_bounds.ci_high_pct
     head = next(a for a in batch.arms if a.arm == report.head)
     assert head.gpu_ms_per_step.spread_pct > 5  # 3% either way of base's own times, over base's 0.1%
     comment = render_comment(report)
@@ -247,7 +249,7 @@ def test_a_pass_names_a_significant_rise_under_the_threshold_and_an_a_a_pair_doe
     from tests.report_fixtures import remeasured
 
     pair = _pair_report("h200-30l", "kernel-0.5-03")
-    report = remeasured(pair.model_copy(update={"threshold_pct": 0.8, "tok_threshold_pct": 50.0}), 1.0045)
+    report = remeasured(ruled(pair, gpu_ms=0.8, tok_per_s=50.0), 1.0045)
     assert report.verdict == "pass" and report.explanation.headline.notable
     bounds = report.batch_sizes[0].gpu_ms_bounds
     assert bounds is not None and 0 < bounds.ci_low_pct and bounds.ci_high_pct < 0.8 and bounds.pct >= 0.4
@@ -341,7 +343,7 @@ def test_a_launch_only_slowdown_is_named_where_the_verdict_does_not_see_it() -> 
 
     noted = with_end_to_end(1.05)
     (note,) = noted.explanation.launch_notes
-    assert note.end_to_end.ci_low_pct > noted.threshold_pct
+    assert note.end_to_end.ci_low_pct > noted.rule.gpu_ms.pct
     assert note.end_to_end.confidence == pytest.approx(1 - 2 * batch.alpha_per_look)
     comment = render_comment(noted)
     assert "At batch size 1, timed with the host's launch time included, GPU ms per step rose +5.00%" in comment
@@ -353,16 +355,16 @@ def test_a_launch_only_slowdown_is_named_where_the_verdict_does_not_see_it() -> 
 def test_a_pass_says_what_it_rules_out_for_each_metric() -> None:
     """An A/A pair from the H200: the upper bounds stay under each metric's own threshold."""
     report = committed(AA_PAIR)
-    assert report.verdict == "pass" and report.tok_threshold_pct != report.threshold_pct
+    assert report.verdict == "pass" and report.rule.tok_per_s.pct != report.rule.gpu_ms.pct
     batch = report.batch_sizes[0]
-    assert batch.gpu_ms_bounds.ci_high_pct < report.threshold_pct
-    assert -batch.tok_per_s_bounds.ci_low_pct < report.tok_threshold_pct
+    assert batch.gpu_ms_bounds.ci_high_pct < report.rule.gpu_ms.pct
+    assert -batch.tok_per_s_bounds.ci_low_pct < report.rule.tok_per_s.pct
     gated = render_comment(_one_batch(report, tok_per_s_gates=True))
-    assert (f"No slowdown of {report.threshold_pct:g}% in GPU ms per step and {report.tok_threshold_pct:g}% in tokens "
-            "per second "
+    assert (f"No slowdown of {report.rule.gpu_ms.pct:g}% in GPU ms per step and {report.rule.tok_per_s.pct:g}% in "
+            "tokens per second "
             "at any batch size measured: every upper bound is under it.") in gated
     comment = render_comment(report)
-    assert (f"({report.threshold_pct:g}% in GPU ms per step, {report.tok_threshold_pct:g}% in tokens per second)"
+    assert (f"({report.rule.gpu_ms.pct:g}% in GPU ms per step, {report.rule.tok_per_s.pct:g}% in tokens per second)"
             in comment)
 
 
@@ -372,13 +374,13 @@ def test_a_pass_whose_tok_per_s_only_informs_claims_nothing_of_tok_per_s() -> No
     report = committed(AA_PAIR)
     informs = _one_batch(report, tok_per_s_gates=False, tok_per_s_detectable_pct=23.4, tok_per_s_repeats_to_gate=None)
     comment = render_comment(informs)
-    assert (f"No slowdown of {report.threshold_pct:g}% in GPU ms per step at any batch size measured: every upper "
+    assert (f"No slowdown of {report.rule.gpu_ms.pct:g}% in GPU ms per step at any batch size measured: every upper "
             "bound is under it.") in comment
     # too noisy to rule its threshold out, it decides only a change wholly past it, and says so
-    assert re.search(rf"\| tokens per second \|[^\n]*\| if past {report.tok_threshold_pct:g}% \|", comment)
+    assert re.search(rf"\| tokens per second \|[^\n]*\| if past {report.rule.tok_per_s.pct:g}% \|", comment)
     repeats = informs.batch_sizes[0].arms[0].repeats
     assert (f"at its spread, {repeats} processes per arm detect only a change of 23.4% at batch size 1, not its "
-            f"{report.tok_threshold_pct:g}% threshold; it would take more than 200 per arm") in comment
+            f"{report.rule.tok_per_s.pct:g}% threshold; it would take more than 200 per arm") in comment
     gated = _one_batch(report, tok_per_s_gates=False, tok_per_s_detectable_pct=1.8, tok_per_s_repeats_to_gate=41)
     assert "it would take about 41 per arm for it to decide any change" in render_comment(gated)
 

@@ -53,7 +53,7 @@ def test_a_run_that_needs_three_rounds_takes_them_and_stops_decided(tmp_path: Pa
     run = run_in_process(_slower_head(tmp_path, ROUNDS_CONFIG), tmp_path / "out", standin)
     assert run.exit_code == 1  # a regression
     report = run.report
-    assert (report.rounds, report.rounds_stopped, report.looks) == (3, "decided", 4), run.text
+    assert (report.rounds, report.rounds_stopped, report.rule.looks) == (3, "decided", 4), run.text
     assert "confirmation round 2 of at most 4" in run.text and "confirmation round 3 of at most 4" in run.text
     assert "confirmation round 4" not in run.text
     (batch,) = report.batch_sizes

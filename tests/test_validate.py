@@ -16,7 +16,7 @@ from guard.config import CalibratedSpread, Thresholds
 from guard.measure import Change, spread
 from guard.report import Report
 from tests.conftest import git
-from tests.report_fixtures import committed
+from tests.report_fixtures import committed, ruled
 from validation._inputs import planned_pairs
 from validation._models import KIND_BY_NAME, PairFacts, PairRecord, RunSettings, SizingPoint, Summary, TokenCheck
 from validation._pairs import Pair, append_record, load_pair, plan, read_records
@@ -167,9 +167,9 @@ def _record(kind: str, index: int, base: list[float], head: list[float], verdict
     arms = [a.model_copy(update={"gpu_ms_per_step": spread(values[a.arm]), "repeats": len(values[a.arm]),
                                  "tok_per_s": spread([1000 / v for v in values[a.arm]])})
             for a in batch.arms if a.arm in values]
-    report = TEMPLATE.model_copy(update={
-        "batch_sizes": [batch.model_copy(update={"arms": arms})], "rounds": rounds, "threshold_pct": threshold_pct,
-        "tok_threshold_pct": 0.5, "workload": TEMPLATE.workload.model_copy(update={"repeats": repeats, "steps": 64}),
+    report = ruled(TEMPLATE, gpu_ms=threshold_pct, tok_per_s=0.5).model_copy(update={
+        "batch_sizes": [batch.model_copy(update={"arms": arms})], "rounds": rounds,
+        "workload": TEMPLATE.workload.model_copy(update={"repeats": repeats, "steps": 64}),
     })
     change = Change(pct=0.0, ci_low_pct=0.0, ci_high_pct=0.0, p_value=1.0, confidence=0.95)
     facts = PairFacts(

@@ -489,7 +489,7 @@ def test_alpha_is_spent_over_looks_and_split_over_families_and_batch_sizes() -> 
     assert welch_bounds(before, after, 0.01 / 2)[0] > THRESHOLD + 0.05
     assert welch_bounds(before, after, first_look / 4)[0] < THRESHOLD - 0.05
     assert alone.verdict == "regression"
-    assert [b.verdict for b in shared.batch_sizes] == ["at_threshold", "at_threshold"] and shared.looks == 2
+    assert [b.verdict for b in shared.batch_sizes] == ["at_threshold", "at_threshold"] and shared.rule.looks == 2
     assert shared.batch_sizes[0].gpu_ms_bounds is not None and shared.batch_sizes[0].gpu_ms_bounds.confidence == \
         pytest.approx(1 - 2 * first_look / 4)
     # the second look spends the rest of alpha: 38% of it

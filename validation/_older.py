@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 
 from guard.compare import Reason, Verdict, decide_again, most_severe
 from guard.explain import Explanation, Headline
-from guard.report import READ_VERSIONS, SCHEMA_VERSION, Report, explain_report
+from guard.report import READ_VERSIONS, Report, explain_report
 from guard.trace import diff
 
 
@@ -44,8 +44,8 @@ def read_kept(path: Path) -> Kept:
 
 
 def current_report(data: dict[str, Any]) -> Report:
-    if data.get("schema_version") in READ_VERSIONS and (data.get("schema_version") in (SCHEMA_VERSION, MEDIANS_SCHEMA)
-                                                        or data.get("mix") is None):
+    version = data.get("schema_version")
+    if version in READ_VERSIONS and (version >= MEDIANS_SCHEMA or data.get("mix") is None):
         return Report.model_validate(data)
     data = json.loads(json.dumps(data))  # a copy to change
     rounds = int(data.get("rounds") or 1)
@@ -64,11 +64,9 @@ def current_report(data: dict[str, Any]) -> Report:
     # explain a slowdown no rule found, so an older report is read as its fixed sizes
     for name in ("mix", "mix_traces", "mix_comparison"):
         data.pop(name, None)
-    data.update(schema_version=MEDIANS_SCHEMA, looks=looks, reasons=[],
+    data.update(schema_version=MEDIANS_SCHEMA, reasons=[],
                 # schema 4 keeps it at the top already; older ones under `environment`
                 gpu_fingerprint=data["environment"].pop("gpu_state", None) or data.get("gpu_fingerprint", {}),
-                tok_threshold_pct=data.get("tok_threshold_pct") or data["threshold_pct"],
-                alpha=data.get("alpha", 0.01),  # reports before the setting decided at 0.01
                 explanation=Explanation(headline=Headline(verdict=data["verdict"])).model_dump())
     report = Report.model_validate(data)
     # decided again on GPU ms and tok/s alone, on the run's own spreads, as these schemas were

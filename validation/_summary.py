@@ -58,8 +58,8 @@ def compare_pair(pair: Pair, rounds: int, gpu_pct: float, tok_pct: float, looks:
     count = rounds * report.workload.repeats
     measurements = {a.arm: _measurement(a, batch.batch_size, report.workload.steps, count) for a in batch.arms}
     times = Threshold(pct=gpu_pct)
-    rule = Rule(gpu_ms=times, tok_per_s=Threshold(pct=tok_pct), end_to_end_ms=times, alpha=report.alpha,
-                confidence=report.confidence, looks=max(looks, rounds))
+    rule = Rule(gpu_ms=times, tok_per_s=Threshold(pct=tok_pct), end_to_end_ms=times, alpha=report.rule.alpha,
+                confidence=report.rule.confidence, looks=max(looks, rounds))
     return compare(measurements, report.base, report.head, [batch.batch_size], rule, look={batch.batch_size: rounds})
 
 

@@ -113,5 +113,5 @@ def _step(report: Report, number: int, position: int, step_dir: Path) -> BisectS
     return BisectStep(
         number=number, sha=head.sha, subject=head.subject, position=position, verdict=report.verdict,
         bad=report.verdict == "regression", worst_gpu_ms_change_pct=worst[0], worst_batch_size=worst[1],
-        threshold_pct=report.threshold_pct, good_build_reused=base.build_reused, out_dir=str(step_dir),
+        threshold_pct=report.rule.gpu_ms.pct, good_build_reused=base.build_reused, out_dir=str(step_dir),
     )

@@ -11,7 +11,7 @@ from guard.compare._compiled import CompiledChange
 from guard.compare._ranks import ArmRanks, RankChange
 from guard.compare._reasons import Reason
 from guard.compare._warnings import RunWarning
-from guard.config import CalibratedSpread, MetricKey
+from guard.config import MetricKey, Rule
 from guard.measure import (
     MIX_BATCH, Change, MarginFloor, MarginMismatch, SlowProcess, SourceLabel, Spread, TokenMismatch,
 )
@@ -237,19 +237,13 @@ class Comparison(BaseModel):
     verdict: Verdict
     reasons: list[Reason] = []  # why it is invalid
     hash_match: bool | None
-    threshold_pct: float  # GPU ms per step
-    tok_threshold_pct: float
-    # end-to-end ms per step; None: a report from before it was decided (alpha split over 2 metrics)
-    end_to_end_threshold_pct: float | None = Field(default=None, exclude_if=lambda value: value is None)
-    # host instructions per step (rule 4, schema 11 on); None: a report from before they were decided
-    instructions_threshold_pct: float | None = Field(default=None, exclude_if=lambda value: value is None)
-    alpha: float
-    confidence: float
+    # what decided it: each metric's threshold and where it came from, alpha over the looks the run
+    # could take (2 with a confirmation round) and the batch sizes, the confidence of the intervals
+    # shown, the calibration's spreads the bounds could borrow, and the at-threshold policy
+    rule: Rule
     batch_sizes: list[BatchComparison]
     warnings: list[RunWarning] = []  # about the runs: throttling, other processes, missing fingerprints
     gpu_fingerprint: dict[str, Any] = {}  # the NVML fingerprint fields every repeat shares
-    # the rounds the run could take (2 with a confirmation round), over which alpha was split
-    looks: int = Field(default=1, ge=1)
     # the batch-size mix, decided like a batch size and counted in `verdict` and in alpha's
     # split; None: the run had no mix (or its report predates the mix's verdict)
     # (no key without one: a report without a mix is what schema 5 wrote, byte for byte)
@@ -257,8 +251,6 @@ class Comparison(BaseModel):
     # what dynamo compiled in base's processes and head's (compare/_compiled.py); no key where
     # neither used torch.compile
     compiled: CompiledChange | None = Field(default=None, exclude_if=lambda value: value is None)
-    # the calibration's spreads the rule could borrow (`measure.thresholds_file`); no key without
-    calibrated_spreads: list[CalibratedSpread] = Field(default=[], exclude_if=lambda value: not value)
 
     @model_validator(mode="after")
     def _mix_is_the_mix(self) -> "Comparison":

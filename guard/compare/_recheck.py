@@ -26,7 +26,7 @@ from guard.compare._models import UNHELD_SHARE, Agreement, ArmAgreement, ArmStat
 from guard.compare._models import most_severe
 from guard.compare._ranks import straggler_again
 from guard.compare._verdict import _compare_timings, ranks_disagree, with_rank_change
-from guard.config import MAX_ROUNDS, Rule
+from guard.config import Rule
 from guard.measure import Change, Spread
 
 # Floats read back from JSON are the ones written; another scipy may differ in the last digits.
@@ -46,15 +46,12 @@ class Discrepancy(BaseModel):
     recomputed: str
 
 
-MOST_LOOKS = MAX_ROUNDS  # a run takes this many rounds at most, the first included
-
-
 def recheck(
     batches: list[BatchComparison], base: str, head: str, rule: Rule, *,
     verdict: Verdict, hash_match: bool | None, failed_arms: list[str],
 ) -> list[Discrepancy]:
     """Every discrepancy between what `batches` and the overall `verdict` / `hash_match` state
-    and what their own values give under `rule`, the one the report states (`Report.rule`); []
+    and what their own values give under `rule`, the one the report states (`Comparison.rule`); []
     for a report that holds up. `failed_arms`:
     arms that failed to build or run (the comparison is invalid then)."""
     found = _rule_discrepancies(rule, len(batches))
@@ -125,29 +122,11 @@ def _agreement_again(stored: Agreement, base: str) -> Agreement:
 
 
 def _rule_discrepancies(rule: Rule, batch_sizes: int) -> list[Discrepancy]:
-    found = []
-    if not 1 <= rule.looks <= MOST_LOOKS:
-        found.append(Discrepancy(kind="shape", batch_size=None, field="looks", stated=f"{rule.looks!r}",
-                                 recomputed=f"1 to {MOST_LOOKS}"))
-    if rule.decided_sizes != batch_sizes:
-        found.append(Discrepancy(kind="shape", batch_size=None, field="batch_sizes", stated=f"{batch_sizes}",
-                                 recomputed=f"{rule.decided_sizes} (alpha was split over them)"))
-    bounds = {
-        "threshold_pct": (rule.gpu_ms.pct, 0.0, math.inf),
-        "tok_threshold_pct": (rule.tok_per_s.pct, 0.0, 100.0),  # tok/s cannot fall by 100% or more
-        "alpha": (rule.alpha, 0.0, 0.5),
-        "confidence": (rule.confidence, 0.5, 1.0),
-    }
-    if rule.end_to_end_ms is not None:
-        bounds["end_to_end_threshold_pct"] = (rule.end_to_end_ms.pct, 0.0, math.inf)
-    if rule.instructions is not None:
-        bounds["instructions_threshold_pct"] = (rule.instructions.pct, 0.0, math.inf)
-    return found + [
-        Discrepancy(kind="shape", batch_size=None, field=name, stated=f"{value!r}",
-                    recomputed=f"a finite number over {low:g} and under {high:g}")
-        for name, (value, low, high) in bounds.items()
-        if not (math.isfinite(value) and low < value < high)
-    ]
+    """The batch sizes alpha was split over are the ones decided (the rule holds its own ranges)."""
+    if rule.decided_sizes == batch_sizes:
+        return []
+    return [Discrepancy(kind="shape", batch_size=None, field="batch_sizes", stated=f"{batch_sizes}",
+                        recomputed=f"{rule.decided_sizes} (alpha was split over them)")]
 
 
 def _shape(stored: BatchComparison, base: str, head: str, rule: Rule) -> list[Discrepancy]:

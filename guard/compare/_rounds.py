@@ -84,7 +84,7 @@ def decide_in_rounds(
         nonlocal mix_at
         round_no = budget.rounds + 1
         what = ([f"batch size(s) {undecided}"] if undecided else []) + (["the batch-size mix"] if mix else [])
-        progress(f"{' and '.join(what)} undecided: confirmation round {round_no} of at most {first.looks}, "
+        progress(f"{' and '.join(what)} undecided: confirmation round {round_no} of at most {first.rule.looks}, "
                  f"{repeats} repeats per arm of those alone (about {budget.estimate_s(2 * repeats):.0f} s of "
                  f"the {budget.left_s():.0f} s left)")
         nonlocal next_repeat

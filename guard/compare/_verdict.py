@@ -67,19 +67,12 @@ def compare(
         verdict=verdict,
         reasons=reasons + [r for b in decided for r in b.reasons],
         hash_match=all(hash_matches) if hash_matches else None,
-        threshold_pct=rule.gpu_ms.pct,
-        tok_threshold_pct=rule.tok_per_s.pct,
-        end_to_end_threshold_pct=rule.end_to_end_ms.pct if rule.end_to_end_ms is not None else None,
-        instructions_threshold_pct=rule.instructions.pct if rule.decides_instructions else None,  # type: ignore[union-attr]
-        alpha=rule.alpha,
-        confidence=rule.confidence,
+        rule=rule,
         batch_sizes=batches,
         warnings=fingerprints.warnings,
         gpu_fingerprint=fingerprints.summary,
-        looks=rule.looks,
         mix_comparison=mixed,
         compiled=compiled_change(measurements, base, head),
-        calibrated_spreads=list(rule.spreads),
     )
 
 
@@ -99,7 +92,7 @@ def confirm_undecided(
     added_per_round: int = 0,
 ) -> Rounds:
     """The confirmation rule: while a batch size or the mix is undecided and the run may take
-    another look (up to `first.looks` rounds), `fits(sizes, mix)` is asked whether one more
+    another look (up to `first.rule.looks` rounds), `fits(sizes, mix)` is asked whether one more
     round fits the time left, and `next_round(sizes, mix)` measures (or looks up) a round of
     more processes for those alone (and the mix where `mix`) and decides them at the next look,
     on every round that measured them. `stop_futile`: no round runs where the rounds left, of
@@ -108,9 +101,9 @@ def confirm_undecided(
     rounds that cannot tell."""
     decided, rounds = first, 1
     while decided.undecided_sizes or decided.mix_undecided:
-        if rounds >= first.looks:
+        if rounds >= first.rule.looks:
             return Rounds(decided, rounds, "max_rounds")
-        if stop_futile and added_per_round and not could_decide(decided, added_per_round * (first.looks - rounds)):
+        if stop_futile and added_per_round and not could_decide(decided, added_per_round * (first.rule.looks - rounds)):
             return Rounds(decided, rounds, "futile")
         if not fits(decided.undecided_sizes, decided.mix_undecided):
             return Rounds(decided, rounds, "budget")

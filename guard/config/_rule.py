@@ -1,7 +1,7 @@
 """The rule a verdict is decided by, as one record: each metric's threshold and where it came
 from, the error level and the looks it is spent over, the confidence shown, the calibrated
 spreads the bounds may borrow, and what a verdict at the threshold sets. A run makes it from
-its config (`Rule.of_config`), a report read back states it (`Report.rule`), and the compare
+its config (`Rule.of_config`), a report keeps it whole (`Comparison.rule`), and the compare
 stage, the recheck of a stored report and the render layer all take it.
 
 Four versions of the rule are kept, so that a stored report is decided again by its own:
@@ -35,7 +35,8 @@ Four versions of the rule are kept, so that a stored report is decided again by 
     spread itself.
 
 The record and its arithmetic (how alpha is split) live here, below the compare stage: they
-import nothing but `math`, so every stage above can take the rule without taking another's.
+import nothing but `math`, so every stage above can take the rule without taking another's. The
+record holds its own ranges, so a rule out of them (a stored report's, edited) is never made.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ import math
 from collections.abc import Collection
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from guard.config._models import MeasureConfig
+from guard.config._models import MAX_ROUNDS, MeasureConfig
 from guard.config._thresholds import CalibratedSpread, Thresholds
 
 # the metrics a verdict is decided on: GPU ms per step (held), end-to-end ms per step (unheld:
@@ -63,8 +64,6 @@ METRICS: tuple[MetricKey, ...] = ("gpu_ms", "end_to_end_ms", "tok_per_s", "instr
 # where it was calibrated; end-to-end ms too noisy or not measured there, or a file from before
 # it was calibrated.
 ThresholdSource = Literal["configured", "calibrated", "gpu_ms_fallback"]
-# as reports write them
-_SOURCES_ORDER: tuple[MetricKey, ...] = ("gpu_ms", "tok_per_s", "end_to_end_ms", "instructions")
 # What a verdict at the threshold sets (`measure.at_threshold`): neutral, or failing
 AtThreshold = Literal["neutral", "fail"]
 
@@ -140,13 +139,12 @@ class Threshold(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    pct: float
+    pct: float = Field(gt=0, allow_inf_nan=False)
     source: ThresholdSource | None = None  # None: a report from before sources were kept
 
 
 class Rule(BaseModel):
-    """The settings a verdict is decided by. Floats are kept as given (a stored report's may be
-    out of range: the recheck says so, compare/_recheck.py)."""
+    """The settings a verdict is decided by, each within its range; a report keeps it whole."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -155,15 +153,25 @@ class Rule(BaseModel):
     end_to_end_ms: Threshold | None  # None: not decided (a report from before it was: alpha over 2 metrics)
     # host instructions per step; None: not decided (rule 3 and before)
     instructions: Threshold | None = None
-    alpha: float
-    confidence: float  # of the intervals shown beside the verdict (`Change`), not the decision's
-    looks: int = 1  # the looks alpha is spent over
-    decided_sizes: int = 1  # the batch sizes (and the mix) alpha is split over
-    look: int = 1  # the round being decided, from 1
+    alpha: float = Field(gt=0, lt=0.5)
+    # of the intervals shown beside the verdict (`Change`), not the decision's
+    confidence: float = Field(gt=0.5, lt=1)
+    looks: int = Field(default=1, ge=1, le=MAX_ROUNDS)  # the looks alpha is spent over
+    decided_sizes: int = Field(default=1, ge=0)  # the batch sizes (and the mix) alpha is split over
+    # the round being decided, from 1: each batch size states its own (`BatchComparison.look`), not the report
+    look: int = Field(default=1, ge=1, exclude=True)
     # the calibration's spreads, borrowed where the run's agrees with them (compare/_borrow.py)
     spreads: tuple[CalibratedSpread, ...] = ()
     at_threshold: AtThreshold = "neutral"
-    version: int = RULE_VERSION  # which rule (this module's docstring); 1: schema 7's reports
+    version: int = Field(default=RULE_VERSION, ge=1, le=RULE_VERSION)  # which rule (this module's docstring)
+
+    @model_validator(mode="after")
+    def _held_to_its_own(self) -> Rule:
+        if self.tok_per_s.pct >= 100:
+            raise ValueError("tok_per_s's threshold is under 100%: tok/s cannot fall by 100% or more")
+        if self.gpu_ms.source == "gpu_ms_fallback":
+            raise ValueError("gpu_ms's threshold is configured or calibrated, never held to another's")
+        return self
 
     @classmethod
     def of_config(cls, measure: MeasureConfig, calibrated: Thresholds | None = None) -> Rule:
@@ -197,11 +205,9 @@ class Rule(BaseModel):
         return self.thresholds()[metric].pct
 
     def sources(self) -> dict[MetricKey, ThresholdSource] | None:
-        """Where each metric's threshold came from, as a report keeps them (`threshold_sources`,
-        GPU ms, tok/s, then end-to-end ms); None where one is not known (a report from before)."""
-        decided = self.thresholds()
-        known = {m: source for m in _SOURCES_ORDER if m in decided and (source := decided[m].source) is not None}
-        return known if len(known) == len(decided) else None
+        """Where each metric's threshold came from; None where one is not known (a report from before)."""
+        known = {m: t.source for m, t in self.thresholds().items() if t.source is not None}
+        return known if len(known) == len(self.thresholds()) else None
 
     @property
     def metrics_per_look(self) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from guard.cause import CaptureChanges
 from guard.compare import BatchComparison, CompiledChange, MetricKey, Slowdown, Verdict, time_ratio
-from guard.config import FELT_METRICS
+from guard.config import FELT_METRICS, Rule
 from guard.explain._models import (
     GRAPH_BREAK_CAUSES, AblationEffect, CapturePlace, Cause, CauseKind, CompiledCause, DeviceRise, Explanation,
     Headline, HostTime, LaunchNote, ProfileScale, RankCause, SlowerKernel, TimeSplit,
@@ -29,8 +29,7 @@ def explain(
     base: str,
     head: str,
     *,
-    thresholds: dict[MetricKey, float],
-    confidence: float,
+    rule: Rule,
     ablation_builds: dict[str, str] | None = None,
     capture: CaptureChanges | None = None,
     mix: MixReport | None = None,
@@ -44,7 +43,8 @@ def explain(
     figures, `mix_trace` the diff of its own profiled pass where it has one, and `mix_decision`
     the compare stage's verdict on it; `rank_diffs`: per batch size of several ranks, the diff
     of base's profiled passes across the ranks with head's; `compiled`: what dynamo compiled in
-    each arm. `thresholds`: each metric the rule decides, its threshold in percent (`Rule.pcts`)."""
+    each arm. `rule`: what the verdicts were decided by, its thresholds and the confidence shown."""
+    thresholds = rule.pcts()
     rows = padded_rows(mix, base, head)
     causes = [c for b in batches if b.verdict in ("regression", "at_threshold")
               if (c := cause_of(b, diffs.get(b.batch_size), rows.get(b.batch_size))) is not None]
@@ -64,7 +64,7 @@ def explain(
         ranks=ranks,
         compiled=broke,
         ablations=[e for arm, source in (ablation_builds or {}).items() for b in batches
-                   if (e := _ablation(b, arm, "base" if source == base else "head", base, confidence))],
+                   if (e := _ablation(b, arm, "base" if source == base else "head", base, rule.confidence))],
         launch_notes=[n for b in batches if (n := _launch_note(b, base, head, thresholds["gpu_ms"]))],
         profile_scales=[s for b in batches if b.verdict in ("regression", "at_threshold")
                         if (s := _profile_scale(b, diffs.get(b.batch_size), base, head))],

@@ -95,17 +95,16 @@ def _overrides_hold(report: Report) -> list[Discrepancy]:
         "repeats": report.workload.repeats,
         "batch_sizes": report.workload.batch_sizes,
         "steps": report.workload.steps,
-        "threshold_pct": report.threshold_pct,
+        "threshold_pct": report.rule.gpu_ms.pct,
     }
     found = [
         Discrepancy(kind="shape", batch_size=None, field=f"overrides.{name}", stated=str(value),
                     recomputed=str(used[name]))
         for name, value in given.items() if name in used and value != used[name]  # allow_few_repeats sets no figure
     ]
-    if "threshold_pct" in given and report.tok_threshold_pct not in (None, given["threshold_pct"]):
-        found.append(Discrepancy(kind="shape", batch_size=None, field="tok_threshold_pct",
-                                 stated=str(report.tok_threshold_pct),
-                                 recomputed=str(given["threshold_pct"])))
+    if "threshold_pct" in given and report.rule.tok_per_s.pct != given["threshold_pct"]:
+        found.append(Discrepancy(kind="shape", batch_size=None, field="rule.tok_per_s.pct",
+                                 stated=str(report.rule.tok_per_s.pct), recomputed=str(given["threshold_pct"])))
     return found
 
 
@@ -113,7 +112,8 @@ def _sources_hold(report: Report) -> list[Discrepancy]:
     """Where the report says each threshold came from fits the thresholds it states: all from the
     config, or none (a thresholds file gives GPU ms's, and the command line's threshold replaces
     that file); and a metric held to GPU ms's threshold, or tok/s from the config, has GPU ms's."""
-    sources = report.threshold_sources
+    rule = report.rule
+    sources = rule.sources()
     if sources is None:  # a report from before they were kept
         return []
     found = []
@@ -121,31 +121,30 @@ def _sources_hold(report: Report) -> list[Discrepancy]:
     def wrong(field: str, stated: str, expected: str) -> None:
         found.append(Discrepancy(kind="shape", batch_size=None, field=field, stated=stated, recomputed=expected))
 
-    rule = report.rule
     configured = sources["gpu_ms"] == "configured"
     if not configured and report.overrides is not None and "threshold_pct" in report.overrides.given():
-        wrong("threshold_sources.gpu_ms", sources["gpu_ms"], "configured (the command line gave the threshold)")
+        wrong("rule.gpu_ms.source", sources["gpu_ms"], "configured (the command line gave the threshold)")
     if rule.felt_gates:  # rule 5: what the user feels has its own threshold, never GPU ms's
         for metric in ("tok_per_s", "end_to_end_ms"):
             source = sources.get(metric)
             if source == "gpu_ms_fallback" or (configured and source != "configured"):
-                wrong(f"threshold_sources.{metric}", str(source), "configured, like GPU ms's," if configured
+                wrong(f"rule.{metric}.source", str(source), "configured, like GPU ms's," if configured
                       else "configured or calibrated (rule 5 holds no metric to GPU ms's threshold)")
         if configured and rule.tok_per_s.pct != rule.gpu_ms.pct:  # measure.threshold_pct is both
-            wrong("tok_threshold_pct", repr(rule.tok_per_s.pct), f"{rule.gpu_ms.pct!r} (GPU ms's, from the config)")
-    held_by: tuple[tuple[MetricKey, str, tuple[str, ...]], ...] = () if rule.felt_gates else (
-        ("tok_per_s", "tok_threshold_pct", ("configured", "gpu_ms_fallback")),
-        ("end_to_end_ms", "end_to_end_threshold_pct", ("gpu_ms_fallback",)))
-    for metric, field, held in held_by:
-        source = sources[metric]
+            wrong("rule.tok_per_s.pct", repr(rule.tok_per_s.pct), f"{rule.gpu_ms.pct!r} (GPU ms's, from the config)")
+    held_by: dict[MetricKey, tuple[str, ...]] = {} if rule.felt_gates else {
+        "tok_per_s": ("configured", "gpu_ms_fallback"), "end_to_end_ms": ("gpu_ms_fallback",)}
+    for metric, held in held_by.items():
+        if (source := sources.get(metric)) is None:  # not decided
+            continue
         if (source == "configured") != configured:
-            wrong(f"threshold_sources.{metric}", source, "configured, like GPU ms's," if configured
+            wrong(f"rule.{metric}.source", source, "configured, like GPU ms's," if configured
                   else "calibrated or gpu_ms_fallback (GPU ms's came from a thresholds file)")
-        elif source in held and metric in rule.thresholds() and rule.pct(metric) != rule.gpu_ms.pct:
-            wrong(field, f"{rule.pct(metric)!r} with threshold_sources.{metric} {source}",
+        elif source in held and rule.pct(metric) != rule.gpu_ms.pct:
+            wrong(f"rule.{metric}.pct", f"{rule.pct(metric)!r} with rule.{metric}.source {source}",
                   f"{rule.gpu_ms.pct!r} (GPU ms's)")
     if rule.instructions is not None and sources.get("instructions") != "configured":
-        wrong("threshold_sources.instructions", str(sources.get("instructions")),
+        wrong("rule.instructions.source", str(sources.get("instructions")),
               "configured (a thresholds file writes none for instructions)")
     return found
 

@@ -44,7 +44,7 @@ def explain_run(
     report keeps them: the one place they are assembled."""
     return explain(
         comparison.verdict, comparison.batch_sizes, {t.batch_size: t.diff for t in traces if t.diff is not None},
-        base, head, thresholds=rule.pcts(), confidence=comparison.confidence,
+        base, head, rule=rule,
         ablation_builds={a.name: a.source for a in arms if a.source is not None and a.status == "ok"},
         capture=capture, mix=mix, mix_trace=mix_traces.diff if mix_traces is not None else None,
         mix_decision=comparison.mix_comparison,

@@ -157,7 +157,7 @@ def pass_sentence(report: Report) -> str:
     """What a pass rules out, metric by metric, and a rise under the threshold worth naming."""
     gpu = report.gpu_timed()
     gates = all(b.tok_per_s_gates for b in report.decided())
-    ruled = f"{words.threshold(report.threshold_pct)} in {words.metric('gpu_ms', gpu)}"
+    ruled = f"{words.threshold(report.rule.gpu_ms.pct)} in {words.metric('gpu_ms', gpu)}"
     if gates and report.rule.felt_gates and gpu and report.rule.end_to_end_ms is not None:
         ruled += (f", {words.threshold(report.rule.pct('end_to_end_ms'))} in {words.END_TO_END} and "
                   f"{words.threshold(report.rule.pct('tok_per_s'))} in {words.TOK}")
@@ -202,14 +202,14 @@ def processes_text(report: Report) -> str:
 def rule_note(report: Report) -> str:
     """The method fold's account of the rule, with this run's figures."""
     each = f"{_alpha_per_look(report.rule) * 100:.3g}%"
-    looks, n = report.looks, len(report.batch_sizes)
+    alpha, looks, n = report.rule.alpha, report.rule.looks, len(report.batch_sizes)
     mixed = " and the batch-size mix" if report.mix_comparison is not None else ""
     gpu = words.metric("gpu_ms", report.gpu_timed())
     if report.rule.version >= 2:
-        first = spent(report.alpha, looks, 1)
-        split = (f"Each bound of the first look is wrong at most {each} of the time: alpha {report.alpha:g} is "
+        first = spent(alpha, looks, 1)
+        split = (f"Each bound of the first look is wrong at most {each} of the time: alpha {alpha:g} is "
                  f"spent over the {words.plural(looks, 'look')} the time budget holds"
-                 + (f" ({words.pct(100 * first / report.alpha, 0).lstrip('+')} of it at the first, by a "
+                 + (f" ({words.pct(100 * first / alpha, 0).lstrip('+')} of it at the first, by a "
                     "Pocock-type spending function)" if looks > 1 else "")
                  + f" and split over 2 families ({gpu}; "
                  + (f"end-to-end ms per step and {words.TOK}, one pass's figures" if report.gpu_timed() else words.TOK)
@@ -217,18 +217,18 @@ def rule_note(report: Report) -> str:
                  + ("; a family's share is split again over the metrics it decides" if report.rule.felt_gates else "")
                  + ". ")
     else:
-        split = (f"Each bound is wrong at most {each} of the time (alpha {report.alpha:g} split over "
+        split = (f"Each bound is wrong at most {each} of the time (alpha {alpha:g} split over "
                  f"{words.plural(looks, 'round')} x {report.rule.metrics_per_look} metrics x "
                  f"{words.plural(n, 'batch size')}{mixed}). ")
     return (
         f"A batch size is a regression when the lower bound of its slowdown is above the threshold "
-        f"({words.threshold(report.threshold_pct)} in {gpu}, "
+        f"({words.threshold(report.rule.gpu_ms.pct)} in {gpu}, "
         f"{threshold_text(report.rule, 'tok_per_s', report.gpu_timed())} in "
         f"{words.TOK}), a pass when the upper bound is under it, an improvement when the upper bound is under minus "
-        f"the threshold. {split}So a regression that is not there is called at most {words.level(report.alpha)} of "
-        f"the time, as is an improvement; all the bounds hold together at least {words.level(1 - 2 * report.alpha)} "
+        f"the threshold. {split}So a regression that is not there is called at most {words.level(alpha)} of "
+        f"the time, as is an improvement; all the bounds hold together at least {words.level(1 - 2 * alpha)} "
         f"of the time. " + _felt_note(report) + " "
-        + _rounds_note(report.looks, report.rounds_stopped, report.confirm_budget_s)
+        + _rounds_note(report.rule.looks, report.rounds_stopped, report.confirm_budget_s)
         + "is at threshold (a slowdown is shown, its size against the threshold is not) or inconclusive (no change "
         "and the threshold both fit). Intervals from Welch's t on log times"
         + (", or Student's t where the calibrated spread was pooled in (below)"

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from guard.cause import CaptureChanges
 from guard.compare import Comparison, RoundsStop, RunWarning
-from guard.config import (
-    MAX_HOST_SECONDS, AtThreshold, ConfigChange, ConfigOverrides, MetricKey, Rule, Threshold, ThresholdSource,
-    Workload,
-)
+from guard.config import MAX_HOST_SECONDS, ConfigChange, ConfigOverrides, Rule, Workload
 from guard.explain import Explanation
 from guard.measure import MixReport, SlowProcesses, SourceLabel
+from guard.report._migrate import current_shape
 from guard.sandbox import Isolation
 from guard.trace import MixTraceSection, RankTraceSection, TraceSection
 
@@ -57,10 +55,12 @@ SCHEMA_VERSION = 13
 # (`batch_sizes[].alpha_per_bound`), and `caught_pct` is stated at the upper limit of the spread. A
 # schema 11 report is decided again by rule 4, as it was.
 # 13: the same rule; the warnings about the run are facts, a kind and its values
-# (`warnings[].kind`; compare/_warnings.py), where a report of 12 or before kept each as a sentence.
-# Read: the current version, schema 7 (by its own rule), schema 6 (decided as it says:
-# `end_to_end_threshold_pct` absent, over 2 metrics) and schema 5 without a mix, which state
-# nothing schema 7 would state otherwise; a report of an older one is made again by `guard run`.
+# (`warnings[].kind`; compare/_warnings.py), where a report of 12 or before kept each as a sentence;
+# and the rule is kept whole (`rule`, guard/config/_rule.py, with its version), where 5 to 12
+# kept it as keys of the report: guard/report/_migrate.py reads those into it.
+# Read: the current version, schema 7 (by its own rule), schema 6 (decided as it says: no
+# end-to-end threshold, alpha over 2 metrics) and schema 5 without a mix, which state nothing
+# schema 7 would state otherwise; a report of an older one is made again by `guard run`.
 READ_VERSIONS = (5, 6, 7, 8, 9, 10, 11, 12, 13)
 DESCRIBED_LIMIT = 200  # characters of a string the workload's describe() gave, kept in the record
 
@@ -152,8 +152,8 @@ class RunRecord(BaseModel):
 
 
 class Report(Comparison):
-    """The comparison (verdict, reasons, thresholds, batch sizes, the runs' warnings and GPU
-    fingerprint, looks: `Comparison`'s fields, defined there once) and the run around it."""
+    """The comparison (verdict, reasons, the rule, batch sizes, the runs' warnings and GPU
+    fingerprint: `Comparison`'s fields, defined there once) and the run around it."""
 
     schema_version: Literal[5, 6, 7, 8, 9, 10, 11, 12, 13] = SCHEMA_VERSION
     # about the runs (the checkout's credential first); a string: a sentence, as schema 12 and before kept it
@@ -194,45 +194,21 @@ class Report(Comparison):
     started_at: str
     duration_s: float
     explanation: Explanation  # what the comment states, from the figures above (guard/explain)
-    # where each metric's threshold came from: the config, the calibration, or GPU ms's where the
-    # calibration wrote none for the metric (`Rule.sources`); None: a report from before they were kept (no key)
-    threshold_sources: Annotated[dict[MetricKey, ThresholdSource], Field(min_length=3)] | None = Field(
-        default=None, exclude_if=lambda value: value is None)
-    # what an at_threshold verdict sets (`measure.at_threshold`): neutral, or failing (guard/report/_gate.py)
-    at_threshold_status: AtThreshold = Field(default="neutral", exclude_if=lambda value: value == "neutral")
     # what held the pull request's processes on this host (guard/sandbox/_box.py); None: a report from before
     isolation: Isolation | None = Field(default=None, exclude_if=lambda value: value is None)
 
-    @field_validator("threshold_sources")
+    @model_validator(mode="before")
     @classmethod
-    def _gpu_ms_its_own(cls, value: dict[MetricKey, ThresholdSource] | None) -> dict[MetricKey, ThresholdSource] | None:
-        """GPU ms's threshold is the config's or the calibration's: the one the others may be held to."""
-        if value is not None and value["gpu_ms"] == "gpu_ms_fallback":
-            raise ValueError("gpu_ms's threshold is configured or calibrated, never held to another's")
-        return value
+    def _older_schemas(cls, data: Any) -> Any:
+        return current_shape(data)
 
-    @property
-    def rule(self) -> Rule:
-        """The rule the report states its verdicts were decided by, from the keys it keeps them
-        in: its thresholds and where they came from, alpha, confidence, looks, the batch sizes
-        (and the mix) alpha was split over, the calibrated spreads and the at-threshold policy;
-        rule 2 from schema 8, 3 (slow processes set aside) from schema 9, 4 (host instructions
-        decide a rise past their threshold) from schema 11, 5 (what the user feels decides) from
-        schema 12 (guard/config/_rule.py)."""
-        sources = self.threshold_sources or {}
-        end = self.end_to_end_threshold_pct
-        counted = self.instructions_threshold_pct if self.schema_version >= 11 else None
-        return Rule(
-            gpu_ms=Threshold(pct=self.threshold_pct, source=sources.get("gpu_ms")),
-            tok_per_s=Threshold(pct=self.tok_threshold_pct, source=sources.get("tok_per_s")),
-            end_to_end_ms=Threshold(pct=end, source=sources.get("end_to_end_ms")) if end is not None else None,
-            instructions=(Threshold(pct=counted, source=sources.get("instructions")) if counted is not None
-                          else None),
-            alpha=self.alpha, confidence=self.confidence, looks=self.looks, decided_sizes=len(self.decided()),
-            spreads=tuple(self.calibrated_spreads), at_threshold=self.at_threshold_status,
-            version=(5 if self.schema_version >= 12 else 4 if self.schema_version >= 11 else 3
-                     if self.schema_version >= 9 else 2 if self.schema_version >= 8 else 1),
-        )
+    @field_validator("rule")
+    @classmethod
+    def _sources_said_for_all(cls, rule: Rule) -> Rule:
+        """Where each threshold came from is said for every metric decided, or (older reports) for none."""
+        if rule.sources() is None and any(t.source is not None for t in rule.thresholds().values()):
+            raise ValueError("where a threshold came from (its source) is said for every metric decided, or none")
+        return rule
 
     def arm(self, name: str) -> ArmInfo:
         return next(a for a in self.arms if a.name == name)

@@ -97,9 +97,9 @@ def _parts(report: Report) -> tuple[str, list[str]]:
     if h.verdict == "inconclusive":
         return f"Decode speed inconclusive with {{change}}: {name} too noisy {at}", fell
     if h.notable:
-        return (f"No decode slowdown past {words.threshold(report.threshold_pct)} with {{change}}",
+        return (f"No decode slowdown past {words.threshold(report.rule.gpu_ms.pct)} with {{change}}",
                 fell + [f"; {words.pct(h.change.pct)} {name} {at}, under it"])
-    return f"No decode slowdown past {words.threshold(report.threshold_pct)} with {{change}}", fell
+    return f"No decode slowdown past {words.threshold(report.rule.gpu_ms.pct)} with {{change}}", fell
 
 
 def _by(metric: MetricKey) -> str:
