@@ -15,8 +15,8 @@ from guard._output import write_atomic
 from guard.checkout import ArmRef, build_arm, check_interpreter_reach, default_cache_dir, require_repo, resolve_commit
 from guard.compare import BatchComparison, DisagreementNoise, MetricKey, bounds_level, compare, disagreement_noise
 from guard.config import (
-    MAX_CALIBRATED_FELT_PCT, REFUSED_GPU_MS_PCT, STEADY_RUNNER, CalibratedSpread, CommitFiles, GuardConfig, Rule,
-    MeasureConfig, Thresholds, check_entry, load_commit_config, threshold_refusal, write_thresholds,
+    REFUSED_GPU_MS_PCT, STEADY_RUNNER, CalibratedSpread, CommitFiles, GuardConfig, MeasureConfig, Rule, Thresholds,
+    check_entry, felt_cap_pct, load_commit_config, threshold_refusal, write_thresholds,
 )
 from guard.harness import HARNESS_SCRIPT
 from guard.measure import (
@@ -249,13 +249,13 @@ def _thresholds_lines(result: Calibration, measure: MeasureConfig) -> list[str]:
         "its own processes' where its own is not past it (an F test at "
         f"{BORROW_CHECK_ALPHA:.0%}), and decides on its own alone where it is."
     ]
-    felt = (("tok/s", tok_pct, result.suggested.tok_per_s_pct),
-            ("end-to-end ms per step", end_pct, result.suggested.end_to_end_ms_pct))
-    for name, pct, written in felt:
+    felt = (("tok/s", "tok_per_s", tok_pct, result.suggested.tok_per_s_pct),
+            ("end-to-end ms per step", "end_to_end_ms", end_pct, result.suggested.end_to_end_ms_pct))
+    for name, metric, pct, written in felt:
         if pct is not None and written is None:
             lines.append(
                 f"{name} cannot tell a change here ({_refused(_suggest(pct))}, past "
-                f"{MAX_CALIBRATED_FELT_PCT:,.0f}%): no threshold is written for it, so a run holds it to "
+                f"{felt_cap_pct(metric):,.4g}%): no threshold is written for it, so a run holds it to "
                 "measure.threshold_pct and leaves it undecided; "
                 f"{STEADY_RUNNER}."
             )
@@ -367,10 +367,10 @@ def _gating_suggestion(metric: Literal["tok_per_s", "end_to_end_ms"], supported_
     """The threshold written for what the user feels (end-to-end ms, tok/s): what the runner
     resolves at this spread, however coarse (a compiled engine's tok/s can move by a third
     between processes whose GPU ms agree), since a run holds the metric to it and GPU ms still
-    gates at its own; None past MAX_CALIBRATED_FELT_PCT (a step eleven times as long), where the
+    gates at its own; None past felt_cap_pct (a step eleven times as long), where the
     figure says no more than that the runner cannot tell: a run then holds the metric to the
     config's threshold and stays undecided on it, saying so."""
-    if supported_pct is None or _suggest(supported_pct) > MAX_CALIBRATED_FELT_PCT:
+    if supported_pct is None or _suggest(supported_pct) > felt_cap_pct(metric):
         return None
     return _suggest(supported_pct)
 

@@ -293,7 +293,7 @@ def test_two_processes_a_side_state_their_unbounded_figures_by_order_not_as_an_o
 @pytest.mark.slow
 @pytest.mark.parametrize(("thresholds", "expected"), [
     ("gpu_ms_pct = 25\ntok_per_s_pct = 2", "'thresholds.gpu_ms_pct': a threshold under 25% in GPU ms per step"),
-    ("gpu_ms_pct = 1\ntok_per_s_pct = 1901.8", "'thresholds.tok_per_s_pct': at most 1000% (a step eleven times as"),
+    ("gpu_ms_pct = 1\ntok_per_s_pct = 1901.8", "'thresholds.tok_per_s_pct': at most 90.91% (tok/s at one eleventh"),
 ])
 def test_a_thresholds_file_that_switches_the_guard_off_is_refused(
     tmp_path: Path, thresholds: str, expected: str
@@ -395,9 +395,13 @@ def test_what_the_user_feels_is_written_at_what_the_runner_resolves_and_a_run_ho
     from guard.config import FolderFiles, Threshold, Thresholds, write_thresholds
     from guard.pipeline import _rule
 
-    assert _gating_suggestion("tok_per_s", 98.9) == pytest.approx(98.9)  # rule 4 refused it at 50%
+    assert _gating_suggestion("tok_per_s", 89.9) == pytest.approx(89.9)  # rule 4 refused it at 50%
     assert _gating_suggestion("tok_per_s", 3.21) == pytest.approx(3.3)
-    assert _gating_suggestion("tok_per_s", 1000.05) is None  # past a step eleven times as long: tells nothing
+    # tok/s's is a fall: past one eleventh of itself (a step eleven times as long) it tells nothing, and a
+    # rule cannot hold tok/s to a fall of 100% or more
+    assert _gating_suggestion("tok_per_s", 91.0) is None
+    assert _gating_suggestion("end_to_end_ms", 999.9) == pytest.approx(999.9)
+    assert _gating_suggestion("end_to_end_ms", 1000.05) is None
     assert _gating_suggestion("end_to_end_ms", None) is None
     path = tmp_path / "thr.toml"
     written = Thresholds(gpu_ms_pct=0.5, end_to_end_ms_pct=4.0)

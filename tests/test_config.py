@@ -179,8 +179,8 @@ def test_thresholds_file_round_trip_and_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="thresholds.gpu_ms_pct"):
         load_thresholds(tmp_path / "bad.toml")
     # thresholds that switch the guard off: one message, what was wrong and what to do
-    for gpu, tok, key, expected in ((1, 1000.5, "tok_per_s_pct", "at most 1000% (a step eleven times as long): past "
-                                     "it a runner tells no change at all"),
+    for gpu, tok, key, expected in ((1, 90.95, "tok_per_s_pct", "at most 90.91% (tok/s at one eleventh of itself): "
+                                     "past it a runner tells no change at all"),
                                     (25, 1, "gpu_ms_pct", "a threshold under 25% in GPU ms per step (25% would let"),
                                     (279.4, 1901.8, "gpu_ms_pct", "a threshold under 25% in GPU ms per step (279.4%")):
         (tmp_path / "wide.toml").write_text(f"[thresholds]\ngpu_ms_pct = {gpu}\ntok_per_s_pct = {tok}\n")
@@ -188,8 +188,14 @@ def test_thresholds_file_round_trip_and_errors(tmp_path: Path) -> None:
             load_thresholds(tmp_path / "wide.toml")
         assert "measure.cpus" in refused.value.message and "guard calibrate" in refused.value.message
     # what the user feels may be as coarse as the runner is (rule 5): a run holds it there, GPU ms guards
-    (tmp_path / "wide.toml").write_text("[thresholds]\ngpu_ms_pct = 24.9\ntok_per_s_pct = 999.9\n")
-    assert load_thresholds(tmp_path / "wide.toml") == Thresholds(gpu_ms_pct=24.9, tok_per_s_pct=999.9)
+    (tmp_path / "wide.toml").write_text(
+        "[thresholds]\ngpu_ms_pct = 24.9\ntok_per_s_pct = 90.9\nend_to_end_ms_pct = 999.9\n")
+    assert load_thresholds(tmp_path / "wide.toml") == Thresholds(gpu_ms_pct=24.9, tok_per_s_pct=90.9,
+                                                                 end_to_end_ms_pct=999.9)
+    # end-to-end ms past its cap: the same refusal, in its own words
+    (tmp_path / "wide.toml").write_text("[thresholds]\ngpu_ms_pct = 1\nend_to_end_ms_pct = 1000.5\n")
+    with pytest.raises(ConfigError, match=re.escape("'thresholds.end_to_end_ms_pct': at most 1000% (a step eleven")):
+        load_thresholds(tmp_path / "wide.toml")
     (tmp_path / "nan.toml").write_text("[thresholds]\ngpu_ms_pct = nan\ntok_per_s_pct = 1\n")
     with pytest.raises(ConfigError, match="'thresholds.gpu_ms_pct': Input should be a finite number"):
         load_thresholds(tmp_path / "nan.toml")

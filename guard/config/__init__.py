@@ -8,6 +8,7 @@ from guard.config._load import (
 from guard.config._models import (
     MAX_BATCH_SIZE,
     MAX_CALIBRATED_FELT_PCT,
+    MAX_CALIBRATED_TOK_FALL_PCT,
     MAX_HOST_SECONDS,
     MAX_MIX_SIZES,
     MAX_REPEATS,
@@ -23,6 +24,7 @@ from guard.config._models import (
     MeasureConfig,
     Workload,
     WorkloadConfig,
+    felt_cap_pct,
     threshold_refusal,
 )
 from guard.config._overrides import ConfigOverrides, apply_overrides
@@ -51,6 +53,7 @@ __all__ = [
     "MAX_DIFF_LINES",
     "MAX_BATCH_SIZE",
     "MAX_CALIBRATED_FELT_PCT",
+    "MAX_CALIBRATED_TOK_FALL_PCT",
     "MAX_HOST_SECONDS",
     "MAX_MIX_SIZES",
     "MAX_REFERENCE_BYTES",
@@ -89,6 +92,7 @@ __all__ = [
     "parse_config",
     "read_thresholds",
     "spent",
+    "felt_cap_pct",
     "threshold_refusal",
     "write_thresholds",
 ]

@@ -35,6 +35,14 @@ REFUSED_INSTRUCTIONS_PCT = 50.0  # the host's work per step half as much again
 # however coarse, since a run holds the metric to it while GPU ms gates at its own (rule 5); past a
 # step eleven times as long the figure only says the runner cannot tell (calibrate writes none)
 MAX_CALIBRATED_FELT_PCT = 1000.0
+# tok/s's threshold is a fall, under 100% (tok/s cannot fall by all of itself): the same cap is the
+# fall of a step eleven times as long, 1 - 1/11 of tok/s
+MAX_CALIBRATED_TOK_FALL_PCT = 100.0 * MAX_CALIBRATED_FELT_PCT / (100.0 + MAX_CALIBRATED_FELT_PCT)
+
+
+def felt_cap_pct(metric: str) -> float:
+    """The coarsest threshold a calibration writes for a felt metric (tok_per_s or end_to_end_ms)."""
+    return MAX_CALIBRATED_TOK_FALL_PCT if metric == "tok_per_s" else MAX_CALIBRATED_FELT_PCT
 # Host instructions per step: their A/A spread is far under 1%, so their threshold is set by what a user
 # would feel, not by noise: where the host bounds a step, 2% more instructions is about 2% more host
 # time, twice GPU ms's default (docs/notebook/decision-rule.md, "Host instructions per step")

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from guard._errors import ConfigError
 from guard._output import write_atomic
-from guard.config._models import MAX_CALIBRATED_FELT_PCT, STEADY_RUNNER, threshold_refusal
+from guard.config._models import STEADY_RUNNER, felt_cap_pct, threshold_refusal
 from guard.config._sources import MAX_CONFIG_BYTES, Files, FolderFiles
 from guard.config._toml import parse_toml
 
@@ -38,7 +38,7 @@ class Thresholds(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False)
 
     gpu_ms_pct: float = Field(gt=0)  # under REFUSED_GPU_MS_PCT
-    # what the runner resolves in tok/s and end-to-end ms, up to MAX_CALIBRATED_FELT_PCT: a run holds
+    # what the runner resolves in tok/s and end-to-end ms, up to felt_cap_pct (tok/s a fall under 100%): a run holds
     # them to the larger of this and measure.threshold_pct (rule 5); None: the runner could not tell a
     # change at all, not measured there (end-to-end ms on a CPU), or a file from before it was written
     tok_per_s_pct: float | None = Field(default=None, gt=0)
@@ -58,9 +58,12 @@ class Thresholds(BaseModel):
 
     @field_validator("tok_per_s_pct", "end_to_end_ms_pct")
     @classmethod
-    def _resolvable(cls, value: float | None) -> float | None:
-        if value is not None and value > MAX_CALIBRATED_FELT_PCT:
-            raise ValueError(f"at most {MAX_CALIBRATED_FELT_PCT:g}% (a step eleven times as long): past it a runner "
+    def _resolvable(cls, value: float | None, info: ValidationInfo) -> float | None:
+        metric = info.field_name.removesuffix("_pct")
+        cap = felt_cap_pct(metric)
+        if value is not None and value > cap:
+            felt = "tok/s at one eleventh of itself" if metric == "tok_per_s" else "a step eleven times as long"
+            raise ValueError(f"at most {cap:.4g}% ({felt}): past it a runner "
                              f"tells no change at all; {STEADY_RUNNER}, then run `guard calibrate` again")
         return value
 
