@@ -14,6 +14,7 @@ import statistics
 from guard.compare._agreement import agreement
 from guard.compare._models import MIX_BATCH, ArmStats, BatchComparison
 from guard.compare._reasons import Reason
+from guard.compare._timings import compare_timings  # the one timing decision, the sizes' own
 from guard.compare._hashes import first_mismatch
 from guard.config import Rule
 from guard.harness._protocol import tokens_sha256  # the hash the harness gives each batch size's tokens
@@ -24,7 +25,6 @@ def compare_mix(
     measurements: dict[str, ArmMeasurement], base: str, head: str, schedule: list[int], rule: Rule,
     reference: str | None = None,
 ) -> BatchComparison:
-    from guard.compare._verdict import _compare_timings  # the one timing decision, the sizes' own
 
     runs = {name: usable_mix_runs([r.mix for r in m.repeats if r.mix is not None], schedule)
             for name, m in measurements.items() if m.repeats}
@@ -40,13 +40,13 @@ def compare_mix(
         head_agreement = agreed.arm(head)
         if agreed.unforced or head_agreement is None or head_agreement.output_changed:
             return BatchComparison(batch_size=MIX_BATCH, verdict="invalid", arms=arms, agreement=agreed)
-        return _compare_timings(MIX_BATCH, arms, base, head, rule, agreement=agreed)
+        return compare_timings(MIX_BATCH, arms, base, head, rule, agreement=agreed)
     reasons = _free_running_reasons(runs, base, head)
     if reasons:
         mismatch = first_mismatch(runs[base][0].tokens, runs[head][0].tokens)
         return BatchComparison(batch_size=MIX_BATCH, verdict="invalid", reasons=reasons, arms=arms,
                                hash_match=mismatch is None, mismatch=mismatch)
-    return _compare_timings(MIX_BATCH, arms, base, head, rule, hash_match=True)
+    return compare_timings(MIX_BATCH, arms, base, head, rule, hash_match=True)
 
 
 def _arm_stats(arm: str, runs: list[MixRun]) -> ArmStats:

@@ -2,7 +2,7 @@
 
 A report read back (from another job, or from a pull request's run) states verdicts beside
 the numbers they came from. Here each batch size's verdict is made again from the values
-kept in its spreads and its disagreement counts, with `_compare_timings` and the agreement
+kept in its spreads and its disagreement counts, with `compare_timings` (`_timings.py`) and the agreement
 rule, and every stated verdict, change and count that the comment or the status would show
 is held against it.
 
@@ -25,7 +25,8 @@ from guard.compare._agreement import ConfidentCounts, judge
 from guard.compare._models import UNHELD_SHARE, Agreement, ArmAgreement, ArmStats, BatchComparison, Verdict
 from guard.compare._models import most_severe
 from guard.compare._ranks import straggler_again
-from guard.compare._verdict import _compare_timings, ranks_disagree, with_rank_change
+from guard.compare._timings import compare_timings
+from guard.compare._verdict import ranks_disagree, with_rank_change
 from guard.config import Rule
 from guard.measure import Change, Spread
 
@@ -102,12 +103,12 @@ def decide_again(stored: BatchComparison, base: str, head: str, stated: Rule) ->
         head_agreement = agreed.arm(head)
         if agreed.unforced or head_agreement is None or head_agreement.output_changed:
             return BatchComparison(batch_size=size, verdict="invalid", arms=arms, agreement=agreed)
-        return _compare_timings(size, arms, base, head, rule, agreement=agreed)
+        return compare_timings(size, arms, base, head, rule, agreement=agreed)
     hash_match = by_name[base].sha256 == by_name[head].sha256
     if not hash_match or any(a.deterministic is False for a in arms):
         return BatchComparison(batch_size=size, verdict="invalid", arms=arms, hash_match=hash_match,
                                mismatch=stored.mismatch)
-    return _compare_timings(size, arms, base, head, rule, hash_match=True)
+    return compare_timings(size, arms, base, head, rule, hash_match=True)
 
 
 def _agreement_again(stored: Agreement, base: str) -> Agreement:
