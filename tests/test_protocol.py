@@ -62,7 +62,7 @@ def test_the_spec_the_guard_writes_is_the_spec_the_harness_reads(tmp_path: Path)
     from guard.measure import HarnessSpec
 
     given = HarnessSpec(batch_sizes=[1, 4], batch_mix={1: 0.5, 4: 0.5}, world_size=2, reference="ref.json")
-    target = ArmTarget(name="head", python=Path(sys.executable), worktree=tmp_path, cpus=[0])
+    target = ArmTarget(box=choose_box(), name="head", python=Path(sys.executable), worktree=tmp_path, cpus=[0])
     payload = runner._payload(target, given.model_dump(), 3, tmp_path / "traces")
     spec = read_spec(json.dumps(payload))
     assert spec == Spec(entry=given.entry, root=str(tmp_path), batch_sizes=[1, 4], steps=given.steps,
