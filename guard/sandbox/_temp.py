@@ -115,7 +115,7 @@ class SharedTemp:
             # for tools that drop GIT_* variables before they call git (setuptools-scm does). The
             # file is written before the home is the user's, so no path of theirs is followed.
             _write_own(home, ".gitconfig", b"[safe]\n\tdirectory = *\n", user)
-            os.chown(home, user.uid, user.gid)
+            _give(home, user)
             yield {"HOME": str(home), "TMPDIR": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
                    "USER": user.name, "LOGNAME": user.name,
                    "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
@@ -169,6 +169,15 @@ def _remove_entry(path: str, info: os.stat_result) -> int:
     except OSError:
         return 0 if os.path.lexists(path) else 1
     return 1
+
+
+def _give(folder: Path, user: PrUser) -> None:
+    """`folder`, which root made, handed to `user` through a descriptor: no link is followed."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchown(fd, user.uid, user.gid)
+    finally:
+        os.close(fd)
 
 
 def _write_own(folder: Path, name: str, data: bytes, user: PrUser) -> None:
